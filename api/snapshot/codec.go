@@ -1,0 +1,99 @@
+package snapshot
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Names of the ConfigMaps that carry a snapshot, and of their entries.
+//
+// The index ConfigMap IndexName holds DataVersion, DataChecksum, DataChunks and DataFormat. When DataChunks is
+// "0" the whole payload is inline in its binaryData[BinaryPayload]. Otherwise chunk i (1..N) is ConfigMap
+// ChunkName(i), with DataVersion equal to the index's and the bytes in binaryData[BinaryPayload]; the payload
+// is the concatenation of the chunks in order. Chunks are written before the index, so a reader that sees an
+// index whose chunks carry another version is looking at a write in flight and waits for the next event.
+const (
+	IndexName     = "modelgate-snapshot"
+	LabelKey      = "gateway.modelgate.io/snapshot"
+	LabelIndex    = "index"
+	LabelChunk    = "chunk"
+	DataVersion   = "version"
+	DataChecksum  = "sha256"
+	DataChunks    = "chunks"
+	DataFormat    = "format"
+	BinaryPayload = "snapshot.json.gz"
+
+	// MaxChunkBytes keeps every ConfigMap well under the 1 MiB object limit.
+	MaxChunkBytes = 900 * 1024
+)
+
+// ChunkName is the name of chunk i (1-based).
+func ChunkName(i int) string { return fmt.Sprintf("%s-%d", IndexName, i) }
+
+// Encode returns the gzip'd JSON of s and the lowercase hex SHA-256 of those bytes.
+func Encode(s *Snapshot) (payload []byte, checksum string, err error) {
+	raw, err := json.Marshal(s)
+	if err != nil {
+		return nil, "", fmt.Errorf("failed to encode snapshot of %s: %w", s.Namespace, err)
+	}
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+	if _, err := zw.Write(raw); err != nil {
+		return nil, "", fmt.Errorf("failed to compress snapshot of %s: %w", s.Namespace, err)
+	}
+	if err := zw.Close(); err != nil {
+		return nil, "", fmt.Errorf("failed to compress snapshot of %s: %w", s.Namespace, err)
+	}
+	return buf.Bytes(), Checksum(buf.Bytes()), nil
+}
+
+// Checksum is the lowercase hex SHA-256 of payload.
+func Checksum(payload []byte) string {
+	sum := sha256.Sum256(payload)
+	return hex.EncodeToString(sum[:])
+}
+
+// Split cuts payload into chunks of at most max bytes. A payload that fits returns nil: it goes inline.
+func Split(payload []byte, max int) [][]byte {
+	if len(payload) <= max {
+		return nil
+	}
+	var chunks [][]byte
+	for len(payload) > 0 {
+		n := min(max, len(payload))
+		chunks = append(chunks, payload[:n])
+		payload = payload[n:]
+	}
+	return chunks
+}
+
+// ErrChecksum means the payload does not match its index: corrupt, truncated or mixed from two versions.
+var ErrChecksum = errors.New("snapshot checksum mismatch")
+
+// maxDecodedBytes bounds decompression, so a hostile payload cannot exhaust memory.
+const maxDecodedBytes = 1 << 30
+
+// Decode verifies payload against checksum, decompresses and parses it. Unknown fields are refused, so a
+// snapshot from a newer manager is not half-understood.
+func Decode(payload []byte, checksum string) (*Snapshot, error) {
+	if got := Checksum(payload); got != checksum {
+		return nil, fmt.Errorf("%w: index says %s, payload hashes to %s", ErrChecksum, checksum, got)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(payload))
+	if err != nil {
+		return nil, fmt.Errorf("failed to decompress snapshot: %w", err)
+	}
+	dec := json.NewDecoder(io.LimitReader(zr, maxDecodedBytes))
+	dec.DisallowUnknownFields()
+	var s Snapshot
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("failed to parse snapshot: %w", err)
+	}
+	return &s, nil
+}

@@ -1,0 +1,137 @@
+// Package snapshot is the contract between the manager and gatewayd: the materialized, self-contained view of
+// one workspace that gatewayd serves from, and its byte encoding (gzip'd JSON, checksummed, chunked across
+// ConfigMaps). The manager builds it with a pure translation; gatewayd decodes, verifies and swaps it in.
+//
+// Nothing secret is in a snapshot: keys appear only as prefix and SHA-256 hash, and upstream credentials only
+// as references to Secrets.
+package snapshot
+
+// Format names the encoding of the snapshot. gatewayd refuses any other.
+const Format = "v1alpha1"
+
+// Snapshot is one workspace, resolved. Every list is sorted, so equal inputs encode to equal bytes.
+type Snapshot struct {
+	// Namespace is the workspace.
+	Namespace string `json:"namespace"`
+	// Workspace holds the workspace settings; zero when the namespace has no Workspace object.
+	Workspace Workspace `json:"workspace"`
+	// Groups are the Ready groups, sorted by ID. Groups being deleted, and their subtrees, are absent.
+	Groups []Group `json:"groups"`
+	// APIKeys are the usable federated keys of the listed groups, sorted by Prefix.
+	APIKeys []APIKey `json:"apiKeys"`
+	// WorkspaceAPIKeys are the usable workspace keys, sorted by Prefix.
+	WorkspaceAPIKeys []WorkspaceAPIKey `json:"workspaceAPIKeys"`
+	// Endpoints are the routable slugs, sorted by Slug.
+	Endpoints []Endpoint `json:"endpoints"`
+}
+
+// Workspace is the settings of a workspace.
+type Workspace struct {
+	// Name is the Workspace object's name, empty when there is none.
+	Name string `json:"name,omitempty"`
+	// KeyRegistrationPublicKey is the base64 Ed25519 public key for signed key registration, empty when unset.
+	KeyRegistrationPublicKey string `json:"keyRegistrationPublicKey,omitempty"`
+	// BillingWebhook is where billing events go, nil when unset.
+	BillingWebhook *BillingWebhook `json:"billingWebhook,omitempty"`
+	// ModelAPITier bounds workspace keys on the shared model API, nil when unset.
+	ModelAPITier *ModelAPITier `json:"modelAPITier,omitempty"`
+}
+
+// BillingWebhook is a delivery target for billing events.
+type BillingWebhook struct {
+	URL    string    `json:"url"`
+	Secret SecretRef `json:"secret"`
+}
+
+// ModelAPITier is the per-key ceiling of workspace keys on the shared model API.
+type ModelAPITier struct {
+	RequestsPerMinute int64 `json:"requestsPerMinute,omitempty"`
+	TokensPerMinute   int64 `json:"tokensPerMinute,omitempty"`
+}
+
+// SecretRef names one entry of a Secret in the snapshot's namespace.
+type SecretRef struct {
+	Name string `json:"name"`
+	Key  string `json:"key"`
+}
+
+// Group is a Ready group with its effective models.
+type Group struct {
+	ID               string `json:"id"`
+	ExternalEntityID string `json:"externalEntityID"`
+	DisplayName      string `json:"displayName,omitempty"`
+	// ParentID is empty for a root.
+	ParentID string `json:"parentID,omitempty"`
+	// Mode is INDEPENDENT or CASCADING.
+	Mode  string `json:"mode"`
+	Depth int    `json:"depth"`
+	// Models are the group's effective models, sorted by slug: exactly the slugs its keys may call.
+	Models []Model `json:"models"`
+}
+
+// Model is an allowed slug with every limit that applies to it.
+type Model struct {
+	Slug        string  `json:"slug"`
+	RateLimits  []Limit `json:"rateLimits,omitempty"`
+	UsageLimits []Limit `json:"usageLimits,omitempty"`
+}
+
+// Limit is one enforced ceiling. In CASCADING mode the counter charged is SourceGroup's; in INDEPENDENT mode it
+// is the calling group's own, with SourceGroup only telling where the threshold comes from.
+type Limit struct {
+	Type        string `json:"type"`
+	Unit        string `json:"unit"`
+	Threshold   int64  `json:"threshold"`
+	SourceGroup string `json:"sourceGroup"`
+}
+
+// APIKey is a usable federated key.
+type APIKey struct {
+	// ID is the APIKey object's name.
+	ID string `json:"id"`
+	// Prefix is the first 16 characters of the key.
+	Prefix string `json:"prefix"`
+	// Hash is the lowercase hex SHA-256 of the whole key.
+	Hash    string `json:"hash"`
+	GroupID string `json:"groupID"`
+	Name    string `json:"name,omitempty"`
+}
+
+// WorkspaceAPIKey is a usable workspace key.
+type WorkspaceAPIKey struct {
+	ID           string    `json:"id"`
+	Prefix       string    `json:"prefix"`
+	Hash         string    `json:"hash"`
+	Type         string    `json:"type"`
+	Name         string    `json:"name,omitempty"`
+	Owner        *KeyOwner `json:"owner,omitempty"`
+	TeamID       string    `json:"teamID,omitempty"`
+	Models       []string  `json:"models,omitempty"`
+	Environments []string  `json:"environments,omitempty"`
+}
+
+// KeyOwner is the user of a personal workspace key.
+type KeyOwner struct {
+	UserID string `json:"userID"`
+	Email  string `json:"email,omitempty"`
+	Name   string `json:"name,omitempty"`
+	Role   string `json:"role,omitempty"`
+}
+
+// Endpoint routes a slug to an upstream.
+type Endpoint struct {
+	ID      string   `json:"id"`
+	Slug    string   `json:"slug"`
+	Targets []Target `json:"targets"`
+	// TimeoutMillis bounds one upstream call; 0 means gatewayd's default.
+	TimeoutMillis int64 `json:"timeoutMillis,omitempty"`
+}
+
+// Target is one upstream of an Endpoint.
+type Target struct {
+	Provider    string `json:"provider"`
+	BaseURL     string `json:"baseURL"`
+	TargetModel string `json:"targetModel,omitempty"`
+	// APIKeySecret names the Secret entry with the upstream's key; gatewayd reads it, the snapshot never holds it.
+	APIKeySecret *SecretRef `json:"apiKeySecret,omitempty"`
+}

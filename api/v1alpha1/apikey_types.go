@@ -1,0 +1,56 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// APIKeySpec is a federated API key under a Group. Revoking a key is deleting it.
+//
+// +kubebuilder:validation:XValidation:rule="self.groupID == oldSelf.groupID",message="groupID is immutable: mint a new key in the other group instead"
+// +kubebuilder:validation:XValidation:rule="!has(self.hash) || has(self.prefix)",message="prefix is required when hash is set"
+// +kubebuilder:validation:XValidation:rule="!(has(self.hash) && has(self.secretRef))",message="hash and secretRef are mutually exclusive: give one key source"
+// +kubebuilder:validation:XValidation:rule="!has(self.prefix) || has(self.hash)",message="prefix may only be set together with hash; a secretRef or minted key derives its own prefix"
+// +kubebuilder:validation:XValidation:rule="has(self.hash) == has(oldSelf.hash) && (!has(self.hash) || (self.hash == oldSelf.hash && self.prefix == oldSelf.prefix))",message="prefix and hash are immutable: revoke the key and mint a new one"
+type APIKeySpec struct {
+	// groupID is the id (metadata.name) of the Group the key belongs to. Immutable.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	GroupID string `json:"groupID"`
+
+	// displayName is an optional label (name in the REST API).
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	DisplayName string `json:"displayName,omitempty"`
+
+	KeySource `json:",inline"`
+}
+
+// APIKey is a federated API key: customers call models with it through gatewayd, and its usage counts against
+// its Group's limits. Only a prefix and a SHA-256 hash of the key are ever stored in the object.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=modelgate
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Group",type=string,JSONPath=`.spec.groupID`
+// +kubebuilder:printcolumn:name="Prefix",type=string,JSONPath=`.status.prefix`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type APIKey struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired state of the key.
+	// +required
+	Spec APIKeySpec `json:"spec"`
+
+	// status is the observed state of the key.
+	// +optional
+	Status KeyStatus `json:"status,omitempty"`
+}
+
+// APIKeyList is a list of APIKeys.
+// +kubebuilder:object:root=true
+type APIKeyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []APIKey `json:"items"`
+}

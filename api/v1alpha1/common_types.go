@@ -1,0 +1,87 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// Condition types and reasons shared by the kinds of this package.
+const (
+	// ConditionReady is True when the object is valid, resolved and part of the published snapshot.
+	ConditionReady = "Ready"
+
+	ReasonReady             = "Ready"
+	ReasonParentNotFound    = "ParentNotFound"
+	ReasonInvalid           = "Invalid"
+	ReasonGroupNotFound     = "GroupNotFound"
+	ReasonGroupNotReady     = "GroupNotReady"
+	ReasonSecretNotFound    = "SecretNotFound"
+	ReasonSecretInvalid     = "SecretInvalid"
+	ReasonDuplicatePrefix   = "DuplicatePrefix"
+	ReasonDuplicateSlug     = "DuplicateSlug"
+	ReasonDuplicateExternal = "DuplicateExternalEntityID"
+	ReasonDeleting          = "Deleting"
+)
+
+// Finalizer is placed on Groups so that deleting one removes its whole subtree and keys, with or without a
+// garbage collector.
+const Finalizer = "gateway.modelgate.io/cascade"
+
+// SecretKeySelector names one entry of a Secret in the same namespace.
+type SecretKeySelector struct {
+	// name is the name of the Secret, in the namespace of the referring object.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// key is the entry of the Secret's data that holds the value. Defaults differ per use and are given there.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]*$`
+	Key string `json:"key,omitempty"`
+}
+
+// KeySource says where the secret of an API key comes from. Exactly one source applies:
+//   - hash (with prefix): the SHA-256 of a key minted or registered through the REST API, which never stores plaintext;
+//   - secretRef: a key the user brings, read from a Secret (GitOps);
+//   - neither: the controller mints a key and writes it to a Secret named in status.
+type KeySource struct {
+	// prefix is the first 16 characters of the key, used to find it at request time. Set together with hash.
+	// +optional
+	// +kubebuilder:validation:MinLength=16
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^[!-~]+$`
+	Prefix string `json:"prefix,omitempty"`
+
+	// hash is the lowercase hex SHA-256 of the whole key. The plaintext is never stored.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
+	Hash string `json:"hash,omitempty"`
+
+	// secretRef names a Secret entry (key defaults to "api_key") that holds the whole key, for keys brought by the user.
+	// +optional
+	SecretRef *SecretKeySelector `json:"secretRef,omitempty"`
+}
+
+// KeyStatus is the observed state shared by federated and workspace keys.
+type KeyStatus struct {
+	// observedGeneration is the generation last reconciled.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// prefix is the key's prefix, derived from whichever source the key has.
+	// +optional
+	Prefix string `json:"prefix,omitempty"`
+
+	// hash is the lowercase hex SHA-256 of the key, derived from its source. Never the plaintext.
+	// +optional
+	Hash string `json:"hash,omitempty"`
+
+	// secretName is the Secret that holds a key minted by the controller (entry "api_key").
+	// +optional
+	SecretName string `json:"secretName,omitempty"`
+
+	// conditions report whether the key is usable (Ready) and why not.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}

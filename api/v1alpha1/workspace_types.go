@@ -1,0 +1,100 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// KeyRegistration holds what signed registration of federated keys needs.
+type KeyRegistration struct {
+	// publicKey is the workspace's Ed25519 public key, the standard base64 of its raw 32 bytes. Registration
+	// requests carry X-Service-Signature, a signature over the exact body bytes made with the matching private key.
+	// +required
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9+/]{43}=$`
+	PublicKey string `json:"publicKey"`
+}
+
+// BillingWebhook is where billing events are delivered.
+type BillingWebhook struct {
+	// url receives POSTs of {"type":"API_BILLING_USAGE","data":{"events":[...]}}.
+	// +required
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && (url(self).getScheme() == 'http' || url(self).getScheme() == 'https')",message="url must be an absolute http or https URL"
+	URL string `json:"url"`
+
+	// secretRef names the Secret entry (key defaults to "secret") holding the Standard Webhooks signing secret.
+	// +required
+	SecretRef SecretKeySelector `json:"secretRef"`
+}
+
+// ModelAPITier bounds what workspace keys may spend on the shared model API, across all models.
+type ModelAPITier struct {
+	// requestsPerMinute is the ceiling of requests per minute per workspace key.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	RequestsPerMinute int64 `json:"requestsPerMinute,omitempty"`
+
+	// tokensPerMinute is the ceiling of tokens per minute per workspace key.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	TokensPerMinute int64 `json:"tokensPerMinute,omitempty"`
+}
+
+// WorkspaceSpec holds the settings of one workspace (one namespace).
+type WorkspaceSpec struct {
+	// keyRegistration enables registration of caller-supplied federated keys. Until it is set, every
+	// registration call is refused with 400.
+	// +optional
+	KeyRegistration *KeyRegistration `json:"keyRegistration,omitempty"`
+
+	// billingWebhook, when set, receives billing events as signed webhooks.
+	// +optional
+	BillingWebhook *BillingWebhook `json:"billingWebhook,omitempty"`
+
+	// modelAPITier bounds workspace keys calling the shared model API.
+	// +optional
+	ModelAPITier *ModelAPITier `json:"modelAPITier,omitempty"`
+}
+
+// WorkspaceStatus is the observed state of a Workspace.
+type WorkspaceStatus struct {
+	// observedGeneration is the generation last reconciled.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// snapshotVersion is the version of the last snapshot published for this workspace.
+	// +optional
+	SnapshotVersion int64 `json:"snapshotVersion,omitempty"`
+
+	// conditions: Ready once a snapshot of the workspace is published.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Workspace holds the settings of the workspace its namespace is. At most one per namespace.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=modelgate
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Snapshot",type=integer,JSONPath=`.status.snapshotVersion`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Workspace struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired state of the workspace.
+	// +optional
+	Spec WorkspaceSpec `json:"spec,omitempty"`
+
+	// status is the observed state of the workspace.
+	// +optional
+	Status WorkspaceStatus `json:"status,omitempty"`
+}
+
+// WorkspaceList is a list of Workspaces.
+// +kubebuilder:object:root=true
+type WorkspaceList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Workspace `json:"items"`
+}

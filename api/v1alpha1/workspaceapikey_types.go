@@ -1,0 +1,133 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// WorkspaceKeyType is what a workspace API key may do.
+// +kubebuilder:validation:Enum=PERSONAL;WORKSPACE_MANAGE_ALL;WORKSPACE_INVOKE;WORKSPACE_EXPORT_METRICS;WORKSPACE_MANAGE_API_KEYS
+type WorkspaceKeyType string
+
+const (
+	// KeyTypePersonal is bound to a user and inherits the user's permissions.
+	KeyTypePersonal WorkspaceKeyType = "PERSONAL"
+	// KeyTypeManageAll deploys, calls endpoints and manages resources.
+	KeyTypeManageAll WorkspaceKeyType = "WORKSPACE_MANAGE_ALL"
+	// KeyTypeInvoke calls model endpoints only.
+	KeyTypeInvoke WorkspaceKeyType = "WORKSPACE_INVOKE"
+	// KeyTypeExportMetrics exports metrics only.
+	KeyTypeExportMetrics WorkspaceKeyType = "WORKSPACE_EXPORT_METRICS"
+	// KeyTypeManageAPIKeys manages team and personal keys across the organization.
+	KeyTypeManageAPIKeys WorkspaceKeyType = "WORKSPACE_MANAGE_API_KEYS"
+)
+
+// OrgRole is a user's role in the organization.
+// +kubebuilder:validation:Enum=ADMIN;MEMBER
+type OrgRole string
+
+const (
+	// OrgRoleAdmin is an organization Admin.
+	OrgRoleAdmin OrgRole = "ADMIN"
+	// OrgRoleMember is any other member.
+	OrgRoleMember OrgRole = "MEMBER"
+)
+
+// KeyOwner is the user a personal key belongs to.
+type KeyOwner struct {
+	// userID is the owner's user id.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	UserID string `json:"userID"`
+
+	// email is the owner's email address.
+	// +optional
+	// +kubebuilder:validation:MaxLength=320
+	Email string `json:"email,omitempty"`
+
+	// name is the owner's display name.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Name string `json:"name,omitempty"`
+
+	// role is the owner's organization role. Defaults to MEMBER.
+	// +optional
+	// +kubebuilder:default=MEMBER
+	Role OrgRole `json:"role,omitempty"`
+}
+
+// WorkspaceAPIKeySpec is a key that authenticates management and model calls of the workspace.
+//
+// +kubebuilder:validation:XValidation:rule="self.type == oldSelf.type",message="type is immutable: create a key of the other type instead"
+// +kubebuilder:validation:XValidation:rule="self.type != 'PERSONAL' || has(self.owner)",message="owner is required for PERSONAL keys",fieldPath=".owner"
+// +kubebuilder:validation:XValidation:rule="!has(self.models) || self.type == 'WORKSPACE_MANAGE_ALL' || self.type == 'WORKSPACE_INVOKE'",message="models scoping applies to WORKSPACE_MANAGE_ALL and WORKSPACE_INVOKE keys only",fieldPath=".models"
+// +kubebuilder:validation:XValidation:rule="!has(self.environments) || self.type == 'WORKSPACE_MANAGE_ALL' || self.type == 'WORKSPACE_INVOKE'",message="environments scoping applies to WORKSPACE_MANAGE_ALL and WORKSPACE_INVOKE keys only",fieldPath=".environments"
+// +kubebuilder:validation:XValidation:rule="!has(self.hash) || has(self.prefix)",message="prefix is required when hash is set"
+// +kubebuilder:validation:XValidation:rule="!(has(self.hash) && has(self.secretRef))",message="hash and secretRef are mutually exclusive: give one key source"
+// +kubebuilder:validation:XValidation:rule="!has(self.prefix) || has(self.hash)",message="prefix may only be set together with hash; a secretRef or minted key derives its own prefix"
+// +kubebuilder:validation:XValidation:rule="has(self.hash) == has(oldSelf.hash) && (!has(self.hash) || (self.hash == oldSelf.hash && self.prefix == oldSelf.prefix))",message="prefix and hash are immutable: revoke the key and mint a new one"
+type WorkspaceAPIKeySpec struct {
+	// type is what the key may do. Immutable.
+	// +required
+	Type WorkspaceKeyType `json:"type"`
+
+	// displayName is the key's name: lowercase letters, numbers and hyphens.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[a-z0-9-]*$`
+	DisplayName string `json:"displayName,omitempty"`
+
+	// owner is the user of a PERSONAL key.
+	// +optional
+	Owner *KeyOwner `json:"owner,omitempty"`
+
+	// teamID is the team a team key is scoped to.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	TeamID string `json:"teamID,omitempty"`
+
+	// models restricts the key to these model ids or slugs. Empty means all.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=128
+	Models []string `json:"models,omitempty"`
+
+	// environments restricts the key to these environments. Empty means all.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=128
+	Environments []string `json:"environments,omitempty"`
+
+	KeySource `json:",inline"`
+}
+
+// WorkspaceAPIKey authenticates /v1 management calls and model calls of its workspace (namespace). Only a prefix
+// and a SHA-256 hash of the key are ever stored in the object.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=modelgate
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.type`
+// +kubebuilder:printcolumn:name="Prefix",type=string,JSONPath=`.status.prefix`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type WorkspaceAPIKey struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired state of the key.
+	// +required
+	Spec WorkspaceAPIKeySpec `json:"spec"`
+
+	// status is the observed state of the key.
+	// +optional
+	Status KeyStatus `json:"status,omitempty"`
+}
+
+// WorkspaceAPIKeyList is a list of WorkspaceAPIKeys.
+// +kubebuilder:object:root=true
+type WorkspaceAPIKeyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []WorkspaceAPIKey `json:"items"`
+}
