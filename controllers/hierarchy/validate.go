@@ -31,7 +31,7 @@ func Validate(g *gatewayv1.Group, ix *Index) field.ErrorList {
 	chain, status := ix.Chain(g)
 	if status.Cycle {
 		return append(errs, field.Invalid(parentPath, g.ParentID(),
-			fmt.Sprintf("parent chain %s returns to %s: a hierarchy may not contain a cycle", chain, g.Name)))
+			fmt.Sprintf("parent chain %s returns to %s: a hierarchy may not contain a cycle", chain, chain[len(chain)-1].ParentID())))
 	}
 	below := ix.Height(g.Name) - 1
 	if depth := len(chain) + below; depth > gatewayv1.MaxDepth {

@@ -1,0 +1,424 @@
+// Package celvalidation runs every CEL and OpenAPI schema rule of the gateway.modelgate.io CRDs against a real
+// kube-apiserver (envtest, the generated CRDs, no webhooks), so that a rule that does not compile, exceeds the
+// cost budget or says something other than its author meant fails here rather than in a cluster.
+package celvalidation
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+)
+
+const namespace = "default"
+
+var k8s client.Client
+
+func TestMain(m *testing.M) {
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "Failed to start envtest (is KUBEBUILDER_ASSETS set?): %v\n", err)
+		os.Exit(1)
+	}
+	k8s, err = client.New(cfg, client.Options{})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "Failed to build a client: %v\n", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "Failed to stop envtest: %v\n", err)
+	}
+	os.Exit(code)
+}
+
+// celCase creates an object and, when update is set, then applies update to it as a JSON merge patch (given in
+// YAML). The last write must be refused at wantPath with a message containing wantMsg, or, when wantPath is
+// empty, admitted. Every earlier write must be admitted.
+type celCase struct {
+	name     string
+	object   string
+	update   string
+	wantPath string
+	wantMsg  string
+}
+
+// Objects used as valid starting points. Each case's object is one of these with a change, or its own YAML.
+const (
+	validGroup = `
+kind: Group
+spec:
+  externalEntityID: cust-1
+  models:
+  - slug: demo/echo
+    rateLimits: [{type: REQUEST, unit: MINUTE, threshold: 600}, {type: TOKEN, unit: SECOND, threshold: 100}]
+    usageLimits: [{type: TOKEN, unit: DAY, threshold: 1000000}, {type: REQUEST, unit: DAY, threshold: 5}]
+`
+	childGroup = `
+kind: Group
+spec:
+  externalEntityID: cust-2
+  hierarchy: {limitEnforcement: CASCADING, parentGroupID: acme}
+  models: [{slug: demo/echo}]
+`
+	hashedKey = `
+kind: APIKey
+spec:
+  groupID: acme
+  prefix: mgk_AAAAAAAAAAAA
+  hash: "0000000000000000000000000000000000000000000000000000000000000001"
+`
+	endpoint = `
+kind: Endpoint
+spec:
+  slug: demo/echo
+  targets: [{provider: OPENAI, baseURL: "http://127.0.0.1:9999/v1", targetModel: echo}]
+`
+	hashedWorkspaceKey = `
+kind: WorkspaceAPIKey
+spec:
+  type: WORKSPACE_INVOKE
+  displayName: ci-bot
+  models: [demo/echo]
+  environments: [production]
+  prefix: mgw_AAAAAAAAAAAA
+  hash: "0000000000000000000000000000000000000000000000000000000000000001"
+`
+)
+
+func TestCRDValidation(t *testing.T) {
+	tests := []celCase{
+		// Group.
+		{name: "group: valid object accepted", object: validGroup},
+		{name: "group: valid cascading child accepted", object: childGroup},
+		{name: "group: parentGroupID change refused", object: childGroup,
+			update:   `spec: {hierarchy: {limitEnforcement: CASCADING, parentGroupID: other}}`,
+			wantPath: "spec.hierarchy", wantMsg: "hierarchy is immutable after creation"},
+		{name: "group: limitEnforcement change refused", object: childGroup,
+			update:   `spec: {hierarchy: {limitEnforcement: INDEPENDENT, parentGroupID: acme}}`,
+			wantPath: "spec.hierarchy", wantMsg: "hierarchy is immutable after creation"},
+		{name: "group: becoming a root refused", object: childGroup,
+			update:   `spec: {hierarchy: {parentGroupID: null}}`,
+			wantPath: "spec.hierarchy", wantMsg: "hierarchy is immutable after creation"},
+		{name: "group: rate limit with unit DAY refused", object: `
+kind: Group
+spec:
+  externalEntityID: x
+  models: [{slug: m, rateLimits: [{type: REQUEST, unit: DAY, threshold: 5}]}]`,
+			wantPath: "spec.models[0].rateLimits", wantMsg: "rate limits take unit SECOND or MINUTE"},
+		{name: "group: usage limit with unit MINUTE refused", object: `
+kind: Group
+spec:
+  externalEntityID: x
+  models: [{slug: m, usageLimits: [{type: TOKEN, unit: MINUTE, threshold: 5}]}]`,
+			wantPath: "spec.models[0].usageLimits", wantMsg: "usage limits take unit DAY"},
+		{name: "group: two rate limits of one type on a slug refused", object: `
+kind: Group
+spec:
+  externalEntityID: x
+  models: [{slug: m, rateLimits: [{type: TOKEN, unit: SECOND, threshold: 5}, {type: TOKEN, unit: MINUTE, threshold: 50}]}]`,
+			wantPath: "spec.models[0].rateLimits", wantMsg: "at most one rate limit per type"},
+		{name: "group: two usage limits of one type on a slug refused", object: `
+kind: Group
+spec:
+  externalEntityID: x
+  models: [{slug: m, usageLimits: [{type: REQUEST, unit: DAY, threshold: 5}, {type: REQUEST, unit: DAY, threshold: 50}]}]`,
+			wantPath: "spec.models[0].usageLimits", wantMsg: "at most one usage limit per type"},
+		{name: "group: three rate limits refused", object: `
+kind: Group
+spec:
+  externalEntityID: x
+  models: [{slug: m, rateLimits: [{type: TOKEN, unit: SECOND, threshold: 5}, {type: REQUEST, unit: MINUTE, threshold: 50}, {type: REQUEST, unit: SECOND, threshold: 1}]}]`,
+			wantPath: "spec.models[0].rateLimits", wantMsg: "must have at most 2 items"},
+		{name: "group: threshold 0 refused", object: `
+kind: Group
+spec:
+  externalEntityID: x
+  models: [{slug: m, rateLimits: [{type: REQUEST, unit: MINUTE, threshold: 0}]}]`,
+			wantPath: "spec.models[0].rateLimits[0].threshold", wantMsg: "should be greater than or equal to 1"},
+		{name: "group: unknown limit type refused", object: `
+kind: Group
+spec:
+  externalEntityID: x
+  models: [{slug: m, rateLimits: [{type: BYTES, unit: MINUTE, threshold: 1}]}]`,
+			wantPath: "spec.models[0].rateLimits[0].type", wantMsg: "Unsupported value"},
+		{name: "group: unknown enforcement refused", object: `
+kind: Group
+spec:
+  externalEntityID: x
+  hierarchy: {limitEnforcement: STRICT}
+  models: [{slug: m}]`,
+			wantPath: "spec.hierarchy.limitEnforcement", wantMsg: "Unsupported value"},
+		{name: "group: models omitted on create refused", object: `
+kind: Group
+spec: {externalEntityID: x}`,
+			wantPath: "spec.models", wantMsg: "models must be non-empty on create"},
+		{name: "group: empty models on create refused", object: `
+kind: Group
+spec: {externalEntityID: x, models: []}`,
+			wantPath: "spec.models", wantMsg: "models must be non-empty on create"},
+		{name: "group: empty models on update accepted", object: validGroup, update: `spec: {models: []}`},
+		{name: "group: duplicate slug refused", object: `
+kind: Group
+spec:
+  externalEntityID: x
+  models: [{slug: m}, {slug: m}]`,
+			wantPath: "spec.models[1]", wantMsg: "Duplicate value"},
+		{name: "group: bad slug refused", object: `
+kind: Group
+spec:
+  externalEntityID: x
+  models: [{slug: "/leading-slash"}]`,
+			wantPath: "spec.models[0].slug", wantMsg: "should match"},
+		{name: "group: empty externalEntityID refused", object: `
+kind: Group
+spec: {externalEntityID: "", models: [{slug: m}]}`,
+			wantPath: "spec.externalEntityID", wantMsg: "should be at least 1 chars long"},
+		{name: "group: missing externalEntityID refused", object: `
+kind: Group
+spec: {models: [{slug: m}]}`,
+			wantPath: "spec.externalEntityID", wantMsg: "Required value"},
+		{name: "group: bad parentGroupID refused", object: `
+kind: Group
+spec:
+  externalEntityID: x
+  hierarchy: {parentGroupID: "Not_A_Name"}
+  models: [{slug: m}]`,
+			wantPath: "spec.hierarchy.parentGroupID", wantMsg: "should match"},
+
+		// APIKey.
+		{name: "apikey: minted key accepted", object: `
+kind: APIKey
+spec: {groupID: acme, displayName: prod}`},
+		{name: "apikey: secretRef key accepted", object: `
+kind: APIKey
+spec: {groupID: acme, secretRef: {name: acme-key}}`},
+		{name: "apikey: prefix and hash accepted", object: hashedKey},
+		{name: "apikey: displayName change accepted", object: hashedKey, update: `spec: {displayName: renamed}`},
+		{name: "apikey: hash without prefix refused", object: `
+kind: APIKey
+spec: {groupID: acme, hash: "0000000000000000000000000000000000000000000000000000000000000001"}`,
+			wantPath: "spec", wantMsg: "prefix is required when hash is set"},
+		{name: "apikey: prefix without hash refused", object: `
+kind: APIKey
+spec: {groupID: acme, prefix: mgk_AAAAAAAAAAAA}`,
+			wantPath: "spec", wantMsg: "prefix may only be set together with hash"},
+		{name: "apikey: hash and secretRef refused", object: `
+kind: APIKey
+spec:
+  groupID: acme
+  prefix: mgk_AAAAAAAAAAAA
+  hash: "0000000000000000000000000000000000000000000000000000000000000001"
+  secretRef: {name: acme-key}`,
+			wantPath: "spec", wantMsg: "hash and secretRef are mutually exclusive"},
+		{name: "apikey: hash change refused", object: hashedKey,
+			update:   `spec: {hash: "0000000000000000000000000000000000000000000000000000000000000002"}`,
+			wantPath: "spec", wantMsg: "prefix and hash are immutable"},
+		{name: "apikey: prefix change refused", object: hashedKey,
+			update:   `spec: {prefix: mgk_BBBBBBBBBBBB}`,
+			wantPath: "spec", wantMsg: "prefix and hash are immutable"},
+		{name: "apikey: adding a hash to a minted key refused", object: `
+kind: APIKey
+spec: {groupID: acme}`,
+			update:   `spec: {prefix: mgk_BBBBBBBBBBBB, hash: "0000000000000000000000000000000000000000000000000000000000000002"}`,
+			wantPath: "spec", wantMsg: "prefix and hash are immutable"},
+		{name: "apikey: groupID change refused", object: hashedKey,
+			update:   `spec: {groupID: other}`,
+			wantPath: "spec", wantMsg: "groupID is immutable"},
+		{name: "apikey: short prefix refused", object: `
+kind: APIKey
+spec: {groupID: acme, prefix: mgk_short, hash: "0000000000000000000000000000000000000000000000000000000000000001"}`,
+			wantPath: "spec.prefix", wantMsg: "should be at least 16 chars long"},
+		{name: "apikey: uppercase hash refused", object: `
+kind: APIKey
+spec: {groupID: acme, prefix: mgk_AAAAAAAAAAAA, hash: "000000000000000000000000000000000000000000000000000000000000000A"}`,
+			wantPath: "spec.hash", wantMsg: "should match"},
+
+		// Endpoint.
+		{name: "endpoint: valid object accepted", object: endpoint},
+		{name: "endpoint: https baseURL accepted", object: `
+kind: Endpoint
+spec: {slug: m, targets: [{provider: OPENAI, baseURL: "https://api.example.com/v1"}], timeout: 30s}`},
+		{name: "endpoint: ftp baseURL refused", object: `
+kind: Endpoint
+spec: {slug: m, targets: [{provider: OPENAI, baseURL: "ftp://example.com/v1"}]}`,
+			wantPath: "spec.targets[0].baseURL", wantMsg: "baseURL must be an absolute http or https URL"},
+		{name: "endpoint: relative baseURL refused", object: `
+kind: Endpoint
+spec: {slug: m, targets: [{provider: OPENAI, baseURL: "example.com/v1"}]}`,
+			wantPath: "spec.targets[0].baseURL", wantMsg: "baseURL must be an absolute http or https URL"},
+		{name: "endpoint: no targets refused", object: `
+kind: Endpoint
+spec: {slug: m, targets: []}`,
+			wantPath: "spec.targets", wantMsg: "should have at least 1 items"},
+		{name: "endpoint: two targets refused", object: `
+kind: Endpoint
+spec:
+  slug: m
+  targets: [{provider: OPENAI, baseURL: "http://a/v1"}, {provider: OPENAI, baseURL: "http://b/v1"}]`,
+			wantPath: "spec.targets", wantMsg: "must have at most 1 item"},
+		{name: "endpoint: unknown provider refused", object: `
+kind: Endpoint
+spec: {slug: m, targets: [{provider: ANTHROPIC, baseURL: "http://a/v1"}]}`,
+			wantPath: "spec.targets[0].provider", wantMsg: "Unsupported value"},
+		{name: "endpoint: slug change refused", object: endpoint,
+			update:   `spec: {slug: demo/other}`,
+			wantPath: "spec.slug", wantMsg: "slug is immutable"},
+		{name: "endpoint: target change accepted", object: endpoint,
+			update: `spec: {targets: [{provider: OPENAI, baseURL: "https://new.example.com/v1"}]}`},
+
+		// Workspace.
+		{name: "workspace: valid object accepted", object: `
+kind: Workspace
+spec:
+  keyRegistration: {publicKey: "11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="}
+  billingWebhook: {url: "https://billing.example.com/hook", secretRef: {name: billing, key: secret}}
+  modelAPITier: {requestsPerMinute: 60, tokensPerMinute: 60000}`},
+		{name: "workspace: empty spec accepted", object: `
+kind: Workspace
+spec: {}`},
+		{name: "workspace: bad publicKey refused", object: `
+kind: Workspace
+spec: {keyRegistration: {publicKey: "not-a-key"}}`,
+			wantPath: "spec.keyRegistration.publicKey", wantMsg: "should match"},
+		{name: "workspace: billing url not http refused", object: `
+kind: Workspace
+spec: {billingWebhook: {url: "mailto:billing@example.com", secretRef: {name: billing}}}`,
+			wantPath: "spec.billingWebhook.url", wantMsg: "url must be an absolute http or https URL"},
+		{name: "workspace: tier of 0 refused", object: `
+kind: Workspace
+spec: {modelAPITier: {requestsPerMinute: 0}}`,
+			wantPath: "spec.modelAPITier.requestsPerMinute", wantMsg: "should be greater than or equal to 1"},
+
+		// WorkspaceAPIKey.
+		{name: "workspace key: scoped invoke key accepted", object: hashedWorkspaceKey},
+		{name: "workspace key: personal key with owner accepted", object: `
+kind: WorkspaceAPIKey
+spec: {type: PERSONAL, displayName: dev-laptop, owner: {userID: u1, email: a@example.com, role: ADMIN}}`},
+		{name: "workspace key: personal key without owner refused", object: `
+kind: WorkspaceAPIKey
+spec: {type: PERSONAL}`,
+			wantPath: "spec.owner", wantMsg: "owner is required for PERSONAL keys"},
+		{name: "workspace key: models on a metrics key refused", object: `
+kind: WorkspaceAPIKey
+spec: {type: WORKSPACE_EXPORT_METRICS, models: [demo/echo]}`,
+			wantPath: "spec.models", wantMsg: "models scoping applies to WORKSPACE_MANAGE_ALL and WORKSPACE_INVOKE keys only"},
+		{name: "workspace key: environments on a personal key refused", object: `
+kind: WorkspaceAPIKey
+spec: {type: PERSONAL, owner: {userID: u1}, environments: [production]}`,
+			wantPath: "spec.environments", wantMsg: "environments scoping applies to WORKSPACE_MANAGE_ALL and WORKSPACE_INVOKE keys only"},
+		{name: "workspace key: uppercase displayName refused", object: `
+kind: WorkspaceAPIKey
+spec: {type: WORKSPACE_INVOKE, displayName: CI_Bot}`,
+			wantPath: "spec.displayName", wantMsg: "should match"},
+		{name: "workspace key: unknown type refused", object: `
+kind: WorkspaceAPIKey
+spec: {type: ROOT}`,
+			wantPath: "spec.type", wantMsg: "Unsupported value"},
+		{name: "workspace key: unknown owner role refused", object: `
+kind: WorkspaceAPIKey
+spec: {type: PERSONAL, owner: {userID: u1, role: OWNER}}`,
+			wantPath: "spec.owner.role", wantMsg: "Unsupported value"},
+		{name: "workspace key: type change refused", object: hashedWorkspaceKey,
+			update:   `spec: {type: WORKSPACE_MANAGE_ALL}`,
+			wantPath: "spec", wantMsg: "type is immutable"},
+		{name: "workspace key: hash without prefix refused", object: `
+kind: WorkspaceAPIKey
+spec: {type: WORKSPACE_INVOKE, hash: "0000000000000000000000000000000000000000000000000000000000000001"}`,
+			wantPath: "spec", wantMsg: "prefix is required when hash is set"},
+		{name: "workspace key: prefix without hash refused", object: `
+kind: WorkspaceAPIKey
+spec: {type: WORKSPACE_INVOKE, prefix: mgw_AAAAAAAAAAAA}`,
+			wantPath: "spec", wantMsg: "prefix may only be set together with hash"},
+		{name: "workspace key: hash and secretRef refused", object: `
+kind: WorkspaceAPIKey
+spec:
+  type: WORKSPACE_INVOKE
+  prefix: mgw_AAAAAAAAAAAA
+  hash: "0000000000000000000000000000000000000000000000000000000000000001"
+  secretRef: {name: k}`,
+			wantPath: "spec", wantMsg: "hash and secretRef are mutually exclusive"},
+		{name: "workspace key: hash change refused", object: hashedWorkspaceKey,
+			update:   `spec: {hash: "0000000000000000000000000000000000000000000000000000000000000002"}`,
+			wantPath: "spec", wantMsg: "prefix and hash are immutable"},
+		{name: "workspace key: scoping change accepted", object: hashedWorkspaceKey,
+			update: `spec: {models: [demo/echo, demo/other]}`},
+	}
+
+	ctx := context.Background()
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := parse(t, tc.object)
+			obj.SetName(fmt.Sprintf("c%d", i))
+			obj.SetNamespace(namespace)
+
+			err := k8s.Create(ctx, obj)
+			if tc.update != "" {
+				if err != nil {
+					t.Fatalf("create before the update was refused: %v", err)
+				}
+				patch, perr := yaml.YAMLToJSON([]byte(tc.update))
+				if perr != nil {
+					t.Fatalf("update is not YAML: %v", perr)
+				}
+				err = k8s.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
+			}
+			check(t, err, tc.wantPath, tc.wantMsg)
+		})
+	}
+}
+
+// parse turns a case's YAML into an object of gateway.modelgate.io/v1alpha1.
+func parse(t *testing.T, doc string) *unstructured.Unstructured {
+	t.Helper()
+	raw, err := yaml.YAMLToJSON([]byte(doc))
+	if err != nil {
+		t.Fatalf("case object is not YAML: %v", err)
+	}
+	obj := &unstructured.Unstructured{}
+	if err := json.Unmarshal(raw, &obj.Object); err != nil {
+		t.Fatalf("case object is not an object: %v", err)
+	}
+	obj.SetAPIVersion("gateway.modelgate.io/v1alpha1")
+	return obj
+}
+
+// check asserts that err is nil when wantPath is empty, and otherwise an Invalid refusal whose message names
+// wantPath as the field in error and contains wantMsg.
+func check(t *testing.T, err error, wantPath, wantMsg string) {
+	t.Helper()
+	if wantPath == "" {
+		if err != nil {
+			t.Fatalf("write refused, want it admitted: %v", err)
+		}
+		return
+	}
+	if err == nil {
+		t.Fatalf("write admitted, want a refusal at %s: %q", wantPath, wantMsg)
+	}
+	if !apierrors.IsInvalid(err) {
+		t.Errorf("want an Invalid status, got %v", err)
+	}
+	// Field errors render as "<path>: <kind>...", so "<path>:" pins the path exactly rather than a longer one.
+	msg := err.Error()
+	if !strings.Contains(msg, wantPath+": ") {
+		t.Errorf("message does not name field %s: %s", wantPath, msg)
+	}
+	if !strings.Contains(msg, wantMsg) {
+		t.Errorf("message does not contain %q: %s", wantMsg, msg)
+	}
+}

@@ -1,0 +1,61 @@
+package webhooks
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+)
+
+// +kubebuilder:webhook:path=/validate-gateway-modelgate-io-v1alpha1-apikey,mutating=false,failurePolicy=fail,sideEffects=None,groups=gateway.modelgate.io,resources=apikeys,verbs=create;update,versions=v1alpha1,name=vapikey-v1alpha1.gateway.modelgate.io,admissionReviewVersions=v1
+
+var prefixPath = field.NewPath("spec", "prefix")
+
+// APIKeyValidator refuses an APIKey whose spec.prefix another APIKey of the namespace already uses, in its spec
+// or, for keys brought through a Secret or minted by the controller, in its status. gatewayd finds a key by its
+// prefix, so two keys with one prefix would make one of them unreachable.
+type APIKeyValidator struct {
+	Reader client.Reader
+}
+
+var _ admission.Validator[*gatewayv1.APIKey] = &APIKeyValidator{}
+
+// ValidateCreate checks the prefix.
+func (v *APIKeyValidator) ValidateCreate(ctx context.Context, k *gatewayv1.APIKey) (admission.Warnings, error) {
+	return nil, v.validate(ctx, k)
+}
+
+// ValidateUpdate checks the prefix only when it changes (CEL makes it immutable, so this is belt and braces).
+func (v *APIKeyValidator) ValidateUpdate(ctx context.Context, old, k *gatewayv1.APIKey) (admission.Warnings, error) {
+	if k.DeletionTimestamp != nil || old.Spec.Prefix == k.Spec.Prefix {
+		return nil, nil
+	}
+	return nil, v.validate(ctx, k)
+}
+
+// ValidateDelete admits every deletion: deleting a key revokes it.
+func (v *APIKeyValidator) ValidateDelete(context.Context, *gatewayv1.APIKey) (admission.Warnings, error) {
+	return nil, nil
+}
+
+func (v *APIKeyValidator) validate(ctx context.Context, k *gatewayv1.APIKey) error {
+	if k.Spec.Prefix == "" {
+		return nil
+	}
+	var list gatewayv1.APIKeyList
+	if err := v.Reader.List(ctx, &list, client.InNamespace(k.Namespace)); err != nil {
+		return listFailed("APIKeys", k.Namespace, err)
+	}
+	for i := range list.Items {
+		o := &list.Items[i]
+		if counts(k, o) && (o.Spec.Prefix == k.Spec.Prefix || o.Status.Prefix == k.Spec.Prefix) {
+			return refuse(ctx, "APIKey", k.Name, field.ErrorList{
+				duplicate(prefixPath, k.Spec.Prefix, "APIKey", o.Name, "among the APIKeys of the namespace"),
+			})
+		}
+	}
+	return nil
+}

@@ -1,0 +1,90 @@
+// Package webhooks holds the validating admission webhooks of the gateway.modelgate.io kinds. They enforce the
+// rules that read other objects of the same namespace (the workspace): group hierarchy depth, cycles, modes and
+// cascading thresholds (through controllers/hierarchy, the same functions the reconciler runs again), and
+// uniqueness of external ids, key prefixes, endpoint slugs and the Workspace itself. Rules about one object alone
+// live in the CRDs' CEL. Every refusal is an Invalid status whose causes carry the field path and the rule.
+//
+// An update is checked only for the rules whose inputs it changes. A conflict that two racing admissions let in
+// is reported by the reconciler, and must not block unrelated writes such as a controller removing its finalizer.
+package webhooks
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+)
+
+// +kubebuilder:rbac:groups=gateway.modelgate.io,resources=groups;apikeys;endpoints;workspaces;workspaceapikeys,verbs=get;list;watch
+
+// SetupWithManager registers the validating webhook of every kind with the manager's webhook server.
+//
+// The webhooks read through the manager's API reader, not its cache: a uniqueness check against an informer
+// that lags by a few milliseconds would admit two objects created back to back, which is exactly the case it
+// exists for. No field index is registered; lists are per namespace and filtered in memory.
+func SetupWithManager(mgr manager.Manager) error {
+	r := mgr.GetAPIReader()
+	steps := []struct {
+		kind string
+		add  func() error
+	}{
+		{"Group", func() error {
+			return builder.WebhookManagedBy(mgr, &gatewayv1.Group{}).WithValidator(&GroupValidator{Reader: r}).Complete()
+		}},
+		{"APIKey", func() error {
+			return builder.WebhookManagedBy(mgr, &gatewayv1.APIKey{}).WithValidator(&APIKeyValidator{Reader: r}).Complete()
+		}},
+		{"Endpoint", func() error {
+			return builder.WebhookManagedBy(mgr, &gatewayv1.Endpoint{}).WithValidator(&EndpointValidator{Reader: r}).Complete()
+		}},
+		{"Workspace", func() error {
+			return builder.WebhookManagedBy(mgr, &gatewayv1.Workspace{}).WithValidator(&WorkspaceValidator{Reader: r}).Complete()
+		}},
+		{"WorkspaceAPIKey", func() error {
+			return builder.WebhookManagedBy(mgr, &gatewayv1.WorkspaceAPIKey{}).WithValidator(&WorkspaceAPIKeyValidator{Reader: r}).Complete()
+		}},
+	}
+	for _, s := range steps {
+		if err := s.add(); err != nil {
+			return fmt.Errorf("failed to register the %s webhook: %w", s.kind, err)
+		}
+	}
+	return nil
+}
+
+// refuse turns field errors into the Invalid status the API server returns to the client, so the response
+// carries each field path, or nil when there are none.
+func refuse(ctx context.Context, kind, name string, errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	log.FromContext(ctx).Info("Refused write", "kind", kind, "name", name, "errors", errs.ToAggregate().Error())
+	return apierrors.NewInvalid(schema.GroupKind{Group: gatewayv1.GroupVersion.Group, Kind: kind}, name, errs)
+}
+
+// listFailed reports a failed read of the namespace. Admission fails closed (failurePolicy=fail), so the
+// client sees why and can retry.
+func listFailed(kind, ns string, err error) error {
+	return apierrors.NewInternalError(fmt.Errorf("failed to list %s in namespace %s for admission: %w", kind, ns, err))
+}
+
+// counts is true when another object of the namespace takes part in a uniqueness check: not the object being
+// written, and not one being deleted, whose id is freed as soon as deletion starts.
+func counts(self, other client.Object) bool {
+	return other.GetName() != self.GetName() && other.GetDeletionTimestamp() == nil
+}
+
+// duplicate is the refusal of a value another object already holds.
+func duplicate(path *field.Path, value, otherKind, otherName, scope string) *field.Error {
+	e := field.Duplicate(path, value)
+	e.Detail = fmt.Sprintf("already used by %s %s; %s must be unique %s", otherKind, otherName, path, scope)
+	return e
+}

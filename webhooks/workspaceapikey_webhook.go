@@ -1,0 +1,58 @@
+package webhooks
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+)
+
+// +kubebuilder:webhook:path=/validate-gateway-modelgate-io-v1alpha1-workspaceapikey,mutating=false,failurePolicy=fail,sideEffects=None,groups=gateway.modelgate.io,resources=workspaceapikeys,verbs=create;update,versions=v1alpha1,name=vworkspaceapikey-v1alpha1.gateway.modelgate.io,admissionReviewVersions=v1
+
+// WorkspaceAPIKeyValidator refuses a WorkspaceAPIKey whose spec.prefix another WorkspaceAPIKey of the namespace
+// already uses, in its spec or its status.
+type WorkspaceAPIKeyValidator struct {
+	Reader client.Reader
+}
+
+var _ admission.Validator[*gatewayv1.WorkspaceAPIKey] = &WorkspaceAPIKeyValidator{}
+
+// ValidateCreate checks the prefix.
+func (v *WorkspaceAPIKeyValidator) ValidateCreate(ctx context.Context, k *gatewayv1.WorkspaceAPIKey) (admission.Warnings, error) {
+	return nil, v.validate(ctx, k)
+}
+
+// ValidateUpdate checks the prefix only when it changes.
+func (v *WorkspaceAPIKeyValidator) ValidateUpdate(ctx context.Context, old, k *gatewayv1.WorkspaceAPIKey) (admission.Warnings, error) {
+	if k.DeletionTimestamp != nil || old.Spec.Prefix == k.Spec.Prefix {
+		return nil, nil
+	}
+	return nil, v.validate(ctx, k)
+}
+
+// ValidateDelete admits every deletion.
+func (v *WorkspaceAPIKeyValidator) ValidateDelete(context.Context, *gatewayv1.WorkspaceAPIKey) (admission.Warnings, error) {
+	return nil, nil
+}
+
+func (v *WorkspaceAPIKeyValidator) validate(ctx context.Context, k *gatewayv1.WorkspaceAPIKey) error {
+	if k.Spec.Prefix == "" {
+		return nil
+	}
+	var list gatewayv1.WorkspaceAPIKeyList
+	if err := v.Reader.List(ctx, &list, client.InNamespace(k.Namespace)); err != nil {
+		return listFailed("WorkspaceAPIKeys", k.Namespace, err)
+	}
+	for i := range list.Items {
+		o := &list.Items[i]
+		if counts(k, o) && (o.Spec.Prefix == k.Spec.Prefix || o.Status.Prefix == k.Spec.Prefix) {
+			return refuse(ctx, "WorkspaceAPIKey", k.Name, field.ErrorList{
+				duplicate(prefixPath, k.Spec.Prefix, "WorkspaceAPIKey", o.Name, "among the WorkspaceAPIKeys of the namespace"),
+			})
+		}
+	}
+	return nil
+}
