@@ -1,0 +1,80 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/controllers/translate"
+)
+
+// EndpointReconciler reports whether an Endpoint routes its slug: it does unless an older Endpoint holds it.
+type EndpointReconciler struct {
+	client.Client
+}
+
+func (r *EndpointReconciler) setup(mgr ctrl.Manager, opts controller.Options) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&gatewayv1.Endpoint{}).
+		// Deleting the Endpoint that holds a slug hands it to the next oldest.
+		Watches(&gatewayv1.Endpoint{}, handler.EnqueueRequestsFromMapFunc(r.sameSlug)).
+		WithOptions(opts).
+		Complete(r)
+}
+
+// Reconcile writes the Endpoint's Ready condition.
+func (r *EndpointReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+	e := &gatewayv1.Endpoint{}
+	if err := r.Get(ctx, req.NamespacedName, e); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !e.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	before := e.DeepCopy()
+	defer func() {
+		if err := patchStatus(ctx, r.Client, "Endpoint", before, e, before.Status, e.Status); err != nil {
+			retErr = kerrors.NewAggregate([]error{retErr, err})
+		}
+	}()
+
+	var same gatewayv1.EndpointList
+	if err := r.List(ctx, &same, client.InNamespace(e.Namespace), client.MatchingFields{IndexEndpointSlug: e.Spec.Slug}, unsafeNoCopy); err != nil {
+		return ctrl.Result{}, fmt.Errorf("failed to list Endpoints by slug: %w", err)
+	}
+	c := ready(fmt.Sprintf("Endpoint routes slug %s.", e.Spec.Slug))
+	if owner := translate.NewSlugs(append(same.Items, *e)).Owner(e.Spec.Slug); owner != e.Name {
+		c = check{reason: gatewayv1.ReasonDuplicateSlug, failed: true,
+			message: fmt.Sprintf("Slug %s is already routed by the older Endpoint %s; slugs are unique within the workspace.", e.Spec.Slug, owner)}
+	}
+	e.Status.ObservedGeneration = e.Generation
+	setReady(&e.Status.Conditions, c, e.Generation)
+	return ctrl.Result{}, nil
+}
+
+func (r *EndpointReconciler) sameSlug(ctx context.Context, obj client.Object) []reconcile.Request {
+	e, ok := obj.(*gatewayv1.Endpoint)
+	if !ok {
+		return nil
+	}
+	var same gatewayv1.EndpointList
+	if err := r.List(ctx, &same, client.InNamespace(e.Namespace), client.MatchingFields{IndexEndpointSlug: e.Spec.Slug}, unsafeNoCopy); err != nil {
+		logf.FromContext(ctx).Error(err, "Failed to list Endpoints by slug", "slug", e.Spec.Slug)
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range same.Items {
+		if same.Items[i].Name != e.Name {
+			out = append(out, requests(&same.Items[i])...)
+		}
+	}
+	return out
+}

@@ -1,0 +1,259 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/controllers/hierarchy"
+	"github.com/modelgate/modelgate/controllers/translate"
+)
+
+// GroupReconciler resolves a Group's place in its tree into status (depth, root, effective models, Ready) and
+// cascades its deletion to its subtree and keys.
+type GroupReconciler struct {
+	client.Client
+}
+
+func (r *GroupReconciler) setup(mgr ctrl.Manager, opts controller.Options) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&gatewayv1.Group{}).
+		// A group's verdict depends on its ancestors and on groups sharing its external id; a deleting group
+		// waits for its children and keys to be gone.
+		Watches(&gatewayv1.Group{}, handler.EnqueueRequestsFromMapFunc(r.dependents),
+			builder.WithPredicates(specOrLifecycleChanged)).
+		Watches(&gatewayv1.APIKey{}, handler.EnqueueRequestsFromMapFunc(r.groupOfKey),
+			builder.WithPredicates(specOrLifecycleChanged)).
+		WithOptions(opts).
+		Complete(r)
+}
+
+// Reconcile follows the Cluster API order: get, finalizer, one deferred status patch, then small phases.
+func (r *GroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+	g := &gatewayv1.Group{}
+	if err := r.Get(ctx, req.NamespacedName, g); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !g.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, g)
+	}
+	if !controllerutil.ContainsFinalizer(g, gatewayv1.Finalizer) {
+		before := g.DeepCopy()
+		controllerutil.AddFinalizer(g, gatewayv1.Finalizer)
+		if err := r.Patch(ctx, g, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to add finalizer to Group %s/%s: %w", g.Namespace, g.Name, err)
+		}
+	}
+
+	before := g.DeepCopy()
+	defer func() {
+		if err := patchStatus(ctx, r.Client, "Group", before, g, before.Status, g.Status); err != nil {
+			retErr = kerrors.NewAggregate([]error{retErr, err})
+		}
+	}()
+	return ctrl.Result{}, r.reconcileStatus(ctx, g)
+}
+
+// reconcileStatus judges g with the same rules the snapshot uses.
+func (r *GroupReconciler) reconcileStatus(ctx context.Context, g *gatewayv1.Group) error {
+	groups, err := r.relevant(ctx, g)
+	if err != nil {
+		return err
+	}
+	v := translate.NewGroups(groups).Judge(g)
+
+	g.Status.ObservedGeneration = g.Generation
+	g.Status.Depth, g.Status.RootGroupID, g.Status.EffectiveModels = 0, "", nil
+	if v.Resolved {
+		g.Status.Depth = int32(len(v.Chain))
+		g.Status.RootGroupID = v.Chain.Root().Name
+		g.Status.EffectiveModels = hierarchy.Resolve(v.Chain)
+	}
+	setReady(&g.Status.Conditions, check{reason: v.Reason, message: v.Message, failed: !v.Ready}, g.Generation)
+	return nil
+}
+
+// relevant gathers the groups that g's verdict depends on, which gives the same verdict as judging against the
+// whole workspace at a cost of a few cache reads instead of one pass over every group: g's chain of ancestors
+// (deletion, completeness, validity), and for each group on it the other groups claiming its external id, with
+// their own chains (a claimant below a group being deleted no longer counts).
+func (r *GroupReconciler) relevant(ctx context.Context, g *gatewayv1.Group) ([]*gatewayv1.Group, error) {
+	found := map[string]*gatewayv1.Group{g.Name: g}
+	get := func(name string) (*gatewayv1.Group, error) {
+		if x, ok := found[name]; ok {
+			return x, nil
+		}
+		x := &gatewayv1.Group{}
+		if err := r.Get(ctx, client.ObjectKey{Namespace: g.Namespace, Name: name}, x); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, nil
+			}
+			return nil, fmt.Errorf("failed to read Group %s/%s: %w", g.Namespace, name, err)
+		}
+		found[name] = x
+		return x, nil
+	}
+	// walkUp follows parents as far as hierarchy.Index.Chain does: to a root, a missing parent, a cycle, or one
+	// step past the maximum depth.
+	walkUp := func(start *gatewayv1.Group) ([]*gatewayv1.Group, error) {
+		chain := []*gatewayv1.Group{start}
+		seen := map[string]bool{start.Name: true}
+		for cur := start; len(chain) <= gatewayv1.MaxDepth; {
+			pid := cur.ParentID()
+			if pid == "" || seen[pid] {
+				break
+			}
+			p, err := get(pid)
+			if err != nil || p == nil {
+				return chain, err
+			}
+			seen[pid] = true
+			chain = append(chain, p)
+			cur = p
+		}
+		return chain, nil
+	}
+	chain, err := walkUp(g)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range chain {
+		var same gatewayv1.GroupList
+		if err := r.List(ctx, &same, client.InNamespace(g.Namespace),
+			client.MatchingFields{IndexGroupExternalID: m.Spec.ExternalEntityID}, unsafeNoCopy); err != nil {
+			return nil, fmt.Errorf("failed to list Groups by external id: %w", err)
+		}
+		for i := range same.Items {
+			o := &same.Items[i]
+			if _, ok := found[o.Name]; ok {
+				continue
+			}
+			found[o.Name] = o
+			if _, err := walkUp(o); err != nil {
+				return nil, err
+			}
+		}
+	}
+	out := make([]*gatewayv1.Group, 0, len(found))
+	for _, x := range found {
+		out = append(out, x)
+	}
+	return out, nil
+}
+
+// reconcileDelete removes g's direct children (whose own finalizers cascade further) and every APIKey of g, and
+// releases the finalizer once none is left. It needs no garbage collector. The snapshot drops the subtree as
+// soon as the deletion starts; this only cleans up the objects.
+func (r *GroupReconciler) reconcileDelete(ctx context.Context, g *gatewayv1.Group) (ctrl.Result, error) {
+	log := logf.FromContext(ctx)
+	if !controllerutil.ContainsFinalizer(g, gatewayv1.Finalizer) {
+		return ctrl.Result{}, nil
+	}
+	var children gatewayv1.GroupList
+	if err := r.List(ctx, &children, client.InNamespace(g.Namespace), client.MatchingFields{IndexGroupParent: g.Name}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("failed to list children of Group %s/%s: %w", g.Namespace, g.Name, err)
+	}
+	var keys gatewayv1.APIKeyList
+	if err := r.List(ctx, &keys, client.InNamespace(g.Namespace), client.MatchingFields{IndexAPIKeyGroup: g.Name}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("failed to list APIKeys of Group %s/%s: %w", g.Namespace, g.Name, err)
+	}
+	var errs []error
+	for i := range children.Items {
+		errs = append(errs, r.deleteOnce(ctx, &children.Items[i]))
+	}
+	for i := range keys.Items {
+		errs = append(errs, r.deleteOnce(ctx, &keys.Items[i]))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return ctrl.Result{}, fmt.Errorf("failed to cascade deletion of Group %s/%s: %w", g.Namespace, g.Name, err)
+	}
+	if remaining := len(children.Items) + len(keys.Items); remaining > 0 {
+		// The watches on Groups and APIKeys bring g back when these are gone.
+		log.V(1).Info("Waiting for the subtree of a deleted group", "children", len(children.Items), "apiKeys", len(keys.Items))
+		before := g.DeepCopy()
+		setReady(&g.Status.Conditions, check{reason: gatewayv1.ReasonDeleting, failed: true,
+			message: fmt.Sprintf("Group is being deleted; waiting for %d child groups and %d API keys to be removed.",
+				len(children.Items), len(keys.Items))}, g.Generation)
+		return ctrl.Result{}, patchStatus(ctx, r.Client, "Group", before, g, before.Status, g.Status)
+	}
+	before := g.DeepCopy()
+	controllerutil.RemoveFinalizer(g, gatewayv1.Finalizer)
+	if err := r.Patch(ctx, g, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("failed to remove finalizer from Group %s/%s: %w", g.Namespace, g.Name, err)
+	}
+	log.Info("Deleted group and its subtree")
+	return ctrl.Result{}, nil
+}
+
+func (r *GroupReconciler) deleteOnce(ctx context.Context, obj client.Object) error {
+	if !obj.GetDeletionTimestamp().IsZero() {
+		return nil
+	}
+	if err := r.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("failed to delete %s: %w", obj.GetName(), err)
+	}
+	return nil
+}
+
+// dependents maps a changed group to the groups whose verdict may follow from it: every descendant (an
+// ancestor's limits reach grandchildren, and a parent created late completes its children's chains), the groups
+// sharing its external id, and its parent, which may be waiting for it to be deleted.
+func (r *GroupReconciler) dependents(ctx context.Context, obj client.Object) []reconcile.Request {
+	g, ok := obj.(*gatewayv1.Group)
+	if !ok {
+		return nil
+	}
+	var out []reconcile.Request
+	if p := g.ParentID(); p != "" {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: g.Namespace, Name: p}})
+	}
+	seen := map[string]bool{g.Name: true}
+	queue := []string{g.Name}
+	for len(queue) > 0 {
+		var children gatewayv1.GroupList
+		if err := r.List(ctx, &children, client.InNamespace(g.Namespace), client.MatchingFields{IndexGroupParent: queue[0]}, unsafeNoCopy); err != nil {
+			logf.FromContext(ctx).Error(err, "Failed to list child groups", "group", queue[0])
+			break
+		}
+		queue = queue[1:]
+		for i := range children.Items {
+			c := &children.Items[i]
+			if !seen[c.Name] {
+				seen[c.Name] = true
+				queue = append(queue, c.Name)
+				out = append(out, requests(c)...)
+			}
+		}
+	}
+	var same gatewayv1.GroupList
+	if err := r.List(ctx, &same, client.InNamespace(g.Namespace), client.MatchingFields{IndexGroupExternalID: g.Spec.ExternalEntityID}, unsafeNoCopy); err != nil {
+		logf.FromContext(ctx).Error(err, "Failed to list groups by external id")
+	}
+	for i := range same.Items {
+		if same.Items[i].Name != g.Name {
+			out = append(out, requests(&same.Items[i])...)
+		}
+	}
+	return out
+}
+
+// groupOfKey brings a deleting group back when one of its keys is gone.
+func (r *GroupReconciler) groupOfKey(_ context.Context, obj client.Object) []reconcile.Request {
+	k, ok := obj.(*gatewayv1.APIKey)
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: k.Namespace, Name: k.Spec.GroupID}}}
+}

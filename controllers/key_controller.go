@@ -1,0 +1,416 @@
+package controllers
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/controllers/translate"
+)
+
+// Bounds on a key brought in a Secret, the same as for keys registered through the REST API.
+const (
+	minKeyLength  = 32
+	maxKeyLength  = 128
+	minKeyEntropy = 3.0
+)
+
+// Prefixes of keys minted by the controller: federated and workspace keys.
+const (
+	mintPrefixAPIKey          = "mgk_"
+	mintPrefixWorkspaceAPIKey = "mgw_"
+)
+
+// keyReconciler derives the prefix and hash of a federated (APIKey) or workspace (WorkspaceAPIKey) key from its
+// source, minting it into a Secret when there is none, and reports whether it is usable. The two kinds differ
+// only in the accessors below.
+type keyReconciler[T client.Object] struct {
+	client.Client
+	reader     client.Reader
+	kind       string
+	mintPrefix string
+	newObject  func() T
+	source     func(T) *gatewayv1.KeySource
+	status     func(T) *gatewayv1.KeyStatus
+	// groupID is the Group a federated key belongs to; nil for workspace keys.
+	groupID  func(T) string
+	setOwner func(owner T, secret *corev1.Secret) error
+}
+
+func newAPIKeyReconciler(mgr ctrl.Manager) *keyReconciler[*gatewayv1.APIKey] {
+	return &keyReconciler[*gatewayv1.APIKey]{
+		Client: mgr.GetClient(), reader: mgr.GetAPIReader(), kind: translate.KindAPIKey, mintPrefix: mintPrefixAPIKey,
+		newObject: func() *gatewayv1.APIKey { return &gatewayv1.APIKey{} },
+		source:    func(k *gatewayv1.APIKey) *gatewayv1.KeySource { return &k.Spec.KeySource },
+		status:    func(k *gatewayv1.APIKey) *gatewayv1.KeyStatus { return &k.Status },
+		groupID:   func(k *gatewayv1.APIKey) string { return k.Spec.GroupID },
+		setOwner: func(k *gatewayv1.APIKey, s *corev1.Secret) error {
+			return controllerutil.SetControllerReference(k, s, mgr.GetScheme())
+		},
+	}
+}
+
+func newWorkspaceAPIKeyReconciler(mgr ctrl.Manager) *keyReconciler[*gatewayv1.WorkspaceAPIKey] {
+	return &keyReconciler[*gatewayv1.WorkspaceAPIKey]{
+		Client: mgr.GetClient(), reader: mgr.GetAPIReader(), kind: translate.KindWorkspaceAPIKey, mintPrefix: mintPrefixWorkspaceAPIKey,
+		newObject: func() *gatewayv1.WorkspaceAPIKey { return &gatewayv1.WorkspaceAPIKey{} },
+		source:    func(k *gatewayv1.WorkspaceAPIKey) *gatewayv1.KeySource { return &k.Spec.KeySource },
+		status:    func(k *gatewayv1.WorkspaceAPIKey) *gatewayv1.KeyStatus { return &k.Status },
+		setOwner: func(k *gatewayv1.WorkspaceAPIKey, s *corev1.Secret) error {
+			return controllerutil.SetControllerReference(k, s, mgr.GetScheme())
+		},
+	}
+}
+
+func (r *keyReconciler[T]) setup(mgr ctrl.Manager, opts controller.Options) error {
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(r.newObject()).
+		// Minted Secrets are owned by their key; referenced Secrets are found through the index, so rotating
+		// either re-derives the hash.
+		Owns(&corev1.Secret{}).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.keysReferencing)).
+		// Whichever key holds a prefix depends on the other keys claiming it, of both kinds.
+		Watches(&gatewayv1.APIKey{}, handler.EnqueueRequestsFromMapFunc(r.keysSharingPrefix)).
+		Watches(&gatewayv1.WorkspaceAPIKey{}, handler.EnqueueRequestsFromMapFunc(r.keysSharingPrefix))
+	if r.groupID != nil {
+		b = b.Watches(&gatewayv1.Group{}, handler.EnqueueRequestsFromMapFunc(r.keysOfGroup))
+	}
+	return b.WithOptions(opts).Complete(r)
+}
+
+// Reconcile derives the key's credentials, then runs the ordered checks that decide its Ready condition.
+func (r *keyReconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+	obj := r.newObject()
+	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !obj.GetDeletionTimestamp().IsZero() {
+		// Deletion is revocation; the snapshot drops the key at once and nothing is left to clean up.
+		return ctrl.Result{}, nil
+	}
+	before := obj.DeepCopyObject().(T)
+	defer func() {
+		if err := patchStatus(ctx, r.Client, r.kind, before, obj, *r.status(before), *r.status(obj)); err != nil {
+			retErr = kerrors.NewAggregate([]error{retErr, err})
+		}
+	}()
+
+	st := r.status(obj)
+	st.ObservedGeneration = obj.GetGeneration()
+	c, err := r.deriveCredentials(ctx, obj)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	for _, next := range []func(context.Context, T) (check, error){r.checkGroup, r.checkPrefix} {
+		if c.failed {
+			break
+		}
+		if c, err = next(ctx, obj); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if !c.failed {
+		what := "Key"
+		if r.groupID != nil {
+			what = "Key of group " + r.groupID(obj)
+		}
+		c = ready(fmt.Sprintf("%s is served under prefix %s.", what, st.Prefix))
+	}
+	setReady(&st.Conditions, c, obj.GetGeneration())
+	return ctrl.Result{}, nil
+}
+
+// deriveCredentials fills status.prefix and status.hash from the key's source: the spec (REST), a referenced
+// Secret (GitOps), or a Secret the controller mints once and never overwrites. On failure both are cleared, so
+// the key is not served.
+func (r *keyReconciler[T]) deriveCredentials(ctx context.Context, obj T) (check, error) {
+	src, st := r.source(obj), r.status(obj)
+	switch {
+	case src.Hash != "":
+		st.Prefix, st.Hash, st.SecretName = src.Prefix, src.Hash, ""
+		return check{}, nil
+	case src.SecretRef != nil:
+		st.SecretName = ""
+		return r.fromSecret(ctx, obj, src.SecretRef.Name, cmp.Or(src.SecretRef.Key, translate.DefaultAPIKeyEntry))
+	default:
+		name := obj.GetName() + "-key"
+		c, err := r.mint(ctx, obj, name)
+		st.SecretName = name
+		return c, err
+	}
+}
+
+func (r *keyReconciler[T]) fromSecret(ctx context.Context, obj T, name, entry string) (check, error) {
+	st := r.status(obj)
+	var secret corev1.Secret
+	if err := r.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}, &secret); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return check{}, fmt.Errorf("failed to read Secret %s/%s of %s %s: %w", obj.GetNamespace(), name, r.kind, obj.GetName(), err)
+		}
+		st.Prefix, st.Hash = "", ""
+		return check{reason: gatewayv1.ReasonSecretNotFound, failed: true,
+			message: fmt.Sprintf("Secret %s named by spec.secretRef does not exist.", name)}, nil
+	}
+	return r.fromKey(obj, name, entry, secret.Data[entry]), nil
+}
+
+// fromKey validates a key read from a Secret and derives its prefix and hash. Surrounding whitespace is ignored,
+// because Secrets written from files often end in a newline that no client sends.
+func (r *keyReconciler[T]) fromKey(obj T, secretName, entry string, raw []byte) check {
+	st := r.status(obj)
+	key := strings.TrimSpace(string(raw))
+	var problem string
+	switch {
+	case raw == nil:
+		problem = fmt.Sprintf("Secret %s has no entry %q.", secretName, entry)
+	case len(key) < minKeyLength || len(key) > maxKeyLength:
+		problem = fmt.Sprintf("Entry %q of Secret %s holds %d characters; a key must have %d to %d.",
+			entry, secretName, len(key), minKeyLength, maxKeyLength)
+	case shannonEntropy(key) < minKeyEntropy:
+		problem = fmt.Sprintf("Entry %q of Secret %s has less than %.1f bits of entropy per character; use a random key.",
+			entry, secretName, minKeyEntropy)
+	}
+	if problem != "" {
+		st.Prefix, st.Hash = "", ""
+		return check{reason: gatewayv1.ReasonSecretInvalid, message: problem, failed: true}
+	}
+	st.Prefix, st.Hash = translate.KeyPrefix(key), hashKey(key)
+	return check{}
+}
+
+// mint reads the key from the Secret the controller owns for obj, creating the Secret with a new key when it is
+// absent. An existing Secret is never overwritten: its key may already be in use.
+func (r *keyReconciler[T]) mint(ctx context.Context, obj T, name string) (check, error) {
+	key := client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}
+	var secret corev1.Secret
+	err := r.Get(ctx, key, &secret)
+	if err == nil {
+		return r.fromKey(obj, name, translate.DefaultAPIKeyEntry, secret.Data[translate.DefaultAPIKeyEntry]), nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return check{}, fmt.Errorf("failed to read Secret %s/%s: %w", key.Namespace, name, err)
+	}
+	plaintext, err := mintKey(r.mintPrefix)
+	if err != nil {
+		return check{}, err
+	}
+	secret = corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: name},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{translate.DefaultAPIKeyEntry: []byte(plaintext)},
+	}
+	if err := r.setOwner(obj, &secret); err != nil {
+		return check{}, fmt.Errorf("failed to own Secret %s/%s: %w", key.Namespace, name, err)
+	}
+	if err := r.Create(ctx, &secret); err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			return check{}, fmt.Errorf("failed to create Secret %s/%s: %w", key.Namespace, name, err)
+		}
+		// The cache had not seen a Secret created by an earlier pass: use that one, read past the cache.
+		if err := r.reader.Get(ctx, key, &secret); err != nil {
+			return check{}, fmt.Errorf("failed to read Secret %s/%s: %w", key.Namespace, name, err)
+		}
+		return r.fromKey(obj, name, translate.DefaultAPIKeyEntry, secret.Data[translate.DefaultAPIKeyEntry]), nil
+	}
+	logf.FromContext(ctx).Info("Minted API key", "secret", name, "prefix", translate.KeyPrefix(plaintext))
+	return r.fromKey(obj, name, translate.DefaultAPIKeyEntry, []byte(plaintext)), nil
+}
+
+// checkGroup fails a federated key whose Group does not exist or is not Ready. Workspace keys have no group.
+func (r *keyReconciler[T]) checkGroup(ctx context.Context, obj T) (check, error) {
+	if r.groupID == nil {
+		return check{}, nil
+	}
+	id := r.groupID(obj)
+	var g gatewayv1.Group
+	if err := r.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: id}, &g); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return check{}, fmt.Errorf("failed to read Group %s/%s: %w", obj.GetNamespace(), id, err)
+		}
+		return check{reason: gatewayv1.ReasonGroupNotFound, failed: true,
+			message: fmt.Sprintf("Group %s named by spec.groupID does not exist.", id)}, nil
+	}
+	if !g.DeletionTimestamp.IsZero() {
+		return check{reason: gatewayv1.ReasonGroupNotReady, failed: true,
+			message: fmt.Sprintf("Group %s is being deleted, and its keys with it.", id)}, nil
+	}
+	if c := meta.FindStatusCondition(g.Status.Conditions, gatewayv1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
+		reason := "it has not been reconciled yet"
+		if c != nil {
+			reason = c.Reason
+		}
+		return check{reason: gatewayv1.ReasonGroupNotReady, failed: true,
+			message: fmt.Sprintf("Group %s is not Ready (%s), so the key is not served.", id, reason)}, nil
+	}
+	return check{}, nil
+}
+
+// checkPrefix fails the key when an older key of either kind holds the same prefix.
+func (r *keyReconciler[T]) checkPrefix(ctx context.Context, obj T) (check, error) {
+	prefix, _, ok := translate.KeyCredentials(*r.source(obj), *r.status(obj))
+	if !ok {
+		return check{}, nil
+	}
+	me := translate.KeyRef{Kind: r.kind, Name: obj.GetName(), Created: obj.GetCreationTimestamp()}
+	others, err := claimants(ctx, r.Client, obj.GetNamespace(), prefix)
+	if err != nil {
+		return check{}, err
+	}
+	for _, o := range others {
+		if o.Kind == me.Kind && o.Name == me.Name {
+			continue
+		}
+		if translate.OlderKey(o, me) {
+			return check{reason: gatewayv1.ReasonDuplicatePrefix, failed: true,
+				message: fmt.Sprintf("Prefix %s is already held by the older %s; prefixes are unique within the workspace, so revoke this key and mint another.",
+					prefix, o.Describe())}, nil
+		}
+	}
+	return check{}, nil
+}
+
+// claimants returns the keys of both kinds that are not being deleted and whose credentials carry prefix.
+func claimants(ctx context.Context, c client.Client, namespace, prefix string) ([]translate.KeyRef, error) {
+	opts := []client.ListOption{client.InNamespace(namespace), client.MatchingFields{IndexKeyPrefix: prefix}, unsafeNoCopy}
+	var keys gatewayv1.APIKeyList
+	if err := c.List(ctx, &keys, opts...); err != nil {
+		return nil, fmt.Errorf("failed to list APIKeys by prefix: %w", err)
+	}
+	var wkeys gatewayv1.WorkspaceAPIKeyList
+	if err := c.List(ctx, &wkeys, opts...); err != nil {
+		return nil, fmt.Errorf("failed to list WorkspaceAPIKeys by prefix: %w", err)
+	}
+	var out []translate.KeyRef
+	for _, k := range keys.Items {
+		if p, _, ok := translate.KeyCredentials(k.Spec.KeySource, k.Status); ok && p == prefix && k.DeletionTimestamp.IsZero() {
+			out = append(out, translate.KeyRef{Kind: translate.KindAPIKey, Name: k.Name, Created: k.CreationTimestamp})
+		}
+	}
+	for _, k := range wkeys.Items {
+		if p, _, ok := translate.KeyCredentials(k.Spec.KeySource, k.Status); ok && p == prefix && k.DeletionTimestamp.IsZero() {
+			out = append(out, translate.KeyRef{Kind: translate.KindWorkspaceAPIKey, Name: k.Name, Created: k.CreationTimestamp})
+		}
+	}
+	return out, nil
+}
+
+// keysReferencing maps a Secret to the keys of this kind that name it in spec.secretRef.
+func (r *keyReconciler[T]) keysReferencing(ctx context.Context, obj client.Object) []reconcile.Request {
+	return r.listRequests(ctx, obj.GetNamespace(), client.MatchingFields{IndexKeySecretRef: obj.GetName()})
+}
+
+// keysSharingPrefix maps a key of either kind to the keys of this kind that claim one of its prefixes.
+func (r *keyReconciler[T]) keysSharingPrefix(ctx context.Context, obj client.Object) []reconcile.Request {
+	var src gatewayv1.KeySource
+	var st gatewayv1.KeyStatus
+	switch k := obj.(type) {
+	case *gatewayv1.APIKey:
+		src, st = k.Spec.KeySource, k.Status
+	case *gatewayv1.WorkspaceAPIKey:
+		src, st = k.Spec.KeySource, k.Status
+	default:
+		return nil
+	}
+	var out []reconcile.Request
+	for _, p := range nonEmpty(src.Prefix, st.Prefix) {
+		out = append(out, r.listRequests(ctx, obj.GetNamespace(), client.MatchingFields{IndexKeyPrefix: p})...)
+	}
+	return out
+}
+
+// keysOfGroup maps a Group to its federated keys.
+func (r *keyReconciler[T]) keysOfGroup(ctx context.Context, obj client.Object) []reconcile.Request {
+	return r.listRequests(ctx, obj.GetNamespace(), client.MatchingFields{IndexAPIKeyGroup: obj.GetName()})
+}
+
+func (r *keyReconciler[T]) listRequests(ctx context.Context, namespace string, fields client.MatchingFields) []reconcile.Request {
+	var list client.ObjectList = &gatewayv1.APIKeyList{}
+	if r.kind == translate.KindWorkspaceAPIKey {
+		list = &gatewayv1.WorkspaceAPIKeyList{}
+	}
+	if err := r.List(ctx, list, client.InNamespace(namespace), fields, unsafeNoCopy); err != nil {
+		logf.FromContext(ctx).Error(err, "Failed to list keys", "kind", r.kind, "fields", fields)
+		return nil
+	}
+	var out []reconcile.Request
+	_ = meta.EachListItem(list, func(o runtime.Object) error {
+		out = append(out, requests(o.(client.Object))...)
+		return nil
+	})
+	return out
+}
+
+// mintKey returns a new key: prefix plus 12 random base62 characters (16 in all, the lookup prefix), a dot, and
+// a 32-character random base62 secret, from crypto/rand.
+func mintKey(prefix string) (string, error) {
+	id, err := randomBase62(translate.PrefixLength - len(prefix))
+	if err != nil {
+		return "", err
+	}
+	secret, err := randomBase62(32)
+	if err != nil {
+		return "", err
+	}
+	return prefix + id + "." + secret, nil
+}
+
+const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+func randomBase62(n int) (string, error) {
+	out := make([]byte, 0, n)
+	buf := make([]byte, 2*n)
+	for len(out) < n {
+		if _, err := rand.Read(buf); err != nil {
+			return "", fmt.Errorf("failed to read random bytes for a key: %w", err)
+		}
+		for _, b := range buf {
+			// 248 = 4*62: rejecting larger bytes keeps every character equally likely.
+			if b < 248 && len(out) < n {
+				out = append(out, base62[b%62])
+			}
+		}
+	}
+	return string(out), nil
+}
+
+// hashKey is the lowercase hex SHA-256 of the whole key, the only form in which a key is stored.
+func hashKey(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:])
+}
+
+// shannonEntropy is the Shannon entropy of s in bits per character.
+func shannonEntropy(s string) float64 {
+	counts := map[rune]int{}
+	n := 0
+	for _, c := range s {
+		counts[c]++
+		n++
+	}
+	var h float64
+	for _, k := range counts {
+		p := float64(k) / float64(n)
+		h -= p * math.Log2(p)
+	}
+	return h
+}

@@ -1,0 +1,151 @@
+// Package controllers holds the manager's reconcilers. Each kind has its own reconciler that writes that
+// object's status (a Group's effective models, a key's derived prefix and hash, Ready conditions) and, for
+// Groups, cascades deletion through a finalizer. One more reconciler, the materializer, rebuilds the snapshot of
+// a whole workspace with the pure translation in package translate and publishes it in ConfigMaps for gatewayd.
+// SetupWithManager registers all of them, and the field indexes they share, on a manager.
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+
+	"github.com/modelgate/modelgate/api/snapshot"
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+)
+
+// Field indexes registered on the manager's cache. Webhooks and other readers of the same cache may list with
+// them (client.MatchingFields{IndexGroupParent: "acme"}); they must not register the same names again.
+const (
+	// IndexGroupParent indexes Groups by spec.hierarchy.parentGroupID (roots are not indexed).
+	IndexGroupParent = "spec.hierarchy.parentGroupID"
+	// IndexGroupExternalID indexes Groups by spec.externalEntityID.
+	IndexGroupExternalID = "spec.externalEntityID"
+	// IndexAPIKeyGroup indexes APIKeys by spec.groupID.
+	IndexAPIKeyGroup = "spec.groupID"
+	// IndexKeyPrefix indexes APIKeys and WorkspaceAPIKeys by every prefix they carry: spec.prefix and
+	// status.prefix (derived from a Secret or a minted key).
+	IndexKeyPrefix = "prefix"
+	// IndexKeySecretRef indexes APIKeys and WorkspaceAPIKeys by spec.secretRef.name.
+	IndexKeySecretRef = "spec.secretRef.name"
+	// IndexEndpointSlug indexes Endpoints by spec.slug.
+	IndexEndpointSlug = "spec.slug"
+)
+
+// Options tunes the reconcilers. The zero value is what production runs.
+type Options struct {
+	// SnapshotChunkBytes caps the payload bytes of one snapshot ConfigMap. Zero means snapshot.MaxChunkBytes.
+	SnapshotChunkBytes int
+
+	// SkipNameValidation lets a test process start more than one manager with these controllers. The manager's
+	// own Controller.SkipNameValidation is honoured as well.
+	SkipNameValidation bool
+}
+
+// The manager's ClusterRole, generated into config/rbac/role.yaml.
+//
+// +kubebuilder:rbac:groups=gateway.modelgate.io,resources=groups;apikeys,verbs=get;list;watch;update;patch;delete
+// +kubebuilder:rbac:groups=gateway.modelgate.io,resources=workspaces;workspaceapikeys;endpoints,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=gateway.modelgate.io,resources=groups/status;apikeys/status;workspaces/status;workspaceapikeys/status;endpoints/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=gateway.modelgate.io,resources=groups/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+
+// SetupWithManager registers the field indexes and every reconciler on mgr.
+func SetupWithManager(mgr ctrl.Manager, opts Options) error {
+	if opts.SnapshotChunkBytes <= 0 {
+		opts.SnapshotChunkBytes = snapshot.MaxChunkBytes
+	}
+	if err := setupIndexes(context.Background(), mgr); err != nil {
+		return err
+	}
+	// Left nil unless asked for, so the manager's own controller defaults still apply.
+	var copts controller.Options
+	if opts.SkipNameValidation {
+		copts.SkipNameValidation = ptr.To(true)
+	}
+	c := mgr.GetClient()
+	for _, s := range []struct {
+		name  string
+		setup func() error
+	}{
+		{"Group", func() error { return (&GroupReconciler{Client: c}).setup(mgr, copts) }},
+		{"APIKey", func() error { return newAPIKeyReconciler(mgr).setup(mgr, copts) }},
+		{"WorkspaceAPIKey", func() error { return newWorkspaceAPIKeyReconciler(mgr).setup(mgr, copts) }},
+		{"Endpoint", func() error { return (&EndpointReconciler{Client: c}).setup(mgr, copts) }},
+		{"Workspace", func() error { return (&WorkspaceReconciler{Client: c}).setup(mgr, copts) }},
+		{"snapshot", func() error {
+			return (&SnapshotReconciler{Client: c, Reader: mgr.GetAPIReader(), ChunkBytes: opts.SnapshotChunkBytes}).setup(mgr, copts)
+		}},
+	} {
+		if err := s.setup(); err != nil {
+			return fmt.Errorf("failed to set up the %s controller: %w", s.name, err)
+		}
+	}
+	return nil
+}
+
+func setupIndexes(ctx context.Context, mgr ctrl.Manager) error {
+	indexer := mgr.GetFieldIndexer()
+	indexes := []struct {
+		obj   client.Object
+		field string
+		fn    client.IndexerFunc
+	}{
+		{&gatewayv1.Group{}, IndexGroupParent, func(o client.Object) []string {
+			return nonEmpty(o.(*gatewayv1.Group).ParentID())
+		}},
+		{&gatewayv1.Group{}, IndexGroupExternalID, func(o client.Object) []string {
+			return nonEmpty(o.(*gatewayv1.Group).Spec.ExternalEntityID)
+		}},
+		{&gatewayv1.APIKey{}, IndexAPIKeyGroup, func(o client.Object) []string {
+			return nonEmpty(o.(*gatewayv1.APIKey).Spec.GroupID)
+		}},
+		{&gatewayv1.APIKey{}, IndexKeyPrefix, func(o client.Object) []string {
+			k := o.(*gatewayv1.APIKey)
+			return nonEmpty(k.Spec.Prefix, k.Status.Prefix)
+		}},
+		{&gatewayv1.WorkspaceAPIKey{}, IndexKeyPrefix, func(o client.Object) []string {
+			k := o.(*gatewayv1.WorkspaceAPIKey)
+			return nonEmpty(k.Spec.Prefix, k.Status.Prefix)
+		}},
+		{&gatewayv1.APIKey{}, IndexKeySecretRef, func(o client.Object) []string {
+			if ref := o.(*gatewayv1.APIKey).Spec.SecretRef; ref != nil {
+				return nonEmpty(ref.Name)
+			}
+			return nil
+		}},
+		{&gatewayv1.WorkspaceAPIKey{}, IndexKeySecretRef, func(o client.Object) []string {
+			if ref := o.(*gatewayv1.WorkspaceAPIKey).Spec.SecretRef; ref != nil {
+				return nonEmpty(ref.Name)
+			}
+			return nil
+		}},
+		{&gatewayv1.Endpoint{}, IndexEndpointSlug, func(o client.Object) []string {
+			return nonEmpty(o.(*gatewayv1.Endpoint).Spec.Slug)
+		}},
+	}
+	for _, ix := range indexes {
+		if err := indexer.IndexField(ctx, ix.obj, ix.field, ix.fn); err != nil {
+			return fmt.Errorf("failed to index %T by %s: %w", ix.obj, ix.field, err)
+		}
+	}
+	return nil
+}
+
+// nonEmpty returns the distinct non-empty values, as index values.
+func nonEmpty(values ...string) []string {
+	var out []string
+	for _, v := range values {
+		if v != "" && (len(out) == 0 || out[len(out)-1] != v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}

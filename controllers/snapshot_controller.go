@@ -1,0 +1,215 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/modelgate/modelgate/api/snapshot"
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/controllers/translate"
+)
+
+// SnapshotReconciler is the materializer: whatever changes in a workspace, it rebuilds the workspace's whole
+// snapshot with translate.Translate and publishes it when the bytes changed. Every event of a namespace maps to
+// the one request {namespace, snapshot.IndexName}, so bursts coalesce and two passes over one workspace never
+// run at once.
+type SnapshotReconciler struct {
+	// Client reads the custom resources from the cache and writes ConfigMaps and Workspace status.
+	client.Client
+	// Reader reads the snapshot ConfigMaps past the cache: the previous version must be the stored one, even
+	// right after a restart, and caching every ConfigMap of the cluster is not worth it.
+	Reader client.Reader
+	// ChunkBytes caps the payload of one ConfigMap.
+	ChunkBytes int
+}
+
+func (r *SnapshotReconciler) setup(mgr ctrl.Manager, opts controller.Options) error {
+	enqueue := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: snapshot.IndexName}}}
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("snapshot").
+		Watches(&gatewayv1.Workspace{}, enqueue).
+		Watches(&gatewayv1.Group{}, enqueue).
+		Watches(&gatewayv1.APIKey{}, enqueue).
+		Watches(&gatewayv1.WorkspaceAPIKey{}, enqueue).
+		Watches(&gatewayv1.Endpoint{}, enqueue).
+		WithOptions(opts).
+		Complete(r)
+}
+
+// Reconcile materializes the snapshot of the namespace req.Namespace.
+func (r *SnapshotReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	ns := req.Namespace
+	in, err := r.gather(ctx, ns)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("failed to materialize snapshot for workspace %s: %w", ns, err)
+	}
+	snap := translate.Translate(in)
+	payload, checksum, err := snapshot.Encode(snap)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("failed to materialize snapshot for workspace %s: %w", ns, err)
+	}
+
+	index := &corev1.ConfigMap{}
+	err = r.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: snapshot.IndexName}, index)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("failed to read snapshot index of %s: %w", ns, err)
+	}
+	exists := err == nil
+	version, _ := strconv.ParseInt(index.Data[snapshot.DataVersion], 10, 64)
+	if !exists || index.Data[snapshot.DataChecksum] != checksum || index.Data[snapshot.DataFormat] != snapshot.Format {
+		version++
+		chunks := snapshot.Split(payload, r.ChunkBytes)
+		if err := r.publish(ctx, ns, index, exists, version, payload, checksum, chunks); err != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to publish snapshot %d of %s: %w", version, ns, err)
+		}
+		logf.FromContext(ctx).Info("Published snapshot", "version", version,
+			"groups", len(snap.Groups), "apiKeys", len(snap.APIKeys), "workspaceAPIKeys", len(snap.WorkspaceAPIKeys),
+			"endpoints", len(snap.Endpoints), "bytes", len(payload), "chunks", len(chunks))
+	}
+	// Also after a restart with nothing new to publish: stale chunks of an interrupted pass go, and a Workspace
+	// that missed its version catches up.
+	n, _ := strconv.Atoi(index.Data[snapshot.DataChunks])
+	if err := r.deleteStaleChunks(ctx, ns, n); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, r.recordVersion(ctx, in.Workspaces, version)
+}
+
+// gather lists everything of the namespace that the snapshot depends on, from the cache, without copies:
+// Translate only reads.
+func (r *SnapshotReconciler) gather(ctx context.Context, ns string) (translate.Input, error) {
+	opts := []client.ListOption{client.InNamespace(ns), unsafeNoCopy}
+	var (
+		ws     gatewayv1.WorkspaceList
+		groups gatewayv1.GroupList
+		keys   gatewayv1.APIKeyList
+		wkeys  gatewayv1.WorkspaceAPIKeyList
+		eps    gatewayv1.EndpointList
+	)
+	for _, l := range []client.ObjectList{&ws, &groups, &keys, &wkeys, &eps} {
+		if err := r.List(ctx, l, opts...); err != nil {
+			return translate.Input{}, fmt.Errorf("failed to list %T: %w", l, err)
+		}
+	}
+	return translate.Input{
+		Namespace: ns, Workspaces: ws.Items, Groups: groups.Items, APIKeys: keys.Items,
+		WorkspaceAPIKeys: wkeys.Items, Endpoints: eps.Items,
+	}, nil
+}
+
+// publish writes the chunks first and the index last, so a reader never sees an index whose chunks are not
+// all written; it updates index in place with the data of the new version.
+func (r *SnapshotReconciler) publish(ctx context.Context, ns string, index *corev1.ConfigMap, exists bool, version int64,
+	payload []byte, checksum string, chunks [][]byte) error {
+	v := strconv.FormatInt(version, 10)
+	for i, chunk := range chunks {
+		cm := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: snapshot.ChunkName(i + 1),
+				Labels: map[string]string{snapshot.LabelKey: snapshot.LabelChunk}},
+			Data:       map[string]string{snapshot.DataVersion: v},
+			BinaryData: map[string][]byte{snapshot.BinaryPayload: chunk},
+		}
+		if err := r.upsert(ctx, cm); err != nil {
+			return err
+		}
+	}
+	if index.Labels == nil {
+		index.Labels = map[string]string{}
+	}
+	index.Namespace, index.Name = ns, snapshot.IndexName
+	index.Labels[snapshot.LabelKey] = snapshot.LabelIndex
+	index.Data = map[string]string{
+		snapshot.DataVersion:  v,
+		snapshot.DataChecksum: checksum,
+		snapshot.DataChunks:   strconv.Itoa(len(chunks)),
+		snapshot.DataFormat:   snapshot.Format,
+	}
+	index.BinaryData = nil
+	if len(chunks) == 0 {
+		index.BinaryData = map[string][]byte{snapshot.BinaryPayload: payload}
+	}
+	if !exists {
+		if err := r.Create(ctx, index); err != nil {
+			return fmt.Errorf("failed to create ConfigMap %s: %w", snapshot.IndexName, err)
+		}
+		return nil
+	}
+	// index carries the resourceVersion it was read with: a concurrent writer makes this fail and retry.
+	if err := r.Update(ctx, index); err != nil {
+		return fmt.Errorf("failed to update ConfigMap %s: %w", snapshot.IndexName, err)
+	}
+	return nil
+}
+
+// upsert creates cm or replaces the data and labels of the existing ConfigMap of that name.
+func (r *SnapshotReconciler) upsert(ctx context.Context, cm *corev1.ConfigMap) error {
+	err := r.Create(ctx, cm)
+	if err == nil || !apierrors.IsAlreadyExists(err) {
+		if err != nil {
+			return fmt.Errorf("failed to create ConfigMap %s: %w", cm.Name, err)
+		}
+		return nil
+	}
+	existing := &corev1.ConfigMap{}
+	if err := r.Reader.Get(ctx, client.ObjectKeyFromObject(cm), existing); err != nil {
+		return fmt.Errorf("failed to read ConfigMap %s: %w", cm.Name, err)
+	}
+	existing.Labels, existing.Data, existing.BinaryData = cm.Labels, cm.Data, cm.BinaryData
+	if err := r.Update(ctx, existing); err != nil {
+		return fmt.Errorf("failed to update ConfigMap %s: %w", cm.Name, err)
+	}
+	return nil
+}
+
+// deleteStaleChunks removes chunk ConfigMaps numbered above keep, left by a larger earlier snapshot. It lists
+// metadata only, so the payloads are not transferred.
+func (r *SnapshotReconciler) deleteStaleChunks(ctx context.Context, ns string, keep int) error {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
+	if err := r.Reader.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{snapshot.LabelKey: snapshot.LabelChunk}); err != nil {
+		return fmt.Errorf("failed to list snapshot chunks of %s: %w", ns, err)
+	}
+	for i := range list.Items {
+		m := &list.Items[i]
+		n, err := strconv.Atoi(strings.TrimPrefix(m.Name, snapshot.IndexName+"-"))
+		if err != nil || n <= keep {
+			continue
+		}
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: m.Name}}
+		if err := r.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("failed to delete stale snapshot chunk %s/%s: %w", ns, m.Name, err)
+		}
+	}
+	return nil
+}
+
+// recordVersion writes the published version into status.snapshotVersion of the namespace's Workspaces.
+func (r *SnapshotReconciler) recordVersion(ctx context.Context, workspaces []gatewayv1.Workspace, version int64) error {
+	for i := range workspaces {
+		ws := &workspaces[i]
+		if ws.Status.SnapshotVersion == version || !ws.DeletionTimestamp.IsZero() {
+			continue
+		}
+		patch := []byte(fmt.Sprintf(`{"status":{"snapshotVersion":%d}}`, version))
+		target := &gatewayv1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: ws.Namespace, Name: ws.Name}}
+		if err := r.Status().Patch(ctx, target, client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("failed to record snapshot version in Workspace %s/%s: %w", ws.Namespace, ws.Name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,100 @@
+package translate
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/modelgate/modelgate/api/snapshot"
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+)
+
+// BenchmarkMaterialize10kGroups measures one materializer pass without an API server: translation, encoding and
+// chunking of a workspace of 10,000 groups in three levels (100 roots, 900 children, 9,000 grandchildren; half
+// the trees CASCADING) and 50,000 keys.
+//
+//	go test -run '^$' -bench Materialize -benchtime 3x ./controllers/translate/
+func BenchmarkMaterialize10kGroups(b *testing.B) {
+	in := bigWorkspace(100, 9, 10, 5)
+	if len(in.Groups) != 10000 || len(in.APIKeys) != 50000 {
+		b.Fatalf("workspace has %d groups and %d keys", len(in.Groups), len(in.APIKeys))
+	}
+	var last *snapshot.Snapshot
+	var payloadBytes, chunks int
+	for b.Loop() {
+		s := Translate(in)
+		if len(s.Groups) != 10000 || len(s.APIKeys) != 50000 {
+			b.Fatalf("snapshot has %d groups and %d keys", len(s.Groups), len(s.APIKeys))
+		}
+		payload, _, err := snapshot.Encode(s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		chunks = len(snapshot.Split(payload, snapshot.MaxChunkBytes))
+		payloadBytes, last = len(payload), s
+	}
+	raw, err := json.Marshal(last)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(len(raw)), "json-bytes")
+	b.ReportMetric(float64(payloadBytes), "gzip-bytes")
+	b.ReportMetric(float64(chunks), "chunks")
+}
+
+// bigWorkspace builds roots trees of 1 + children + children*grandchildren groups, with keysPerGroup hash keys each.
+func bigWorkspace(roots, children, grandchildren, keysPerGroup int) Input {
+	in := Input{Namespace: "bench"}
+	created := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	add := func(name, parent string, mode gatewayv1.LimitEnforcement, scale int64) {
+		g := gatewayv1.Group{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "bench", CreationTimestamp: created},
+			Spec: gatewayv1.GroupSpec{
+				ExternalEntityID: "ext-" + name,
+				Hierarchy:        gatewayv1.Hierarchy{LimitEnforcement: mode},
+				Models: []gatewayv1.ModelConfig{
+					{Slug: "demo/echo",
+						RateLimits:  []gatewayv1.Limit{{Type: gatewayv1.LimitTypeRequest, Unit: gatewayv1.UnitMinute, Threshold: 600 / scale}},
+						UsageLimits: []gatewayv1.Limit{{Type: gatewayv1.LimitTypeToken, Unit: gatewayv1.UnitDay, Threshold: 1_000_000 / scale}}},
+					{Slug: "demo/embed",
+						RateLimits: []gatewayv1.Limit{{Type: gatewayv1.LimitTypeToken, Unit: gatewayv1.UnitMinute, Threshold: 60_000 / scale}}},
+				},
+			},
+		}
+		if parent != "" {
+			g.Spec.Hierarchy.ParentGroupID = ptr.To(parent)
+		}
+		in.Groups = append(in.Groups, g)
+		for k := range keysPerGroup {
+			prefix := fmt.Sprintf("mgk_%012d", len(in.APIKeys))
+			sum := sha256.Sum256([]byte(fmt.Sprintf("%s.%s-%d", prefix, name, k)))
+			in.APIKeys = append(in.APIKeys, gatewayv1.APIKey{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-key-%d", name, k), Namespace: "bench", CreationTimestamp: created},
+				Spec: gatewayv1.APIKeySpec{GroupID: name,
+					KeySource: gatewayv1.KeySource{Prefix: prefix, Hash: hex.EncodeToString(sum[:])}},
+			})
+		}
+	}
+	for r := range roots {
+		mode := gatewayv1.EnforcementIndependent
+		if r%2 == 1 {
+			mode = gatewayv1.EnforcementCascading
+		}
+		root := fmt.Sprintf("root-%03d", r)
+		add(root, "", mode, 1)
+		for c := range children {
+			child := fmt.Sprintf("%s-c%d", root, c)
+			add(child, root, mode, 2)
+			for gc := range grandchildren {
+				add(fmt.Sprintf("%s-g%d", child, gc), child, mode, 4)
+			}
+		}
+	}
+	return in
+}

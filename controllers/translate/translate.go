@@ -1,0 +1,238 @@
+// Package translate turns the custom resources of one workspace into the snapshot gatewayd serves. It is pure:
+// the materializer lists the objects and hands them over, and nothing here talks to an API server, so the whole
+// translation is golden-tested. It also holds the rules that decide what is served (group verdicts, key
+// credentials, which of two duplicates wins), so the reconcilers report in status exactly what is materialized.
+package translate
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/modelgate/modelgate/api/snapshot"
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/controllers/hierarchy"
+)
+
+// Default Secret entries, used when a reference leaves its key empty.
+const (
+	DefaultAPIKeyEntry        = "api_key"
+	DefaultWebhookSecretEntry = "secret"
+)
+
+// Input is every object of one workspace (namespace) that the snapshot depends on.
+type Input struct {
+	Namespace        string
+	Workspaces       []gatewayv1.Workspace
+	Groups           []gatewayv1.Group
+	APIKeys          []gatewayv1.APIKey
+	WorkspaceAPIKeys []gatewayv1.WorkspaceAPIKey
+	Endpoints        []gatewayv1.Endpoint
+}
+
+// Translate builds the snapshot of one workspace. Only what can be served is in it: Ready groups (see
+// Groups.Judge) with effective models resolved here rather than read from a status that may lag; keys with a
+// known prefix and hash whose group is served and whose prefix is not held by an older key; and endpoints whose
+// slug is not held by an older endpoint. Every list is sorted.
+func Translate(in Input) *snapshot.Snapshot {
+	s := &snapshot.Snapshot{
+		Namespace:        in.Namespace,
+		Workspace:        translateWorkspace(in.Workspaces),
+		Groups:           []snapshot.Group{},
+		APIKeys:          []snapshot.APIKey{},
+		WorkspaceAPIKeys: []snapshot.WorkspaceAPIKey{},
+		Endpoints:        []snapshot.Endpoint{},
+	}
+
+	groups := make([]*gatewayv1.Group, len(in.Groups))
+	for i := range in.Groups {
+		groups[i] = &in.Groups[i]
+	}
+	judge := NewGroups(groups)
+	served := make(map[string]bool, len(groups))
+	for _, g := range groups {
+		v := judge.Judge(g)
+		if !v.Ready {
+			continue
+		}
+		served[g.Name] = true
+		s.Groups = append(s.Groups, translateGroup(g, v.Chain))
+	}
+	slices.SortFunc(s.Groups, func(a, b snapshot.Group) int { return strings.Compare(a.ID, b.ID) })
+
+	prefixes := NewPrefixes(in.APIKeys, in.WorkspaceAPIKeys)
+	for i := range in.APIKeys {
+		k := &in.APIKeys[i]
+		prefix, hash, ok := KeyCredentials(k.Spec.KeySource, k.Status)
+		if !ok || k.DeletionTimestamp != nil || !served[k.Spec.GroupID] || !prefixes.Owns(KindAPIKey, k.Name, prefix) {
+			continue
+		}
+		s.APIKeys = append(s.APIKeys, snapshot.APIKey{
+			ID: k.Name, Prefix: prefix, Hash: hash, GroupID: k.Spec.GroupID, Name: k.Spec.DisplayName,
+		})
+	}
+	slices.SortFunc(s.APIKeys, func(a, b snapshot.APIKey) int { return strings.Compare(a.Prefix, b.Prefix) })
+
+	for i := range in.WorkspaceAPIKeys {
+		k := &in.WorkspaceAPIKeys[i]
+		prefix, hash, ok := KeyCredentials(k.Spec.KeySource, k.Status)
+		if !ok || k.DeletionTimestamp != nil || !prefixes.Owns(KindWorkspaceAPIKey, k.Name, prefix) {
+			continue
+		}
+		s.WorkspaceAPIKeys = append(s.WorkspaceAPIKeys, translateWorkspaceKey(k, prefix, hash))
+	}
+	slices.SortFunc(s.WorkspaceAPIKeys, func(a, b snapshot.WorkspaceAPIKey) int { return strings.Compare(a.Prefix, b.Prefix) })
+
+	slugs := NewSlugs(in.Endpoints)
+	for i := range in.Endpoints {
+		e := &in.Endpoints[i]
+		if e.DeletionTimestamp != nil || !slugs.Owns(e) {
+			continue
+		}
+		s.Endpoints = append(s.Endpoints, translateEndpoint(e))
+	}
+	slices.SortFunc(s.Endpoints, func(a, b snapshot.Endpoint) int { return strings.Compare(a.Slug, b.Slug) })
+	return s
+}
+
+func translateGroup(g *gatewayv1.Group, chain hierarchy.Chain) snapshot.Group {
+	effective := hierarchy.Resolve(chain)
+	models := make([]snapshot.Model, len(effective))
+	for i, m := range effective {
+		models[i] = snapshot.Model{Slug: m.Slug, RateLimits: translateLimits(m.RateLimits), UsageLimits: translateLimits(m.UsageLimits)}
+	}
+	return snapshot.Group{
+		ID:               g.Name,
+		ExternalEntityID: g.Spec.ExternalEntityID,
+		DisplayName:      g.Spec.DisplayName,
+		ParentID:         g.ParentID(),
+		Mode:             string(chain.Root().Enforcement()),
+		Depth:            len(chain),
+		Models:           models,
+	}
+}
+
+func translateLimits(in []gatewayv1.EffectiveLimit) []snapshot.Limit {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]snapshot.Limit, len(in))
+	for i, l := range in {
+		out[i] = snapshot.Limit{Type: string(l.Type), Unit: string(l.Unit), Threshold: l.Threshold, SourceGroup: l.SourceGroup}
+	}
+	return out
+}
+
+// translateWorkspace takes the settings of the oldest Workspace: there should be one per namespace, and the
+// oldest keeps its place when a second one is applied by mistake.
+func translateWorkspace(all []gatewayv1.Workspace) snapshot.Workspace {
+	var ws *gatewayv1.Workspace
+	for i := range all {
+		if all[i].DeletionTimestamp == nil && (ws == nil || Older(&all[i], ws)) {
+			ws = &all[i]
+		}
+	}
+	if ws == nil {
+		return snapshot.Workspace{}
+	}
+	out := snapshot.Workspace{Name: ws.Name}
+	if r := ws.Spec.KeyRegistration; r != nil {
+		out.KeyRegistrationPublicKey = r.PublicKey
+	}
+	if b := ws.Spec.BillingWebhook; b != nil {
+		out.BillingWebhook = &snapshot.BillingWebhook{URL: b.URL, Secret: secretRef(b.SecretRef, DefaultWebhookSecretEntry)}
+	}
+	if t := ws.Spec.ModelAPITier; t != nil {
+		out.ModelAPITier = &snapshot.ModelAPITier{RequestsPerMinute: t.RequestsPerMinute, TokensPerMinute: t.TokensPerMinute}
+	}
+	return out
+}
+
+func translateWorkspaceKey(k *gatewayv1.WorkspaceAPIKey, prefix, hash string) snapshot.WorkspaceAPIKey {
+	out := snapshot.WorkspaceAPIKey{
+		ID: k.Name, Prefix: prefix, Hash: hash, Type: string(k.Spec.Type), Name: k.Spec.DisplayName, TeamID: k.Spec.TeamID,
+		Models: sortedCopy(k.Spec.Models), Environments: sortedCopy(k.Spec.Environments),
+	}
+	if o := k.Spec.Owner; o != nil {
+		role := o.Role
+		if role == "" {
+			role = gatewayv1.OrgRoleMember
+		}
+		out.Owner = &snapshot.KeyOwner{UserID: o.UserID, Email: o.Email, Name: o.Name, Role: string(role)}
+	}
+	return out
+}
+
+func translateEndpoint(e *gatewayv1.Endpoint) snapshot.Endpoint {
+	out := snapshot.Endpoint{ID: e.Name, Slug: e.Spec.Slug, Targets: make([]snapshot.Target, len(e.Spec.Targets))}
+	for i, t := range e.Spec.Targets {
+		out.Targets[i] = snapshot.Target{Provider: string(t.Provider), BaseURL: t.BaseURL, TargetModel: t.TargetModel}
+		if t.APIKeySecretRef != nil {
+			ref := secretRef(*t.APIKeySecretRef, DefaultAPIKeyEntry)
+			out.Targets[i].APIKeySecret = &ref
+		}
+	}
+	if e.Spec.Timeout != nil {
+		out.TimeoutMillis = e.Spec.Timeout.Milliseconds()
+	}
+	return out
+}
+
+func secretRef(s gatewayv1.SecretKeySelector, defaultKey string) snapshot.SecretRef {
+	return snapshot.SecretRef{Name: s.Name, Key: cmp.Or(s.Key, defaultKey)}
+}
+
+func sortedCopy(in []string) []string {
+	if len(in) == 0 {
+		return nil
+	}
+	out := slices.Clone(in)
+	slices.Sort(out)
+	return out
+}
+
+// Older reports whether a was created before b, by creationTimestamp and then name, so that of two objects
+// claiming the same unique value the same one wins in every reconciler and in every snapshot.
+func Older(a, b metav1.Object) bool {
+	ta, tb := a.GetCreationTimestamp(), b.GetCreationTimestamp()
+	if !ta.Equal(&tb) {
+		return ta.Before(&tb)
+	}
+	return a.GetName() < b.GetName()
+}
+
+// Slugs decides which Endpoint holds each slug: the oldest that is not being deleted.
+type Slugs struct {
+	owner map[string]*gatewayv1.Endpoint
+}
+
+// NewSlugs indexes endpoints by slug.
+func NewSlugs(endpoints []gatewayv1.Endpoint) *Slugs {
+	s := &Slugs{owner: map[string]*gatewayv1.Endpoint{}}
+	for i := range endpoints {
+		e := &endpoints[i]
+		if e.DeletionTimestamp != nil {
+			continue
+		}
+		if cur, ok := s.owner[e.Spec.Slug]; !ok || Older(e, cur) {
+			s.owner[e.Spec.Slug] = e
+		}
+	}
+	return s
+}
+
+// Owns reports whether e holds its slug.
+func (s *Slugs) Owns(e *gatewayv1.Endpoint) bool {
+	cur, ok := s.owner[e.Spec.Slug]
+	return ok && cur.Name == e.Name
+}
+
+// Owner returns the name of the Endpoint that holds slug.
+func (s *Slugs) Owner(slug string) string {
+	if cur, ok := s.owner[slug]; ok {
+		return cur.Name
+	}
+	return ""
+}
