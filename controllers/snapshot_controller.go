@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -72,7 +73,7 @@ func (r *SnapshotReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	exists := err == nil
 	version, _ := strconv.ParseInt(index.Data[snapshot.DataVersion], 10, 64)
 	if !exists || index.Data[snapshot.DataChecksum] != checksum || index.Data[snapshot.DataFormat] != snapshot.Format {
-		version++
+		version = nextVersion(version, time.Now())
 		chunks := snapshot.Split(payload, r.ChunkBytes)
 		if err := r.publish(ctx, ns, index, exists, version, payload, checksum, chunks); err != nil {
 			return ctrl.Result{}, fmt.Errorf("failed to publish snapshot %d of %s: %w", version, ns, err)
@@ -212,4 +213,11 @@ func (r *SnapshotReconciler) recordVersion(ctx context.Context, workspaces []gat
 		}
 	}
 	return nil
+}
+
+// nextVersion is the version after prev: at least prev+1, and at least the current Unix time in milliseconds, so
+// versions keep growing even when the index ConfigMap is deleted by hand and its stored version lost. gatewayd
+// refuses any version that is not greater than the one it serves, so a restart from 1 would freeze it.
+func nextVersion(prev int64, now time.Time) int64 {
+	return max(prev+1, now.UnixMilli())
 }

@@ -95,5 +95,13 @@ func Decode(payload []byte, checksum string) (*Snapshot, error) {
 	if err := dec.Decode(&s); err != nil {
 		return nil, fmt.Errorf("failed to parse snapshot: %w", err)
 	}
+	// Read to the end so that gzip verifies its own trailer (CRC and length), and refuse trailing data.
+	rest, err := io.ReadAll(io.MultiReader(dec.Buffered(), zr))
+	if err != nil {
+		return nil, fmt.Errorf("failed to verify snapshot: %w", err)
+	}
+	if len(bytes.TrimSpace(rest)) > 0 {
+		return nil, errors.New("failed to parse snapshot: data after the JSON document")
+	}
 	return &s, nil
 }

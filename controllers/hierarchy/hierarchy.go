@@ -105,10 +105,12 @@ type ChainStatus struct {
 	MissingParent string
 	// Cycle is true when following parents returns to a group already on the chain.
 	Cycle bool
+	// TooDeep is true when the chain was cut one level past MaxDepth without reaching a root.
+	TooDeep bool
 }
 
 // Complete is true when the chain ends at a root.
-func (s ChainStatus) Complete() bool { return s.MissingParent == "" && !s.Cycle }
+func (s ChainStatus) Complete() bool { return s.MissingParent == "" && !s.Cycle && !s.TooDeep }
 
 // Chain follows g's parents. It stops at a root, at a missing parent, at a cycle, or one step past MaxDepth
 // (enough to tell that the depth is exceeded).
@@ -132,7 +134,10 @@ func (ix *Index) Chain(g *gatewayv1.Group) (Chain, ChainStatus) {
 		chain = append(chain, parent)
 		cur = parent
 	}
-	return chain, ChainStatus{}
+	if cur.ParentID() == "" {
+		return chain, ChainStatus{}
+	}
+	return chain, ChainStatus{TooDeep: true}
 }
 
 // Root is the topmost group of the chain.

@@ -239,10 +239,17 @@ func TestChain(t *testing.T) {
 			wantStatus: ChainStatus{Cycle: true},
 		},
 		{
-			name:      "stops one step past the maximum depth",
-			groups:    chainOf(8, indep),
-			target:    "g8",
-			wantChain: "g8 <- g7 <- g6 <- g5 <- g4 <- g3",
+			name:       "stops one step past the maximum depth",
+			groups:     chainOf(8, indep),
+			target:     "g8",
+			wantChain:  "g8 <- g7 <- g6 <- g5 <- g4 <- g3",
+			wantStatus: ChainStatus{TooDeep: true},
+		},
+		{
+			name:      "a chain of exactly the maximum depth is complete",
+			groups:    chainOf(5, indep),
+			target:    "g5",
+			wantChain: "g5 <- g4 <- g3 <- g2 <- g1",
 		},
 	}
 	for _, tc := range tests {
