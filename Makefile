@@ -27,7 +27,7 @@ help: ## Show the targets.
 
 .PHONY: manifests
 manifests: controller-gen ## Generate CRDs, RBAC and webhook configuration from markers.
-	$(CONTROLLER_GEN) rbac:roleName=modelgate-manager crd webhook paths="./api/...;./controllers/...;./webhooks/..." \
+	$(CONTROLLER_GEN) rbac:roleName=manager crd webhook paths="./api/...;./controllers/...;./webhooks/..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac output:webhook:artifacts:config=config/webhook
 
 .PHONY: generate
@@ -66,7 +66,9 @@ build: generate ## Build manager, gatewayd and the demo upstream into bin/.
 
 .PHONY: run
 run: manifests generate ## Start the whole product locally: apiserver, etcd, CRDs, manager with webhooks, gatewayd, demo upstream.
-	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go run ./cmd/devstack
+	@# A built binary, not `go run`: go run exits 1 on Ctrl-C even when the stack stopped cleanly.
+	go build -o $(LOCALBIN)/devstack ./cmd/devstack
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" $(LOCALBIN)/devstack
 
 .PHONY: docker-build
 docker-build: ## Build the container image (needs a Docker engine).
@@ -81,3 +83,8 @@ $(LOCALBIN):
 controller-gen: $(CONTROLLER_GEN)
 $(CONTROLLER_GEN): | $(LOCALBIN)
 	GOBIN=$(LOCALBIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
+
+.PHONY: helm
+helm: $(HELM) ## Install helm into bin/ from the Go module proxy (the chart tests use it).
+$(HELM): | $(LOCALBIN)
+	GOBIN=$(LOCALBIN) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)

@@ -1,0 +1,105 @@
+// Command devstack is what `make run` runs: the whole product on a local control plane (etcd, kube-apiserver,
+// the CRDs, the manager with its webhooks, gatewayd and a demo upstream), seeded with a Workspace, an admin key
+// and a demo Endpoint in namespace default. It runs until interrupted and then stops every process it started.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/modelgate/modelgate/test/stack"
+)
+
+func main() {
+	opts := stack.Options{Namespace: "default"}
+	flag.StringVar(&opts.GatewayAddr, "gateway-addr", "127.0.0.1:8080", "Address gatewayd listens on.")
+	flag.StringVar(&opts.UpstreamAddr, "upstream-addr", "127.0.0.1:9999", "Address the demo OpenAI-compatible upstream listens on.")
+	flag.StringVar(&opts.DevDir, "dev-dir", ".dev", "Directory for the kubeconfig, the env file and the workspace signing key.")
+	flag.DurationVar(&opts.ReadyTimeout, "ready-timeout", 3*time.Minute, "How long to wait for every component to answer.")
+	zapOpts := zap.Options{Development: true}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+
+	if err := run(opts); err != nil {
+		fmt.Fprintln(os.Stderr, "devstack:", err)
+		os.Exit(1)
+	}
+}
+
+func run(opts stack.Options) error {
+	root, err := stack.FindRoot()
+	if err != nil {
+		return err
+	}
+	opts.Root = root
+	if !filepath.IsAbs(opts.DevDir) {
+		opts.DevDir = filepath.Join(root, opts.DevDir)
+	}
+
+	// The signal context stays registered until run returns, so a second Ctrl-C during shutdown does not kill
+	// the process before it has stopped etcd and kube-apiserver.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log := ctrl.Log.WithName("devstack")
+	ctx = ctrl.LoggerInto(ctx, log)
+
+	log.Info("Starting etcd, kube-apiserver, the manager, gatewayd and the demo upstream")
+	s, err := stack.Start(ctx, opts)
+	if err != nil {
+		return err
+	}
+	printUsage(s)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("Stopping")
+	case runErr = <-s.Failed():
+		log.Error(runErr, "A component failed; stopping")
+	}
+	if err := s.Stop(); err != nil {
+		return fmt.Errorf("failed to stop cleanly: %w", err)
+	}
+	log.Info("Stopped every process")
+	return runErr
+}
+
+func printUsage(s *stack.Stack) {
+	fmt.Printf(`
+modelgate is running.
+
+  gatewayd        %[1]s
+  demo upstream   %[2]s
+  namespace       %[3]s
+  kubectl         %[4]s
+
+In another terminal:
+
+  . %[5]s        # MODELGATE_URL, MODELGATE_API_KEY, KUBECONFIG, MODELGATE_NAMESPACE, kubectl on PATH
+
+  kubectl apply -k config/samples
+  kubectl get groups
+  kubectl get modelgate          # every modelgate kind
+
+  # The snapshot gatewayd serves (gzip'd JSON in the ConfigMap):
+  kubectl get configmap modelgate-snapshot -o jsonpath='{.data.version}{"\n"}'
+  kubectl get configmap modelgate-snapshot -o jsonpath='{.binaryData.snapshot\.json\.gz}' | base64 -d | gunzip
+
+  # Call the demo model with the key the controller minted for acme-eu-research:
+  KEY=$(kubectl get secret "$(kubectl get apikey acme-eu-research-minted -o jsonpath='{.status.secretName}')" -o jsonpath='{.data.api_key}' | base64 -d)
+  curl -s "$MODELGATE_URL/v1/chat/completions" -H "Authorization: Api-Key $KEY" \
+    -H 'Content-Type: application/json' -d '{"model":"demo/echo","messages":[{"role":"user","content":"hello"}]}'
+
+Press Ctrl-C to stop everything.
+`, s.GatewayURL, s.UpstreamURL, s.Namespace, s.KubectlPath, s.EnvPath)
+}

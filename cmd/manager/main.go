@@ -1,0 +1,104 @@
+// Command manager runs the modelgate control plane: the reconcilers that resolve Groups and keys and publish
+// each workspace's snapshot, and the admission webhooks that refuse invalid hierarchies. It is leader-elected,
+// so several replicas may run while one reconciles.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/controllers"
+	"github.com/modelgate/modelgate/webhooks"
+)
+
+// leaderElectionID is the Lease every manager replica competes for.
+const leaderElectionID = "modelgate-manager.gateway.modelgate.io"
+
+func main() {
+	var f flags
+	flag.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; \"0\" disables it.")
+	flag.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
+	flag.BoolVar(&f.leaderElect, "leader-elect", true, "Elect a leader so that only one replica reconciles at a time.")
+	flag.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader-election Lease; defaults to the pod's namespace in a cluster.")
+	flag.IntVar(&f.webhookPort, "webhook-port", 9443, "Port the admission webhook server listens on.")
+	flag.StringVar(&f.webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory holding tls.crt and tls.key for the webhook server.")
+	flag.StringVar(&f.namespace, "namespace", "", "Watch only this namespace (one workspace); empty watches every namespace.")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	log := ctrl.Log.WithName("setup")
+
+	if err := run(f); err != nil {
+		log.Error(err, "Manager stopped with an error")
+		os.Exit(1)
+	}
+}
+
+// flags are the command-line settings of the manager.
+type flags struct {
+	metricsAddr             string
+	probeAddr               string
+	leaderElect             bool
+	leaderElectionNamespace string
+	webhookPort             int
+	webhookCertDir          string
+	namespace               string
+}
+
+func run(f flags) error {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(gatewayv1.AddToScheme(scheme))
+
+	opts := ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
+		HealthProbeBindAddress:  f.probeAddr,
+		LeaderElection:          f.leaderElect,
+		LeaderElectionID:        leaderElectionID,
+		LeaderElectionNamespace: f.leaderElectionNamespace,
+		// Stepping down promptly on SIGTERM lets the next replica take over without waiting for the lease to expire.
+		LeaderElectionReleaseOnCancel: true,
+		WebhookServer:                 webhook.NewServer(webhook.Options{Port: f.webhookPort, CertDir: f.webhookCertDir}),
+	}
+	if f.namespace != "" {
+		opts.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{f.namespace: {}}}
+	}
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), opts)
+	if err != nil {
+		return fmt.Errorf("failed to create manager: %w", err)
+	}
+	if err := controllers.SetupWithManager(mgr, controllers.Options{}); err != nil {
+		return fmt.Errorf("failed to set up controllers: %w", err)
+	}
+	if err := webhooks.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("failed to set up webhooks: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("failed to add health check: %w", err)
+	}
+	// Not ready until the webhook server serves, so the API server is never sent to a replica that cannot answer.
+	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+		return fmt.Errorf("failed to add readiness check: %w", err)
+	}
+
+	ctrl.Log.WithName("setup").Info("Starting manager", "leaderElection", f.leaderElect, "namespace", f.namespace)
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		return fmt.Errorf("failed to run manager: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,106 @@
+package stack
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+)
+
+// SigningKeyFile is the name, inside the dev directory, of the Workspace's Ed25519 private key (PKCS#8 PEM).
+const SigningKeyFile = "workspace-ed25519.pem"
+
+// seed creates the Workspace, the admin workspace key with its Secret, and the demo Endpoint with its upstream
+// Secret. Each create is retried until the deadline, because the webhooks may refuse connections for a moment
+// after their server starts.
+func (s *Stack) seed(ctx context.Context) error {
+	signing, err := loadOrCreateSigningKey(filepath.Join(s.devDir, SigningKeyFile))
+	if err != nil {
+		return err
+	}
+	s.SigningKey = signing
+	if s.APIKey, err = NewWorkspaceKey(); err != nil {
+		return err
+	}
+
+	ns := s.Namespace
+	objects := []client.Object{
+		&gatewayv1.Workspace{
+			ObjectMeta: metav1.ObjectMeta{Name: WorkspaceName, Namespace: ns},
+			Spec: gatewayv1.WorkspaceSpec{
+				KeyRegistration: &gatewayv1.KeyRegistration{PublicKey: publicKeyBase64(signing)},
+			},
+		},
+		&corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: AdminKeySecretName, Namespace: ns},
+			Data:       map[string][]byte{"api_key": []byte(s.APIKey)},
+		},
+		&gatewayv1.WorkspaceAPIKey{
+			ObjectMeta: metav1.ObjectMeta{Name: AdminKeyName, Namespace: ns},
+			Spec: gatewayv1.WorkspaceAPIKeySpec{
+				Type:        gatewayv1.KeyTypeManageAll,
+				DisplayName: "admin",
+				KeySource:   gatewayv1.KeySource{SecretRef: &gatewayv1.SecretKeySelector{Name: AdminKeySecretName, Key: "api_key"}},
+			},
+		},
+		&corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: UpstreamSecretName, Namespace: ns},
+			Data:       map[string][]byte{"api_key": []byte(UpstreamAPIKey)},
+		},
+		&gatewayv1.Endpoint{
+			ObjectMeta: metav1.ObjectMeta{Name: EndpointName, Namespace: ns},
+			Spec: gatewayv1.EndpointSpec{
+				Slug: EndpointSlug,
+				Targets: []gatewayv1.EndpointTarget{{
+					Provider:        gatewayv1.ProviderOpenAI,
+					BaseURL:         s.UpstreamURL,
+					APIKeySecretRef: &gatewayv1.SecretKeySelector{Name: UpstreamSecretName, Key: "api_key"},
+					TargetModel:     EndpointModel,
+				}},
+			},
+		},
+	}
+	if ns != "default" {
+		objects = append([]client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}}, objects...)
+	}
+	for _, obj := range objects {
+		kind := strings.TrimPrefix(fmt.Sprintf("%T", obj), "*")
+		if err := s.poll(ctx, fmt.Sprintf("%s %s to be created", kind, obj.GetName()), func() error {
+			err := s.Client.Create(ctx, obj)
+			if apierrors.IsAlreadyExists(err) {
+				return nil
+			}
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeEnv writes the shell file that points a terminal at the stack. It holds the admin key, so only the
+// owner may read it.
+func (s *Stack) writeEnv() error {
+	s.EnvPath = filepath.Join(s.devDir, "env")
+	lines := []string{
+		"# Written by the modelgate local stack; source it: . " + s.EnvPath,
+		"export MODELGATE_URL=" + s.GatewayURL,
+		"export MODELGATE_API_KEY=" + s.APIKey,
+		"export KUBECONFIG=" + s.KubeconfigPath,
+		"export MODELGATE_NAMESPACE=" + s.Namespace,
+		// kubectl is built with the API server and is not on PATH otherwise.
+		`export PATH="` + filepath.Dir(s.KubectlPath) + `:$PATH"`,
+	}
+	if err := os.WriteFile(s.EnvPath, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		return fmt.Errorf("failed to write %s: %w", s.EnvPath, err)
+	}
+	return nil
+}

@@ -1,0 +1,422 @@
+// Package stack runs the whole product in one process on a local control plane: etcd and kube-apiserver
+// (envtest) with the CRDs, the manager (controllers and admission webhooks, called over TLS by the API server),
+// gatewayd and a demo OpenAI-compatible upstream, seeded with a Workspace, an admin workspace key and a demo
+// Endpoint. `make run` (cmd/devstack) and the end-to-end suites share it, so what a developer tries by hand is
+// what the tests exercise.
+package stack
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/modelgate/modelgate/api/snapshot"
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/controllers"
+	"github.com/modelgate/modelgate/gatewayd"
+	"github.com/modelgate/modelgate/webhooks"
+)
+
+// Options configure a Stack. The zero value is usable from anywhere inside the repository.
+type Options struct {
+	// Root is the repository root, where config/ lives. Empty finds it by walking up from the working directory.
+	Root string
+	// GatewayAddr is where gatewayd listens. A port of 0 picks a free one. Default 127.0.0.1:0.
+	GatewayAddr string
+	// UpstreamAddr is where the demo upstream listens. A port of 0 picks a free one. Default 127.0.0.1:0.
+	UpstreamAddr string
+	// Namespace is the workspace that gets seeded. Default "default".
+	Namespace string
+	// DevDir receives kubeconfig, env and the workspace signing key. Empty uses a temporary directory that
+	// Stop removes.
+	DevDir string
+	// ReadyTimeout bounds the wait for every component to answer. Default 3 minutes.
+	ReadyTimeout time.Duration
+	// Controllers is handed to controllers.SetupWithManager.
+	Controllers controllers.Options
+	// Gatewayd is handed to gatewayd.New, with Addr and RESTConfig filled in by the stack.
+	Gatewayd gatewayd.Options
+}
+
+// Names of the seeded objects. config/samples/endpoint.yaml declares the same Endpoint and upstream Secret, so
+// applying the samples to a running stack updates them instead of conflicting.
+const (
+	WorkspaceName      = "default"
+	AdminKeyName       = "admin"
+	AdminKeySecretName = "admin-api-key"
+	UpstreamSecretName = "demo-upstream"
+	UpstreamAPIKey     = "demo-upstream-key"
+	EndpointName       = "demo-echo"
+	EndpointSlug       = "demo/echo"
+	EndpointModel      = "echo"
+)
+
+// Stack is a running local product. Its exported fields are set once Start returns.
+type Stack struct {
+	// Env is the envtest control plane.
+	Env *envtest.Environment
+	// Config reaches the API server as the envtest admin user.
+	Config *rest.Config
+	// Client is an uncached client with the product's scheme.
+	Client client.Client
+	// Namespace is the seeded workspace.
+	Namespace string
+	// Gateway is the in-process gatewayd, for tests that inspect its loaded view.
+	Gateway *gatewayd.Gateway
+	// GatewayURL is gatewayd's base URL, for example http://127.0.0.1:8080.
+	GatewayURL string
+	// UpstreamURL is the demo upstream's OpenAI base URL, ending in /v1.
+	UpstreamURL string
+	// APIKey is the plaintext of the admin workspace key (WORKSPACE_MANAGE_ALL).
+	APIKey string
+	// SigningKey is the private half of the Workspace's key-registration public key.
+	SigningKey ed25519.PrivateKey
+	// KubeconfigPath is a kubeconfig for the admin user, EnvPath the shell file that exports the above.
+	KubeconfigPath string
+	EnvPath        string
+	// KubectlPath is the kubectl binary that matches the API server.
+	KubectlPath string
+
+	devDir        string
+	removeDevDir  bool
+	cancel        context.CancelFunc
+	running       []<-chan struct{}
+	stopUpstream  func()
+	failed        chan error
+	webhookServer webhook.Server
+}
+
+// Start brings up the whole stack and returns once the API server, the webhooks, the manager (a snapshot that
+// holds the seeded objects) and gatewayd (/readyz) all answer. On error everything already started is stopped.
+func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	s := &Stack{Namespace: opts.Namespace, failed: make(chan error, 4), devDir: opts.DevDir}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, s.Stop())
+		}
+	}()
+	if s.devDir == "" {
+		if s.devDir, err = os.MkdirTemp("", "modelgate-stack-"); err != nil {
+			return nil, fmt.Errorf("failed to create a directory for the stack: %w", err)
+		}
+		s.removeDevDir = true
+	} else if err := os.MkdirAll(s.devDir, 0o700); err != nil {
+		return nil, fmt.Errorf("failed to create %s: %w", s.devDir, err)
+	}
+
+	if err := s.startControlPlane(opts); err != nil {
+		return nil, err
+	}
+	// The components outlive Start's context: they run until Stop.
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel = cancel
+	if err := s.startManager(runCtx, opts); err != nil {
+		return nil, err
+	}
+	if err := s.startUpstream(opts.UpstreamAddr); err != nil {
+		return nil, err
+	}
+
+	waitCtx, cancelWait := context.WithTimeout(ctx, opts.ReadyTimeout)
+	defer cancelWait()
+	if err := s.waitManager(waitCtx); err != nil {
+		return nil, err
+	}
+	// gatewayd starts once the seeded snapshot exists, so its /readyz means that snapshot is loaded.
+	if err := s.startGatewayd(runCtx, opts); err != nil {
+		return nil, err
+	}
+	if err := s.waitGatewayd(waitCtx); err != nil {
+		return nil, err
+	}
+	if err := s.writeEnv(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Failed reports a component that stopped while the stack was meant to run.
+func (s *Stack) Failed() <-chan error { return s.failed }
+
+// Stop stops every component and the control plane, leaving no process behind. It is safe to call on a
+// partly started stack.
+func (s *Stack) Stop() error {
+	var errs []error
+	if s.cancel != nil {
+		s.cancel()
+	}
+	for _, done := range s.running {
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			errs = append(errs, errors.New("a component did not stop within 30s"))
+		}
+	}
+	s.running = nil
+	if s.stopUpstream != nil {
+		s.stopUpstream()
+		s.stopUpstream = nil
+	}
+	if s.Env != nil {
+		if err := s.Env.Stop(); err != nil {
+			errs = append(errs, fmt.Errorf("failed to stop the control plane: %w", err))
+		}
+		s.Env = nil
+	}
+	if s.removeDevDir {
+		if err := os.RemoveAll(s.devDir); err != nil {
+			errs = append(errs, fmt.Errorf("failed to remove %s: %w", s.devDir, err))
+		}
+		s.removeDevDir = false
+	}
+	return errors.Join(errs...)
+}
+
+func (o *Options) defaults() error {
+	if o.Root == "" {
+		root, err := FindRoot()
+		if err != nil {
+			return err
+		}
+		o.Root = root
+	}
+	if o.GatewayAddr == "" {
+		o.GatewayAddr = "127.0.0.1:0"
+	}
+	if o.UpstreamAddr == "" {
+		o.UpstreamAddr = "127.0.0.1:0"
+	}
+	if o.Namespace == "" {
+		o.Namespace = "default"
+	}
+	if o.ReadyTimeout == 0 {
+		o.ReadyTimeout = 3 * time.Minute
+	}
+	// Tests may start several stacks in one process; controller names are then legitimately reused.
+	o.Controllers.SkipNameValidation = true
+	return nil
+}
+
+// FindRoot walks up from the working directory to the directory holding the module's go.mod.
+func FindRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("failed to get the working directory: %w", err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "config", "crd", "bases")); err == nil {
+			if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+				return dir, nil
+			}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("failed to find the repository root (a directory with go.mod and config/crd/bases) above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Scheme returns a scheme with the built-in kinds and the product's.
+func Scheme() *runtime.Scheme {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(gatewayv1.AddToScheme(scheme))
+	return scheme
+}
+
+func (s *Stack) startControlPlane(opts Options) error {
+	scheme := Scheme()
+	s.Env = &envtest.Environment{
+		Scheme:                scheme,
+		CRDDirectoryPaths:     []string{filepath.Join(opts.Root, "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		WebhookInstallOptions: envtest.WebhookInstallOptions{
+			Paths: []string{filepath.Join(opts.Root, "config", "webhook", "manifests.yaml")},
+		},
+		// Two shared cores building code can make a cold kube-apiserver slow to answer.
+		ControlPlaneStartTimeout: 2 * time.Minute,
+		ControlPlaneStopTimeout:  30 * time.Second,
+	}
+	cfg, err := s.Env.Start()
+	if err != nil {
+		return fmt.Errorf("failed to start etcd and kube-apiserver (is KUBEBUILDER_ASSETS set? run hack/envtest-binaries.sh): %w", err)
+	}
+	s.Config = cfg
+	s.KubectlPath = s.Env.ControlPlane.KubectlPath
+	if s.KubectlPath == "" {
+		s.KubectlPath = filepath.Join(s.Env.BinaryAssetsDirectory, "kubectl")
+	}
+	if s.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		return fmt.Errorf("failed to create a client: %w", err)
+	}
+	s.KubeconfigPath = filepath.Join(s.devDir, "kubeconfig")
+	if err := os.WriteFile(s.KubeconfigPath, s.Env.KubeConfig, 0o600); err != nil {
+		return fmt.Errorf("failed to write kubeconfig: %w", err)
+	}
+	return nil
+}
+
+func (s *Stack) startManager(ctx context.Context, opts Options) error {
+	wio := &s.Env.WebhookInstallOptions
+	mgr, err := ctrl.NewManager(s.Config, ctrl.Options{
+		Scheme:                 s.Env.Scheme,
+		Logger:                 log.FromContext(ctx).WithName("manager"),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		// One in-process manager: nothing to elect, and no Lease to wait for.
+		LeaderElection: false,
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir,
+		}),
+		// Tests may start several stacks in one process; controller names are then legitimately reused.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return fmt.Errorf("failed to create manager: %w", err)
+	}
+	if err := controllers.SetupWithManager(mgr, opts.Controllers); err != nil {
+		return fmt.Errorf("failed to set up controllers: %w", err)
+	}
+	if err := webhooks.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("failed to set up webhooks: %w", err)
+	}
+	s.webhookServer = mgr.GetWebhookServer()
+	s.run(ctx, "manager", mgr.Start)
+	return nil
+}
+
+func (s *Stack) startGatewayd(ctx context.Context, opts Options) error {
+	gopts := opts.Gatewayd
+	gopts.RESTConfig = s.Config
+	gopts.Addr = opts.GatewayAddr
+	g, err := gatewayd.New(gopts)
+	if err != nil {
+		return fmt.Errorf("failed to create gatewayd: %w", err)
+	}
+	// Listening here, rather than in gatewayd.Run, makes a port of 0 safe: the address is known and held.
+	ln, err := net.Listen("tcp", opts.GatewayAddr)
+	if err != nil {
+		return fmt.Errorf("failed to listen on %s for gatewayd: %w", opts.GatewayAddr, err)
+	}
+	s.Gateway = g
+	s.GatewayURL = "http://" + ln.Addr().String()
+	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithName("gatewayd"))
+	s.run(ctx, "gatewayd", func(ctx context.Context) error { return g.Serve(ctx, ln) })
+	return nil
+}
+
+// run runs a component until ctx ends, reporting an early stop on s.failed.
+func (s *Stack) run(ctx context.Context, name string, start func(context.Context) error) {
+	done := make(chan struct{})
+	s.running = append(s.running, done)
+	go func() {
+		defer close(done)
+		err := start(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			err = errors.New("stopped without an error")
+		}
+		s.failed <- fmt.Errorf("%s stopped: %w", name, err)
+	}()
+}
+
+// waitManager waits for the webhook server, seeds the workspace through the webhooks, and waits for the
+// manager to publish a snapshot that holds the seeded objects.
+func (s *Stack) waitManager(ctx context.Context) error {
+	logger := log.FromContext(ctx)
+	if err := s.poll(ctx, "the webhook server to serve", func() error {
+		return s.webhookServer.StartedChecker()(nil)
+	}); err != nil {
+		return err
+	}
+	logger.Info("Webhook server is serving")
+
+	if err := s.seed(ctx); err != nil {
+		return err
+	}
+	logger.Info("Seeded the workspace", "namespace", s.Namespace, "adminKeyPrefix", KeyPrefix(s.APIKey))
+
+	prefix := KeyPrefix(s.APIKey)
+	if err := s.poll(ctx, "the manager to publish a snapshot with the admin key and the demo Endpoint", func() error {
+		snap, version, err := ReadSnapshot(ctx, s.Client, s.Namespace)
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(snap.WorkspaceAPIKeys, func(k snapshot.WorkspaceAPIKey) bool { return k.Prefix == prefix }) {
+			return fmt.Errorf("snapshot version %d lacks the admin key", version)
+		}
+		if !slices.ContainsFunc(snap.Endpoints, func(e snapshot.Endpoint) bool { return e.Slug == EndpointSlug }) {
+			return fmt.Errorf("snapshot version %d lacks Endpoint %s", version, EndpointSlug)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	logger.Info("Manager published the snapshot")
+	return nil
+}
+
+// waitGatewayd waits for gatewayd's /readyz, which answers once the snapshots present at its start are loaded.
+func (s *Stack) waitGatewayd(ctx context.Context) error {
+	hc := &http.Client{Timeout: 2 * time.Second}
+	if err := s.poll(ctx, "gatewayd to be ready", func() error {
+		resp, err := hc.Get(s.GatewayURL + "/readyz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/readyz answered %s", resp.Status)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	log.FromContext(ctx).Info("Gateway is ready", "url", s.GatewayURL)
+	return nil
+}
+
+// poll retries check until it passes, ctx ends or a component fails, and reports the last reason on timeout.
+func (s *Stack) poll(ctx context.Context, what string, check func() error) error {
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := check()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("timed out waiting for %s: %w", what, err)
+		case ferr := <-s.failed:
+			return fmt.Errorf("while waiting for %s: %w", what, ferr)
+		case <-tick.C:
+		}
+	}
+}
