@@ -1,0 +1,63 @@
+{{/*
+The permissions of each component, shared by the ClusterRole (namespaces empty: serve every namespace) and the
+per-namespace Roles (namespaces listed). docs/rbac.md explains every rule and what RBAC cannot narrow further.
+*/}}
+
+{{/* manager.rules: what the reconcilers and admission webhooks need in a served namespace. */}}
+{{- define "modelgate.manager.rules" -}}
+# These follow config/rbac/role.yaml, which `make manifests` generates from the reconcilers' +kubebuilder:rbac
+# markers (test/chart checks that they agree), minus leases, which live in the release namespace only.
+# Reconcilers and admission webhooks read every kind; the Group reconciler deletes what hangs below a deleted group.
+- apiGroups: [gateway.modelgate.io]
+  resources: [apikeys, groups]
+  verbs: [get, list, watch, update, patch, delete]
+- apiGroups: [gateway.modelgate.io]
+  resources: [endpoints, workspaceapikeys, workspaces]
+  verbs: [get, list, watch, update, patch]
+- apiGroups: [gateway.modelgate.io]
+  resources: [apikeys/status, endpoints/status, groups/status, workspaceapikeys/status, workspaces/status]
+  verbs: [get, update, patch]
+- apiGroups: [gateway.modelgate.io]
+  resources: [groups/finalizers]
+  verbs: [update]
+# The materializer publishes the snapshot ConfigMaps (modelgate-snapshot and its chunks, whose count varies, so
+# resourceNames cannot list them) and deletes chunks it no longer needs.
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [get, list, watch, create, update, patch, delete]
+# Key reconcilers hash keys that users bring in a Secret (secretRef) and create the Secret of a minted key.
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get, list, watch, create]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create, patch]
+{{- end }}
+
+{{/* gatewayd.rules: the snapshots it loads, the CRs its REST API writes, and the Secrets it sends upstream. */}}
+{{- define "modelgate.gatewayd.rules" -}}
+# The snapshot informer. RBAC cannot filter by label, so this is every ConfigMap of a served namespace; gatewayd
+# itself only lists and watches those labelled gateway.modelgate.io/snapshot.
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [get, list, watch]
+# The /v1 REST API writes the same custom resources as kubectl and GitOps.
+- apiGroups: [gateway.modelgate.io]
+  resources: [groups, apikeys, endpoints, workspaceapikeys]
+  verbs: [get, list, watch, create, update, patch, delete]
+- apiGroups: [gateway.modelgate.io]
+  resources: [workspaces]
+  verbs: [get, list, watch]
+{{- if eq .Values.gatewayd.secretAccess "namespace" }}
+# secretAccess=namespace: every Secret of a served namespace (Endpoints created through the REST API).
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get, list, watch]
+{{- else if .Values.gatewayd.upstreamSecretNames }}
+# Upstream API keys and billing webhook secrets, by name only (gatewayd.upstreamSecretNames).
+- apiGroups: [""]
+  resources: [secrets]
+  resourceNames: {{ toJson .Values.gatewayd.upstreamSecretNames }}
+  verbs: [get]
+{{- end }}
+{{- end }}

@@ -1,0 +1,595 @@
+// Package chart checks the modelgate Helm chart without a cluster that can run pods: helm lint, helm template
+// for each supported configuration with assertions on what matters in each, a golden file of the default
+// render, the refusals of values that cannot work, CRDs and webhooks that agree with what `make manifests`
+// generates, and a server-side dry run of every rendered document against a real API server (envtest).
+package chart
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/modelgate/modelgate/test/chart/helmtest"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/default.golden.yaml and charts/modelgate/crds from the current sources")
+
+const (
+	release   = "modelgate"
+	namespace = "modelgate-system"
+)
+
+// scenario is one supported configuration of the chart, with what its render must contain.
+type scenario struct {
+	name   string
+	values string // a file under testdata/values, empty for the defaults
+	check  func(t *testing.T, objs []*unstructured.Unstructured)
+}
+
+func (s scenario) args() []string {
+	if s.values == "" {
+		return nil
+	}
+	return []string{"--values", filepath.Join("test", "chart", "testdata", "values", s.values)}
+}
+
+var scenarios = []scenario{
+	{name: "default", check: checkDefault},
+	{name: "redis-replicated", values: "redis-replicated.yaml", check: checkRedisReplicated},
+	{name: "cert-manager", values: "cert-manager.yaml", check: checkCertManager},
+	{name: "namespaced", values: "namespaced.yaml", check: checkNamespaced},
+	{name: "everything", values: "everything.yaml", check: checkEverything},
+}
+
+func TestLint(t *testing.T) {
+	for _, s := range scenarios {
+		t.Run(s.name, func(t *testing.T) {
+			args := append([]string{"lint", "--strict", "--kube-version", helmtest.KubeVersion, helmtest.ChartDir}, s.args()...)
+			stdout, stderr, err := helmtest.RunHelm(t, args...)
+			if err != nil {
+				t.Fatalf("helm lint failed: %v\n%s%s", err, stdout, stderr)
+			}
+		})
+	}
+}
+
+func TestTemplate(t *testing.T) {
+	for _, s := range scenarios {
+		t.Run(s.name, func(t *testing.T) {
+			objs := helmtest.Documents(t, helmtest.MustTemplate(t, release, namespace, s.args()...))
+			checkCommon(t, objs)
+			s.check(t, objs)
+		})
+	}
+}
+
+// TestRefusals renders values that would install something broken and checks that helm refuses them with a
+// message naming the value and the rule.
+func TestRefusals(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"several replicas on the embedded store", []string{"--set", "gatewayd.replicas=3"},
+			"gatewayd.replicas=3 needs store.type=redis"},
+		{"redis without a URL", []string{"--set", "store.type=redis"},
+			"store.type=redis needs redis.url or redis.existingSecret"},
+		{"unknown store", []string{"--set", "store.type=etcd"},
+			`store.type must be "embedded" or "redis", got "etcd"`},
+		{"unknown secret access", []string{"--set", "gatewayd.secretAccess=all"},
+			`gatewayd.secretAccess must be "named" or "namespace", got "all"`},
+		{"invalid namespace", []string{"--set", "namespaces={Team_A}"},
+			`namespaces: "Team_A" is not a valid namespace name`},
+		{"zero replicas", []string{"--set", "gatewayd.replicas=0"},
+			"gatewayd.replicas must be at least 1"},
+		// values.schema.json: a misspelt value is an error, not a silently ignored setting.
+		{"misspelt value", []string{"--set", "gatewayd.replica=3"},
+			"at '/gatewayd': additional properties 'replica' not allowed"},
+		{"wrong type", []string{"--set", "webhook.certManager.enabled=maybe"},
+			"/webhook/certManager/enabled"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := helmtest.Template(t, release, namespace, c.args...)
+			if err == nil {
+				t.Fatalf("helm template %v rendered, want a refusal containing %q; got:\n%.500s", c.args, c.want, out)
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("helm template %v refused with:\n%v\nwant a message containing %q", c.args, err, c.want)
+			}
+		})
+	}
+
+	// Three replicas are fine once the store is shared.
+	if _, err := helmtest.Template(t, release, namespace, "--set", "gatewayd.replicas=3,store.type=redis,redis.url=redis://r:6379"); err != nil {
+		t.Fatalf("Three replicas with Redis must render: %v", err)
+	}
+}
+
+// TestGolden compares the default render with testdata/default.golden.yaml, so that any template change shows
+// up in review. Rewrite it with `go test ./test/chart/ -run TestGolden -update`.
+func TestGolden(t *testing.T) {
+	got := helmtest.MustTemplate(t, release, namespace)
+	path := filepath.Join("testdata", "default.golden.yaml")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("Failed to read the golden file (create it with -update): %v", err)
+	}
+	if got != string(want) {
+		t.Fatalf("The default render differs from %s; review the change and rerun with -update.\n%s", path, lineDiff(string(want), got))
+	}
+}
+
+// TestCRDsInSync fails when charts/modelgate/crds differs from config/crd/bases, which `make manifests`
+// generates. Helm installs CRDs only from the chart's crds/ directory, so a drift would ship stale schemas.
+// Copy them with `go test ./test/chart/ -run TestCRDsInSync -update`.
+func TestCRDsInSync(t *testing.T) {
+	root := helmtest.Root(t)
+	src := filepath.Join(root, "config", "crd", "bases")
+	dst := filepath.Join(root, helmtest.ChartDir, "crds")
+	generated, err := filepath.Glob(filepath.Join(src, "*.yaml"))
+	if err != nil || len(generated) == 0 {
+		t.Fatalf("No generated CRDs in %s (run `make manifests`): %v", src, err)
+	}
+	if *update {
+		old, _ := filepath.Glob(filepath.Join(dst, "*.yaml"))
+		for _, f := range old {
+			if err := os.Remove(f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, f := range generated {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dst, filepath.Base(f)), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return
+	}
+	const fix = "run `go test ./test/chart/ -run TestCRDsInSync -update`"
+	for _, f := range generated {
+		want, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(dst, filepath.Base(f)))
+		if err != nil {
+			t.Errorf("The chart lacks CRD %s: %s", filepath.Base(f), fix)
+			continue
+		}
+		if string(got) != string(want) {
+			t.Errorf("The chart's CRD %s differs from config/crd/bases: %s", filepath.Base(f), fix)
+		}
+	}
+	shipped, _ := filepath.Glob(filepath.Join(dst, "*.yaml"))
+	for _, f := range shipped {
+		if _, err := os.Stat(filepath.Join(src, filepath.Base(f))); err != nil {
+			t.Errorf("The chart ships CRD %s that is no longer generated: %s", filepath.Base(f), fix)
+		}
+	}
+}
+
+// TestDryRun applies every document of every scenario to a real API server with a server-side dry run: the
+// API server validates each one against its schema (built-in kinds and the chart's CRDs) and runs admission,
+// without storing anything. Kinds from CRDs the test cluster lacks (cert-manager, Prometheus Operator) are
+// skipped by kind, and only those.
+func TestDryRun(t *testing.T) {
+	cfg := helmtest.StartEnv(t)
+	ctx := context.Background()
+	helmtest.CreateNamespaces(ctx, t, cfg, namespace, "team-a", "team-b")
+	applier, err := helmtest.NewApplier(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mayBeAbsent := map[string]bool{"Certificate": true, "Issuer": true, "ServiceMonitor": true}
+
+	// Controls: the dry run must validate (a broken copy of a rendered Deployment is refused) and must not store.
+	objs := helmtest.Documents(t, helmtest.MustTemplate(t, release, namespace))
+	broken := helmtest.Find(objs, "Deployment", "modelgate-gatewayd").DeepCopy()
+	if err := unstructured.SetNestedField(broken.Object, int64(-1), "spec", "replicas"); err != nil {
+		t.Fatal(err)
+	}
+	if err := applier.Apply(ctx, broken, true); err == nil || !strings.Contains(err.Error(), "spec.replicas") {
+		t.Fatalf("The dry run accepted a Deployment with replicas -1 (err %v): it does not validate", err)
+	}
+	if err := applier.Apply(ctx, helmtest.Find(objs, "Deployment", "modelgate-gatewayd"), true); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.AppsV1().Deployments(namespace).Get(ctx, "modelgate-gatewayd", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("After a dry run, getting the Deployment returned %v, want NotFound: the dry run stored it", err)
+	}
+
+	for _, s := range scenarios {
+		t.Run(s.name, func(t *testing.T) {
+			objs := helmtest.Documents(t, helmtest.MustTemplate(t, release, namespace, s.args()...))
+			applied := 0
+			for _, obj := range objs {
+				err := applier.Apply(ctx, obj, true)
+				switch {
+				case err == nil:
+					applied++
+				case errors.Is(err, helmtest.ErrKindNotServed) && mayBeAbsent[obj.GetKind()]:
+					t.Logf("Skipping %s %s: its CRD is not installed in the test API server", obj.GetKind(), obj.GetName())
+				default:
+					t.Errorf("Server-side dry run refused a rendered document: %v", err)
+				}
+			}
+			if applied < 10 {
+				t.Errorf("Only %d documents passed the dry run, want the whole install (at least 10)", applied)
+			}
+		})
+	}
+}
+
+// checkCommon holds for every configuration: hardened pods, namespaced objects in a namespace, and
+// admission webhooks for the five kinds.
+func checkCommon(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	for _, name := range []string{"modelgate-manager", "modelgate-gatewayd"} {
+		d := deployment(t, objs, name)
+		pod := d.Spec.Template.Spec
+		if pod.SecurityContext == nil || pod.SecurityContext.RunAsNonRoot == nil || !*pod.SecurityContext.RunAsNonRoot {
+			t.Errorf("Deployment %s: pod securityContext.runAsNonRoot must be true", name)
+		}
+		for _, c := range pod.Containers {
+			sc := c.SecurityContext
+			if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+				sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+				sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") {
+				t.Errorf("Deployment %s container %s: want readOnlyRootFilesystem, no privilege escalation, all capabilities dropped", name, c.Name)
+			}
+			if c.LivenessProbe == nil || c.ReadinessProbe == nil {
+				t.Errorf("Deployment %s container %s: want liveness and readiness probes", name, c.Name)
+			}
+			if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() {
+				t.Errorf("Deployment %s container %s: want CPU and memory requests", name, c.Name)
+			}
+		}
+	}
+	if got := container(t, objs, "modelgate-manager").Command; !slices.Equal(got, []string{"/manager"}) {
+		t.Errorf("manager command = %v, want [/manager]", got)
+	}
+	if got := container(t, objs, "modelgate-gatewayd").Command; !slices.Equal(got, []string{"/gatewayd"}) {
+		t.Errorf("gatewayd command = %v, want [/gatewayd]", got)
+	}
+	if args := container(t, objs, "modelgate-manager").Args; !slices.Contains(args, "--leader-elect=true") {
+		t.Errorf("manager args %v lack --leader-elect=true", args)
+	}
+
+	vwc := webhookConfiguration(t, objs)
+	var paths []string
+	for _, w := range vwc.Webhooks {
+		paths = append(paths, *w.ClientConfig.Service.Path)
+		if w.ClientConfig.Service.Name != "modelgate-webhook" || w.ClientConfig.Service.Namespace != namespace {
+			t.Errorf("Webhook %s calls service %s/%s, want %s/modelgate-webhook", w.Name, w.ClientConfig.Service.Namespace, w.ClientConfig.Service.Name, namespace)
+		}
+	}
+	for _, kind := range []string{"apikey", "endpoint", "group", "workspace", "workspaceapikey"} {
+		if want := "/validate-gateway-modelgate-io-v1alpha1-" + kind; !slices.Contains(paths, want) {
+			t.Errorf("Webhook paths %v lack %s", paths, want)
+		}
+	}
+	if helmtest.Find(objs, "Service", "modelgate-gatewayd") == nil {
+		t.Error("No gatewayd Service rendered")
+	}
+	if helmtest.Find(objs, "PodDisruptionBudget", "modelgate-gatewayd") == nil {
+		t.Error("No gatewayd PodDisruptionBudget rendered")
+	}
+}
+
+func checkDefault(t *testing.T, objs []*unstructured.Unstructured) {
+	gw := deployment(t, objs, "modelgate-gatewayd")
+	if *gw.Spec.Replicas != 1 {
+		t.Errorf("gatewayd replicas = %d, want 1", *gw.Spec.Replicas)
+	}
+	if gw.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Errorf("gatewayd strategy = %s, want Recreate: two pods must never open the embedded store at once", gw.Spec.Strategy.Type)
+	}
+	args := container(t, objs, "modelgate-gatewayd").Args
+	for _, want := range []string{"--store=embedded", "--state-dir=/var/lib/modelgate"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("gatewayd args %v lack %s", args, want)
+		}
+	}
+	if v := volume(gw.Spec.Template.Spec, "state"); v == nil || v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ClaimName != "modelgate-gatewayd-state" {
+		t.Errorf("gatewayd volume state = %+v, want PVC modelgate-gatewayd-state", v)
+	}
+	if helmtest.Find(objs, "PersistentVolumeClaim", "modelgate-gatewayd-state") == nil {
+		t.Error("No PersistentVolumeClaim for the embedded store")
+	}
+
+	// Self-managed certificate: an empty Secret the manager fills, and the flags that tell it so.
+	margs := container(t, objs, "modelgate-manager").Args
+	for _, want := range []string{"--webhook-cert-mode=self-managed", "--webhook-secret-name=modelgate-webhook-server-cert",
+		"--webhook-service-name=modelgate-webhook", "--webhook-configuration-name=modelgate-validating"} {
+		if !slices.Contains(margs, want) {
+			t.Errorf("manager args %v lack %s", margs, want)
+		}
+	}
+	sec := helmtest.Find(objs, "Secret", "modelgate-webhook-server-cert")
+	if sec == nil {
+		t.Fatal("No Secret for the self-managed webhook certificate")
+	}
+	if _, has := sec.Object["data"]; has {
+		t.Error("The self-managed certificate Secret carries data; helm upgrade would overwrite what the manager wrote")
+	}
+	if helmtest.Find(objs, "ClusterRole", "modelgate-manager-webhook-cabundle") == nil {
+		t.Error("No ClusterRole letting the self-managing manager write its CA into the webhook configuration")
+	}
+	if len(webhookConfiguration(t, objs).Annotations) != 0 {
+		t.Error("The webhook configuration carries annotations without cert-manager")
+	}
+
+	// Every namespace: ClusterRoles, and no Secret access for gatewayd until names are given.
+	gwRole := clusterRole(t, objs, "modelgate-gatewayd")
+	if rule := ruleFor(gwRole.Rules, "", "secrets"); rule != nil {
+		t.Errorf("gatewayd may read Secrets (%+v) although gatewayd.upstreamSecretNames is empty", rule)
+	}
+	if helmtest.Find(objs, "ClusterRoleBinding", "modelgate-manager") == nil || helmtest.Find(objs, "ClusterRoleBinding", "modelgate-gatewayd") == nil {
+		t.Error("An all-namespaces install needs ClusterRoleBindings for the manager and gatewayd")
+	}
+	if len(helmtest.OfKind(objs, "ServiceMonitor"))+len(helmtest.OfKind(objs, "NetworkPolicy"))+len(helmtest.OfKind(objs, "Ingress")) != 0 {
+		t.Error("Optional parts (ServiceMonitor, NetworkPolicy, Ingress) render by default")
+	}
+}
+
+func checkRedisReplicated(t *testing.T, objs []*unstructured.Unstructured) {
+	gw := deployment(t, objs, "modelgate-gatewayd")
+	if *gw.Spec.Replicas != 3 {
+		t.Errorf("gatewayd replicas = %d, want 3", *gw.Spec.Replicas)
+	}
+	if gw.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType {
+		t.Errorf("gatewayd strategy = %s, want RollingUpdate with a shared store", gw.Spec.Strategy.Type)
+	}
+	c := container(t, objs, "modelgate-gatewayd")
+	for _, want := range []string{"--store=redis", "--redis-url=$(MODELGATE_REDIS_URL)"} {
+		if !slices.Contains(c.Args, want) {
+			t.Errorf("gatewayd args %v lack %s", c.Args, want)
+		}
+	}
+	if env := envVar(c, "MODELGATE_REDIS_URL"); env == nil || env.ValueFrom == nil || env.ValueFrom.SecretKeyRef == nil ||
+		env.ValueFrom.SecretKeyRef.Name != "modelgate-redis" || env.ValueFrom.SecretKeyRef.Key != "url" {
+		t.Errorf("MODELGATE_REDIS_URL = %+v, want it from Secret modelgate-redis key url", env)
+	}
+	if helmtest.Find(objs, "Secret", "modelgate-redis") == nil {
+		t.Error("No Secret holding redis.url")
+	}
+	if helmtest.Find(objs, "PersistentVolumeClaim", "modelgate-gatewayd-state") != nil || volume(gw.Spec.Template.Spec, "state") != nil {
+		t.Error("A Redis install renders the embedded store's volume")
+	}
+	// The password in the URL must stay in the Secret.
+	if b, _ := helmtest.Find(objs, "Deployment", "modelgate-gatewayd").MarshalJSON(); strings.Contains(string(b), "s3cret") {
+		t.Error("The Redis password leaks into the gatewayd Deployment")
+	}
+}
+
+func checkCertManager(t *testing.T, objs []*unstructured.Unstructured) {
+	cert := helmtest.Find(objs, "Certificate", "modelgate-serving-cert")
+	if cert == nil {
+		t.Fatal("No cert-manager Certificate")
+	}
+	if helmtest.Find(objs, "Issuer", "modelgate-selfsigned") == nil {
+		t.Error("No cert-manager Issuer")
+	}
+	dns, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
+	if !slices.Contains(dns, "modelgate-webhook.modelgate-system.svc") {
+		t.Errorf("Certificate dnsNames %v lack the webhook Service's name", dns)
+	}
+	secretName, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
+	mgr := deployment(t, objs, "modelgate-manager")
+	if v := volume(mgr.Spec.Template.Spec, "webhook-cert"); v == nil || v.Secret == nil || v.Secret.SecretName != secretName {
+		t.Errorf("manager mounts %+v, want the Certificate's Secret %s", v, secretName)
+	}
+	if got := webhookConfiguration(t, objs).Annotations["cert-manager.io/inject-ca-from"]; got != "modelgate-system/modelgate-serving-cert" {
+		t.Errorf("cainjector annotation = %q, want modelgate-system/modelgate-serving-cert", got)
+	}
+	if !slices.Contains(container(t, objs, "modelgate-manager").Args, "--webhook-cert-mode=cert-manager") {
+		t.Error("manager args lack --webhook-cert-mode=cert-manager")
+	}
+	if helmtest.Find(objs, "Secret", "modelgate-webhook-server-cert") != nil {
+		t.Error("cert-manager owns the serving certificate Secret, but the chart renders it too")
+	}
+	if helmtest.Find(objs, "ClusterRole", "modelgate-manager-webhook-cabundle") != nil {
+		t.Error("With cert-manager the manager needs no access to webhook configurations")
+	}
+}
+
+func checkNamespaced(t *testing.T, objs []*unstructured.Unstructured) {
+	// Nothing cluster-wide but the one webhook configuration the self-managing manager patches.
+	for _, kind := range []string{"ClusterRole", "ClusterRoleBinding"} {
+		for _, o := range helmtest.OfKind(objs, kind) {
+			if o.GetName() != "modelgate-manager-webhook-cabundle" {
+				t.Errorf("A namespaced install renders %s %s", kind, o.GetName())
+			}
+		}
+	}
+	for _, ns := range []string{"team-a", "team-b"} {
+		for _, name := range []string{"modelgate-manager", "modelgate-gatewayd"} {
+			if !hasNamespacedObject(objs, "Role", name, ns) || !hasNamespacedObject(objs, "RoleBinding", name, ns) {
+				t.Errorf("No Role and RoleBinding %s in namespace %s", name, ns)
+			}
+		}
+	}
+	var role rbacv1.Role
+	fromUnstructured(t, helmtest.Find(objs, "Role", "modelgate-gatewayd"), &role)
+	rule := ruleFor(role.Rules, "", "secrets")
+	if rule == nil || !slices.Equal(rule.ResourceNames, []string{"openai-upstream", "billing-webhook"}) || !slices.Equal(rule.Verbs, []string{"get"}) {
+		t.Errorf("gatewayd Secret rule = %+v, want get on resourceNames [openai-upstream billing-webhook]", rule)
+	}
+	for _, w := range webhookConfiguration(t, objs).Webhooks {
+		sel := w.NamespaceSelector
+		if sel == nil || len(sel.MatchExpressions) != 1 || !slices.Equal(sel.MatchExpressions[0].Values, []string{"team-a", "team-b"}) {
+			t.Errorf("Webhook %s namespaceSelector = %+v, want the served namespaces", w.Name, sel)
+		}
+	}
+	for _, name := range []string{"modelgate-manager", "modelgate-gatewayd"} {
+		if args := container(t, objs, name).Args; !slices.Contains(args, "--namespaces=team-a,team-b") {
+			t.Errorf("%s args %v lack --namespaces=team-a,team-b", name, args)
+		}
+	}
+}
+
+func checkEverything(t *testing.T, objs []*unstructured.Unstructured) {
+	for _, want := range []struct{ kind, name string }{
+		{"ServiceMonitor", "modelgate-manager"}, {"ServiceMonitor", "modelgate-gatewayd"},
+		{"NetworkPolicy", "modelgate-manager"}, {"NetworkPolicy", "modelgate-gatewayd"},
+		{"Ingress", "modelgate-gatewayd"}, {"PodDisruptionBudget", "modelgate-manager"}, {"Service", "modelgate-manager-metrics"},
+	} {
+		if helmtest.Find(objs, want.kind, want.name) == nil {
+			t.Errorf("No %s %s", want.kind, want.name)
+		}
+	}
+	if helmtest.Find(objs, "Issuer", "modelgate-selfsigned") != nil {
+		t.Error("An Issuer renders although webhook.certManager.issuerRef names one")
+	}
+	if helmtest.Find(objs, "Secret", "modelgate-redis") != nil {
+		t.Error("A Redis Secret renders although redis.existingSecret names one")
+	}
+	env := envVar(container(t, objs, "modelgate-gatewayd"), "MODELGATE_REDIS_URL")
+	if env == nil || env.ValueFrom.SecretKeyRef.Name != "redis-credentials" || env.ValueFrom.SecretKeyRef.Key != "uri" {
+		t.Errorf("MODELGATE_REDIS_URL = %+v, want Secret redis-credentials key uri", env)
+	}
+	var role rbacv1.Role
+	fromUnstructured(t, helmtest.Find(objs, "Role", "modelgate-gatewayd"), &role)
+	if rule := ruleFor(role.Rules, "", "secrets"); rule == nil || len(rule.ResourceNames) != 0 || !slices.Contains(rule.Verbs, "watch") {
+		t.Errorf("gatewayd Secret rule with secretAccess=namespace = %+v, want get/list/watch of every Secret", rule)
+	}
+}
+
+func deployment(t *testing.T, objs []*unstructured.Unstructured, name string) *appsv1.Deployment {
+	t.Helper()
+	var d appsv1.Deployment
+	fromUnstructured(t, helmtest.Find(objs, "Deployment", name), &d)
+	return &d
+}
+
+func container(t *testing.T, objs []*unstructured.Unstructured, deploymentName string) corev1.Container {
+	t.Helper()
+	d := deployment(t, objs, deploymentName)
+	if len(d.Spec.Template.Spec.Containers) != 1 {
+		t.Fatalf("Deployment %s has %d containers, want 1", deploymentName, len(d.Spec.Template.Spec.Containers))
+	}
+	return d.Spec.Template.Spec.Containers[0]
+}
+
+func webhookConfiguration(t *testing.T, objs []*unstructured.Unstructured) *admissionregistrationv1.ValidatingWebhookConfiguration {
+	t.Helper()
+	var v admissionregistrationv1.ValidatingWebhookConfiguration
+	fromUnstructured(t, helmtest.Find(objs, "ValidatingWebhookConfiguration", "modelgate-validating"), &v)
+	return &v
+}
+
+func clusterRole(t *testing.T, objs []*unstructured.Unstructured, name string) *rbacv1.ClusterRole {
+	t.Helper()
+	var r rbacv1.ClusterRole
+	fromUnstructured(t, helmtest.Find(objs, "ClusterRole", name), &r)
+	return &r
+}
+
+func fromUnstructured(t *testing.T, u *unstructured.Unstructured, into any) {
+	t.Helper()
+	if u == nil {
+		t.Fatalf("The render lacks the %T the test looks for", into)
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, into); err != nil {
+		t.Fatalf("Failed to convert %s %s: %v", u.GetKind(), u.GetName(), err)
+	}
+}
+
+func hasNamespacedObject(objs []*unstructured.Unstructured, kind, name, ns string) bool {
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name && o.GetNamespace() == ns {
+			return true
+		}
+	}
+	return false
+}
+
+func ruleFor(rules []rbacv1.PolicyRule, group, resource string) *rbacv1.PolicyRule {
+	for i, r := range rules {
+		if slices.Contains(r.APIGroups, group) && slices.Contains(r.Resources, resource) {
+			return &rules[i]
+		}
+	}
+	return nil
+}
+
+func volume(pod corev1.PodSpec, name string) *corev1.Volume {
+	for i, v := range pod.Volumes {
+		if v.Name == name {
+			return &pod.Volumes[i]
+		}
+	}
+	return nil
+}
+
+func envVar(c corev1.Container, name string) *corev1.EnvVar {
+	for i, e := range c.Env {
+		if e.Name == name {
+			return &c.Env[i]
+		}
+	}
+	return nil
+}
+
+// lineDiff shows the changed region between the common leading and trailing lines, which is what a template
+// change usually is, without a diff tool.
+func lineDiff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	pre := 0
+	for pre < len(w) && pre < len(g) && w[pre] == g[pre] {
+		pre++
+	}
+	suf := 0
+	for suf < len(w)-pre && suf < len(g)-pre && w[len(w)-1-suf] == g[len(g)-1-suf] {
+		suf++
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "@@ from line %d @@\n", pre+1)
+	const most = 30
+	for i, l := range w[pre : len(w)-suf] {
+		if i == most {
+			b.WriteString("- ...\n")
+			break
+		}
+		b.WriteString("- " + l + "\n")
+	}
+	for i, l := range g[pre : len(g)-suf] {
+		if i == most {
+			b.WriteString("+ ...\n")
+			break
+		}
+		b.WriteString("+ " + l + "\n")
+	}
+	return b.String()
+}

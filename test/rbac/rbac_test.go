@@ -1,0 +1,419 @@
+// Package rbac proves the chart's least-privilege RBAC on a real API server: it applies the ServiceAccounts,
+// Roles and bindings that `helm template` renders, then acts as each component's ServiceAccount (impersonation)
+// and checks that every call the component makes is allowed and that reads of other Secrets, other namespaces
+// and other webhook configurations are refused. docs/rbac.md is the table these checks follow.
+package rbac
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/test/chart/helmtest"
+)
+
+const (
+	releaseNS      = "modelgate-system"
+	served         = "team-a"
+	other          = "team-b"
+	upstreamSecret = "openai-upstream"
+	otherSecret    = "other-secret"
+	snapshotLabel  = "gateway.modelgate.io/snapshot"
+)
+
+// check is one API call made as a component, and whether RBAC must allow it.
+type check struct {
+	name    string
+	allowed bool
+	do      func(ctx context.Context, c client.WithWatch) error
+}
+
+func TestChartRBAC(t *testing.T) {
+	cfg := helmtest.StartEnv(t)
+	ctx := context.Background()
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(gatewayv1.AddToScheme(scheme))
+	admin, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	helmtest.CreateNamespaces(ctx, t, cfg, releaseNS, served, other)
+
+	// Two releases side by side: "mg" serves team-a only (namespaced Roles), "mgall" serves every namespace.
+	applyRBAC(ctx, t, cfg, "mg", "--set", "namespaces={"+served+"}", "--set", "gatewayd.upstreamSecretNames={"+upstreamSecret+"}")
+	applyRBAC(ctx, t, cfg, "mgall", "--set", "gatewayd.upstreamSecretNames={"+upstreamSecret+"}")
+	applyRBAC(ctx, t, cfg, "mgns", "--set", "namespaces={"+served+"}", "--set", "gatewayd.secretAccess=namespace")
+	seed(ctx, t, admin)
+
+	t.Run("gatewayd, namespaced", func(t *testing.T) {
+		as := impersonate(t, cfg, scheme, "mg-modelgate-gatewayd")
+		run(ctx, t, as, append(gatewaydChecks(served),
+			check{"get an upstream Secret in another namespace", false, getSecret(other, upstreamSecret)},
+			check{"list ConfigMaps in another namespace", false, list(&corev1.ConfigMapList{}, other)},
+			check{"watch ConfigMaps in another namespace", false, watch(&corev1.ConfigMapList{}, other)},
+			check{"list ConfigMaps in every namespace", false, list(&corev1.ConfigMapList{}, "")},
+			check{"create a Group in another namespace", false, createDeleteGroup(other)},
+		))
+	})
+
+	t.Run("gatewayd, every namespace", func(t *testing.T) {
+		as := impersonate(t, cfg, scheme, "mgall-modelgate-gatewayd")
+		run(ctx, t, as, append(gatewaydChecks(other),
+			check{"list ConfigMaps in every namespace", true, list(&corev1.ConfigMapList{}, "")},
+			check{"list Secrets in every namespace", false, list(&corev1.SecretList{}, "")},
+		))
+	})
+
+	// The documented alternative to Secrets by name: every Secret of the served namespaces, and no further.
+	t.Run("gatewayd, secretAccess=namespace", func(t *testing.T) {
+		as := impersonate(t, cfg, scheme, "mgns-modelgate-gatewayd")
+		run(ctx, t, as, []check{
+			{"get any Secret of a served namespace", true, getSecret(served, otherSecret)},
+			{"list and watch Secrets of a served namespace", true, func(ctx context.Context, c client.WithWatch) error {
+				if err := list(&corev1.SecretList{}, served)(ctx, c); err != nil {
+					return err
+				}
+				return watch(&corev1.SecretList{}, served)(ctx, c)
+			}},
+			{"get a Secret in another namespace", false, getSecret(other, upstreamSecret)},
+			{"create a Secret", false, func(ctx context.Context, c client.WithWatch) error {
+				return c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: served, GenerateName: "x-"}})
+			}},
+		})
+	})
+
+	t.Run("manager, namespaced", func(t *testing.T) {
+		as := impersonate(t, cfg, scheme, "mg-modelgate-manager")
+		run(ctx, t, as, append(managerChecks(served, "mg-modelgate"),
+			check{"list ConfigMaps in another namespace", false, list(&corev1.ConfigMapList{}, other)},
+			check{"create a ConfigMap in another namespace", false, createDeleteConfigMap(other, false)},
+			check{"list Secrets in another namespace", false, list(&corev1.SecretList{}, other)},
+			check{"list Groups in another namespace", false, list(&gatewayv1.GroupList{}, other)},
+			// Only the namespaced install can keep the manager out of the release namespace's other Secrets: an
+			// every-namespace install reads Secrets everywhere (docs/rbac.md).
+			check{"get another Secret of the release namespace", false, getSecret(releaseNS, otherSecret)},
+		))
+	})
+
+	t.Run("manager, every namespace", func(t *testing.T) {
+		as := impersonate(t, cfg, scheme, "mgall-modelgate-manager")
+		run(ctx, t, as, append(managerChecks(other, "mgall-modelgate"),
+			check{"list Groups in every namespace", true, list(&gatewayv1.GroupList{}, "")},
+		))
+	})
+}
+
+// gatewaydChecks are what gatewayd does in a namespace it serves, and what it must not do there.
+func gatewaydChecks(ns string) []check {
+	return []check{
+		{"list snapshot ConfigMaps", true, list(&corev1.ConfigMapList{}, ns, client.HasLabels{snapshotLabel})},
+		{"watch snapshot ConfigMaps", true, watch(&corev1.ConfigMapList{}, ns, client.HasLabels{snapshotLabel})},
+		{"get the snapshot ConfigMap", true, get(&corev1.ConfigMap{}, ns, "modelgate-snapshot")},
+		{"create, update and delete a Group (REST API)", true, createDeleteGroup(ns)},
+		{"list APIKeys, Endpoints and WorkspaceAPIKeys", true, func(ctx context.Context, c client.WithWatch) error {
+			for _, l := range []client.ObjectList{&gatewayv1.APIKeyList{}, &gatewayv1.EndpointList{}, &gatewayv1.WorkspaceAPIKeyList{}} {
+				if err := c.List(ctx, l, client.InNamespace(ns)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{"read the Workspace", true, get(&gatewayv1.Workspace{}, ns, "default")},
+		{"get an allowed upstream Secret", true, getSecret(ns, upstreamSecret)},
+		{"get another Secret", false, getSecret(ns, otherSecret)},
+		{"list Secrets", false, list(&corev1.SecretList{}, ns)},
+		{"update the Workspace", false, func(ctx context.Context, c client.WithWatch) error {
+			var ws gatewayv1.Workspace
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "default"}, &ws); err != nil {
+				return fmt.Errorf("setup: %w", err)
+			}
+			ws.Labels = map[string]string{"touched": "true"}
+			return c.Update(ctx, &ws)
+		}},
+		{"write a snapshot ConfigMap", false, createDeleteConfigMap(ns, false)},
+		{"delete the snapshot ConfigMap", false, func(ctx context.Context, c client.WithWatch) error {
+			return c.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "modelgate-snapshot"}})
+		}},
+		{"write Group status", false, func(ctx context.Context, c client.WithWatch) error {
+			g := &gatewayv1.Group{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "seeded"}, g); err != nil {
+				return fmt.Errorf("setup: %w", err)
+			}
+			g.Status.ObservedGeneration = g.Generation
+			return c.Status().Update(ctx, g)
+		}},
+	}
+}
+
+// managerChecks are what the reconcilers, the admission webhooks, leader election and the self-managed
+// webhook certificate need, and the nearest things they must not get.
+func managerChecks(ns, fullname string) []check {
+	return []check{
+		{"list and watch every kind", true, func(ctx context.Context, c client.WithWatch) error {
+			for _, l := range []client.ObjectList{&gatewayv1.GroupList{}, &gatewayv1.APIKeyList{}, &gatewayv1.EndpointList{},
+				&gatewayv1.WorkspaceList{}, &gatewayv1.WorkspaceAPIKeyList{}} {
+				if err := list(l, ns)(ctx, c); err != nil {
+					return err
+				}
+				if err := watch(l, ns)(ctx, c); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{"add a finalizer and write status on a Group", true, func(ctx context.Context, c client.WithWatch) error {
+			g := &gatewayv1.Group{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "seeded"}, g); err != nil {
+				return err
+			}
+			g.Finalizers = []string{"gateway.modelgate.io/test"}
+			if err := c.Update(ctx, g); err != nil {
+				return err
+			}
+			g.Status.ObservedGeneration = g.Generation
+			if err := c.Status().Update(ctx, g); err != nil {
+				return err
+			}
+			g.Finalizers = nil
+			return c.Update(ctx, g)
+		}},
+		{"write Workspace status", true, func(ctx context.Context, c client.WithWatch) error {
+			ws := &gatewayv1.Workspace{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "default"}, ws); err != nil {
+				return err
+			}
+			ws.Status.SnapshotVersion++
+			return c.Status().Update(ctx, ws)
+		}},
+		{"publish, update and delete a snapshot ConfigMap", true, createDeleteConfigMap(ns, true)},
+		{"read and create key Secrets", true, func(ctx context.Context, c client.WithWatch) error {
+			if err := list(&corev1.SecretList{}, ns)(ctx, c); err != nil {
+				return err
+			}
+			if err := getSecret(ns, otherSecret)(ctx, c); err != nil {
+				return err
+			}
+			return c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "minted-"},
+				StringData: map[string]string{"api_key": "not-a-real-key"}})
+		}},
+		{"record an Event", true, func(ctx context.Context, c client.WithWatch) error {
+			return c.Create(ctx, &corev1.Event{
+				ObjectMeta:     metav1.ObjectMeta{Namespace: ns, GenerateName: "seeded."},
+				InvolvedObject: corev1.ObjectReference{Kind: "Group", Namespace: ns, Name: "seeded", APIVersion: gatewayv1.GroupVersion.String()},
+				Reason:         "Test", Message: "RBAC test event.", Type: corev1.EventTypeNormal,
+			})
+		}},
+		{"delete a Secret", false, func(ctx context.Context, c client.WithWatch) error {
+			return c.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: otherSecret}})
+		}},
+		{"create a Group", false, func(ctx context.Context, c client.WithWatch) error {
+			return c.Create(ctx, group(ns, "by-manager"))
+		}},
+		{"take the leader-election Lease", true, func(ctx context.Context, c client.WithWatch) error {
+			lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: releaseNS, Name: fullname + "-lease"}}
+			if err := c.Create(ctx, lease); err != nil {
+				return err
+			}
+			lease.Spec.HolderIdentity = ptr.To("manager-0")
+			if err := c.Update(ctx, lease); err != nil {
+				return err
+			}
+			return c.Delete(ctx, lease)
+		}},
+		{"create a Lease in a served namespace", false, func(ctx context.Context, c client.WithWatch) error {
+			return c.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "lease-"}})
+		}},
+		{"rotate its webhook certificate Secret", true, func(ctx context.Context, c client.WithWatch) error {
+			s := &corev1.Secret{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: releaseNS, Name: fullname + "-webhook-server-cert"}, s); err != nil {
+				return err
+			}
+			s.Data = map[string][]byte{"tls.crt": []byte("x"), "tls.key": []byte("y"), "ca.crt": []byte("z")}
+			return c.Update(ctx, s)
+		}},
+		{"inject its CA into its webhook configuration", true, func(ctx context.Context, c client.WithWatch) error {
+			return patchWebhookConfiguration(ctx, c, fullname+"-validating")
+		}},
+		{"patch another webhook configuration", false, func(ctx context.Context, c client.WithWatch) error {
+			return patchWebhookConfiguration(ctx, c, "someone-elses-webhooks")
+		}},
+		{"create a ClusterRole", false, func(ctx context.Context, c client.WithWatch) error {
+			return c.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{GenerateName: "escalate-"}})
+		}},
+	}
+}
+
+// applyRBAC renders a release and creates its ServiceAccounts, Roles and bindings for real.
+func applyRBAC(ctx context.Context, t *testing.T, cfg *rest.Config, release string, args ...string) {
+	t.Helper()
+	applier, err := helmtest.NewApplier(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rbacKinds := map[string]bool{"ServiceAccount": true, "Role": true, "RoleBinding": true, "ClusterRole": true, "ClusterRoleBinding": true}
+	applied := map[string]int{}
+	for _, obj := range helmtest.Documents(t, helmtest.MustTemplate(t, release, releaseNS, args...)) {
+		if !rbacKinds[obj.GetKind()] {
+			continue
+		}
+		if err := applier.Apply(ctx, obj, false); err != nil {
+			t.Fatal(err)
+		}
+		applied[obj.GetKind()]++
+	}
+	if applied["ServiceAccount"] != 2 || applied["RoleBinding"]+applied["ClusterRoleBinding"] < 3 {
+		t.Fatalf("Release %s rendered too little RBAC to test: %v", release, applied)
+	}
+	t.Logf("Applied RBAC of release %s: %v", release, applied)
+}
+
+// seed creates, as the admin, the objects the checks read: Secrets, snapshot ConfigMaps, a Workspace and a
+// Group in both namespaces, the releases' webhook certificate Secrets and webhook configurations.
+func seed(ctx context.Context, t *testing.T, admin client.Client) {
+	t.Helper()
+	must := func(obj client.Object) {
+		t.Helper()
+		if err := admin.Create(ctx, obj); err != nil {
+			t.Fatalf("Failed to seed %T %s: %v", obj, obj.GetName(), err)
+		}
+	}
+	for _, ns := range []string{served, other} {
+		for _, name := range []string{upstreamSecret, otherSecret} {
+			must(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, StringData: map[string]string{"api_key": "sk-test"}})
+		}
+		must(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "modelgate-snapshot", Labels: map[string]string{snapshotLabel: "index"}}})
+		must(&gatewayv1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}})
+		must(group(ns, "seeded"))
+	}
+	must(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: releaseNS, Name: otherSecret}})
+	for _, fullname := range []string{"mg-modelgate", "mgall-modelgate", "mgns-modelgate"} {
+		// The chart renders this Secret empty; the manager fills it.
+		must(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: releaseNS, Name: fullname + "-webhook-server-cert"}})
+		// Without webhooks, so that nothing calls a webhook server that this test does not run.
+		must(&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: fullname + "-validating"}})
+	}
+	must(&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "someone-elses-webhooks"}})
+}
+
+// impersonate returns a client that acts as a ServiceAccount of the release namespace, with the groups the
+// API server gives every ServiceAccount.
+func impersonate(t *testing.T, cfg *rest.Config, scheme *runtime.Scheme, sa string) client.WithWatch {
+	t.Helper()
+	as := rest.CopyConfig(cfg)
+	as.Impersonate = rest.ImpersonationConfig{
+		UserName: "system:serviceaccount:" + releaseNS + ":" + sa,
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + releaseNS, "system:authenticated"},
+	}
+	c, err := client.NewWithWatch(as, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// run makes each call and checks RBAC's verdict: allowed calls succeed, refused ones fail with Forbidden, and
+// nothing fails for another reason (which would make a refusal prove nothing).
+func run(ctx context.Context, t *testing.T, c client.WithWatch, checks []check) {
+	t.Helper()
+	for _, ch := range checks {
+		err := ch.do(ctx, c)
+		switch {
+		case ch.allowed && err != nil:
+			t.Errorf("%s: want allowed, got %v", ch.name, err)
+		case !ch.allowed && err == nil:
+			t.Errorf("%s: want Forbidden, but it was allowed", ch.name)
+		case !ch.allowed && !apierrors.IsForbidden(err):
+			t.Errorf("%s: want Forbidden, got %v", ch.name, err)
+		}
+	}
+}
+
+func group(ns, name string) *gatewayv1.Group {
+	return &gatewayv1.Group{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: gatewayv1.GroupSpec{
+			ExternalEntityID: "ext-" + name,
+			Models:           []gatewayv1.ModelConfig{{Slug: "demo/echo"}},
+		},
+	}
+}
+
+func list(l client.ObjectList, ns string, opts ...client.ListOption) func(context.Context, client.WithWatch) error {
+	return func(ctx context.Context, c client.WithWatch) error {
+		return c.List(ctx, l, append(opts, client.InNamespace(ns))...)
+	}
+}
+
+func watch(l client.ObjectList, ns string, opts ...client.ListOption) func(context.Context, client.WithWatch) error {
+	return func(ctx context.Context, c client.WithWatch) error {
+		w, err := c.Watch(ctx, l, append(opts, client.InNamespace(ns))...)
+		if err != nil {
+			return err
+		}
+		w.Stop()
+		return nil
+	}
+}
+
+func get(obj client.Object, ns, name string) func(context.Context, client.WithWatch) error {
+	return func(ctx context.Context, c client.WithWatch) error {
+		return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj)
+	}
+}
+
+func getSecret(ns, name string) func(context.Context, client.WithWatch) error {
+	return get(&corev1.Secret{}, ns, name)
+}
+
+func createDeleteGroup(ns string) func(context.Context, client.WithWatch) error {
+	return func(ctx context.Context, c client.WithWatch) error {
+		g := group(ns, "rest-created")
+		if err := c.Create(ctx, g); err != nil {
+			return err
+		}
+		g.Spec.DisplayName = "Updated through the REST API"
+		if err := c.Update(ctx, g); err != nil {
+			return err
+		}
+		return c.Delete(ctx, g)
+	}
+}
+
+func createDeleteConfigMap(ns string, update bool) func(context.Context, client.WithWatch) error {
+	return func(ctx context.Context, c client.WithWatch) error {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "modelgate-snapshot-1",
+			Labels: map[string]string{snapshotLabel: "chunk"}}}
+		if err := c.Create(ctx, cm); err != nil {
+			return err
+		}
+		if update {
+			cm.BinaryData = map[string][]byte{"data": []byte("gzip")}
+			if err := c.Update(ctx, cm); err != nil {
+				return err
+			}
+		}
+		return c.Delete(ctx, cm)
+	}
+}
+
+func patchWebhookConfiguration(ctx context.Context, c client.WithWatch, name string) error {
+	v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	v.Name = name
+	patch := []byte(`{"metadata":{"annotations":{"modelgate.io/ca-rotated":"now"}}}`)
+	return c.Patch(ctx, v, client.RawPatch("application/merge-patch+json", patch))
+}
