@@ -1,0 +1,284 @@
+package rest
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/modelgate/modelgate/api/snapshot"
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+)
+
+type secretRefJSON struct {
+	Name string `json:"name"`
+	Key  string `json:"key,omitempty"`
+}
+
+type targetJSON struct {
+	Provider        string         `json:"provider"`
+	BaseURL         string         `json:"base_url"`
+	APIKeySecretRef *secretRefJSON `json:"api_key_secret_ref,omitempty"`
+	TargetModel     string         `json:"target_model,omitempty"`
+}
+
+type endpointJSON struct {
+	ID        string       `json:"id"`
+	Slug      string       `json:"slug"`
+	Targets   []targetJSON `json:"targets"`
+	TimeoutMS int64        `json:"timeout_ms,omitempty"`
+	CreatedAt string       `json:"created_at"`
+	UpdatedAt string       `json:"updated_at"`
+}
+
+type createEndpointRequest struct {
+	Slug      string       `json:"slug"`
+	Targets   []targetJSON `json:"targets"`
+	TimeoutMS int64        `json:"timeout_ms"`
+}
+
+type patchEndpointRequest struct {
+	Targets   *[]targetJSON `json:"targets"`
+	TimeoutMS *int64        `json:"timeout_ms"`
+	// Slug is decoded only to refuse it: the slug is an endpoint's identity for callers.
+	Slug *string `json:"slug"`
+}
+
+func (a *API) createEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
+	var req createEndpointRequest
+	if !decodeBody(w, r, &req, false) {
+		return
+	}
+	if req.Slug == "" {
+		badRequest(w, "slug", "slug is required.")
+		return
+	}
+	targets, ok := targetsFromJSON(w, req.Targets)
+	if !ok || !validTimeout(w, req.TimeoutMS) {
+		return
+	}
+	e := &gatewayv1.Endpoint{
+		ObjectMeta: metav1.ObjectMeta{Name: newID("ep-"), Namespace: c.namespace},
+		Spec:       gatewayv1.EndpointSpec{Slug: req.Slug, Targets: targets, Timeout: timeoutOf(req.TimeoutMS)},
+	}
+	if err := a.opts.Client.Create(r.Context(), e); err != nil {
+		writeKubeError(w, r, "create endpoint", err)
+		return
+	}
+	a.awaitEndpoint(r.Context(), c.namespace, e)
+	writeJSON(w, http.StatusCreated, toEndpointJSON(e))
+}
+
+func (a *API) listEndpoints(w http.ResponseWriter, r *http.Request, c caller) {
+	p, ok := parsePage(w, r)
+	if !ok {
+		return
+	}
+	var list gatewayv1.EndpointList
+	if err := a.opts.Client.List(r.Context(), &list, client.InNamespace(c.namespace)); err != nil {
+		writeKubeError(w, r, "list endpoints", err)
+		return
+	}
+	var eps []*gatewayv1.Endpoint
+	for i := range list.Items {
+		if list.Items[i].DeletionTimestamp == nil {
+			eps = append(eps, &list.Items[i])
+		}
+	}
+	slices.SortFunc(eps, func(a, b *gatewayv1.Endpoint) int { return strings.Compare(a.Name, b.Name) })
+	ids := make([]string, len(eps))
+	for i, e := range eps {
+		ids[i] = e.Name
+	}
+	sel, more := p.slice(ids)
+	items := make([]endpointJSON, 0, len(sel))
+	for _, i := range sel {
+		items = append(items, toEndpointJSON(eps[i]))
+	}
+	writeJSON(w, http.StatusOK, newPage(items, more, ids, sel))
+}
+
+func (a *API) getEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
+	e, ok := a.loadEndpoint(w, r, c)
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, toEndpointJSON(e))
+}
+
+func (a *API) patchEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
+	var req patchEndpointRequest
+	if !decodeBody(w, r, &req, false) {
+		return
+	}
+	if req.Slug != nil {
+		badRequest(w, "slug", "slug is immutable: create another endpoint instead.")
+		return
+	}
+	if req.Targets == nil && req.TimeoutMS == nil {
+		badRequest(w, "targets", "Give targets and/or timeout_ms: at least one is required.")
+		return
+	}
+	var targets []gatewayv1.EndpointTarget
+	if req.Targets != nil {
+		var ok bool
+		if targets, ok = targetsFromJSON(w, *req.Targets); !ok {
+			return
+		}
+	}
+	if req.TimeoutMS != nil && !validTimeout(w, *req.TimeoutMS) {
+		return
+	}
+	e, ok := a.loadEndpoint(w, r, c)
+	if !ok {
+		return
+	}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := a.opts.Client.Get(r.Context(), client.ObjectKeyFromObject(e), e); err != nil {
+			return err
+		}
+		if req.Targets != nil {
+			e.Spec.Targets = targets
+		}
+		if req.TimeoutMS != nil {
+			e.Spec.Timeout = timeoutOf(*req.TimeoutMS)
+		}
+		return a.opts.Client.Update(r.Context(), e)
+	})
+	if apierrors.IsNotFound(err) {
+		notFound(w, "Endpoint", e.Name)
+		return
+	}
+	if err != nil {
+		writeKubeError(w, r, "update endpoint", err)
+		return
+	}
+	a.awaitEndpoint(r.Context(), c.namespace, e)
+	writeJSON(w, http.StatusOK, toEndpointJSON(e))
+}
+
+func (a *API) deleteEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
+	e, ok := a.loadEndpoint(w, r, c)
+	if !ok {
+		return
+	}
+	if err := a.opts.Client.Delete(r.Context(), e, client.Preconditions{UID: &e.UID}); err != nil && !apierrors.IsNotFound(err) {
+		writeKubeError(w, r, "delete endpoint", err)
+		return
+	}
+	a.awaitSnapshot(r.Context(), c.namespace, "delete endpoint "+e.Name, func(s *snapshot.Snapshot) bool {
+		return !slices.ContainsFunc(s.Endpoints, func(se snapshot.Endpoint) bool { return se.ID == e.Name })
+	})
+	writeJSON(w, http.StatusOK, map[string]string{"id": e.Name, "deleted_at": a.opts.Clock().UTC().Format(time.RFC3339)})
+}
+
+func (a *API) loadEndpoint(w http.ResponseWriter, r *http.Request, c caller) (*gatewayv1.Endpoint, bool) {
+	id := r.PathValue("endpoint_id")
+	if !validName(id) {
+		badRequest(w, "endpoint_id", fmt.Sprintf("%q is not a valid endpoint id.", id))
+		return nil, false
+	}
+	var e gatewayv1.Endpoint
+	err := a.opts.Client.Get(r.Context(), client.ObjectKey{Namespace: c.namespace, Name: id}, &e)
+	if apierrors.IsNotFound(err) || (err == nil && e.DeletionTimestamp != nil) {
+		notFound(w, "Endpoint", id)
+		return nil, false
+	}
+	if err != nil {
+		writeKubeError(w, r, "get endpoint", err)
+		return nil, false
+	}
+	return &e, true
+}
+
+// awaitEndpoint waits until the snapshot routes the endpoint's slug to its current first target.
+func (a *API) awaitEndpoint(ctx context.Context, ns string, e *gatewayv1.Endpoint) {
+	want := e.Spec.Targets[0].BaseURL
+	a.awaitSnapshot(ctx, ns, "endpoint "+e.Name, func(s *snapshot.Snapshot) bool {
+		for _, se := range s.Endpoints {
+			if se.ID == e.Name {
+				return len(se.Targets) > 0 && se.Targets[0].BaseURL == want
+			}
+		}
+		return false
+	})
+}
+
+func targetsFromJSON(w http.ResponseWriter, in []targetJSON) ([]gatewayv1.EndpointTarget, bool) {
+	if len(in) != 1 {
+		badRequest(w, "targets", "targets must hold exactly one target.")
+		return nil, false
+	}
+	t := in[0]
+	if t.Provider != string(gatewayv1.ProviderOpenAI) {
+		badRequest(w, "targets[0].provider", "targets[0].provider must be OPENAI.")
+		return nil, false
+	}
+	if t.BaseURL == "" {
+		badRequest(w, "targets[0].base_url", "targets[0].base_url is required.")
+		return nil, false
+	}
+	out := gatewayv1.EndpointTarget{Provider: gatewayv1.ProviderOpenAI, BaseURL: t.BaseURL, TargetModel: t.TargetModel}
+	if ref := t.APIKeySecretRef; ref != nil {
+		if ref.Name == "" {
+			badRequest(w, "targets[0].api_key_secret_ref.name", "targets[0].api_key_secret_ref.name is required.")
+			return nil, false
+		}
+		out.APIKeySecretRef = &gatewayv1.SecretKeySelector{Name: ref.Name, Key: ref.Key}
+	}
+	return []gatewayv1.EndpointTarget{out}, true
+}
+
+func validTimeout(w http.ResponseWriter, ms int64) bool {
+	if ms < 0 || ms > 3_600_000 {
+		badRequest(w, "timeout_ms", "timeout_ms must be from 0 (gatewayd's default) to 3600000.")
+		return false
+	}
+	return true
+}
+
+func timeoutOf(ms int64) *metav1.Duration {
+	if ms == 0 {
+		return nil
+	}
+	return &metav1.Duration{Duration: time.Duration(ms) * time.Millisecond}
+}
+
+func toEndpointJSON(e *gatewayv1.Endpoint) endpointJSON {
+	out := endpointJSON{
+		ID:        e.Name,
+		Slug:      e.Spec.Slug,
+		Targets:   make([]targetJSON, 0, len(e.Spec.Targets)),
+		CreatedAt: e.CreationTimestamp.UTC().Format(time.RFC3339),
+		UpdatedAt: updatedAt(e.ObjectMeta).UTC().Format(time.RFC3339),
+	}
+	if e.Spec.Timeout != nil {
+		out.TimeoutMS = e.Spec.Timeout.Milliseconds()
+	}
+	for _, t := range e.Spec.Targets {
+		tj := targetJSON{Provider: string(t.Provider), BaseURL: t.BaseURL, TargetModel: t.TargetModel}
+		if t.APIKeySecretRef != nil {
+			tj.APIKeySecretRef = &secretRefJSON{Name: t.APIKeySecretRef.Name, Key: t.APIKeySecretRef.Key}
+		}
+		out.Targets = append(out.Targets, tj)
+	}
+	return out
+}
+
+// updatedAt is the last write of the object's spec that the API server recorded, or its creation.
+func updatedAt(m metav1.ObjectMeta) time.Time {
+	t := m.CreationTimestamp.Time
+	for _, f := range m.ManagedFields {
+		if f.Subresource == "" && f.Time != nil && f.Time.After(t) {
+			t = f.Time.Time
+		}
+	}
+	return t
+}

@@ -1,0 +1,496 @@
+package rest
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/modelgate/modelgate/api/snapshot"
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/controllers/hierarchy"
+)
+
+// JSON shapes of SPEC.md "Group".
+
+type limitJSON struct {
+	Type      string `json:"type"`
+	Unit      string `json:"unit"`
+	Threshold int64  `json:"threshold"`
+}
+
+type effectiveLimitJSON struct {
+	limitJSON
+	SourceGroup string `json:"source_group"`
+}
+
+type modelJSON struct {
+	Slug        string      `json:"slug"`
+	RateLimits  []limitJSON `json:"rate_limits"`
+	UsageLimits []limitJSON `json:"usage_limits"`
+}
+
+type effectiveModelJSON struct {
+	Slug        string               `json:"slug"`
+	RateLimits  []effectiveLimitJSON `json:"rate_limits"`
+	UsageLimits []effectiveLimitJSON `json:"usage_limits"`
+}
+
+type groupMetaJSON struct {
+	Name             string `json:"name"`
+	ExternalEntityID string `json:"external_entity_id"`
+}
+
+type hierarchyJSON struct {
+	LimitEnforcement string  `json:"limit_enforcement"`
+	ParentGroupID    *string `json:"parent_group_id"`
+}
+
+type groupJSON struct {
+	ID              string               `json:"id"`
+	Metadata        groupMetaJSON        `json:"metadata"`
+	Models          []modelJSON          `json:"models"`
+	EffectiveModels []effectiveModelJSON `json:"effective_models"`
+	Hierarchy       hierarchyJSON        `json:"hierarchy"`
+	CreatedAt       string               `json:"created_at"`
+}
+
+type createGroupRequest struct {
+	Metadata *struct {
+		Name             string `json:"name"`
+		ExternalEntityID string `json:"external_entity_id"`
+	} `json:"metadata"`
+	Models    []modelJSON `json:"models"`
+	Hierarchy *struct {
+		LimitEnforcement string  `json:"limit_enforcement"`
+		ParentGroupID    *string `json:"parent_group_id"`
+	} `json:"hierarchy"`
+}
+
+type patchGroupRequest struct {
+	Metadata *struct {
+		Name *string `json:"name"`
+	} `json:"metadata"`
+	Models *[]modelJSON `json:"models"`
+	// Hierarchy is accepted by the decoder only to refuse it with a clear message.
+	Hierarchy any `json:"hierarchy"`
+}
+
+func (a *API) createGroup(w http.ResponseWriter, r *http.Request, c caller) {
+	var req createGroupRequest
+	if !decodeBody(w, r, &req, false) {
+		return
+	}
+	if req.Metadata == nil || req.Metadata.ExternalEntityID == "" {
+		badRequest(w, "metadata.external_entity_id", "metadata.external_entity_id is required.")
+		return
+	}
+	if len(req.Models) == 0 {
+		badRequest(w, "models", "models must be non-empty on create.")
+		return
+	}
+	models, ok := modelsFromJSON(w, req.Models)
+	if !ok {
+		return
+	}
+	g := &gatewayv1.Group{
+		ObjectMeta: metav1.ObjectMeta{Name: newID("grp-"), Namespace: c.namespace},
+		Spec: gatewayv1.GroupSpec{
+			DisplayName:      req.Metadata.Name,
+			ExternalEntityID: req.Metadata.ExternalEntityID,
+			Models:           models,
+		},
+	}
+	if h := req.Hierarchy; h != nil {
+		switch h.LimitEnforcement {
+		case "", string(gatewayv1.EnforcementIndependent), string(gatewayv1.EnforcementCascading):
+		default:
+			badRequest(w, "hierarchy.limit_enforcement", "hierarchy.limit_enforcement must be INDEPENDENT or CASCADING.")
+			return
+		}
+		g.Spec.Hierarchy.LimitEnforcement = gatewayv1.LimitEnforcement(h.LimitEnforcement)
+		if h.ParentGroupID != nil && *h.ParentGroupID != "" {
+			pid := *h.ParentGroupID
+			if !validName(pid) {
+				notFound(w, "Parent group", pid)
+				return
+			}
+			var parent gatewayv1.Group
+			err := a.opts.Client.Get(r.Context(), client.ObjectKey{Namespace: c.namespace, Name: pid}, &parent)
+			if apierrors.IsNotFound(err) || (err == nil && parent.DeletionTimestamp != nil) {
+				notFound(w, "Parent group", pid)
+				return
+			}
+			if err != nil {
+				writeKubeError(w, r, "get parent group", err)
+				return
+			}
+			g.Spec.Hierarchy.ParentGroupID = &pid
+			// A child that does not name a mode takes its parent's, the only one it may have.
+			if h.LimitEnforcement == "" {
+				g.Spec.Hierarchy.LimitEnforcement = parent.Enforcement()
+			}
+		}
+	}
+	if g.Spec.Hierarchy.LimitEnforcement == "" {
+		g.Spec.Hierarchy.LimitEnforcement = gatewayv1.EnforcementIndependent
+	}
+	if err := a.opts.Client.Create(r.Context(), g); err != nil {
+		writeKubeError(w, r, "create group", err)
+		return
+	}
+	a.awaitGroup(r.Context(), c.namespace, g)
+	a.writeGroup(w, r, c, http.StatusCreated, g)
+}
+
+func (a *API) getGroup(w http.ResponseWriter, r *http.Request, c caller) {
+	g, ok := a.loadGroup(w, r, c)
+	if !ok {
+		return
+	}
+	a.writeGroup(w, r, c, http.StatusOK, g)
+}
+
+func (a *API) listGroups(w http.ResponseWriter, r *http.Request, c caller) {
+	page, ok := parsePage(w, r)
+	if !ok {
+		return
+	}
+	groups, err := a.liveGroups(r.Context(), c.namespace)
+	if err != nil {
+		writeKubeError(w, r, "list groups", err)
+		return
+	}
+	ix := hierarchy.NewIndex(groups)
+	if ext := r.URL.Query().Get("external_entity_id"); ext != "" {
+		items := []groupJSON{}
+		for _, g := range groups {
+			if g.Spec.ExternalEntityID == ext {
+				items = append(items, toGroupJSON(g, ix))
+			}
+		}
+		writeJSON(w, http.StatusOK, pageJSON[groupJSON]{Items: items})
+		return
+	}
+	ids := make([]string, len(groups))
+	for i, g := range groups {
+		ids[i] = g.Name
+	}
+	sel, more := page.slice(ids)
+	items := make([]groupJSON, 0, len(sel))
+	for _, i := range sel {
+		items = append(items, toGroupJSON(groups[i], ix))
+	}
+	writeJSON(w, http.StatusOK, newPage(items, more, ids, sel))
+}
+
+func (a *API) patchGroup(w http.ResponseWriter, r *http.Request, c caller) {
+	var req patchGroupRequest
+	if !decodeBody(w, r, &req, false) {
+		return
+	}
+	if req.Hierarchy != nil {
+		badRequest(w, "hierarchy", "hierarchy is immutable after creation: create a new group instead.")
+		return
+	}
+	name := req.Metadata != nil && req.Metadata.Name != nil
+	if !name && req.Models == nil {
+		badRequest(w, "metadata.name", "Give metadata.name and/or models: at least one is required.")
+		return
+	}
+	var models []gatewayv1.ModelConfig
+	if req.Models != nil {
+		var ok bool
+		if models, ok = modelsFromJSON(w, *req.Models); !ok {
+			return
+		}
+	}
+	id := r.PathValue("group_id")
+	if !validName(id) {
+		badRequest(w, "group_id", fmt.Sprintf("%q is not a valid group id.", id))
+		return
+	}
+	var g gatewayv1.Group
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := a.opts.Client.Get(r.Context(), client.ObjectKey{Namespace: c.namespace, Name: id}, &g); err != nil {
+			return err
+		}
+		if g.DeletionTimestamp != nil {
+			return apierrors.NewNotFound(gatewayv1.GroupVersion.WithResource("groups").GroupResource(), id)
+		}
+		if name {
+			g.Spec.DisplayName = *req.Metadata.Name
+		}
+		if req.Models != nil {
+			g.Spec.Models = models
+		}
+		return a.opts.Client.Update(r.Context(), &g)
+	})
+	if apierrors.IsNotFound(err) {
+		notFound(w, "Group", id)
+		return
+	}
+	if err != nil {
+		writeKubeError(w, r, "update group", err)
+		return
+	}
+	a.awaitGroup(r.Context(), c.namespace, &g)
+	a.writeGroup(w, r, c, http.StatusOK, &g)
+}
+
+func (a *API) deleteGroup(w http.ResponseWriter, r *http.Request, c caller) {
+	g, ok := a.loadGroup(w, r, c)
+	if !ok {
+		return
+	}
+	// The UID precondition makes sure a group re-created under the same id in between is not deleted.
+	err := a.opts.Client.Delete(r.Context(), g, client.Preconditions{UID: &g.UID})
+	if apierrors.IsNotFound(err) {
+		notFound(w, "Group", g.Name)
+		return
+	}
+	if err != nil {
+		writeKubeError(w, r, "delete group", err)
+		return
+	}
+	a.awaitSnapshot(r.Context(), c.namespace, "delete group "+g.Name, func(s *snapshot.Snapshot) bool {
+		return !slices.ContainsFunc(s.Groups, func(sg snapshot.Group) bool { return sg.ID == g.Name })
+	})
+	writeJSON(w, http.StatusOK, map[string]any{
+		"id":         g.Name,
+		"metadata":   groupMetaJSON{Name: g.Spec.DisplayName, ExternalEntityID: g.Spec.ExternalEntityID},
+		"deleted_at": a.opts.Clock().UTC().Format(time.RFC3339),
+	})
+}
+
+type usageEntryJSON struct {
+	Type         string `json:"type"`
+	Unit         string `json:"unit"`
+	Threshold    int64  `json:"threshold"`
+	CurrentUsage int64  `json:"current_usage"`
+	ResetAt      string `json:"reset_at"`
+}
+
+// groupUsage reports the group's own DAY limits with the live counters charged to the group.
+func (a *API) groupUsage(w http.ResponseWriter, r *http.Request, c caller) {
+	g, ok := a.loadGroup(w, r, c)
+	if !ok {
+		return
+	}
+	if a.opts.Usage == nil {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "Usage counters are not available on this gatewayd.", nil)
+		return
+	}
+	now := a.opts.Clock().UTC()
+	reset := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, time.UTC).Format(time.RFC3339)
+	usage := map[string][]usageEntryJSON{}
+	for _, m := range g.Spec.Models {
+		for _, l := range m.UsageLimits {
+			if l.Unit != gatewayv1.UnitDay {
+				continue
+			}
+			n, err := a.opts.Usage.DailyUsage(r.Context(), c.namespace, g.Name, m.Slug, string(l.Type), now)
+			if err != nil {
+				writeError(w, http.StatusServiceUnavailable, "unavailable", "Usage counters are unavailable; retry shortly.", nil)
+				return
+			}
+			usage[m.Slug] = append(usage[m.Slug], usageEntryJSON{
+				Type: string(l.Type), Unit: string(l.Unit), Threshold: l.Threshold, CurrentUsage: n, ResetAt: reset,
+			})
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"group_id":           g.Name,
+		"external_entity_id": g.Spec.ExternalEntityID,
+		"usage":              usage,
+	})
+}
+
+// loadGroup reads the group of the path, answering 400 for an invalid id and 404 for a missing one or one
+// being deleted.
+func (a *API) loadGroup(w http.ResponseWriter, r *http.Request, c caller) (*gatewayv1.Group, bool) {
+	id := r.PathValue("group_id")
+	if !validName(id) {
+		badRequest(w, "group_id", fmt.Sprintf("%q is not a valid group id.", id))
+		return nil, false
+	}
+	var g gatewayv1.Group
+	err := a.opts.Client.Get(r.Context(), client.ObjectKey{Namespace: c.namespace, Name: id}, &g)
+	if apierrors.IsNotFound(err) || (err == nil && g.DeletionTimestamp != nil) {
+		notFound(w, "Group", id)
+		return nil, false
+	}
+	if err != nil {
+		writeKubeError(w, r, "get group", err)
+		return nil, false
+	}
+	return &g, true
+}
+
+// liveGroups lists the namespace's groups that are not being deleted, sorted by id.
+func (a *API) liveGroups(ctx context.Context, ns string) ([]*gatewayv1.Group, error) {
+	var list gatewayv1.GroupList
+	if err := a.opts.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	out := make([]*gatewayv1.Group, 0, len(list.Items))
+	for i := range list.Items {
+		if list.Items[i].DeletionTimestamp == nil {
+			out = append(out, &list.Items[i])
+		}
+	}
+	slices.SortFunc(out, func(a, b *gatewayv1.Group) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// writeGroup answers g with effective models resolved over the live groups of the namespace.
+func (a *API) writeGroup(w http.ResponseWriter, r *http.Request, c caller, status int, g *gatewayv1.Group) {
+	groups, err := a.liveGroups(r.Context(), c.namespace)
+	if err != nil {
+		writeKubeError(w, r, "list groups", err)
+		return
+	}
+	writeJSON(w, status, toGroupJSON(g, hierarchy.NewIndex(groups).With(g)))
+}
+
+// awaitGroup waits until the snapshot holds g with exactly the effective models the write implies.
+func (a *API) awaitGroup(ctx context.Context, ns string, g *gatewayv1.Group) {
+	groups, err := a.liveGroups(ctx, ns)
+	if err != nil {
+		return
+	}
+	chain, _ := hierarchy.NewIndex(groups).With(g).Chain(g)
+	want := fingerprintEffective(hierarchy.Resolve(chain))
+	a.awaitSnapshot(ctx, ns, "group "+g.Name, func(s *snapshot.Snapshot) bool {
+		for _, sg := range s.Groups {
+			if sg.ID == g.Name {
+				return fingerprintSnapshot(sg.Models) == want
+			}
+		}
+		return false
+	})
+}
+
+func fingerprintEffective(ms []gatewayv1.EffectiveModel) string {
+	var parts []string
+	for _, m := range ms {
+		for _, l := range append(slices.Clone(m.RateLimits), m.UsageLimits...) {
+			parts = append(parts, fmt.Sprintf("%s|%s|%s|%d|%s", m.Slug, l.Type, l.Unit, l.Threshold, l.SourceGroup))
+		}
+		parts = append(parts, m.Slug)
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
+}
+
+func fingerprintSnapshot(ms []snapshot.Model) string {
+	var parts []string
+	for _, m := range ms {
+		for _, l := range append(slices.Clone(m.RateLimits), m.UsageLimits...) {
+			parts = append(parts, fmt.Sprintf("%s|%s|%s|%d|%s", m.Slug, l.Type, l.Unit, l.Threshold, l.SourceGroup))
+		}
+		parts = append(parts, m.Slug)
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
+}
+
+func toGroupJSON(g *gatewayv1.Group, ix *hierarchy.Index) groupJSON {
+	out := groupJSON{
+		ID:              g.Name,
+		Metadata:        groupMetaJSON{Name: g.Spec.DisplayName, ExternalEntityID: g.Spec.ExternalEntityID},
+		Models:          make([]modelJSON, 0, len(g.Spec.Models)),
+		EffectiveModels: []effectiveModelJSON{},
+		Hierarchy:       hierarchyJSON{LimitEnforcement: string(g.Enforcement()), ParentGroupID: g.Spec.Hierarchy.ParentGroupID},
+		CreatedAt:       g.CreationTimestamp.UTC().Format(time.RFC3339),
+	}
+	for _, m := range g.Spec.Models {
+		out.Models = append(out.Models, modelJSON{Slug: m.Slug, RateLimits: limitsJSON(m.RateLimits), UsageLimits: limitsJSON(m.UsageLimits)})
+	}
+	chain, _ := ix.Chain(g)
+	for _, em := range hierarchy.Resolve(chain) {
+		out.EffectiveModels = append(out.EffectiveModels, effectiveModelJSON{
+			Slug: em.Slug, RateLimits: effectiveJSON(em.RateLimits), UsageLimits: effectiveJSON(em.UsageLimits),
+		})
+	}
+	return out
+}
+
+func limitsJSON(ls []gatewayv1.Limit) []limitJSON {
+	out := make([]limitJSON, 0, len(ls))
+	for _, l := range ls {
+		out = append(out, limitJSON{Type: string(l.Type), Unit: string(l.Unit), Threshold: l.Threshold})
+	}
+	return out
+}
+
+func effectiveJSON(ls []gatewayv1.EffectiveLimit) []effectiveLimitJSON {
+	out := make([]effectiveLimitJSON, 0, len(ls))
+	for _, l := range ls {
+		out = append(out, effectiveLimitJSON{
+			limitJSON:   limitJSON{Type: string(l.Type), Unit: string(l.Unit), Threshold: l.Threshold},
+			SourceGroup: l.SourceGroup,
+		})
+	}
+	return out
+}
+
+// modelsFromJSON converts input models, refusing the few things the CRD cannot name in API terms: duplicate
+// slugs and limits of unknown type or unit. Everything else (units per limit kind, one limit per type,
+// thresholds) is left to the CRD's CEL rules so there is one source of truth.
+func modelsFromJSON(w http.ResponseWriter, in []modelJSON) ([]gatewayv1.ModelConfig, bool) {
+	out := make([]gatewayv1.ModelConfig, 0, len(in))
+	seen := map[string]bool{}
+	for i, m := range in {
+		path := fmt.Sprintf("models[%d]", i)
+		if m.Slug == "" {
+			badRequest(w, path+".slug", path+".slug is required.")
+			return nil, false
+		}
+		if seen[m.Slug] {
+			badRequest(w, path+".slug", fmt.Sprintf("%s.slug %q appears twice; each slug may appear once.", path, m.Slug))
+			return nil, false
+		}
+		seen[m.Slug] = true
+		rate, ok := limitsFromJSON(w, path+".rate_limits", m.RateLimits)
+		if !ok {
+			return nil, false
+		}
+		usage, ok := limitsFromJSON(w, path+".usage_limits", m.UsageLimits)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, gatewayv1.ModelConfig{Slug: m.Slug, RateLimits: rate, UsageLimits: usage})
+	}
+	return out, true
+}
+
+func limitsFromJSON(w http.ResponseWriter, path string, in []limitJSON) ([]gatewayv1.Limit, bool) {
+	var out []gatewayv1.Limit
+	for j, l := range in {
+		p := fmt.Sprintf("%s[%d]", path, j)
+		if l.Type != string(gatewayv1.LimitTypeToken) && l.Type != string(gatewayv1.LimitTypeRequest) {
+			badRequest(w, p+".type", p+".type must be TOKEN or REQUEST.")
+			return nil, false
+		}
+		switch gatewayv1.LimitUnit(l.Unit) {
+		case gatewayv1.UnitSecond, gatewayv1.UnitMinute, gatewayv1.UnitDay:
+		default:
+			badRequest(w, p+".unit", p+".unit must be SECOND or MINUTE (rate limits) or DAY (usage limits).")
+			return nil, false
+		}
+		if l.Threshold < 1 {
+			badRequest(w, p+".threshold", p+".threshold must be at least 1.")
+			return nil, false
+		}
+		out = append(out, gatewayv1.Limit{Type: gatewayv1.LimitType(l.Type), Unit: gatewayv1.LimitUnit(l.Unit), Threshold: l.Threshold})
+	}
+	return out, true
+}

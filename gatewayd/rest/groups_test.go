@@ -1,0 +1,343 @@
+package rest_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/modelgate/modelgate/api/snapshot"
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gatewayd/rest"
+)
+
+const cascadeMsg = "Child group exceeds parent group limit."
+
+var _ = Describe("Groups", Ordered, func() {
+	var ns, admin string
+	var root, child, grandchild map[string]any
+
+	BeforeAll(func() {
+		ns, admin = workspace(gatewayv1.KeyTypeManageAll, "")
+	})
+
+	groupInSnapshot := func(id string) *snapshot.Group {
+		for _, g := range mustSnapshot(ns).Groups {
+			if g.ID == id {
+				return &g
+			}
+		}
+		return nil
+	}
+
+	It("creates a CASCADING root with a service-assigned id and resolved effective models", func() {
+		r := call(server, admin, http.MethodPost, "/v1/gateway/groups", groupBody("cust-root", "CASCADING", nil,
+			model("demo/echo", []map[string]any{limit("REQUEST", "MINUTE", 100)}, []map[string]any{limit("TOKEN", "DAY", 1000)})))
+		Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
+		conform("Group", r.raw)
+		root = r.body
+		Expect(root["id"]).To(MatchRegexp(`^grp-[0-9a-z]{16}$`))
+		Expect(root["metadata"]).To(Equal(map[string]any{"name": "Name cust-root", "external_entity_id": "cust-root"}))
+		Expect(root["hierarchy"]).To(Equal(map[string]any{"limit_enforcement": "CASCADING", "parent_group_id": nil}))
+		_, err := time.Parse(time.RFC3339, root["created_at"].(string))
+		Expect(err).NotTo(HaveOccurred())
+		eff := root["effective_models"].([]any)[0].(map[string]any)
+		Expect(eff["rate_limits"]).To(ConsistOf(map[string]any{"type": "REQUEST", "unit": "MINUTE", "threshold": 100.0, "source_group": root["id"]}))
+		Expect(eff["usage_limits"]).To(ConsistOf(map[string]any{"type": "TOKEN", "unit": "DAY", "threshold": 1000.0, "source_group": root["id"]}))
+
+		By("being in the snapshot as soon as the call returns (read-your-writes)")
+		Expect(groupInSnapshot(root["id"].(string))).NotTo(BeNil())
+
+		By("being the same custom resource kubectl would create")
+		var g gatewayv1.Group
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: root["id"].(string)}, &g)).To(Succeed())
+		Expect(g.Spec.ExternalEntityID).To(Equal("cust-root"))
+		Expect(g.Spec.DisplayName).To(Equal("Name cust-root"))
+	})
+
+	It("creates a child that inherits the root's mode, and a grandchild; cascading lists every ancestor limit", func() {
+		r := call(server, admin, http.MethodPost, "/v1/gateway/groups", groupBody("cust-child", "", root["id"],
+			model("demo/echo", []map[string]any{limit("REQUEST", "MINUTE", 50)}, nil)))
+		Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
+		child = r.body
+		Expect(child["hierarchy"]).To(Equal(map[string]any{"limit_enforcement": "CASCADING", "parent_group_id": root["id"]}))
+		eff := child["effective_models"].([]any)[0].(map[string]any)
+		Expect(eff["rate_limits"]).To(ConsistOf(
+			map[string]any{"type": "REQUEST", "unit": "MINUTE", "threshold": 50.0, "source_group": child["id"]},
+			map[string]any{"type": "REQUEST", "unit": "MINUTE", "threshold": 100.0, "source_group": root["id"]},
+		))
+		Expect(eff["usage_limits"]).To(ConsistOf(map[string]any{"type": "TOKEN", "unit": "DAY", "threshold": 1000.0, "source_group": root["id"]}))
+
+		r = call(server, admin, http.MethodPost, "/v1/gateway/groups", groupBody("cust-grandchild", "CASCADING", child["id"],
+			model("demo/echo", nil, nil)))
+		Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
+		grandchild = r.body
+		Expect(grandchild["effective_models"].([]any)[0].(map[string]any)["usage_limits"]).To(HaveLen(1))
+		Expect(grandchild["models"].([]any)[0]).To(Equal(map[string]any{"slug": "demo/echo", "rate_limits": []any{}, "usage_limits": []any{}}))
+	})
+
+	It("refuses a child above its ancestor's threshold, and an ancestor lowered below a child, with the exact message", func() {
+		r := call(server, admin, http.MethodPost, "/v1/gateway/groups", groupBody("cust-greedy", "CASCADING", root["id"],
+			model("demo/echo", []map[string]any{limit("REQUEST", "MINUTE", 500)}, nil)))
+		expectError(r, http.StatusBadRequest, "child_exceeds_parent_limit")
+		Expect(r.body["error"]).To(Equal(cascadeMsg))
+		Expect(r.raw).To(ContainSubstring("models[0].rate_limits[0].threshold"))
+
+		r = call(server, admin, http.MethodPatch, "/v1/gateway/groups/"+root["id"].(string), map[string]any{
+			"models": []any{model("demo/echo", []map[string]any{limit("REQUEST", "MINUTE", 10)}, nil)},
+		})
+		expectError(r, http.StatusBadRequest, "child_exceeds_parent_limit")
+		Expect(r.body["error"]).To(Equal(cascadeMsg))
+	})
+
+	It("refuses a sixth level", func() {
+		parent := grandchild["id"]
+		for i := 4; i <= 5; i++ {
+			r := call(server, admin, http.MethodPost, "/v1/gateway/groups", groupBody(fmt.Sprintf("cust-level%d", i), "CASCADING", parent, model("demo/echo", nil, nil)))
+			Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
+			parent = r.body["id"]
+		}
+		r := call(server, admin, http.MethodPost, "/v1/gateway/groups", groupBody("cust-level6", "CASCADING", parent, model("demo/echo", nil, nil)))
+		expectError(r, http.StatusBadRequest, "invalid_request")
+		Expect(r.body["error"]).To(ContainSubstring("hierarchy.parent_group_id"))
+		Expect(r.body["error"]).To(ContainSubstring("at most 5 levels"))
+	})
+
+	It("refuses a mode different from the root's", func() {
+		r := call(server, admin, http.MethodPost, "/v1/gateway/groups", groupBody("cust-indep", "INDEPENDENT", root["id"], model("demo/echo", nil, nil)))
+		expectError(r, http.StatusBadRequest, "invalid_request")
+		Expect(r.body["error"]).To(ContainSubstring("hierarchy.limit_enforcement"))
+	})
+
+	It("answers 404 for an unknown parent, 400 for missing models or external id, 409 for a taken external id", func() {
+		expectError(call(server, admin, http.MethodPost, "/v1/gateway/groups", groupBody("cust-orphan", "", "grp-doesnotexist00", model("a", nil, nil))),
+			http.StatusNotFound, "not_found")
+		r := call(server, admin, http.MethodPost, "/v1/gateway/groups", groupBody("cust-empty", "", nil))
+		expectError(r, http.StatusBadRequest, "invalid_request")
+		Expect(r.raw).To(ContainSubstring(`"field":"models"`))
+		r = call(server, admin, http.MethodPost, "/v1/gateway/groups", map[string]any{"models": []any{model("a", nil, nil)}})
+		expectError(r, http.StatusBadRequest, "invalid_request")
+		Expect(r.raw).To(ContainSubstring("metadata.external_entity_id"))
+		r = call(server, admin, http.MethodPost, "/v1/gateway/groups", groupBody("cust-root", "", nil, model("a", nil, nil)))
+		expectError(r, http.StatusConflict, "conflict")
+		Expect(r.body["error"]).To(ContainSubstring("metadata.external_entity_id"))
+		r = call(server, admin, http.MethodPost, "/v1/gateway/groups", groupBody("cust-bad-unit", "", nil,
+			model("a", []map[string]any{limit("REQUEST", "DAY", 5)}, nil)))
+		expectError(r, http.StatusBadRequest, "invalid_request")
+		Expect(r.body["error"]).To(ContainSubstring("rate_limits"))
+	})
+
+	It("looks a group up by external id", func() {
+		r := call(server, admin, http.MethodGet, "/v1/gateway/groups?external_entity_id=cust-child", nil)
+		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
+		conform("GroupPage", r.raw)
+		Expect(r.body["items"]).To(HaveLen(1))
+		Expect(r.body["items"].([]any)[0].(map[string]any)["id"]).To(Equal(child["id"]))
+		Expect(r.body["pagination"]).To(Equal(map[string]any{"has_more": false, "cursor": nil}))
+
+		r = call(server, admin, http.MethodGet, "/v1/gateway/groups?external_entity_id=nobody", nil)
+		Expect(r.body["items"]).To(BeEmpty())
+	})
+
+	It("PATCHes models with set semantics and revokes removed slugs from the snapshot at once", func() {
+		path := "/v1/gateway/groups/" + child["id"].(string)
+		r := call(server, admin, http.MethodPatch, path, map[string]any{"models": []any{
+			model("demo/echo", []map[string]any{limit("REQUEST", "MINUTE", 40)}, nil), model("other/slug", nil, nil),
+		}})
+		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
+		conform("Group", r.raw)
+		Expect(slugs(r.body["models"])).To(Equal([]string{"demo/echo", "other/slug"}))
+		Expect(slugs(r.body["effective_models"])).To(Equal([]string{"demo/echo", "other/slug"}))
+
+		r = call(server, admin, http.MethodPatch, path, map[string]any{"models": []any{model("other/slug", nil, nil)}})
+		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
+		Expect(slugs(r.body["models"])).To(Equal([]string{"other/slug"}))
+		g := groupInSnapshot(child["id"].(string))
+		Expect(g).NotTo(BeNil())
+		Expect(g.Models).To(HaveLen(1))
+		Expect(g.Models[0].Slug).To(Equal("other/slug"))
+
+		r = call(server, admin, http.MethodPatch, path, map[string]any{"metadata": map[string]any{"name": "Renamed"}})
+		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
+		Expect(r.body["metadata"].(map[string]any)["name"]).To(Equal("Renamed"))
+		Expect(slugs(r.body["models"])).To(Equal([]string{"other/slug"}), "a name-only PATCH keeps the models")
+
+		r = call(server, admin, http.MethodPatch, path, map[string]any{"models": []any{}})
+		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
+		Expect(r.body["models"]).To(BeEmpty())
+		Expect(r.body["effective_models"]).To(BeEmpty())
+		Expect(groupInSnapshot(child["id"].(string)).Models).To(BeEmpty())
+	})
+
+	It("refuses a PATCH without metadata.name or models, and any change of hierarchy", func() {
+		path := "/v1/gateway/groups/" + child["id"].(string)
+		expectError(call(server, admin, http.MethodPatch, path, map[string]any{}), http.StatusBadRequest, "invalid_request")
+		expectError(call(server, admin, http.MethodPatch, path, map[string]any{"metadata": map[string]any{}}), http.StatusBadRequest, "invalid_request")
+		r := call(server, admin, http.MethodPatch, path, map[string]any{"hierarchy": map[string]any{"parent_group_id": nil}, "models": []any{}})
+		expectError(r, http.StatusBadRequest, "invalid_request")
+		Expect(r.body["error"]).To(ContainSubstring("hierarchy is immutable"))
+		expectError(call(server, admin, http.MethodPatch, "/v1/gateway/groups/grp-missing0000000", map[string]any{"models": []any{}}),
+			http.StatusNotFound, "not_found")
+	})
+
+	It("gets one group, and answers 404 for an unknown id and 400 for an invalid one", func() {
+		r := call(server, admin, http.MethodGet, "/v1/gateway/groups/"+root["id"].(string), nil)
+		Expect(r.code).To(Equal(http.StatusOK))
+		conform("Group", r.raw)
+		expectError(call(server, admin, http.MethodGet, "/v1/gateway/groups/grp-missing0000000", nil), http.StatusNotFound, "not_found")
+		expectError(call(server, admin, http.MethodGet, "/v1/gateway/groups/Not_A_Valid_ID", nil), http.StatusBadRequest, "invalid_request")
+	})
+
+	It("deletes a group with its subtree and keys, and frees the external id at once", func() {
+		r := call(server, admin, http.MethodPost, "/v1/gateway/groups/"+grandchild["id"].(string)+"/api_keys", map[string]any{"name": "gc"})
+		Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
+
+		r = call(server, admin, http.MethodDelete, "/v1/gateway/groups/"+root["id"].(string), nil)
+		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
+		conform("DeletedGroup", r.raw)
+		Expect(r.body["id"]).To(Equal(root["id"]))
+		Expect(r.body["metadata"]).To(Equal(map[string]any{"name": "Name cust-root", "external_entity_id": "cust-root"}))
+		Expect(groupInSnapshot(root["id"].(string))).To(BeNil())
+
+		By("freeing the external id for immediate reuse")
+		r = call(server, admin, http.MethodPost, "/v1/gateway/groups", groupBody("cust-root", "", nil, model("demo/echo", nil, nil)))
+		Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
+
+		By("removing descendants and their keys")
+		for _, id := range []any{child["id"], grandchild["id"]} {
+			Eventually(func() int {
+				return call(server, admin, http.MethodGet, "/v1/gateway/groups/"+id.(string), nil).code
+			}).WithTimeout(30 * time.Second).Should(Equal(http.StatusNotFound))
+		}
+		Eventually(func() []gatewayv1.APIKey {
+			var keys gatewayv1.APIKeyList
+			Expect(k8s.List(ctx, &keys, client.InNamespace(ns))).To(Succeed())
+			return keys.Items
+		}).WithTimeout(30 * time.Second).Should(BeEmpty())
+		expectError(call(server, admin, http.MethodDelete, "/v1/gateway/groups/"+root["id"].(string), nil), http.StatusNotFound, "not_found")
+	})
+})
+
+var _ = Describe("Group pagination", func() {
+	It("returns every group that exists for the whole drain exactly once while others come and go", func() {
+		ns, admin := workspace(gatewayv1.KeyTypeManageAll, "")
+		mk := func(name string) {
+			g := &gatewayv1.Group{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+			g.Spec.ExternalEntityID = "ext-" + name
+			g.Spec.Models = []gatewayv1.ModelConfig{{Slug: "demo/echo"}}
+			Expect(k8s.Create(ctx, g)).To(Succeed())
+		}
+		del := func(name string) {
+			Expect(k8s.Delete(ctx, &gatewayv1.Group{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})).To(Succeed())
+		}
+		var stable []string
+		for i := range 30 {
+			name := fmt.Sprintf("g-%02d", i)
+			mk(name)
+			if i%5 != 0 {
+				stable = append(stable, name) // every fifth group is deleted during the drain
+			}
+		}
+
+		seen := map[string]int{}
+		cursor, pages := "", 0
+		for {
+			q := url.Values{"limit": {"7"}}
+			if cursor != "" {
+				q.Set("cursor", cursor)
+			}
+			r := call(server, admin, http.MethodGet, "/v1/gateway/groups?"+q.Encode(), nil)
+			Expect(r.code).To(Equal(http.StatusOK), "%s", r)
+			conform("GroupPage", r.raw)
+			for _, it := range r.body["items"].([]any) {
+				seen[it.(map[string]any)["id"].(string)]++
+			}
+			Expect(len(r.body["items"].([]any))).To(BeNumerically("<=", 7))
+			p := r.body["pagination"].(map[string]any)
+			// Churn between pages: new groups before and after the cursor, deletions on both sides.
+			mk(fmt.Sprintf("a-new-%d", pages))
+			mk(fmt.Sprintf("z-new-%d", pages))
+			if pages*5 < 30 {
+				del(fmt.Sprintf("g-%02d", pages*5))
+			}
+			pages++
+			if p["has_more"] == false {
+				Expect(p["cursor"]).To(BeNil())
+				break
+			}
+			Expect(p["cursor"]).NotTo(BeNil())
+			cursor = p["cursor"].(string)
+			Expect(pages).To(BeNumerically("<", 50))
+		}
+		for _, name := range stable {
+			Expect(seen).To(HaveKeyWithValue(name, 1), "group %s", name)
+		}
+		for name, n := range seen {
+			Expect(n).To(Equal(1), "group %s returned %d times", name, n)
+		}
+	})
+
+	It("refuses a bad limit or cursor", func() {
+		_, admin := workspace(gatewayv1.KeyTypeManageAll, "")
+		for _, q := range []string{"limit=0", "limit=1001", "limit=abc", "cursor=not-a-cursor", "cursor=" + url.QueryEscape("!!!")} {
+			expectError(call(server, admin, http.MethodGet, "/v1/gateway/groups?"+q, nil), http.StatusBadRequest, "invalid_request")
+		}
+		r := call(server, admin, http.MethodGet, "/v1/gateway/groups?limit=1000", nil)
+		Expect(r.code).To(Equal(http.StatusOK))
+		Expect(r.body["items"]).To(BeEmpty())
+		Expect(r.body["pagination"]).To(Equal(map[string]any{"has_more": false, "cursor": nil}))
+	})
+})
+
+type fixedUsage struct{ n int64 }
+
+func (u fixedUsage) DailyUsage(_ context.Context, _, _, _, _ string, _ time.Time) (int64, error) {
+	return u.n, nil
+}
+
+var _ = Describe("Group usage", func() {
+	It("reports the group's own DAY limits with current usage and the next UTC midnight", func() {
+		now := time.Date(2026, 3, 14, 15, 9, 26, 0, time.UTC)
+		srv := serve(rest.Options{Usage: fixedUsage{n: 42}, Clock: func() time.Time { return now }})
+		_, admin := workspace(gatewayv1.KeyTypeManageAll, "")
+		r := call(srv, admin, http.MethodPost, "/v1/gateway/groups", groupBody("cust-usage", "", nil,
+			model("demo/echo", []map[string]any{limit("REQUEST", "MINUTE", 10)}, []map[string]any{limit("TOKEN", "DAY", 5000), limit("REQUEST", "DAY", 100)}),
+			model("no/usage", nil, nil)))
+		Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
+		id := r.body["id"].(string)
+
+		r = call(srv, admin, http.MethodGet, "/v1/gateway/groups/"+id+"/usage", nil)
+		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
+		conform("GroupUsage", r.raw)
+		var got struct {
+			GroupID          string                      `json:"group_id"`
+			ExternalEntityID string                      `json:"external_entity_id"`
+			Usage            map[string][]map[string]any `json:"usage"`
+		}
+		Expect(json.Unmarshal(r.raw, &got)).To(Succeed())
+		Expect(got.GroupID).To(Equal(id))
+		Expect(got.ExternalEntityID).To(Equal("cust-usage"))
+		Expect(got.Usage).To(HaveLen(1), "only slugs with usage limits appear")
+		Expect(got.Usage["demo/echo"]).To(ConsistOf(
+			map[string]any{"type": "TOKEN", "unit": "DAY", "threshold": 5000.0, "current_usage": 42.0, "reset_at": "2026-03-15T00:00:00Z"},
+			map[string]any{"type": "REQUEST", "unit": "DAY", "threshold": 100.0, "current_usage": 42.0, "reset_at": "2026-03-15T00:00:00Z"},
+		))
+	})
+})
+
+func slugs(v any) []string {
+	var out []string
+	for _, m := range v.([]any) {
+		out = append(out, m.(map[string]any)["slug"].(string))
+	}
+	slices.Sort(out)
+	return out
+}

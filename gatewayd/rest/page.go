@@ -1,0 +1,131 @@
+package rest
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Pagination does not hand out apiserver continue tokens, which expire after a few minutes. Every list is
+// sorted by an immutable key (an object's name, or a key's prefix) and the cursor is the opaque base64 of the
+// last key returned; the next page is the keys greater than it. A cursor therefore never expires, and an object
+// that exists for the whole drain is returned exactly once, whatever is created or deleted meanwhile.
+
+const (
+	defaultPageSize = 100
+	maxPageSize     = 1000
+)
+
+type page struct {
+	limit int
+	after string // the last key of the previous page, "" for the first
+}
+
+type paginationJSON struct {
+	HasMore bool    `json:"has_more"`
+	Cursor  *string `json:"cursor"`
+}
+
+type pageJSON[T any] struct {
+	Items      []T            `json:"items"`
+	Pagination paginationJSON `json:"pagination"`
+}
+
+// parsePage reads limit and cursor, answering 400 when either is invalid.
+func parsePage(w http.ResponseWriter, r *http.Request) (page, bool) {
+	p := page{limit: defaultPageSize}
+	q := r.URL.Query()
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > maxPageSize {
+			badRequest(w, "limit", "limit must be an integer from 1 to 1000.")
+			return p, false
+		}
+		p.limit = n
+	}
+	if s := q.Get("cursor"); s != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(s)
+		after, ok := strings.CutPrefix(string(raw), "v1:")
+		if err != nil || !ok || after == "" {
+			badRequest(w, "cursor", "cursor is not one this API returned; pass the previous page's pagination.cursor unchanged.")
+			return p, false
+		}
+		p.after = after
+	}
+	return p, true
+}
+
+func encodeCursor(last string) *string {
+	s := base64.RawURLEncoding.EncodeToString([]byte("v1:" + last))
+	return &s
+}
+
+// slice returns the indexes into keys (sorted ascending) of the page, and whether more follow.
+func (p page) slice(keys []string) ([]int, bool) {
+	start := sort.SearchStrings(keys, p.after)
+	for start < len(keys) && p.after != "" && keys[start] <= p.after {
+		start++
+	}
+	end := min(start+p.limit, len(keys))
+	idx := make([]int, 0, end-start)
+	for i := start; i < end; i++ {
+		idx = append(idx, i)
+	}
+	return idx, end < len(keys)
+}
+
+// newPage builds the envelope; the cursor is null once the list is drained.
+func newPage[T any](items []T, more bool, keys []string, sel []int) pageJSON[T] {
+	out := pageJSON[T]{Items: items, Pagination: paginationJSON{HasMore: more}}
+	if more && len(sel) > 0 {
+		out.Pagination.Cursor = encodeCursor(keys[sel[len(sel)-1]])
+	}
+	return out
+}
+
+const base36 = "0123456789abcdefghijklmnopqrstuvwxyz"
+const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+// randomString returns n characters of alphabet from crypto/rand, without modulo bias.
+func randomString(alphabet string, n int) string {
+	out := make([]byte, 0, n)
+	buf := make([]byte, 2*n)
+	limit := 256 - 256%len(alphabet)
+	for len(out) < n {
+		if _, err := rand.Read(buf); err != nil {
+			panic("crypto/rand failed: " + err.Error())
+		}
+		for _, b := range buf {
+			if int(b) < limit && len(out) < n {
+				out = append(out, alphabet[int(b)%len(alphabet)])
+			}
+		}
+	}
+	return string(out)
+}
+
+// newID is a service-assigned object name: prefix plus 16 lowercase base36 characters (about 82 bits).
+func newID(prefix string) string { return prefix + randomString(base36, 16) }
+
+// validName is true for a valid Kubernetes object name, the form of every id in a path.
+func validName(id string) bool {
+	return id != "" && len(validation.IsDNS1123Subdomain(id)) == 0
+}
+
+// validPrefix is true for a possible key prefix: 16 printable ASCII characters without spaces.
+func validPrefix(p string) bool {
+	if len(p) != 16 {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] < '!' || p[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
