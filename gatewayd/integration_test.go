@@ -1,0 +1,621 @@
+package gatewayd_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelgate/modelgate/api/snapshot"
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gatewayd"
+	"github.com/modelgate/modelgate/gatewayd/gatewaytest"
+	"github.com/modelgate/modelgate/gatewayd/limits"
+	"github.com/modelgate/modelgate/test/upstream"
+)
+
+// window is how far the fake clock moves to leave a window: past the rolling window plus one sub-slot
+// (docs/limits.md), or to the next midnight UTC.
+var window = map[gatewayv1.LimitUnit]time.Duration{
+	"SECOND": 1200 * time.Millisecond,
+	"MINUTE": 67 * time.Second,
+	"DAY":    14 * time.Hour, // t0 is 10:00 UTC
+}
+
+// TestThresholdPerModeTypeUnit: a leaf key of a three-level tree, limited by its root, is refused at exactly
+// the threshold, for each mode, type and unit, and is admitted again once the window has passed.
+func TestThresholdPerModeTypeUnit(t *testing.T) {
+	for _, mode := range []gatewayv1.LimitEnforcement{"INDEPENDENT", "CASCADING"} {
+		for _, typ := range []gatewayv1.LimitType{"REQUEST", "TOKEN"} {
+			for _, unit := range []gatewayv1.LimitUnit{"SECOND", "MINUTE", "DAY"} {
+				t.Run(fmt.Sprintf("%s/%s/%s", mode, typ, unit), func(t *testing.T) {
+					// Three calls fit exactly: 3 requests, or 3*7 tokens.
+					threshold := int64(3)
+					if typ == "TOKEN" {
+						threshold = 3 * tokensPerChat
+					}
+					f := newFixture(t, fixtureOpts{mode: mode, groups: tree(func(id string) []gatewayv1.ModelConfig {
+						if id == "root" {
+							return []gatewayv1.ModelConfig{limited(slug, typ, unit, threshold)}
+						}
+						return models(slug)
+					})})
+					for i := range 3 {
+						if r := f.chat("leaf-a", slug); r.status != http.StatusOK {
+							t.Fatalf("call %d: status %d below the threshold: %s", i+1, r.status, r.body)
+						}
+					}
+					r := f.chat("leaf-a", slug)
+					if r.status != http.StatusTooManyRequests {
+						t.Fatalf("call at the threshold: status %d, want 429: %s", r.status, r.body)
+					}
+					body := r.json(t)
+					wantCode := "rate_limited"
+					if unit == "DAY" {
+						wantCode = "usage_limit_exceeded"
+					}
+					if body["error_code"] != wantCode {
+						t.Errorf("error_code = %v, want %s", body["error_code"], wantCode)
+					}
+					detail, _ := body["detail"].(map[string]any)
+					want := map[string]any{"slug": slug, "type": string(typ), "unit": string(unit), "threshold": float64(threshold), "source_group": "root"}
+					for k, v := range want {
+						if detail[k] != v {
+							t.Errorf("detail.%s = %v, want %v", k, detail[k], v)
+						}
+					}
+					if r.header.Get("Retry-After") == "" {
+						t.Error("429 without Retry-After")
+					}
+					f.clock.SetTime(t0.Add(window[unit]))
+					if r := f.chat("leaf-a", slug); r.status != http.StatusOK {
+						t.Fatalf("call after the window: status %d: %s", r.status, r.body)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestSiblingsSharePoolOnlyWhenCascading: two leaves under a mid group that declares the limit. CASCADING
+// siblings draw one pool and their sum never exceeds it; INDEPENDENT siblings each have their own.
+func TestSiblingsSharePoolOnlyWhenCascading(t *testing.T) {
+	for _, tc := range []struct {
+		mode gatewayv1.LimitEnforcement
+		// admitted is how many calls pass in total when both leaves call alternately, 10 times each.
+		admitted int
+	}{{"CASCADING", 4}, {"INDEPENDENT", 8}} {
+		t.Run(string(tc.mode), func(t *testing.T) {
+			f := newFixture(t, fixtureOpts{mode: tc.mode, groups: tree(func(id string) []gatewayv1.ModelConfig {
+				if id == "mid" {
+					return []gatewayv1.ModelConfig{limited(slug, "REQUEST", "MINUTE", 4)}
+				}
+				return models(slug)
+			})})
+			admitted := map[string]int{}
+			for range 10 {
+				for _, leaf := range []string{"leaf-a", "leaf-b"} {
+					r := f.chat(leaf, slug)
+					switch r.status {
+					case http.StatusOK:
+						admitted[leaf]++
+					case http.StatusTooManyRequests:
+					default:
+						t.Fatalf("%s: status %d: %s", leaf, r.status, r.body)
+					}
+				}
+			}
+			if got := admitted["leaf-a"] + admitted["leaf-b"]; got != tc.admitted {
+				t.Fatalf("admitted %v (sum %d), want a sum of %d", admitted, got, tc.admitted)
+			}
+			if tc.mode == "INDEPENDENT" && (admitted["leaf-a"] != 4 || admitted["leaf-b"] != 4) {
+				t.Fatalf("admitted %v: independent siblings must each get 4", admitted)
+			}
+		})
+	}
+}
+
+// TestSlugBudgetsAreSeparate: spending one slug's budget never draws down another's.
+func TestSlugBudgetsAreSeparate(t *testing.T) {
+	const other = "demo/other"
+	f := newFixture(t, fixtureOpts{mode: "CASCADING",
+		groups: tree(func(id string) []gatewayv1.ModelConfig {
+			if id == "root" {
+				return []gatewayv1.ModelConfig{limited(slug, "REQUEST", "MINUTE", 1), limited(other, "REQUEST", "MINUTE", 1)}
+			}
+			return models(slug, other)
+		}),
+		endpoints: []snapshot.Endpoint{{ID: "other", Slug: other, Targets: []snapshot.Target{{Provider: "OPENAI", BaseURL: "http://127.0.0.1:1/v1"}}}},
+	})
+	f.snap.Endpoints[1].Targets[0].BaseURL = f.upstream.BaseURL()
+	f.publish()
+	if r := f.chat("leaf-a", slug); r.status != http.StatusOK {
+		t.Fatalf("first call: %d %s", r.status, r.body)
+	}
+	if r := f.chat("leaf-a", slug); r.status != http.StatusTooManyRequests {
+		t.Fatalf("second call of %s: %d, want 429", slug, r.status)
+	}
+	if r := f.chat("leaf-a", other); r.status != http.StatusOK {
+		t.Fatalf("%s was drawn down by %s: %d %s", other, slug, r.status, r.body)
+	}
+}
+
+// TestRejectedCallChargesNothing: a call refused by the mid group's limit charges neither the leaf's own
+// bucket nor any ancestor's, the root included.
+func TestRejectedCallChargesNothing(t *testing.T) {
+	f := newFixture(t, fixtureOpts{mode: "CASCADING", groups: tree(func(id string) []gatewayv1.ModelConfig {
+		switch id {
+		case "root":
+			return []gatewayv1.ModelConfig{limited(slug, "REQUEST", "MINUTE", 10)}
+		case "mid":
+			return []gatewayv1.ModelConfig{limited(slug, "REQUEST", "MINUTE", 2)}
+		case "leaf-a":
+			return []gatewayv1.ModelConfig{limited(slug, "REQUEST", "MINUTE", 5)}
+		}
+		return models(slug)
+	})})
+	for range 2 {
+		if r := f.chat("leaf-a", slug); r.status != http.StatusOK {
+			t.Fatalf("status %d: %s", r.status, r.body)
+		}
+	}
+	for range 3 {
+		r := f.chat("leaf-a", slug)
+		if r.status != http.StatusTooManyRequests {
+			t.Fatalf("status %d, want 429", r.status)
+		}
+		if sg := r.json(t)["detail"].(map[string]any)["source_group"]; sg != "mid" {
+			t.Fatalf("refused by %v, want mid", sg)
+		}
+	}
+	for _, g := range []string{"leaf-a", "mid", "root"} {
+		k := limits.BucketKey{Namespace: f.ns, Group: g, Slug: slug, Type: limits.Request, Unit: limits.Minute}
+		if got := f.store.Usage(k, f.clock.Now()); got != 2 {
+			t.Errorf("bucket of %s holds %d after three refusals, want 2", g, got)
+		}
+	}
+	if n := len(f.upstream.Requests()); n != 2 {
+		t.Errorf("upstream got %d calls, want 2: refused calls must not be forwarded", n)
+	}
+}
+
+// TestForwarding: the upstream gets the Secret's key as Bearer, the target model, and the rest of the body
+// unchanged; errors map as DESIGN.md says.
+func TestForwarding(t *testing.T) {
+	slow := upstream.New(upstream.Options{Delay: 30 * time.Second})
+	t.Cleanup(slow.Close)
+	f := newFixture(t, fixtureOpts{mode: "INDEPENDENT",
+		groups: []gatewaytest.Group{{ID: "root", Models: models(slug, "broken", "down", "slow", "unrouted")}},
+		endpoints: []snapshot.Endpoint{
+			{ID: "broken", Slug: "broken", Targets: []snapshot.Target{{Provider: "OPENAI", BaseURL: "http://127.0.0.1:1/v1", TargetModel: "status-503"}}},
+			{ID: "down", Slug: "down", Targets: []snapshot.Target{{Provider: "OPENAI", BaseURL: "http://127.0.0.1:1/v1"}}},
+			{ID: "slow", Slug: "slow", TimeoutMillis: 200, Targets: []snapshot.Target{{Provider: "OPENAI", BaseURL: slow.BaseURL()}}},
+		},
+	})
+	f.snap.Endpoints[1].Targets[0].BaseURL = f.upstream.BaseURL()
+	f.publish()
+
+	body := map[string]any{"model": slug, "temperature": 0.25, "messages": []any{map[string]any{"role": "user", "content": "one two three"}}, "user": "u-1"}
+	r := f.post("/v1/chat/completions", "Api-Key "+f.keys["root"], body)
+	if r.status != http.StatusOK {
+		t.Fatalf("status %d: %s", r.status, r.body)
+	}
+	got, _ := f.upstream.Last()
+	if got.Path != "/v1/chat/completions" {
+		t.Errorf("upstream path %q", got.Path)
+	}
+	if a := got.Header.Get("Authorization"); a != "Bearer "+upstreamKey {
+		t.Errorf("upstream Authorization = %q, want the Secret's key as Bearer", a)
+	}
+	var fwd map[string]any
+	if err := json.Unmarshal(got.Body, &fwd); err != nil {
+		t.Fatal(err)
+	}
+	body["model"] = "echo-large"
+	wantJSON, _ := json.Marshal(body)
+	gotJSON, _ := json.Marshal(fwd)
+	if string(wantJSON) != string(gotJSON) {
+		t.Errorf("forwarded body\n got %s\nwant %s", gotJSON, wantJSON)
+	}
+	if u := r.json(t)["usage"].(map[string]any); u["prompt_tokens"] != float64(3) {
+		t.Errorf("usage not relayed: %v", u)
+	}
+
+	for _, tc := range []struct {
+		path, model string
+		status      int
+		code        string
+	}{
+		{"/v1/completions", slug, 200, ""},
+		{"/v1/embeddings", slug, 200, ""},
+		{"/v1/chat/completions", "not-a-slug", 404, "model_does_not_exist"},
+		{"/v1/chat/completions", "broken", 503, ""}, // the upstream's own 503 body, passed through
+		{"/v1/chat/completions", "down", 502, "model_unavailable"},
+		{"/v1/chat/completions", "slow", 504, "timeout"},
+		{"/v1/chat/completions", "unrouted", 503, "model_not_ready"},
+	} {
+		r := f.post(tc.path, "Api-Key "+f.keys["root"], map[string]any{"model": tc.model, "prompt": "a b", "input": "a b", "messages": []any{}})
+		if r.status != tc.status {
+			t.Errorf("%s %s: status %d, want %d: %s", tc.path, tc.model, r.status, tc.status, r.body)
+			continue
+		}
+		if tc.code != "" {
+			if c := r.json(t)["error_code"]; c != tc.code {
+				t.Errorf("%s %s: error_code %v, want %s", tc.path, tc.model, c, tc.code)
+			}
+		}
+		if tc.model == "broken" && !strings.Contains(string(r.body), "fake upstream failure 503") {
+			t.Errorf("upstream error body not passed through: %s", r.body)
+		}
+	}
+}
+
+// TestAuth: only the Api-Key scheme works for federated keys, and Bearer is refused with a message naming it.
+func TestAuth(t *testing.T) {
+	f := newFixture(t, fixtureOpts{mode: "INDEPENDENT", groups: []gatewaytest.Group{{ID: "root", Models: models(slug)}}})
+	body := map[string]any{"model": slug, "messages": []any{}}
+	for _, tc := range []struct {
+		name, auth string
+		status     int
+		mention    string
+	}{
+		{"Bearer", "Bearer " + f.keys["root"], 401, "Api-Key"},
+		{"missing", "", 401, "Api-Key"},
+		{"wrong secret", "Api-Key " + f.keys["root"][:17] + strings.Repeat("x", 32), 401, "Invalid"},
+		{"short", "Api-Key abc", 401, "Invalid"},
+		{"Api-Key", "Api-Key " + f.keys["root"], 200, ""},
+		{"lowercase scheme", "api-key " + f.keys["root"], 200, ""},
+	} {
+		r := f.post("/v1/chat/completions", tc.auth, body)
+		if r.status != tc.status {
+			t.Errorf("%s: status %d, want %d: %s", tc.name, r.status, tc.status, r.body)
+			continue
+		}
+		if tc.mention != "" {
+			if msg, _ := r.json(t)["error"].(string); !strings.Contains(msg, tc.mention) {
+				t.Errorf("%s: error %q does not mention %q", tc.name, msg, tc.mention)
+			}
+		}
+	}
+}
+
+// TestRevocation: a snapshot without a key, or without a group and its subtree, makes the next call 401.
+func TestRevocation(t *testing.T) {
+	f := newFixture(t, fixtureOpts{mode: "CASCADING", groups: tree(func(string) []gatewayv1.ModelConfig { return models(slug) })})
+	for _, g := range []string{"leaf-a", "leaf-b", "mid"} {
+		if r := f.chat(g, slug); r.status != http.StatusOK {
+			t.Fatalf("%s before revocation: %d", g, r.status)
+		}
+	}
+	// Delete leaf-a's key.
+	f.snap.APIKeys = dropKeys(f.snap.APIKeys, "leaf-a")
+	f.publish()
+	if r := f.chat("leaf-a", slug); r.status != http.StatusUnauthorized {
+		t.Fatalf("revoked key: status %d, want 401", r.status)
+	}
+	if r := f.chat("leaf-b", slug); r.status != http.StatusOK {
+		t.Fatalf("other key of the tree: status %d, want 200", r.status)
+	}
+	// Delete the mid group: it and its subtree leave the snapshot.
+	var groups []snapshot.Group
+	for _, g := range f.snap.Groups {
+		if g.ID == "root" {
+			groups = append(groups, g)
+		}
+	}
+	f.snap.Groups = groups
+	f.snap.APIKeys = dropKeys(f.snap.APIKeys, "mid", "leaf-b")
+	f.publish()
+	for _, g := range []string{"mid", "leaf-b"} {
+		if r := f.chat(g, slug); r.status != http.StatusUnauthorized {
+			t.Fatalf("%s after its group was deleted: status %d, want 401", g, r.status)
+		}
+	}
+	if r := f.chat("root", slug); r.status != http.StatusOK {
+		t.Fatalf("root: status %d", r.status)
+	}
+}
+
+func dropKeys(keys []snapshot.APIKey, groups ...string) []snapshot.APIKey {
+	var out []snapshot.APIKey
+	for _, k := range keys {
+		drop := false
+		for _, g := range groups {
+			drop = drop || k.GroupID == g
+		}
+		if !drop {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// TestBadSnapshotsKeepLastGood: corrupt, older and partial snapshots are refused with a metric, and the last
+// good one keeps serving; a good chunked snapshot then loads.
+func TestBadSnapshotsKeepLastGood(t *testing.T) {
+	f := newFixture(t, fixtureOpts{mode: "INDEPENDENT", groups: []gatewaytest.Group{{ID: "root", Models: models(slug)}, {ID: "other", Models: models(slug)}}})
+	ctx := context.Background()
+	// The next snapshot revokes root's key, so serving it by mistake would show.
+	next := *f.snap
+	next.APIKeys = dropKeys(f.snap.APIKeys, "root")
+	payload, sum, err := snapshot.Encode(&next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	corrupt := append([]byte(nil), payload...)
+	corrupt[len(corrupt)/2] ^= 0xff
+
+	errorsBefore := f.metric(`modelgate_snapshot_load_errors_total{namespace="` + f.ns + `"}`)
+	steps := []struct {
+		name    string
+		publish func() error
+	}{
+		{"corrupt payload", func() error { return gatewaytest.PublishPayload(ctx, cs, f.ns, 2, sum, corrupt, 0) }},
+		{"corrupt chunk", func() error { return gatewaytest.PublishPayload(ctx, cs, f.ns, 3, sum, corrupt, 64) }},
+		{"not gzip", func() error {
+			return gatewaytest.PublishPayload(ctx, cs, f.ns, 4, snapshot.Checksum([]byte("junk")), []byte("junk"), 0)
+		}},
+		{"wrong namespace", func() error {
+			other := next
+			other.Namespace = "someone-else"
+			payload, sum, err := snapshot.Encode(&other)
+			if err != nil {
+				return err
+			}
+			return gatewaytest.PublishPayload(ctx, cs, f.ns, 5, sum, payload, 0)
+		}},
+	}
+	for i, s := range steps {
+		if err := s.publish(); err != nil {
+			t.Fatal(err)
+		}
+		want := errorsBefore + float64(i+1)
+		if !f.waitMetric(`modelgate_snapshot_load_errors_total{namespace="`+f.ns+`"}`, want) {
+			t.Fatalf("%s: load error not counted (want %v)", s.name, want)
+		}
+		if v := f.gw.View().Namespace(f.ns).Version; v != 1 {
+			t.Fatalf("%s: serving version %d, want the last good 1", s.name, v)
+		}
+		if r := f.chat("root", slug); r.status != http.StatusOK {
+			t.Fatalf("%s: last good snapshot not serving: %d", s.name, r.status)
+		}
+	}
+	// A good chunked snapshot loads.
+	if err := gatewaytest.Publish(ctx, cs, &next, 6, 64); err != nil {
+		t.Fatal(err)
+	}
+	if err := gatewaytest.WaitVersion(f.gw, f.ns, 6, loadDeadline); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.chat("root", slug); r.status != http.StatusUnauthorized {
+		t.Fatalf("chunked snapshot v6 not applied: root's key still works (%d)", r.status)
+	}
+	if v := f.metric(`modelgate_snapshot_version{namespace="` + f.ns + `"}`); v != 6 {
+		t.Errorf("modelgate_snapshot_version = %v, want 6", v)
+	}
+	// An older version is refused.
+	if err := gatewaytest.Publish(ctx, cs, f.snap, 3, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !f.waitMetric(`modelgate_snapshot_load_errors_total{namespace="`+f.ns+`"}`, errorsBefore+float64(len(steps)+1)) {
+		t.Fatal("older version not counted as a load error")
+	}
+	if r := f.chat("root", slug); r.status != http.StatusUnauthorized {
+		t.Fatalf("older snapshot was applied: %d", r.status)
+	}
+}
+
+// metric scrapes /metrics for one series; -1 when absent.
+func (f *fixture) metric(series string) float64 {
+	resp, err := http.Get(f.url + "/metrics")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, series+" "); ok {
+			var v float64
+			fmt.Sscan(rest, &v)
+			return v
+		}
+	}
+	if strings.Contains(series, "_total") {
+		return 0
+	}
+	return -1
+}
+
+func (f *fixture) waitMetric(series string, want float64) bool {
+	for range 3000 {
+		if f.metric(series) >= want {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return false
+}
+
+// TestStreaming: chunks reach the client one by one (the upstream sends chunk i+1 only after the client has
+// read chunk i), the hidden usage chunk is stripped unless asked for, and tokens are counted from it.
+func TestStreaming(t *testing.T) {
+	gate := make(chan struct{})
+	const deltas = 4
+	for _, wantUsage := range []bool{false, true} {
+		t.Run(fmt.Sprintf("include_usage=%v", wantUsage), func(t *testing.T) {
+			f := newFixture(t, fixtureOpts{mode: "CASCADING",
+				upstream: upstream.Options{Gate: gate, StreamDeltas: deltas, CompletionTokens: 11},
+				groups: []gatewaytest.Group{{ID: "root", Models: []gatewayv1.ModelConfig{
+					limited(slug, "TOKEN", "MINUTE", 1000)}}}})
+			body := map[string]any{"model": slug, "stream": true, "messages": []any{map[string]any{"role": "user", "content": "one two three four"}}}
+			if wantUsage {
+				body["stream_options"] = map[string]any{"include_usage": true}
+			}
+			b, _ := json.Marshal(body)
+			req, _ := http.NewRequest(http.MethodPost, f.url+"/v1/chat/completions", strings.NewReader(string(b)))
+			req.Header.Set("Authorization", "Api-Key "+f.keys["root"])
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+				t.Fatalf("status %d, content type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+			}
+			br := bufio.NewReader(resp.Body)
+			for i := range deltas {
+				// The upstream may send chunk i now, and not before.
+				select {
+				case gate <- struct{}{}:
+				case <-time.After(loadDeadline):
+					t.Fatalf("the upstream never asked for chunk %d", i)
+				}
+				data := readSSE(t, br)
+				if want := fmt.Sprintf(`"content":"tok%d "`, i); !strings.Contains(data, want) {
+					t.Fatalf("chunk %d = %s, want %s", i, data, want)
+				}
+			}
+			var rest []string
+			for {
+				d := readSSE(t, br)
+				rest = append(rest, d)
+				if d == "[DONE]" {
+					break
+				}
+			}
+			sawUsage := false
+			for _, d := range rest {
+				sawUsage = sawUsage || strings.Contains(d, `"prompt_tokens"`)
+			}
+			if sawUsage != wantUsage {
+				t.Fatalf("usage chunk delivered = %v, want %v (rest of stream: %q)", sawUsage, wantUsage, rest)
+			}
+			got, _ := f.upstream.Last()
+			if !strings.Contains(string(got.Body), `"stream_options":{"include_usage":true}`) {
+				t.Errorf("upstream was not asked for usage: %s", got.Body)
+			}
+			// 4 prompt words + 11 completion tokens, from the final usage chunk. Settling follows the last
+			// write to the client, so wait for it.
+			k := limits.BucketKey{Namespace: f.ns, Group: "root", Slug: slug, Type: limits.Token, Unit: limits.Minute}
+			deadline := time.Now().Add(loadDeadline)
+			for f.store.Usage(k, f.clock.Now()) != 15 && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if n := f.store.Usage(k, f.clock.Now()); n != 15 {
+				t.Fatalf("TOKEN bucket holds %d, want 15", n)
+			}
+		})
+	}
+}
+
+// TestMetrics: the SPEC.md series carry the snapshot's external id and slug, and unknown slugs get no label.
+func TestMetrics(t *testing.T) {
+	f := newFixture(t, fixtureOpts{mode: "INDEPENDENT", groups: []gatewaytest.Group{{ID: "root", Models: []gatewayv1.ModelConfig{
+		limited(slug, "REQUEST", "MINUTE", 1)}}}})
+	f.chat("root", slug)
+	f.chat("root", slug)
+	f.chat("root", "made-up-by-the-caller")
+	for series, want := range map[string]float64{
+		`service_model_api_inference_requests_total{external_entity_id="ext-root",model="demo/echo",status_code="200"}`: 1,
+		`service_model_api_inference_requests_total{external_entity_id="ext-root",model="demo/echo",status_code="429"}`: 1,
+		`service_model_api_inference_requests_total{external_entity_id="ext-root",model="",status_code="404"}`:          1,
+		`service_model_api_tokens_total{external_entity_id="ext-root",model="demo/echo",token_type="input"}`:            2,
+		`service_model_api_tokens_total{external_entity_id="ext-root",model="demo/echo",token_type="output"}`:           5,
+	} {
+		if got := f.metric(series); got != want {
+			t.Errorf("%s = %v, want %v", series, got, want)
+		}
+	}
+	if f.metric(`service_model_api_inference_requests_total{external_entity_id="ext-root",model="made-up-by-the-caller",status_code="404"}`) > 0 {
+		t.Error("a caller-supplied slug became a label value")
+	}
+}
+
+// TestPredict: workspace keys that may invoke forward any body unchanged to the Endpoint's /predict.
+func TestPredict(t *testing.T) {
+	invoke, invokeRec := gatewaytest.NewWorkspaceKey("invoke", "WORKSPACE_INVOKE")
+	metrics, metricsRec := gatewaytest.NewWorkspaceKey("metrics", "WORKSPACE_EXPORT_METRICS")
+	f := newFixture(t, fixtureOpts{mode: "INDEPENDENT", groups: []gatewaytest.Group{{ID: "root", Models: models(slug)}},
+		endpoints: []snapshot.Endpoint{{ID: "m1", Slug: "m1", Targets: []snapshot.Target{{Provider: "OPENAI", BaseURL: "http://placeholder/v1"}}}},
+		workspace: []snapshot.WorkspaceAPIKey{invokeRec, metricsRec}})
+	f.snap.Endpoints[1].Targets[0].BaseURL = f.upstream.BaseURL()
+	f.publish()
+	payload := "\x00\x01binary\xffpayload"
+	for _, tc := range []struct {
+		name, auth, model string
+		status            int
+	}{
+		{"Bearer", "Bearer " + invoke, "m1", 200},
+		{"Api-Key", "Api-Key " + invoke, "m1", 200},
+		{"metrics key", "Bearer " + metrics, "m1", 403},
+		{"federated key", "Bearer " + f.keys["root"], "m1", 401},
+		{"unknown model", "Bearer " + invoke, "nope", 404},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, f.url+"/models/"+tc.model+"/production/predict", strings.NewReader(payload))
+		req.Header.Set("Content-Type", "application/octet-stream")
+		req.Header.Set("Authorization", tc.auth)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s: status %d, want %d: %s", tc.name, resp.StatusCode, tc.status, b)
+			continue
+		}
+		if tc.status == 200 {
+			got, _ := f.upstream.Last()
+			if string(got.Body) != payload || got.Path != "/v1/predict" || string(b) != payload {
+				t.Errorf("%s: upstream got %q at %s, client got %q", tc.name, got.Body, got.Path, b)
+			}
+			if ct := got.Header.Get("Content-Type"); ct != "application/octet-stream" {
+				t.Errorf("%s: content type %q not forwarded", tc.name, ct)
+			}
+		}
+	}
+}
+
+// TestClientDisconnectCancelsUpstream: a streaming client that goes away cancels the upstream call.
+func TestClientDisconnectCancelsUpstream(t *testing.T) {
+	gate := make(chan struct{}, 1)
+	f := newFixture(t, fixtureOpts{mode: "INDEPENDENT", upstream: upstream.Options{Gate: gate, StreamDeltas: 5},
+		groups: []gatewaytest.Group{{ID: "root", Models: models(slug)}}})
+	ctx, cancel := context.WithCancel(context.Background())
+	b, _ := json.Marshal(map[string]any{"model": slug, "stream": true, "messages": []any{}})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, f.url+"/v1/chat/completions", strings.NewReader(string(b)))
+	req.Header.Set("Authorization", "Api-Key "+f.keys["root"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate <- struct{}{}
+	readSSE(t, bufio.NewReader(resp.Body))
+	cancel() // the client leaves with four chunks to go
+	resp.Body.Close()
+	deadline := time.Now().Add(loadDeadline)
+	for f.upstream.Cancelled() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if f.upstream.Cancelled() != 1 {
+		t.Fatal("the upstream call was not cancelled when the client left")
+	}
+}
+
+// TestBodyCap: a body over the cap is refused before anything is forwarded.
+func TestBodyCap(t *testing.T) {
+	f := newFixture(t, fixtureOpts{mode: "INDEPENDENT", groups: []gatewaytest.Group{{ID: "root", Models: models(slug)}}})
+	huge := strings.Repeat("word ", gatewayd.DefaultMaxBodyBytes/5+1)
+	r := f.post("/v1/chat/completions", "Api-Key "+f.keys["root"], map[string]any{"model": slug, "messages": []any{map[string]any{"content": huge}}})
+	if r.status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("status %d, want 413", r.status)
+	}
+	if n := len(f.upstream.Requests()); n != 0 {
+		t.Fatalf("upstream got %d calls", n)
+	}
+}

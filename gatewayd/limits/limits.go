@@ -1,0 +1,137 @@
+// Package limits is gatewayd's limit engine: it decides, for one (group, slug) call, whether every applicable
+// rate and usage limit has room, and charges them all together or not at all. Counters live behind the Store
+// interface so that the same Plan can be enforced in memory (this package), in Redis (one Lua script per
+// check) or with DAY counters persisted in bbolt. Plans are built once per snapshot load, off the hot path;
+// counters are keyed by (namespace, metering group, slug, type, unit) and never by snapshot, so a threshold
+// change applies at once and keeps the counts already made.
+package limits
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Type is what a limit counts.
+type Type uint8
+
+const (
+	// Request counts calls; it is charged before forwarding.
+	Request Type = iota
+	// Token counts prompt plus completion tokens; it refuses when exhausted and is charged after the response.
+	Token
+	numTypes
+)
+
+// Unit is the window of a limit.
+type Unit uint8
+
+const (
+	// Second is a rolling one-second window.
+	Second Unit = iota
+	// Minute is a rolling one-minute window.
+	Minute
+	// Day is the calendar day in UTC, reset at midnight.
+	Day
+	numUnits
+)
+
+// String returns the API name of the type.
+func (t Type) String() string {
+	switch t {
+	case Request:
+		return "REQUEST"
+	case Token:
+		return "TOKEN"
+	}
+	return fmt.Sprintf("Type(%d)", uint8(t))
+}
+
+// String returns the API name of the unit.
+func (u Unit) String() string {
+	switch u {
+	case Second:
+		return "SECOND"
+	case Minute:
+		return "MINUTE"
+	case Day:
+		return "DAY"
+	}
+	return fmt.Sprintf("Unit(%d)", uint8(u))
+}
+
+// ParseType parses an API type name.
+func ParseType(s string) (Type, error) {
+	switch s {
+	case "REQUEST":
+		return Request, nil
+	case "TOKEN":
+		return Token, nil
+	}
+	return 0, fmt.Errorf("unknown limit type %q: want REQUEST or TOKEN", s)
+}
+
+// ParseUnit parses an API unit name.
+func ParseUnit(s string) (Unit, error) {
+	switch s {
+	case "SECOND":
+		return Second, nil
+	case "MINUTE":
+		return Minute, nil
+	case "DAY":
+		return Day, nil
+	}
+	return 0, fmt.Errorf("unknown limit unit %q: want SECOND, MINUTE or DAY", s)
+}
+
+// BucketKey names one counter. It is independent of the snapshot, so counts survive a reload.
+type BucketKey struct {
+	Namespace string
+	// Group is the metering group: the caller's own group in INDEPENDENT mode, the declaring group in CASCADING.
+	Group string
+	Slug  string
+	Type  Type
+	Unit  Unit
+}
+
+// Limit is one enforced ceiling and the bucket it charges.
+type Limit struct {
+	Key       BucketKey
+	Threshold int64
+	// SourceGroup is the group that declared the threshold, reported in a 429.
+	SourceGroup string
+}
+
+// Plan is every limit that applies to calls of one (group, slug), nearest group first, so that the first limit
+// hit is the one reported. A Plan is immutable once bound; Handle holds the Store's precomputed references.
+type Plan struct {
+	Limits []Limit
+	// Handle is set by Store.Bind and read only by that Store.
+	Handle any
+}
+
+// Result is the outcome of Admit.
+type Result struct {
+	// Allowed is true when every limit had room and the REQUEST buckets were charged.
+	Allowed bool
+	// Hit is the index in Plan.Limits of the first limit that refused, -1 when allowed.
+	Hit int
+	// RetryAfter is when the refusing bucket is expected to have room again.
+	RetryAfter time.Duration
+}
+
+// Store keeps the counters. Implementations must make Admit all-or-nothing across every bucket of the plan:
+// either every REQUEST bucket is charged by one, or nothing is.
+type Store interface {
+	// Bind precomputes the store's references for the buckets of p (for example pointers, or Redis keys and
+	// the script's arguments). It is called once per snapshot load, never on the hot path.
+	Bind(p *Plan) error
+	// Admit checks every limit of p at now: a REQUEST limit needs room for one more call, a TOKEN limit must not
+	// be exhausted. When all pass, it charges one to every REQUEST bucket.
+	Admit(ctx context.Context, p *Plan, now time.Time) (Result, error)
+	// Settle charges tokens to every TOKEN bucket of p, after the response reported them. It never refuses.
+	Settle(ctx context.Context, p *Plan, tokens int64, now time.Time) error
+}
+
+// Empty reports whether a plan has no limit, so callers can skip the store.
+func (p *Plan) Empty() bool { return p == nil || len(p.Limits) == 0 }

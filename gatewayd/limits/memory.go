@@ -1,0 +1,265 @@
+package limits
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+)
+
+// slots is the number of sub-slots a rolling window is cut into. See docs/limits.md for the algorithm and its
+// worst-case error: a window counts the last slots+1 sub-slots, so it never admits more than the threshold in
+// any interval of the window's length, and may hold capacity back for at most one sub-slot (window/slots).
+const slots = 10
+
+// slotWidth is the width of one sub-slot per rolling unit.
+var slotWidth = [2]int64{
+	Second: int64(time.Second) / slots,
+	Minute: int64(time.Minute) / slots,
+}
+
+const nanosPerDay = int64(24 * time.Hour)
+
+// Memory is the in-memory Store: one process, exact, all-or-nothing under per-cell locks taken in a fixed
+// order. A cell holds every counter of one (namespace, metering group, slug), so a five-level chain takes at
+// most five locks whatever the number of limits per level.
+type Memory struct {
+	mu     sync.Mutex
+	cells  map[cellKey]*cell
+	nextID uint64
+}
+
+// NewMemory returns an empty in-memory store.
+func NewMemory() *Memory { return &Memory{cells: map[cellKey]*cell{}} }
+
+type cellKey struct{ namespace, group, slug string }
+
+type cell struct {
+	mu sync.Mutex
+	// id orders lock acquisition, so two plans sharing cells can never deadlock.
+	id   uint64
+	roll [numTypes][2]window
+	day  [numTypes]dayCounter
+}
+
+// window is a sliding counter over slots+1 sub-slots: the current one and the slots before it.
+type window struct {
+	last  int64 // index of the newest sub-slot reached
+	total int64 // sum of n
+	n     [slots + 1]int64
+}
+
+type dayCounter struct{ day, n int64 }
+
+// advance moves the window to sub-slot idx, dropping the sub-slots that fell out. A clock that goes back is
+// treated as standing still, so counts are never lost to skew.
+func (w *window) advance(idx int64) {
+	if idx <= w.last {
+		return
+	}
+	if idx-w.last > slots {
+		w.n = [slots + 1]int64{}
+		w.total = 0
+	} else {
+		for i := w.last + 1; i <= idx; i++ {
+			j := i % (slots + 1)
+			w.total -= w.n[j]
+			w.n[j] = 0
+		}
+	}
+	w.last = idx
+}
+
+func (w *window) add(v int64) {
+	w.n[w.last%(slots+1)] += v
+	w.total += v
+}
+
+// retryAfter is how long until at least need units leave the window.
+func (w *window) retryAfter(need int64, width, now int64) time.Duration {
+	var released int64
+	for i := w.last - slots; i <= w.last; i++ {
+		released += w.n[((i%(slots+1))+(slots+1))%(slots+1)]
+		if released >= need {
+			// Sub-slot i stops counting once the window reaches i+slots+1.
+			return time.Duration((i+slots+1)*width - now)
+		}
+	}
+	return time.Duration((w.last+slots+1)*width - now)
+}
+
+func (d *dayCounter) advance(day int64) {
+	if day > d.day {
+		d.day, d.n = day, 0
+	}
+}
+
+// memHandle is the bound form of a Plan: one ref per limit and the distinct cells in lock order.
+type memHandle struct {
+	refs  []ref
+	cells []*cell
+}
+
+type ref struct {
+	c *cell
+	t Type
+	u Unit
+	// charge is false for a repeated bucket key, so one call never charges a counter twice.
+	charge bool
+}
+
+// Bind resolves the cells of p, creating them on first use. Cells are never replaced, which is what keeps
+// counts across snapshots.
+func (m *Memory) Bind(p *Plan) error {
+	h := &memHandle{refs: make([]ref, len(p.Limits))}
+	m.mu.Lock()
+	for i, l := range p.Limits {
+		if l.Key.Type >= numTypes || l.Key.Unit >= numUnits {
+			m.mu.Unlock()
+			return errors.New("limit has an unknown type or unit")
+		}
+		k := cellKey{l.Key.Namespace, l.Key.Group, l.Key.Slug}
+		c := m.cells[k]
+		if c == nil {
+			m.nextID++
+			c = &cell{id: m.nextID}
+			m.cells[k] = c
+		}
+		// Plans are short (at most six limits per level), so a scan beats a map here.
+		first := !slices.ContainsFunc(p.Limits[:i], func(o Limit) bool { return o.Key == l.Key })
+		h.refs[i] = ref{c: c, t: l.Key.Type, u: l.Key.Unit, charge: first}
+		if !slices.Contains(h.cells, c) {
+			h.cells = append(h.cells, c)
+		}
+	}
+	m.mu.Unlock()
+	slices.SortFunc(h.cells, func(a, b *cell) int { return int(a.id) - int(b.id) })
+	p.Handle = h
+	return nil
+}
+
+var errUnbound = errors.New("limit plan is not bound to this store")
+
+func (m *Memory) handle(p *Plan) (*memHandle, error) {
+	h, ok := p.Handle.(*memHandle)
+	if !ok {
+		return nil, errUnbound
+	}
+	return h, nil
+}
+
+func lockAll(cells []*cell) {
+	for _, c := range cells {
+		c.mu.Lock()
+	}
+}
+
+func unlockAll(cells []*cell) {
+	for i := len(cells) - 1; i >= 0; i-- {
+		cells[i].mu.Unlock()
+	}
+}
+
+// current returns the count of r's bucket at now, after expiring what fell out of its window.
+func (r *ref) current(secIdx, minIdx, day int64) int64 {
+	switch r.u {
+	case Second:
+		w := &r.c.roll[r.t][Second]
+		w.advance(secIdx)
+		return w.total
+	case Minute:
+		w := &r.c.roll[r.t][Minute]
+		w.advance(minIdx)
+		return w.total
+	default:
+		d := &r.c.day[r.t]
+		d.advance(day)
+		return d.n
+	}
+}
+
+func (r *ref) add(v int64) {
+	if r.u == Day {
+		r.c.day[r.t].n += v
+		return
+	}
+	r.c.roll[r.t][r.u].add(v)
+}
+
+func (r *ref) retryAfter(threshold, now int64) time.Duration {
+	if r.u == Day {
+		return time.Duration((now/nanosPerDay+1)*nanosPerDay - now)
+	}
+	w := &r.c.roll[r.t][r.u]
+	return w.retryAfter(w.total+1-threshold, slotWidth[r.u], now)
+}
+
+// Admit implements Store.
+func (m *Memory) Admit(_ context.Context, p *Plan, now time.Time) (Result, error) {
+	if len(p.Limits) == 0 {
+		return Result{Allowed: true, Hit: -1}, nil
+	}
+	h, err := m.handle(p)
+	if err != nil {
+		return Result{}, err
+	}
+	ns := now.UnixNano()
+	secIdx, minIdx, day := ns/slotWidth[Second], ns/slotWidth[Minute], ns/nanosPerDay
+	lockAll(h.cells)
+	defer unlockAll(h.cells)
+	for i := range h.refs {
+		r := &h.refs[i]
+		n := r.current(secIdx, minIdx, day)
+		threshold := p.Limits[i].Threshold
+		// REQUEST needs room for this call; TOKEN only refuses once exhausted, since the cost is not known yet.
+		if (r.t == Request && n+1 > threshold) || (r.t == Token && n >= threshold) {
+			return Result{Hit: i, RetryAfter: r.retryAfter(threshold, ns)}, nil
+		}
+	}
+	for i := range h.refs {
+		if r := &h.refs[i]; r.t == Request && r.charge {
+			r.add(1)
+		}
+	}
+	return Result{Allowed: true, Hit: -1}, nil
+}
+
+// Settle implements Store.
+func (m *Memory) Settle(_ context.Context, p *Plan, tokens int64, now time.Time) error {
+	if len(p.Limits) == 0 || tokens <= 0 {
+		return nil
+	}
+	h, err := m.handle(p)
+	if err != nil {
+		return err
+	}
+	ns := now.UnixNano()
+	secIdx, minIdx, day := ns/slotWidth[Second], ns/slotWidth[Minute], ns/nanosPerDay
+	lockAll(h.cells)
+	defer unlockAll(h.cells)
+	for i := range h.refs {
+		if r := &h.refs[i]; r.t == Token && r.charge {
+			r.current(secIdx, minIdx, day)
+			r.add(tokens)
+		}
+	}
+	return nil
+}
+
+// Usage returns the current count of one bucket, for the usage API and tests. A bucket never charged reads 0.
+func (m *Memory) Usage(k BucketKey, now time.Time) int64 {
+	m.mu.Lock()
+	c := m.cells[cellKey{k.Namespace, k.Group, k.Slug}]
+	m.mu.Unlock()
+	if c == nil {
+		return 0
+	}
+	ns := now.UnixNano()
+	r := ref{c: c, t: k.Type, u: k.Unit}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return r.current(ns/slotWidth[Second], ns/slotWidth[Minute], ns/nanosPerDay)
+}
+
+var _ Store = (*Memory)(nil)

@@ -1,0 +1,269 @@
+package gatewayd_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/modelgate/modelgate/api/snapshot"
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gatewayd"
+	"github.com/modelgate/modelgate/gatewayd/gatewaytest"
+	"github.com/modelgate/modelgate/gatewayd/limits"
+	"github.com/modelgate/modelgate/test/upstream"
+)
+
+var (
+	cfg     *rest.Config
+	cs      kubernetes.Interface
+	env     *envtest.Environment
+	envErr  error
+	envOnce sync.Once
+)
+
+// startEnv starts envtest on first use, so unit tests and fuzzing in this package do not pay for it.
+func startEnv(t testing.TB) {
+	t.Helper()
+	envOnce.Do(func() {
+		if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+			envErr = fmt.Errorf("KUBEBUILDER_ASSETS is not set: the gatewayd integration tests need envtest binaries (make envtest)")
+			return
+		}
+		if env, envErr = gatewaytest.StartEnv(); envErr == nil {
+			cfg = env.Config
+			cs = kubernetes.NewForConfigOrDie(cfg)
+		}
+	})
+	if envErr != nil {
+		t.Fatal(envErr)
+	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if env != nil {
+		_ = env.Stop()
+	}
+	os.Exit(code)
+}
+
+const (
+	slug         = "demo/echo"
+	upstreamKey  = "sk-upstream-secret"
+	loadDeadline = 30 * time.Second
+)
+
+// t0 is a Monday 10:00 UTC, far from midnight, so DAY windows only roll when a test moves the clock.
+var t0 = time.Date(2026, 3, 16, 10, 0, 0, 0, time.UTC)
+
+// fixture is one namespace served by its own gatewayd, with a fake upstream and a fake clock.
+type fixture struct {
+	t        *testing.T
+	ns       string
+	url      string
+	gw       *gatewayd.Gateway
+	store    *limits.Memory
+	clock    *clocktesting.FakePassiveClock
+	upstream *upstream.Server
+	snap     *snapshot.Snapshot
+	version  int64
+	// keys maps a group id to the plaintext of its key.
+	keys map[string]string
+}
+
+type fixtureOpts struct {
+	mode     gatewayv1.LimitEnforcement
+	groups   []gatewaytest.Group
+	upstream upstream.Options
+	// endpoints beyond the default one for slug.
+	endpoints []snapshot.Endpoint
+	workspace []snapshot.WorkspaceAPIKey
+}
+
+// tree is a three-level tree: root <- mid <- {leafA, leafB}. limitsOf gives each group's own models.
+func tree(models func(id string) []gatewayv1.ModelConfig) []gatewaytest.Group {
+	return []gatewaytest.Group{
+		{ID: "root", Models: models("root")},
+		{ID: "mid", Parent: "root", Models: models("mid")},
+		{ID: "leaf-a", Parent: "mid", Models: models("leaf-a")},
+		{ID: "leaf-b", Parent: "mid", Models: models("leaf-b")},
+	}
+}
+
+func newFixture(t *testing.T, o fixtureOpts) *fixture {
+	t.Helper()
+	startEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ns, err := gatewaytest.CreateNamespace(ctx, cs, "gw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gatewaytest.CreateSecret(ctx, cs, ns, "upstream", "api_key", upstreamKey); err != nil {
+		t.Fatal(err)
+	}
+	up := upstream.New(o.upstream)
+	t.Cleanup(up.Close)
+	f := &fixture{t: t, ns: ns, upstream: up, store: limits.NewMemory(), clock: clocktesting.NewFakePassiveClock(t0), keys: map[string]string{}}
+	f.snap = gatewaytest.Snapshot(ns, o.mode, o.groups)
+	for _, g := range o.groups {
+		key, rec := gatewaytest.NewKey("key-"+g.ID, g.ID)
+		f.keys[g.ID] = key
+		f.snap.APIKeys = append(f.snap.APIKeys, rec)
+	}
+	f.snap.Endpoints = append([]snapshot.Endpoint{{ID: "echo", Slug: slug, Targets: []snapshot.Target{{
+		Provider: "OPENAI", BaseURL: up.BaseURL(), TargetModel: "echo-large",
+		APIKeySecret: &snapshot.SecretRef{Name: "upstream", Key: "api_key"}}}}}, o.endpoints...)
+	f.snap.WorkspaceAPIKeys = o.workspace
+
+	f.gw, err = gatewayd.New(gatewayd.Options{RESTConfig: cfg, Namespaces: []string{ns}, Store: f.store, Clock: f.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.url, err = gatewaytest.Serve(ctx, f.gw); err != nil {
+		t.Fatal(err)
+	}
+	f.waitListening()
+	// Nothing is published yet, so the gateway cannot be ready.
+	if code := f.get("/readyz"); code != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz before any snapshot = %d, want 503", code)
+	}
+	f.publish()
+	if err := gatewaytest.WaitReady(f.gw, loadDeadline); err != nil {
+		t.Fatal(err)
+	}
+	if code := f.get("/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz after the first snapshot = %d, want 200", code)
+	}
+	return f
+}
+
+func (f *fixture) waitListening() {
+	for range 500 {
+		if resp, err := http.Get(f.url + "/healthz"); err == nil {
+			resp.Body.Close()
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	f.t.Fatal("gatewayd never listened")
+}
+
+func (f *fixture) get(path string) int {
+	resp, err := http.Get(f.url + path)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// publish writes f.snap as the next version and waits until the gateway serves it.
+func (f *fixture) publish() {
+	f.t.Helper()
+	f.version++
+	if err := gatewaytest.Publish(context.Background(), cs, f.snap, f.version, 0); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := gatewaytest.WaitVersion(f.gw, f.ns, f.version, loadDeadline); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+type result struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r result) json(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.body, &m); err != nil {
+		t.Fatalf("response is not JSON: %v: %s", err, r.body)
+	}
+	return m
+}
+
+func (f *fixture) post(path, auth string, body any) result {
+	f.t.Helper()
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest(http.MethodPost, f.url+path, bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return result{status: resp.StatusCode, header: resp.Header, body: out}
+}
+
+// chat calls chat completions as group's key with a two-word prompt: 2 prompt + 5 completion = 7 tokens.
+func (f *fixture) chat(group, model string) result {
+	f.t.Helper()
+	return f.post("/v1/chat/completions", "Api-Key "+f.keys[group], map[string]any{
+		"model": model, "messages": []any{map[string]any{"role": "user", "content": "hello world"}},
+	})
+}
+
+const tokensPerChat = 7
+
+func models(slugs ...string) []gatewayv1.ModelConfig {
+	var out []gatewayv1.ModelConfig
+	for _, s := range slugs {
+		out = append(out, gatewayv1.ModelConfig{Slug: s})
+	}
+	return out
+}
+
+// limited returns a model config of slug with one limit.
+func limited(s string, typ gatewayv1.LimitType, unit gatewayv1.LimitUnit, threshold int64) gatewayv1.ModelConfig {
+	m := gatewayv1.ModelConfig{Slug: s}
+	l := gatewayv1.Limit{Type: typ, Unit: unit, Threshold: threshold}
+	if unit == gatewayv1.LimitUnit("DAY") {
+		m.UsageLimits = []gatewayv1.Limit{l}
+	} else {
+		m.RateLimits = []gatewayv1.Limit{l}
+	}
+	return m
+}
+
+// readSSE reads one SSE event (up to a blank line) and returns its data payload.
+func readSSE(t *testing.T, br *bufio.Reader) string {
+	t.Helper()
+	var data []string
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("stream ended early: %v", err)
+		}
+		line = strings.TrimRight(line, "\r\n")
+		if line == "" {
+			if len(data) == 0 {
+				continue
+			}
+			return strings.Join(data, "\n")
+		}
+		if rest, ok := strings.CutPrefix(line, "data:"); ok {
+			data = append(data, strings.TrimSpace(rest))
+		}
+	}
+}

@@ -1,0 +1,45 @@
+package gatewayd
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are gatewayd's series. Label values come from the snapshot (external ids, slugs) or from small
+// fixed sets (routes, status codes), never from what a caller sent, so a caller cannot blow up cardinality.
+type metrics struct {
+	requests        *prometheus.CounterVec
+	tokens          *prometheus.CounterVec
+	requestDuration *prometheus.HistogramVec
+	upstream        *prometheus.HistogramVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "service_model_api_inference_requests_total",
+			Help: "Inference calls by the calling group's external id, model slug and HTTP status.",
+		}, []string{"external_entity_id", "model", "status_code"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "service_model_api_tokens_total",
+			Help: "Tokens reported by upstreams, by the calling group's external id, model slug and token type (input, output).",
+		}, []string{"external_entity_id", "model", "token_type"}),
+		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "modelgate_gateway_request_duration_seconds",
+			Help:    "Time from a call's arrival to the end of its response, by route and HTTP status.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14),
+		}, []string{"route", "status_code"}),
+		upstream: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "modelgate_gateway_upstream_duration_seconds",
+			Help:    "Time an upstream took to answer (until its whole body), by model slug.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14),
+		}, []string{"model"}),
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.tokens, m.requestDuration, m.upstream} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("failed to register gateway metrics: %w", err)
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,301 @@
+// Package reload keeps gatewayd's View current: it watches the snapshot ConfigMaps of the served namespaces
+// with a client-go informer, reassembles index and chunks, verifies version and checksum, builds the new
+// namespace view and swaps it in atomically. Anything wrong with a snapshot (corrupt, partial, older than the
+// loaded one, inconsistent) leaves the last good view serving, counts an error and logs why.
+package reload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	listersv1 "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/modelgate/modelgate/api/snapshot"
+	"github.com/modelgate/modelgate/gatewayd/limits"
+	"github.com/modelgate/modelgate/gatewayd/view"
+)
+
+// Loader watches snapshots and holds the current View.
+type Loader struct {
+	client     kubernetes.Interface
+	namespaces []string
+	store      limits.Store
+
+	current atomic.Pointer[view.View]
+	queue   workqueue.TypedInterface[string]
+	listers map[string]listersv1.ConfigMapLister // by served namespace, "" when serving all
+
+	readyOnce sync.Once
+	ready     chan struct{}
+	mu        sync.Mutex
+	pending   map[string]bool // namespaces still waiting for their first good snapshot; nil before sync
+
+	version    *prometheus.GaugeVec
+	loadErrors *prometheus.CounterVec
+}
+
+// New returns a Loader for namespaces (empty means all) whose limit plans bind to store. Its metrics are
+// registered with reg.
+func New(client kubernetes.Interface, namespaces []string, store limits.Store, reg prometheus.Registerer) (*Loader, error) {
+	l := &Loader{
+		client:     client,
+		namespaces: namespaces,
+		store:      store,
+		queue:      workqueue.NewTyped[string](),
+		listers:    map[string]listersv1.ConfigMapLister{},
+		ready:      make(chan struct{}),
+		version: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "modelgate_snapshot_version",
+			Help: "Version of the snapshot gatewayd serves, per namespace.",
+		}, []string{"namespace"}),
+		loadErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "modelgate_snapshot_load_errors_total",
+			Help: "Snapshots refused (corrupt, partial, older or inconsistent), per namespace; the last good one keeps serving.",
+		}, []string{"namespace"}),
+	}
+	l.current.Store(view.Empty())
+	for _, c := range []prometheus.Collector{l.version, l.loadErrors} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("failed to register snapshot metrics: %w", err)
+		}
+	}
+	return l, nil
+}
+
+// View returns the current view. It never returns nil.
+func (l *Loader) View() *view.View { return l.current.Load() }
+
+// Ready is closed once every served namespace has loaded its first good snapshot. When serving all
+// namespaces, that is every namespace holding a snapshot index when the informer first synced.
+func (l *Loader) Ready() <-chan struct{} { return l.ready }
+
+// Run watches until ctx is done.
+func (l *Loader) Run(ctx context.Context) error {
+	log := logr.FromContextOrDiscard(ctx).WithName("reload")
+	ctx = logr.NewContext(ctx, log)
+	selector := func(o *metav1.ListOptions) { o.LabelSelector = snapshot.LabelKey }
+	namespaces := l.namespaces
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
+	}
+	var synced []cache.InformerSynced
+	for _, ns := range namespaces {
+		f := informers.NewSharedInformerFactoryWithOptions(l.client, 0,
+			informers.WithNamespace(ns), informers.WithTweakListOptions(selector))
+		inf := f.Core().V1().ConfigMaps()
+		_, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    l.enqueue,
+			UpdateFunc: func(_, o any) { l.enqueue(o) },
+			DeleteFunc: l.enqueue,
+		})
+		if err != nil {
+			return fmt.Errorf("failed to watch snapshot ConfigMaps in %q: %w", ns, err)
+		}
+		l.listers[ns] = inf.Lister()
+		synced = append(synced, inf.Informer().HasSynced)
+		f.Start(ctx.Done())
+	}
+	defer l.queue.ShutDown()
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return fmt.Errorf("failed to sync snapshot ConfigMaps: %w", ctx.Err())
+	}
+	l.initPending()
+	go func() {
+		<-ctx.Done()
+		l.queue.ShutDown()
+	}()
+	for l.next(ctx) {
+	}
+	return nil
+}
+
+func (l *Loader) enqueue(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if cm, ok := obj.(*corev1.ConfigMap); ok {
+		l.queue.Add(cm.Namespace)
+	}
+}
+
+// initPending decides which namespaces readiness waits for.
+func (l *Loader) initPending() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.pending = map[string]bool{}
+	if len(l.namespaces) > 0 {
+		for _, ns := range l.namespaces {
+			l.pending[ns] = true
+		}
+	} else {
+		cms, _ := l.listers[metav1.NamespaceAll].List(labels.Everything())
+		for _, cm := range cms {
+			if cm.Name == snapshot.IndexName {
+				l.pending[cm.Namespace] = true
+			}
+		}
+	}
+	for ns := range l.pending {
+		if l.View().Namespace(ns) != nil {
+			delete(l.pending, ns)
+		}
+	}
+	l.checkReady()
+}
+
+func (l *Loader) loaded(ns string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.pending != nil {
+		delete(l.pending, ns)
+		l.checkReady()
+	}
+}
+
+func (l *Loader) checkReady() {
+	if len(l.pending) == 0 {
+		l.readyOnce.Do(func() { close(l.ready) })
+	}
+}
+
+func (l *Loader) next(ctx context.Context) bool {
+	ns, shutdown := l.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer l.queue.Done(ns)
+	l.Sync(ctx, ns)
+	return true
+}
+
+func (l *Loader) lister(ns string) listersv1.ConfigMapNamespaceLister {
+	if ls, ok := l.listers[ns]; ok {
+		return ls.ConfigMaps(ns)
+	}
+	return l.listers[metav1.NamespaceAll].ConfigMaps(ns)
+}
+
+// errWait means a write is in flight: the chunks already carry a newer version than the index.
+var errWait = errors.New("snapshot write in flight")
+
+// Sync loads the snapshot of ns from the informer cache, if it is new and good.
+func (l *Loader) Sync(ctx context.Context, ns string) {
+	log := logr.FromContextOrDiscard(ctx).WithValues("namespace", ns)
+	cur := l.View().Namespace(ns)
+	loaded, err := l.load(ns, cur)
+	switch {
+	case errors.Is(err, errWait):
+		log.V(1).Info("Waiting for snapshot chunks", "reason", err.Error())
+		return
+	case err != nil:
+		l.loadErrors.WithLabelValues(ns).Inc()
+		log.Error(err, "Refused snapshot; keeping the last good one", "loadedVersion", versionOf(cur))
+		return
+	case loaded == nil:
+		return
+	}
+	l.current.Store(l.View().With(loaded))
+	l.version.WithLabelValues(ns).Set(float64(loaded.Version))
+	log.Info("Loaded snapshot", "version", loaded.Version, "groups", len(loaded.Groups), "endpoints", len(loaded.Endpoints))
+	l.loaded(ns)
+}
+
+func versionOf(ns *view.Namespace) int64 {
+	if ns == nil {
+		return 0
+	}
+	return ns.Version
+}
+
+// load returns the namespace view of the snapshot in the cache, nil when there is nothing new to load.
+func (l *Loader) load(ns string, cur *view.Namespace) (*view.Namespace, error) {
+	cms := l.lister(ns)
+	idx, err := cms.Get(snapshot.IndexName)
+	if apierrors.IsNotFound(err) {
+		// A deleted index is not a revocation of everything: keep serving the last good snapshot.
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("failed to read snapshot index: %w", err)
+	}
+	if f := idx.Data[snapshot.DataFormat]; f != snapshot.Format {
+		return nil, fmt.Errorf("index data.%s is %q, want %q", snapshot.DataFormat, f, snapshot.Format)
+	}
+	version, err := strconv.ParseInt(idx.Data[snapshot.DataVersion], 10, 64)
+	if err != nil || version < 1 {
+		return nil, fmt.Errorf("index data.%s is %q, want a positive integer", snapshot.DataVersion, idx.Data[snapshot.DataVersion])
+	}
+	checksum := idx.Data[snapshot.DataChecksum]
+	if cur != nil && version <= cur.Version {
+		if version == cur.Version && checksum == cur.Checksum {
+			return nil, nil // already loaded; a chunk event or a resync
+		}
+		return nil, fmt.Errorf("index version %d is not newer than the loaded version %d", version, cur.Version)
+	}
+	n, err := strconv.Atoi(idx.Data[snapshot.DataChunks])
+	if err != nil || n < 0 {
+		return nil, fmt.Errorf("index data.%s is %q, want a non-negative integer", snapshot.DataChunks, idx.Data[snapshot.DataChunks])
+	}
+	payload := idx.BinaryData[snapshot.BinaryPayload]
+	if n > 0 {
+		payload, err = l.assemble(cms, n, version)
+		if err != nil {
+			return nil, err
+		}
+	}
+	s, err := snapshot.Decode(payload, checksum)
+	if err != nil {
+		return nil, fmt.Errorf("version %d: %w", version, err)
+	}
+	if s.Namespace != ns {
+		return nil, fmt.Errorf("version %d names namespace %q, want %q", version, s.Namespace, ns)
+	}
+	built, err := view.Build(s, version, checksum, l.store)
+	if err != nil {
+		return nil, fmt.Errorf("version %d is inconsistent: %w", version, err)
+	}
+	return built, nil
+}
+
+func (l *Loader) assemble(cms listersv1.ConfigMapNamespaceLister, n int, version int64) ([]byte, error) {
+	var size int
+	parts := make([][]byte, n)
+	for i := 1; i <= n; i++ {
+		name := snapshot.ChunkName(i)
+		cm, err := cms.Get(name)
+		if err != nil {
+			return nil, fmt.Errorf("chunk %s of version %d is missing: %w", name, version, err)
+		}
+		v, err := strconv.ParseInt(cm.Data[snapshot.DataVersion], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("chunk %s data.%s is %q, want an integer", name, snapshot.DataVersion, cm.Data[snapshot.DataVersion])
+		}
+		if v > version {
+			return nil, fmt.Errorf("%w: chunk %s has version %d, index %d", errWait, name, v, version)
+		}
+		if v != version {
+			return nil, fmt.Errorf("chunk %s has version %d, index %d: partial snapshot", name, v, version)
+		}
+		parts[i-1] = cm.BinaryData[snapshot.BinaryPayload]
+		size += len(parts[i-1])
+	}
+	payload := make([]byte, 0, size)
+	for _, p := range parts {
+		payload = append(payload, p...)
+	}
+	return payload, nil
+}

@@ -1,0 +1,287 @@
+// Package view is gatewayd's immutable, precomputed runtime form of the loaded snapshots: keys indexed by
+// prefix, groups with a bound limit plan per slug, endpoints by slug, workspace keys by prefix. A View is
+// built off the hot path when a snapshot loads and is then only read, so request handling needs no lock:
+// the loader swaps a whole new View in through an atomic pointer.
+package view
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"net/url"
+	"slices"
+	"time"
+
+	"github.com/modelgate/modelgate/api/snapshot"
+	"github.com/modelgate/modelgate/gatewayd/limits"
+)
+
+// PrefixLen is the length of the lookup prefix of every key: its first 16 characters.
+const PrefixLen = 16
+
+// View is every loaded namespace, with indexes across them. The zero of a View is not usable; use Empty.
+type View struct {
+	namespaces map[string]*Namespace
+	// keys and workspaceKeys map a prefix to its candidates: a prefix is unique per namespace only.
+	keys          map[string][]*Key
+	workspaceKeys map[string][]*WorkspaceKey
+}
+
+// Namespace is one workspace's snapshot, resolved.
+type Namespace struct {
+	Name     string
+	Version  int64
+	Checksum string
+	// Groups by ID.
+	Groups map[string]*Group
+	// Endpoints by slug.
+	Endpoints     map[string]*Endpoint
+	keys          []*Key
+	workspaceKeys []*WorkspaceKey
+}
+
+// Group is a group with its allowed slugs.
+type Group struct {
+	ID               string
+	Namespace        string
+	ExternalEntityID string
+	Mode             string
+	// Models by slug: exactly the slugs the group's keys may call.
+	Models map[string]*Model
+}
+
+// Model is an allowed slug of a group with its bound limit plan.
+type Model struct {
+	Slug string
+	Plan *limits.Plan
+}
+
+// Key is a federated key.
+type Key struct {
+	ID     string
+	Prefix string
+	Hash   [sha256.Size]byte
+	Group  *Group
+}
+
+// WorkspaceKey is a workspace key.
+type WorkspaceKey struct {
+	ID        string
+	Namespace string
+	Prefix    string
+	Hash      [sha256.Size]byte
+	Type      string
+	// Models, when not empty, are the only model ids the key may call.
+	Models []string
+}
+
+// Endpoint routes a slug to its upstream.
+type Endpoint struct {
+	ID   string
+	Slug string
+	// BaseURL has no trailing slash.
+	BaseURL     string
+	TargetModel string
+	// Secret holds the upstream's key, nil when the upstream needs none.
+	Secret *snapshot.SecretRef
+	// Timeout is zero when the Endpoint leaves it to gatewayd's default.
+	Timeout time.Duration
+}
+
+// Empty returns a View with no namespace.
+func Empty() *View {
+	return &View{namespaces: map[string]*Namespace{}, keys: map[string][]*Key{}, workspaceKeys: map[string][]*WorkspaceKey{}}
+}
+
+// Namespace returns the loaded namespace, nil when none is.
+func (v *View) Namespace(name string) *Namespace { return v.namespaces[name] }
+
+// Namespaces returns the names of the loaded namespaces.
+func (v *View) Namespaces() []string { return slices.Sorted(maps.Keys(v.namespaces)) }
+
+// With returns a new View in which ns replaces the namespace of the same name. The cross-namespace indexes
+// are rebuilt, which costs one pass over the keys of every namespace; it happens only on a snapshot load.
+func (v *View) With(ns *Namespace) *View {
+	next := &View{namespaces: maps.Clone(v.namespaces)}
+	next.namespaces[ns.Name] = ns
+	next.keys = make(map[string][]*Key, len(v.keys)+len(ns.keys))
+	next.workspaceKeys = make(map[string][]*WorkspaceKey, len(v.workspaceKeys)+len(ns.workspaceKeys))
+	for _, n := range next.namespaces {
+		for _, k := range n.keys {
+			next.keys[k.Prefix] = append(next.keys[k.Prefix], k)
+		}
+		for _, k := range n.workspaceKeys {
+			next.workspaceKeys[k.Prefix] = append(next.workspaceKeys[k.Prefix], k)
+		}
+	}
+	return next
+}
+
+// hashKey hashes a presented key without a heap allocation for keys of up to 128 bytes.
+func hashKey(key string) [sha256.Size]byte {
+	var buf [128]byte
+	return sha256.Sum256(append(buf[:0], key...))
+}
+
+// LookupKey returns the federated key whose hash matches key, nil when none does. Every candidate of the
+// prefix is compared in constant time, so timing tells nothing about which one, if any, matched.
+func (v *View) LookupKey(key string) *Key {
+	if len(key) < PrefixLen {
+		return nil
+	}
+	cands := v.keys[key[:PrefixLen]]
+	if len(cands) == 0 {
+		return nil
+	}
+	sum := hashKey(key)
+	var found *Key
+	for _, c := range cands {
+		if subtle.ConstantTimeCompare(sum[:], c.Hash[:]) == 1 {
+			found = c
+		}
+	}
+	return found
+}
+
+// LookupWorkspaceKey is LookupKey for workspace keys.
+func (v *View) LookupWorkspaceKey(key string) *WorkspaceKey {
+	if len(key) < PrefixLen {
+		return nil
+	}
+	cands := v.workspaceKeys[key[:PrefixLen]]
+	if len(cands) == 0 {
+		return nil
+	}
+	sum := hashKey(key)
+	var found *WorkspaceKey
+	for _, c := range cands {
+		if subtle.ConstantTimeCompare(sum[:], c.Hash[:]) == 1 {
+			found = c
+		}
+	}
+	return found
+}
+
+// Build resolves one decoded snapshot and binds its limit plans to store. It refuses a snapshot that is
+// internally inconsistent, since serving half of it could let a revoked key or a lifted limit through.
+func Build(s *snapshot.Snapshot, version int64, checksum string, store limits.Store) (*Namespace, error) {
+	ns := &Namespace{
+		Name:      s.Namespace,
+		Version:   version,
+		Checksum:  checksum,
+		Groups:    make(map[string]*Group, len(s.Groups)),
+		Endpoints: make(map[string]*Endpoint, len(s.Endpoints)),
+	}
+	depth := make(map[string]int, len(s.Groups))
+	for _, g := range s.Groups {
+		depth[g.ID] = g.Depth
+	}
+	for _, g := range s.Groups {
+		grp := &Group{ID: g.ID, Namespace: s.Namespace, ExternalEntityID: g.ExternalEntityID, Mode: g.Mode,
+			Models: make(map[string]*Model, len(g.Models))}
+		for _, m := range g.Models {
+			plan, err := planFor(s.Namespace, g, m, depth)
+			if err != nil {
+				return nil, err
+			}
+			if err := store.Bind(plan); err != nil {
+				return nil, fmt.Errorf("failed to bind limits of group %s slug %s: %w", g.ID, m.Slug, err)
+			}
+			grp.Models[m.Slug] = &Model{Slug: m.Slug, Plan: plan}
+		}
+		ns.Groups[g.ID] = grp
+	}
+	for _, k := range s.APIKeys {
+		hash, err := parseKey(k.Prefix, k.Hash)
+		if err != nil {
+			return nil, fmt.Errorf("apiKeys[%s]: %w", k.ID, err)
+		}
+		g := ns.Groups[k.GroupID]
+		if g == nil {
+			return nil, fmt.Errorf("apiKeys[%s].groupID: group %q is not in the snapshot", k.ID, k.GroupID)
+		}
+		ns.keys = append(ns.keys, &Key{ID: k.ID, Prefix: k.Prefix, Hash: hash, Group: g})
+	}
+	for _, k := range s.WorkspaceAPIKeys {
+		hash, err := parseKey(k.Prefix, k.Hash)
+		if err != nil {
+			return nil, fmt.Errorf("workspaceAPIKeys[%s]: %w", k.ID, err)
+		}
+		ns.workspaceKeys = append(ns.workspaceKeys, &WorkspaceKey{ID: k.ID, Namespace: s.Namespace, Prefix: k.Prefix,
+			Hash: hash, Type: k.Type, Models: k.Models})
+	}
+	for _, e := range s.Endpoints {
+		if len(e.Targets) == 0 {
+			return nil, fmt.Errorf("endpoints[%s].targets: must not be empty", e.ID)
+		}
+		t := e.Targets[0]
+		u, err := url.Parse(t.BaseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("endpoints[%s].targets[0].baseURL: %q is not an absolute http(s) URL", e.ID, t.BaseURL)
+		}
+		base := t.BaseURL
+		for len(base) > 0 && base[len(base)-1] == '/' {
+			base = base[:len(base)-1]
+		}
+		ns.Endpoints[e.Slug] = &Endpoint{ID: e.ID, Slug: e.Slug, BaseURL: base, TargetModel: t.TargetModel,
+			Secret: t.APIKeySecret, Timeout: time.Duration(e.TimeoutMillis) * time.Millisecond}
+	}
+	return ns, nil
+}
+
+func parseKey(prefix, hash string) ([sha256.Size]byte, error) {
+	var out [sha256.Size]byte
+	if len(prefix) != PrefixLen {
+		return out, fmt.Errorf("prefix: must be %d characters, got %d", PrefixLen, len(prefix))
+	}
+	b, err := hex.DecodeString(hash)
+	if err != nil || len(b) != sha256.Size {
+		return out, fmt.Errorf("hash: must be %d lowercase hex characters", 2*sha256.Size)
+	}
+	copy(out[:], b)
+	return out, nil
+}
+
+// planFor turns the effective limits of one (group, slug) into a plan. The metering group is the caller's own
+// in INDEPENDENT mode and the declaring group in CASCADING mode (DESIGN.md "Limits"). Limits are ordered
+// nearest declaring group first, so a 429 names the closest limit hit.
+func planFor(namespace string, g snapshot.Group, m snapshot.Model, depth map[string]int) (*limits.Plan, error) {
+	all := slices.Concat(m.RateLimits, m.UsageLimits)
+	plan := &limits.Plan{Limits: make([]limits.Limit, 0, len(all))}
+	for i, l := range all {
+		t, err := limits.ParseType(l.Type)
+		if err != nil {
+			return nil, fmt.Errorf("groups[%s].models[%s] limit %d: %w", g.ID, m.Slug, i, err)
+		}
+		u, err := limits.ParseUnit(l.Unit)
+		if err != nil {
+			return nil, fmt.Errorf("groups[%s].models[%s] limit %d: %w", g.ID, m.Slug, i, err)
+		}
+		if l.Threshold < 0 {
+			return nil, fmt.Errorf("groups[%s].models[%s] limit %d: threshold must not be negative", g.ID, m.Slug, i)
+		}
+		source := cmp.Or(l.SourceGroup, g.ID)
+		metered := g.ID
+		if g.Mode == "CASCADING" {
+			metered = source
+		}
+		plan.Limits = append(plan.Limits, limits.Limit{
+			Key:       limits.BucketKey{Namespace: namespace, Group: metered, Slug: m.Slug, Type: t, Unit: u},
+			Threshold: l.Threshold, SourceGroup: source,
+		})
+	}
+	slices.SortStableFunc(plan.Limits, func(a, b limits.Limit) int {
+		return cmp.Compare(depthOf(depth, b.SourceGroup, g), depthOf(depth, a.SourceGroup, g))
+	})
+	return plan, nil
+}
+
+func depthOf(depth map[string]int, id string, self snapshot.Group) int {
+	if id == self.ID {
+		return self.Depth
+	}
+	return depth[id]
+}

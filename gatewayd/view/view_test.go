@@ -1,0 +1,197 @@
+package view
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/modelgate/modelgate/api/snapshot"
+	"github.com/modelgate/modelgate/gatewayd/limits"
+)
+
+func hashOf(key string) string {
+	s := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(s[:])
+}
+
+const key1 = "mgk_AAAAAAAAAAAA.secretsecretsecretsecretsecret0001"
+
+func testSnapshot(ns, mode string) *snapshot.Snapshot {
+	return &snapshot.Snapshot{
+		Namespace: ns,
+		Groups: []snapshot.Group{
+			{ID: "root", Mode: mode, Depth: 1, Models: []snapshot.Model{{Slug: "s",
+				RateLimits: []snapshot.Limit{{Type: "REQUEST", Unit: "MINUTE", Threshold: 10, SourceGroup: "root"}}}}},
+			{ID: "leaf", ParentID: "root", Mode: mode, Depth: 2, Models: []snapshot.Model{{Slug: "s",
+				RateLimits: []snapshot.Limit{
+					{Type: "REQUEST", Unit: "MINUTE", Threshold: 10, SourceGroup: "root"},
+					{Type: "TOKEN", Unit: "SECOND", Threshold: 5, SourceGroup: "leaf"},
+				},
+				UsageLimits: []snapshot.Limit{{Type: "TOKEN", Unit: "DAY", Threshold: 100, SourceGroup: "leaf"}}}}},
+		},
+		APIKeys: []snapshot.APIKey{{ID: "k", Prefix: key1[:16], Hash: hashOf(key1), GroupID: "leaf"}},
+	}
+}
+
+func TestPlanMeteringAndOrder(t *testing.T) {
+	for _, tc := range []struct {
+		mode        string
+		rootCharged string // the group whose bucket the root-declared limit charges for a leaf call
+	}{{"CASCADING", "root"}, {"INDEPENDENT", "leaf"}} {
+		ns, err := Build(testSnapshot("ns", tc.mode), 1, "x", limits.NewMemory())
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := ns.Groups["leaf"].Models["s"].Plan
+		if len(p.Limits) != 3 {
+			t.Fatalf("%s: %d limits, want 3", tc.mode, len(p.Limits))
+		}
+		// Nearest declaring group first: the leaf's own limits, then the root's.
+		if p.Limits[0].SourceGroup != "leaf" || p.Limits[1].SourceGroup != "leaf" || p.Limits[2].SourceGroup != "root" {
+			t.Errorf("%s: order %v", tc.mode, p.Limits)
+		}
+		if g := p.Limits[2].Key.Group; g != tc.rootCharged {
+			t.Errorf("%s: root's limit charges %s, want %s", tc.mode, g, tc.rootCharged)
+		}
+	}
+}
+
+func TestBuildRefusesInconsistentSnapshots(t *testing.T) {
+	for name, mutate := range map[string]func(*snapshot.Snapshot){
+		"unknown group": func(s *snapshot.Snapshot) { s.APIKeys[0].GroupID = "gone" },
+		"bad hash":      func(s *snapshot.Snapshot) { s.APIKeys[0].Hash = "zz" },
+		"short prefix":  func(s *snapshot.Snapshot) { s.APIKeys[0].Prefix = "mgk_" },
+		"unknown unit":  func(s *snapshot.Snapshot) { s.Groups[0].Models[0].RateLimits[0].Unit = "HOUR" },
+		"relative URL": func(s *snapshot.Snapshot) {
+			s.Endpoints = []snapshot.Endpoint{{ID: "e", Slug: "s", Targets: []snapshot.Target{{BaseURL: "/v1"}}}}
+		},
+		"no target":      func(s *snapshot.Snapshot) { s.Endpoints = []snapshot.Endpoint{{ID: "e", Slug: "s"}} },
+		"negative limit": func(s *snapshot.Snapshot) { s.Groups[0].Models[0].RateLimits[0].Threshold = -1 },
+	} {
+		s := testSnapshot("ns", "CASCADING")
+		mutate(s)
+		if _, err := Build(s, 1, "x", limits.NewMemory()); err == nil {
+			t.Errorf("%s: Build accepted it", name)
+		}
+	}
+}
+
+// TestLookupAcrossNamespaces: a prefix is unique per namespace only, so two namespaces may share one; the
+// hash decides.
+func TestLookupAcrossNamespaces(t *testing.T) {
+	other := key1[:16] + ".anothersecretanothersecretanother"
+	a := testSnapshot("a", "CASCADING")
+	b := testSnapshot("b", "CASCADING")
+	b.APIKeys[0].Hash = hashOf(other)
+	store := limits.NewMemory()
+	na, _ := Build(a, 1, "x", store)
+	nb, _ := Build(b, 1, "x", store)
+	v := Empty().With(na).With(nb)
+	if k := v.LookupKey(key1); k == nil || k.Group.Namespace != "a" {
+		t.Fatalf("key of a: %+v", k)
+	}
+	if k := v.LookupKey(other); k == nil || k.Group.Namespace != "b" {
+		t.Fatalf("key of b: %+v", k)
+	}
+	for _, bad := range []string{key1[:16] + ".wrong", "short", ""} {
+		if v.LookupKey(bad) != nil {
+			t.Errorf("%q authenticated", bad)
+		}
+	}
+	// Replacing a namespace drops its old keys.
+	b.APIKeys = nil
+	nb2, _ := Build(b, 2, "y", store)
+	if v.With(nb2).LookupKey(other) != nil {
+		t.Error("revoked key still found")
+	}
+}
+
+func BenchmarkLookupKey(b *testing.B) {
+	store := limits.NewMemory()
+	s := testSnapshot("ns", "CASCADING")
+	for i := range 10000 {
+		k := fmt.Sprintf("mgk_%012d.secretsecretsecretsecretsecret0001", i)
+		s.APIKeys = append(s.APIKeys, snapshot.APIKey{ID: k, Prefix: k[:16], Hash: hashOf(k), GroupID: "leaf"})
+	}
+	ns, err := Build(s, 1, "x", store)
+	if err != nil {
+		b.Fatal(err)
+	}
+	v := Empty().With(ns)
+	b.ReportAllocs()
+	for b.Loop() {
+		if v.LookupKey(key1) == nil {
+			b.Fatal("not found")
+		}
+	}
+}
+
+// bigSnapshot is a workspace of n groups: n/5 five-level CASCADING chains, each group with one slug and
+// REQUEST and TOKEN limits on MINUTE and DAY, one key per group, ten endpoints.
+func bigSnapshot(n int) *snapshot.Snapshot {
+	s := &snapshot.Snapshot{Namespace: "big"}
+	for i := range n {
+		id := fmt.Sprintf("g%05d", i)
+		depth := i%5 + 1
+		g := snapshot.Group{ID: id, ExternalEntityID: "ext-" + id, Mode: "CASCADING", Depth: depth}
+		if depth > 1 {
+			g.ParentID = fmt.Sprintf("g%05d", i-1)
+		}
+		m := snapshot.Model{Slug: fmt.Sprintf("model-%d", i%10)}
+		for d := range depth {
+			src := fmt.Sprintf("g%05d", i-d)
+			m.RateLimits = append(m.RateLimits, snapshot.Limit{Type: "REQUEST", Unit: "MINUTE", Threshold: 600, SourceGroup: src},
+				snapshot.Limit{Type: "TOKEN", Unit: "MINUTE", Threshold: 60000, SourceGroup: src})
+			m.UsageLimits = append(m.UsageLimits, snapshot.Limit{Type: "TOKEN", Unit: "DAY", Threshold: 1000000, SourceGroup: src})
+		}
+		g.Models = []snapshot.Model{m}
+		s.Groups = append(s.Groups, g)
+		k := fmt.Sprintf("mgk_%012d.secretsecretsecretsecretsecret0001", i)
+		s.APIKeys = append(s.APIKeys, snapshot.APIKey{ID: k, Prefix: k[:16], Hash: hashOf(k), GroupID: id})
+	}
+	for i := range 10 {
+		s.Endpoints = append(s.Endpoints, snapshot.Endpoint{ID: fmt.Sprint(i), Slug: fmt.Sprintf("model-%d", i),
+			Targets: []snapshot.Target{{Provider: "OPENAI", BaseURL: "http://upstream:8000/v1"}}})
+	}
+	return s
+}
+
+// BenchmarkDecodeAndSwap10kGroups is what a snapshot load costs gatewayd: verify and decode the payload,
+// build the view with bound plans, and swap it in. Counters already exist, as on every load but the first.
+func BenchmarkDecodeAndSwap10kGroups(b *testing.B) {
+	payload, sum, err := snapshot.Encode(bigSnapshot(10000))
+	if err != nil {
+		b.Fatal(err)
+	}
+	store := limits.NewMemory()
+	var current atomic.Pointer[View]
+	current.Store(Empty())
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		s, err := snapshot.Decode(payload, sum)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ns, err := Build(s, int64(i+1), sum, store)
+		if err != nil {
+			b.Fatal(err)
+		}
+		current.Store(current.Load().With(ns))
+	}
+}
+
+// BenchmarkDecode10kGroups isolates the snapshot.Decode part of a load (checksum, gunzip, JSON).
+func BenchmarkDecode10kGroups(b *testing.B) {
+	payload, sum, err := snapshot.Encode(bigSnapshot(10000))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := snapshot.Decode(payload, sum); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
