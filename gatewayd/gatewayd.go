@@ -58,6 +58,11 @@ type Options struct {
 	Clock clock.PassiveClock
 	// Transport reaches the upstreams; a clone of http.DefaultTransport when nil.
 	Transport http.RoundTripper
+	// ReadYourWritesTimeout bounds how long a management write waits for this replica to load the snapshot that
+	// contains it; the management API's default when zero.
+	ReadYourWritesTimeout time.Duration
+	// DisableManagementAPI leaves the /v1 management routes unmounted, for a pure data-plane replica.
+	DisableManagementAPI bool
 	// Registry receives gatewayd's metrics and is served at /metrics; a new registry with the Go and process
 	// collectors when nil.
 	Registry *prometheus.Registry
@@ -125,6 +130,11 @@ func New(opts Options) (*Gateway, error) {
 		mux:     http.NewServeMux(),
 	}
 	g.routes()
+	if !opts.DisableManagementAPI {
+		if err := g.mountManagement(); err != nil {
+			return nil, err
+		}
+	}
 	return g, nil
 }
 

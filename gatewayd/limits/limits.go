@@ -131,6 +131,9 @@ type Store interface {
 	Admit(ctx context.Context, p *Plan, now time.Time) (Result, error)
 	// Settle charges tokens to every TOKEN bucket of p, after the response reported them. It never refuses.
 	Settle(ctx context.Context, p *Plan, tokens int64, now time.Time) error
+	// Count is the current count of bucket k at now, 0 when it was never charged. It serves reports such as
+	// the usage endpoint, never the hot path.
+	Count(ctx context.Context, k BucketKey, now time.Time) (int64, error)
 }
 
 // Empty reports whether a plan has no limit, so callers can skip the store.

@@ -247,7 +247,12 @@ func (m *Memory) Settle(_ context.Context, p *Plan, tokens int64, now time.Time)
 	return nil
 }
 
-// Usage returns the current count of one bucket, for the usage API and tests. A bucket never charged reads 0.
+// Count returns the current count of one bucket; a bucket never charged reads 0.
+func (m *Memory) Count(_ context.Context, k BucketKey, now time.Time) (int64, error) {
+	return m.Usage(k, now), nil
+}
+
+// Usage is Count without a context, for tests and callers that hold a *Memory.
 func (m *Memory) Usage(k BucketKey, now time.Time) int64 {
 	m.mu.Lock()
 	c := m.cells[cellKey{k.Namespace, k.Group, k.Slug}]

@@ -41,8 +41,10 @@ type Loader struct {
 
 	readyOnce sync.Once
 	ready     chan struct{}
-	mu        sync.Mutex
-	pending   map[string]bool // namespaces still waiting for their first good snapshot; nil before sync
+	// changed is closed and replaced on every swap, so waiters wake without polling.
+	changed atomic.Pointer[chan struct{}]
+	mu      sync.Mutex
+	pending map[string]bool // namespaces still waiting for their first good snapshot; nil before sync
 
 	version    *prometheus.GaugeVec
 	loadErrors *prometheus.CounterVec
@@ -68,6 +70,8 @@ func New(client kubernetes.Interface, namespaces []string, store limits.Store, r
 		}, []string{"namespace"}),
 	}
 	l.current.Store(view.Empty())
+	changed := make(chan struct{})
+	l.changed.Store(&changed)
 	for _, c := range []prometheus.Collector{l.version, l.loadErrors} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("failed to register snapshot metrics: %w", err)
@@ -78,6 +82,10 @@ func New(client kubernetes.Interface, namespaces []string, store limits.Store, r
 
 // View returns the current view. It never returns nil.
 func (l *Loader) View() *view.View { return l.current.Load() }
+
+// Changed returns a channel that is closed at the next swap of the view. Read View after it closes, then call
+// Changed again.
+func (l *Loader) Changed() <-chan struct{} { return *l.changed.Load() }
 
 // Ready is closed once every served namespace has loaded its first good snapshot. When serving all
 // namespaces, that is every namespace holding a snapshot index when the informer first synced.
@@ -209,6 +217,8 @@ func (l *Loader) Sync(ctx context.Context, ns string) {
 		return
 	}
 	l.current.Store(l.View().With(loaded))
+	next := make(chan struct{})
+	close(*l.changed.Swap(&next))
 	l.version.WithLabelValues(ns).Set(float64(loaded.Version))
 	log.Info("Loaded snapshot", "version", loaded.Version, "groups", len(loaded.Groups), "endpoints", len(loaded.Endpoints))
 	l.loaded(ns)

@@ -38,7 +38,10 @@ type Namespace struct {
 	// Groups by ID.
 	Groups map[string]*Group
 	// Endpoints by slug.
-	Endpoints     map[string]*Endpoint
+	Endpoints map[string]*Endpoint
+	// Snapshot is the decoded snapshot this view was built from. The management API reads it to answer with
+	// full records and to tell when a write has reached this replica. Read only.
+	Snapshot      *snapshot.Snapshot
 	keys          []*Key
 	workspaceKeys []*WorkspaceKey
 }
@@ -174,6 +177,7 @@ func Build(s *snapshot.Snapshot, version int64, checksum string, store limits.St
 		Checksum:  checksum,
 		Groups:    make(map[string]*Group, len(s.Groups)),
 		Endpoints: make(map[string]*Endpoint, len(s.Endpoints)),
+		Snapshot:  s,
 	}
 	depth := make(map[string]int, len(s.Groups))
 	for _, g := range s.Groups {

@@ -1,0 +1,92 @@
+package gatewayd
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/modelgate/modelgate/api/snapshot"
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gatewayd/limits"
+	"github.com/modelgate/modelgate/gatewayd/reload"
+	"github.com/modelgate/modelgate/gatewayd/rest"
+)
+
+// mountManagement serves the /v1 management API on the gateway's mux. It writes the custom resources through
+// the API server directly (no cache), so the admission webhooks judge every write, and it answers from the
+// same snapshots the data plane serves.
+func (g *Gateway) mountManagement() error {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return fmt.Errorf("failed to build the management API scheme: %w", err)
+	}
+	if err := gatewayv1.AddToScheme(scheme); err != nil {
+		return fmt.Errorf("failed to build the management API scheme: %w", err)
+	}
+	c, err := client.New(g.opts.RESTConfig, client.Options{Scheme: scheme})
+	if err != nil {
+		return fmt.Errorf("failed to build the management API client: %w", err)
+	}
+	rest.New(rest.Options{
+		Client:                c,
+		Directory:             directory{g.loader},
+		Usage:                 usageReader{g.opts.Store},
+		Clock:                 g.opts.Clock.Now,
+		ReadYourWritesTimeout: g.opts.ReadYourWritesTimeout,
+	}).Register(g.mux)
+	return nil
+}
+
+// directory answers the management API from the loaded snapshots.
+type directory struct{ loader *reload.Loader }
+
+func (d directory) WorkspaceKey(apiKey string) (string, snapshot.WorkspaceAPIKey, bool) {
+	k := d.loader.View().LookupWorkspaceKey(apiKey)
+	if k == nil {
+		return "", snapshot.WorkspaceAPIKey{}, false
+	}
+	ns := d.loader.View().Namespace(k.Namespace)
+	if ns == nil || ns.Snapshot == nil {
+		return "", snapshot.WorkspaceAPIKey{}, false
+	}
+	keys := ns.Snapshot.WorkspaceAPIKeys // sorted by prefix
+	i := sort.Search(len(keys), func(i int) bool { return keys[i].Prefix >= k.Prefix })
+	for ; i < len(keys) && keys[i].Prefix == k.Prefix; i++ {
+		if keys[i].ID == k.ID {
+			return k.Namespace, keys[i], true
+		}
+	}
+	return "", snapshot.WorkspaceAPIKey{}, false
+}
+
+// WaitFor blocks until the loaded snapshot of namespace satisfies pred. It takes the change signal before
+// reading the view, so a swap between the read and the wait is never missed.
+func (d directory) WaitFor(ctx context.Context, namespace string, pred func(*snapshot.Snapshot) bool) error {
+	for {
+		changed := d.loader.Changed()
+		if ns := d.loader.View().Namespace(namespace); ns != nil && ns.Snapshot != nil && pred(ns.Snapshot) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
+		}
+	}
+}
+
+// usageReader reads daily counters from the limit store.
+type usageReader struct{ store limits.Store }
+
+func (u usageReader) DailyUsage(ctx context.Context, namespace, groupID, slug, limitType string, now time.Time) (int64, error) {
+	t, err := limits.ParseType(limitType)
+	if err != nil {
+		return 0, err
+	}
+	return u.store.Count(ctx, limits.BucketKey{Namespace: namespace, Group: groupID, Slug: slug, Type: t, Unit: limits.Day}, now)
+}
