@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -21,6 +23,7 @@ import (
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers"
 	"github.com/modelgate/modelgate/webhooks"
+	"github.com/modelgate/modelgate/webhooks/certs"
 )
 
 // leaderElectionID is the Lease every manager replica competes for.
@@ -33,11 +36,19 @@ func main() {
 	flag.BoolVar(&f.leaderElect, "leader-elect", true, "Elect a leader so that only one replica reconciles at a time.")
 	flag.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader-election Lease; defaults to the pod's namespace in a cluster.")
 	flag.IntVar(&f.webhookPort, "webhook-port", 9443, "Port the admission webhook server listens on.")
-	flag.StringVar(&f.webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory holding tls.crt and tls.key for the webhook server.")
-	flag.StringVar(&f.namespace, "namespace", "", "Watch only this namespace (one workspace); empty watches every namespace.")
+	flag.StringVar(&f.namespaces, "namespaces", "", "Comma-separated workspace namespaces to watch; empty watches every namespace.")
+	flag.StringVar(&f.namespace, "namespace", "", "Deprecated: use --namespaces. One namespace to watch, added to --namespaces.")
+	flag.StringVar(&f.certs.CertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory holding tls.crt and tls.key for the webhook server.")
+	flag.StringVar((*string)(&f.certs.Mode), "webhook-cert-mode", string(certs.DefaultMode),
+		"Who provides the webhook serving certificate: \"self-managed\" (the manager generates, injects and rotates it) or \"cert-manager\".")
+	flag.StringVar(&f.certs.SecretName, "webhook-secret-name", "", "self-managed: the Secret (in POD_NAMESPACE) the CA and serving certificate are kept in.")
+	flag.StringVar(&f.certs.ServiceName, "webhook-service-name", "", "self-managed: the webhook Service (in POD_NAMESPACE); the certificate is for <service>.<namespace>.svc.")
+	flag.StringVar(&f.certs.WebhookConfigurationName, "webhook-configuration-name", "", "self-managed: the ValidatingWebhookConfiguration whose caBundle is filled in.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	// The downward API sets it in the chart; the self-managed certificate lives in the manager's own namespace.
+	f.certs.Namespace = os.Getenv("POD_NAMESPACE")
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
@@ -55,11 +66,29 @@ type flags struct {
 	leaderElect             bool
 	leaderElectionNamespace string
 	webhookPort             int
-	webhookCertDir          string
+	namespaces              string
 	namespace               string
+	certs                   certs.Options
+}
+
+// watchedNamespaces merges --namespaces and the deprecated --namespace, dropping empty items and repeats.
+func (f flags) watchedNamespaces() []string {
+	var out []string
+	for _, ns := range append(strings.Split(f.namespaces, ","), f.namespace) {
+		if ns = strings.TrimSpace(ns); ns != "" && !slices.Contains(out, ns) {
+			out = append(out, ns)
+		}
+	}
+	return out
 }
 
 func run(f flags) error {
+	// Refuse a flag combination that cannot work before connecting to anything.
+	if err := f.certs.Validate(); err != nil {
+		return err
+	}
+	ctx := ctrl.LoggerInto(ctrl.SetupSignalHandler(), ctrl.Log.WithName("manager"))
+	namespaces := f.watchedNamespaces()
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(gatewayv1.AddToScheme(scheme))
@@ -73,10 +102,13 @@ func run(f flags) error {
 		LeaderElectionNamespace: f.leaderElectionNamespace,
 		// Stepping down promptly on SIGTERM lets the next replica take over without waiting for the lease to expire.
 		LeaderElectionReleaseOnCancel: true,
-		WebhookServer:                 webhook.NewServer(webhook.Options{Port: f.webhookPort, CertDir: f.webhookCertDir}),
+		WebhookServer:                 webhook.NewServer(webhook.Options{Port: f.webhookPort, CertDir: f.certs.CertDir}),
 	}
-	if f.namespace != "" {
-		opts.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{f.namespace: {}}}
+	if len(namespaces) > 0 {
+		opts.Cache.DefaultNamespaces = make(map[string]cache.Config, len(namespaces))
+		for _, ns := range namespaces {
+			opts.Cache.DefaultNamespaces[ns] = cache.Config{}
+		}
 	}
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), opts)
 	if err != nil {
@@ -85,19 +117,22 @@ func run(f flags) error {
 	if err := controllers.SetupWithManager(mgr, controllers.Options{}); err != nil {
 		return fmt.Errorf("failed to set up controllers: %w", err)
 	}
-	if err := webhooks.SetupWithManager(mgr); err != nil {
+	// The webhook server starts only once it has a certificate (at once in cert-manager mode).
+	webhookReady, err := certs.Setup(ctx, mgr, f.certs, webhooks.SetupWithManager)
+	if err != nil {
 		return fmt.Errorf("failed to set up webhooks: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("failed to add health check: %w", err)
 	}
 	// Not ready until the webhook server serves, so the API server is never sent to a replica that cannot answer.
-	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+	if err := mgr.AddReadyzCheck("webhook", webhookReady); err != nil {
 		return fmt.Errorf("failed to add readiness check: %w", err)
 	}
 
-	ctrl.Log.WithName("setup").Info("Starting manager", "leaderElection", f.leaderElect, "namespace", f.namespace)
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	ctrl.Log.WithName("setup").Info("Starting manager", "leaderElection", f.leaderElect, "namespaces", namespaces,
+		"webhookCertMode", f.certs.Mode)
+	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("failed to run manager: %w", err)
 	}
 	return nil

@@ -22,18 +22,7 @@ const testVersion = "v0.0.0-chart-test"
 // whoever owns cmd/ (docs/install.md lists what each must do); TestDockerfileBuild fails on any other undefined
 // flag, and on an entry here once the binary defines it, so the list only shrinks.
 var pendingFlags = map[string]map[string]bool{
-	"manager": {
-		"namespaces":                 true, // comma-separated served namespaces (the binary has --namespace, one only)
-		"webhook-cert-mode":          true, // self-managed | cert-manager
-		"webhook-secret-name":        true, // self-managed: the Secret to fill and rotate
-		"webhook-service-name":       true, // self-managed: the Service whose DNS names the certificate covers
-		"webhook-configuration-name": true, // self-managed: the ValidatingWebhookConfiguration whose caBundle to fill
-	},
-	"gatewayd": {
-		"store":     true, // embedded | redis
-		"state-dir": true, // embedded store directory (the PVC mount)
-		"redis-url": true, // redis store URL
-	},
+	"manager": {},
 }
 
 // instruction is one Dockerfile instruction, with continuation lines joined.
