@@ -3,11 +3,7 @@ package controllers
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"math"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,21 +20,9 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/modelgate/modelgate/api/apikey"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers/translate"
-)
-
-// Bounds on a key brought in a Secret, the same as for keys registered through the REST API.
-const (
-	minKeyLength  = 32
-	maxKeyLength  = 128
-	minKeyEntropy = 3.0
-)
-
-// Prefixes of keys minted by the controller: federated and workspace keys.
-const (
-	mintPrefixAPIKey          = "mgk_"
-	mintPrefixWorkspaceAPIKey = "mgw_"
 )
 
 // keyReconciler derives the prefix and hash of a federated (APIKey) or workspace (WorkspaceAPIKey) key from its
@@ -59,7 +43,7 @@ type keyReconciler[T client.Object] struct {
 
 func newAPIKeyReconciler(mgr ctrl.Manager) *keyReconciler[*gatewayv1.APIKey] {
 	return &keyReconciler[*gatewayv1.APIKey]{
-		Client: mgr.GetClient(), reader: mgr.GetAPIReader(), kind: translate.KindAPIKey, mintPrefix: mintPrefixAPIKey,
+		Client: mgr.GetClient(), reader: mgr.GetAPIReader(), kind: translate.KindAPIKey, mintPrefix: apikey.Federated,
 		newObject: func() *gatewayv1.APIKey { return &gatewayv1.APIKey{} },
 		source:    func(k *gatewayv1.APIKey) *gatewayv1.KeySource { return &k.Spec.KeySource },
 		status:    func(k *gatewayv1.APIKey) *gatewayv1.KeyStatus { return &k.Status },
@@ -72,7 +56,7 @@ func newAPIKeyReconciler(mgr ctrl.Manager) *keyReconciler[*gatewayv1.APIKey] {
 
 func newWorkspaceAPIKeyReconciler(mgr ctrl.Manager) *keyReconciler[*gatewayv1.WorkspaceAPIKey] {
 	return &keyReconciler[*gatewayv1.WorkspaceAPIKey]{
-		Client: mgr.GetClient(), reader: mgr.GetAPIReader(), kind: translate.KindWorkspaceAPIKey, mintPrefix: mintPrefixWorkspaceAPIKey,
+		Client: mgr.GetClient(), reader: mgr.GetAPIReader(), kind: translate.KindWorkspaceAPIKey, mintPrefix: apikey.Workspace,
 		newObject: func() *gatewayv1.WorkspaceAPIKey { return &gatewayv1.WorkspaceAPIKey{} },
 		source:    func(k *gatewayv1.WorkspaceAPIKey) *gatewayv1.KeySource { return &k.Spec.KeySource },
 		status:    func(k *gatewayv1.WorkspaceAPIKey) *gatewayv1.KeyStatus { return &k.Status },
@@ -183,18 +167,18 @@ func (r *keyReconciler[T]) fromKey(obj T, secretName, entry string, raw []byte) 
 	switch {
 	case raw == nil:
 		problem = fmt.Sprintf("Secret %s has no entry %q.", secretName, entry)
-	case len(key) < minKeyLength || len(key) > maxKeyLength:
+	case len(key) < apikey.MinRegisteredLen || len(key) > apikey.MaxRegisteredLen:
 		problem = fmt.Sprintf("Entry %q of Secret %s holds %d characters; a key must have %d to %d.",
-			entry, secretName, len(key), minKeyLength, maxKeyLength)
-	case shannonEntropy(key) < minKeyEntropy:
+			entry, secretName, len(key), apikey.MinRegisteredLen, apikey.MaxRegisteredLen)
+	case apikey.Entropy(key) < apikey.MinEntropy:
 		problem = fmt.Sprintf("Entry %q of Secret %s has less than %.1f bits of entropy per character; use a random key.",
-			entry, secretName, minKeyEntropy)
+			entry, secretName, apikey.MinEntropy)
 	}
 	if problem != "" {
 		st.Prefix, st.Hash = "", ""
 		return check{reason: gatewayv1.ReasonSecretInvalid, message: problem, failed: true}
 	}
-	st.Prefix, st.Hash = translate.KeyPrefix(key), hashKey(key)
+	st.Prefix, st.Hash = apikey.Prefix(key), apikey.Hash(key)
 	return check{}
 }
 
@@ -210,7 +194,7 @@ func (r *keyReconciler[T]) mint(ctx context.Context, obj T, name string) (check,
 	if !apierrors.IsNotFound(err) {
 		return check{}, fmt.Errorf("failed to read Secret %s/%s: %w", key.Namespace, name, err)
 	}
-	plaintext, err := mintKey(r.mintPrefix)
+	plaintext, err := apikey.Mint(r.mintPrefix)
 	if err != nil {
 		return check{}, err
 	}
@@ -232,7 +216,7 @@ func (r *keyReconciler[T]) mint(ctx context.Context, obj T, name string) (check,
 		}
 		return r.fromKey(obj, name, translate.DefaultAPIKeyEntry, secret.Data[translate.DefaultAPIKeyEntry]), nil
 	}
-	logf.FromContext(ctx).Info("Minted API key", "secret", name, "prefix", translate.KeyPrefix(plaintext))
+	logf.FromContext(ctx).Info("Minted API key", "secret", name, "prefix", apikey.Prefix(plaintext))
 	return r.fromKey(obj, name, translate.DefaultAPIKeyEntry, []byte(plaintext)), nil
 }
 
@@ -358,59 +342,4 @@ func (r *keyReconciler[T]) listRequests(ctx context.Context, namespace string, f
 		return nil
 	})
 	return out
-}
-
-// mintKey returns a new key: prefix plus 12 random base62 characters (16 in all, the lookup prefix), a dot, and
-// a 32-character random base62 secret, from crypto/rand.
-func mintKey(prefix string) (string, error) {
-	id, err := randomBase62(translate.PrefixLength - len(prefix))
-	if err != nil {
-		return "", err
-	}
-	secret, err := randomBase62(32)
-	if err != nil {
-		return "", err
-	}
-	return prefix + id + "." + secret, nil
-}
-
-const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-
-func randomBase62(n int) (string, error) {
-	out := make([]byte, 0, n)
-	buf := make([]byte, 2*n)
-	for len(out) < n {
-		if _, err := rand.Read(buf); err != nil {
-			return "", fmt.Errorf("failed to read random bytes for a key: %w", err)
-		}
-		for _, b := range buf {
-			// 248 = 4*62: rejecting larger bytes keeps every character equally likely.
-			if b < 248 && len(out) < n {
-				out = append(out, base62[b%62])
-			}
-		}
-	}
-	return string(out), nil
-}
-
-// hashKey is the lowercase hex SHA-256 of the whole key, the only form in which a key is stored.
-func hashKey(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(sum[:])
-}
-
-// shannonEntropy is the Shannon entropy of s in bits per character.
-func shannonEntropy(s string) float64 {
-	counts := map[rune]int{}
-	n := 0
-	for _, c := range s {
-		counts[c]++
-		n++
-	}
-	var h float64
-	for _, k := range counts {
-		p := float64(k) / float64(n)
-		h -= p * math.Log2(p)
-	}
-	return h
 }

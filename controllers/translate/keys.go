@@ -81,16 +81,5 @@ func (p *Prefixes) Owns(kind, name, prefix string) bool {
 	return ok && cur.Kind == kind && cur.Name == name
 }
 
-// KeyPrefix is the lookup prefix of a whole key: its first 16 characters, or the whole key when shorter.
-func KeyPrefix(key string) string {
-	if len(key) < PrefixLength {
-		return key
-	}
-	return key[:PrefixLength]
-}
-
-// PrefixLength is the length of every key prefix.
-const PrefixLength = 16
-
 // Describe renders a key reference for messages, for example "APIKey acme-prod".
 func (k KeyRef) Describe() string { return strings.Join([]string{k.Kind, k.Name}, " ") }

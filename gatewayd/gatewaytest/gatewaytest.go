@@ -6,12 +6,8 @@ package gatewaytest
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"path/filepath"
 	"runtime"
@@ -24,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/modelgate/modelgate/api/apikey"
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers/hierarchy"
@@ -86,34 +83,26 @@ func Snapshot(ns string, mode gatewayv1.LimitEnforcement, groups []Group) *snaps
 	return s
 }
 
-const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-
-func randomBase62(n int) string {
-	b := make([]byte, n)
-	for i := range b {
-		k, _ := rand.Int(rand.Reader, big.NewInt(int64(len(base62))))
-		b[i] = base62[k.Int64()]
-	}
-	return string(b)
-}
-
 // NewKey mints a federated key of group groupID in the product's format and returns its plaintext and its
 // snapshot record (prefix and hash only).
 func NewKey(id, groupID string) (string, snapshot.APIKey) {
-	key := "mgk_" + randomBase62(12) + "." + randomBase62(32)
-	return key, snapshot.APIKey{ID: id, Prefix: key[:16], Hash: Hash(key), GroupID: groupID}
+	key := mustMint(apikey.Federated)
+	return key, snapshot.APIKey{ID: id, Prefix: apikey.Prefix(key), Hash: apikey.Hash(key), GroupID: groupID}
 }
 
 // NewWorkspaceKey mints a workspace key of the given type.
 func NewWorkspaceKey(id, typ string) (string, snapshot.WorkspaceAPIKey) {
-	key := "mgw_" + randomBase62(12) + "." + randomBase62(32)
-	return key, snapshot.WorkspaceAPIKey{ID: id, Prefix: key[:16], Hash: Hash(key), Type: typ}
+	key := mustMint(apikey.Workspace)
+	return key, snapshot.WorkspaceAPIKey{ID: id, Prefix: apikey.Prefix(key), Hash: apikey.Hash(key), Type: typ}
 }
 
-// Hash is the lowercase hex SHA-256 of key.
-func Hash(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(sum[:])
+// mustMint mints a key of kind; crypto/rand failing is not a test condition.
+func mustMint(kind string) string {
+	key, err := apikey.Mint(kind)
+	if err != nil {
+		panic(err)
+	}
+	return key
 }
 
 // Publish encodes s and writes it as version. Payloads larger than chunkBytes (when > 0) are chunked.

@@ -3,11 +3,8 @@ package rest
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"fmt"
-	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -17,16 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/modelgate/modelgate/api/apikey"
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
-)
-
-// Registered keys: SPEC.md "Other constants".
-const (
-	minKeyLength  = 32
-	maxKeyLength  = 128
-	minKeyEntropy = 3.0
-	prefixLength  = 16
 )
 
 type keyJSON struct {
@@ -53,11 +43,15 @@ func (a *API) mintKey(w http.ResponseWriter, r *http.Request, c caller) {
 	if !ok {
 		return
 	}
-	plain := mintKeyString("mgk_")
+	plain, err := apikey.Mint(apikey.Federated)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "internal_error", "Failed to mint a key.", nil)
+		return
+	}
 	if !a.createAPIKey(w, r, c, g.Name, req.Name, plain) {
 		return
 	}
-	writeJSON(w, http.StatusCreated, map[string]string{"api_key": plain, "prefix": plain[:prefixLength], "name": req.Name})
+	writeJSON(w, http.StatusCreated, map[string]string{"api_key": plain, "prefix": apikey.Prefix(plain), "name": req.Name})
 }
 
 // registerKey stores a caller-supplied key, checked in the order of SPEC.md: the workspace's public key and the
@@ -94,18 +88,18 @@ func (a *API) registerKey(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	n := utf8.RuneCountInString(req.Key)
 	switch {
-	case n < minKeyLength || n > maxKeyLength:
-		badRequest(w, "key", fmt.Sprintf("key must be %d to %d characters long; it has %d.", minKeyLength, maxKeyLength, n))
+	case n < apikey.MinRegisteredLen || n > apikey.MaxRegisteredLen:
+		badRequest(w, "key", fmt.Sprintf("key must be %d to %d characters long; it has %d.", apikey.MinRegisteredLen, apikey.MaxRegisteredLen, n))
 		return
-	case shannonEntropy(req.Key) < minKeyEntropy:
+	case apikey.Entropy(req.Key) < apikey.MinEntropy:
 		badRequest(w, "key", fmt.Sprintf("key must have at least %.1f bits of Shannon entropy per character; it has %.2f.",
-			minKeyEntropy, shannonEntropy(req.Key)))
+			apikey.MinEntropy, apikey.Entropy(req.Key)))
 		return
-	case !validPrefix(req.Key[:prefixLength]):
+	case !validPrefix(req.Key[:apikey.PrefixLen]):
 		badRequest(w, "key", "The first 16 characters of key (its prefix) must be printable ASCII without spaces.")
 		return
 	}
-	prefix := req.Key[:prefixLength]
+	prefix := req.Key[:apikey.PrefixLen]
 	existing, err := a.findAPIKey(r.Context(), c.namespace, prefix)
 	if err != nil {
 		writeKubeError(w, r, "list api keys", err)
@@ -128,13 +122,13 @@ func (a *API) createAPIKey(w http.ResponseWriter, r *http.Request, c caller, gro
 		badRequest(w, "name", "name must be at most 256 characters.")
 		return false
 	}
-	prefix := plain[:prefixLength]
+	prefix := apikey.Prefix(plain)
 	k := &gatewayv1.APIKey{
 		ObjectMeta: metav1.ObjectMeta{Name: newID("key-"), Namespace: c.namespace},
 		Spec: gatewayv1.APIKeySpec{
 			GroupID:     groupID,
 			DisplayName: name,
-			KeySource:   gatewayv1.KeySource{Prefix: prefix, Hash: hashKey(plain)},
+			KeySource:   gatewayv1.KeySource{Prefix: prefix, Hash: apikey.Hash(plain)},
 		},
 	}
 	if err := a.opts.Client.Create(r.Context(), k); err != nil {
@@ -277,35 +271,4 @@ func (a *API) workspacePublicKey(ctx context.Context, ns string) (ed25519.Public
 		}
 	}
 	return nil, nil
-}
-
-// mintKeyString returns a new key: prefix (4 characters) plus 12 base62 characters make the 16-character lookup
-// prefix, then "." and a 32-character base62 secret.
-func mintKeyString(kind string) string {
-	return kind + randomString(base62, 12) + "." + randomString(base62, 32)
-}
-
-// hashKey is the lowercase hex SHA-256 of the whole key, the only form in which a key is stored.
-func hashKey(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(sum[:])
-}
-
-// shannonEntropy is the Shannon entropy of s in bits per character.
-func shannonEntropy(s string) float64 {
-	counts := map[rune]int{}
-	n := 0
-	for _, r := range s {
-		counts[r]++
-		n++
-	}
-	if n == 0 {
-		return 0
-	}
-	h := 0.0
-	for _, c := range counts {
-		p := float64(c) / float64(n)
-		h -= p * math.Log2(p)
-	}
-	return h
 }

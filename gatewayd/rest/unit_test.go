@@ -1,10 +1,10 @@
 package rest
 
 import (
-	"math"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelgate/modelgate/api/apikey"
 )
 
 func TestFixedWindowLimiter(t *testing.T) {
@@ -39,27 +39,10 @@ func TestFixedWindowLimiter(t *testing.T) {
 	}
 }
 
-func TestShannonEntropy(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want float64
-	}{
-		{"", 0},
-		{strings.Repeat("a", 40), 0},
-		{strings.Repeat("ab", 20), 1},
-		{"abcdefgh", 3},
-		{"0123456789abcdef", 4},
-	} {
-		if got := shannonEntropy(tc.in); math.Abs(got-tc.want) > 1e-9 {
-			t.Errorf("shannonEntropy(%q) = %v, want %v", tc.in, got, tc.want)
-		}
-	}
-}
-
-func TestMintedKeyFormat(t *testing.T) {
-	k := mintKeyString("mgk_")
-	if len(k) != 16+1+32 || k[16] != '.' || !strings.HasPrefix(k, "mgk_") || !validPrefix(k[:16]) {
-		t.Fatalf("minted key %q does not have the shape mgk_<12>.<32>", k[:16])
+func TestMintedKeysAndIDs(t *testing.T) {
+	k, err := apikey.Mint(apikey.Federated)
+	if err != nil || !validPrefix(apikey.Prefix(k)) {
+		t.Fatalf("minted key prefix %q is not a valid path prefix (err %v)", apikey.Prefix(k), err)
 	}
 	if a, b := newID("grp-"), newID("grp-"); a == b || !validName(a) || len(a) != 20 {
 		t.Fatalf("ids %q and %q: want distinct valid names of 20 characters", a, b)

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/modelgate/modelgate/api/apikey"
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 )
@@ -111,8 +112,12 @@ func (a *API) createWorkspaceKey(w http.ResponseWriter, r *http.Request, c calle
 			fmt.Sprintf("A %s key may not create %s keys.", c.key.Type, t), map[string]string{"type": req.Type})
 		return
 	}
-	plain := mintKeyString("mgw_")
-	prefix := plain[:prefixLength]
+	plain, err := apikey.Mint(apikey.Workspace)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "internal_error", "Failed to mint a key.", nil)
+		return
+	}
+	prefix := apikey.Prefix(plain)
 	k := &gatewayv1.WorkspaceAPIKey{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: newID("wk-"), Namespace: c.namespace,
@@ -124,7 +129,7 @@ func (a *API) createWorkspaceKey(w http.ResponseWriter, r *http.Request, c calle
 			TeamID:       req.TeamID,
 			Models:       dedupe(req.ModelIDs),
 			Environments: dedupe(req.Environments),
-			KeySource:    gatewayv1.KeySource{Prefix: prefix, Hash: hashKey(plain)},
+			KeySource:    gatewayv1.KeySource{Prefix: prefix, Hash: apikey.Hash(plain)},
 		},
 	}
 	if t == gatewayv1.KeyTypePersonal {

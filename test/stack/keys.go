@@ -8,47 +8,14 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"os"
-)
 
-const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	"github.com/modelgate/modelgate/api/apikey"
+)
 
 // NewWorkspaceKey returns a fresh workspace API key in the product's format: "mgw_" plus 12 random base62
 // characters (the 16-character lookup prefix), a dot, and 32 random base62 characters.
-func NewWorkspaceKey() (string, error) {
-	head, err := randomBase62(12)
-	if err != nil {
-		return "", err
-	}
-	secret, err := randomBase62(32)
-	if err != nil {
-		return "", err
-	}
-	return "mgw_" + head + "." + secret, nil
-}
-
-// KeyPrefix is the lookup prefix of any key: its first 16 characters.
-func KeyPrefix(key string) string {
-	if len(key) < 16 {
-		return key
-	}
-	return key[:16]
-}
-
-// randomBase62 draws n characters uniformly from crypto/rand.
-func randomBase62(n int) (string, error) {
-	out := make([]byte, n)
-	limit := big.NewInt(int64(len(base62)))
-	for i := range out {
-		v, err := rand.Int(rand.Reader, limit)
-		if err != nil {
-			return "", fmt.Errorf("failed to read random bytes: %w", err)
-		}
-		out[i] = base62[v.Int64()]
-	}
-	return string(out), nil
-}
+func NewWorkspaceKey() (string, error) { return apikey.Mint(apikey.Workspace) }
 
 // loadOrCreateSigningKey returns the workspace's Ed25519 key kept at path as PKCS#8 PEM, creating it when the
 // file does not exist. Reusing it across runs keeps scripts that sign key registrations working.

@@ -30,6 +30,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/modelgate/modelgate/api/apikey"
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers"
@@ -360,9 +361,9 @@ func (s *Stack) waitManager(ctx context.Context) error {
 	if err := s.seed(ctx); err != nil {
 		return err
 	}
-	logger.Info("Seeded the workspace", "namespace", s.Namespace, "adminKeyPrefix", KeyPrefix(s.APIKey))
+	logger.Info("Seeded the workspace", "namespace", s.Namespace, "adminKeyPrefix", apikey.Prefix(s.APIKey))
 
-	prefix := KeyPrefix(s.APIKey)
+	prefix := apikey.Prefix(s.APIKey)
 	if err := s.poll(ctx, "the manager to publish a snapshot with the admin key and the demo Endpoint", func() error {
 		snap, version, err := ReadSnapshot(ctx, s.Client, s.Namespace)
 		if err != nil {
