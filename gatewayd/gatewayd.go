@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
+	"github.com/modelgate/modelgate/gatewayd/billing"
 	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/gatewayd/reload"
 	"github.com/modelgate/modelgate/gatewayd/view"
@@ -66,6 +67,11 @@ type Options struct {
 	// Registry receives gatewayd's metrics and is served at /metrics; a new registry with the Go and process
 	// collectors when nil.
 	Registry *prometheus.Registry
+	// Billing stores billing events. When set, gatewayd records one per call made with a federated key, serves
+	// GET /v1/gateway/events and delivers the events to each Workspace's billing webhook. Off when nil.
+	Billing billing.Store
+	// BillingDelivery tunes the webhook delivery; defaults when zero.
+	BillingDelivery billing.DelivererOptions
 }
 
 // Gateway is a configured data plane.
@@ -76,6 +82,7 @@ type Gateway struct {
 	client  *http.Client
 	metrics *metrics
 	mux     *http.ServeMux
+	billing *billing.Recorder
 }
 
 // New builds a Gateway without starting anything.
@@ -130,6 +137,10 @@ func New(opts Options) (*Gateway, error) {
 		mux:     http.NewServeMux(),
 	}
 	g.routes()
+	if opts.Billing != nil {
+		g.billing = billing.NewRecorder(opts.Billing, 0, nil)
+		g.mux.Handle("GET /v1/gateway/events", billing.Handler(opts.Billing, g.billingCaller))
+	}
 	if !opts.DisableManagementAPI {
 		if err := g.mountManagement(); err != nil {
 			return nil, err
@@ -197,6 +208,9 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	serveDone := make(chan error, 1)
 	go func() { serveDone <- srv.Serve(ln) }()
+	if g.billing != nil {
+		go billing.NewDeliverer(g.opts.Billing, g.billingTargets, g.opts.BillingDelivery).Run(ctx)
+	}
 	log.Info("Serving", "addr", ln.Addr().String(), "namespaces", g.opts.Namespaces)
 
 	var err error
@@ -213,6 +227,10 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	defer stop()
 	if serr := srv.Shutdown(shutdownCtx); serr != nil && err == nil {
 		err = fmt.Errorf("failed to shut down: %w", serr)
+	}
+	if g.billing != nil {
+		// The calls are done: write their events before the store closes.
+		g.billing.Close()
 	}
 	cancel()
 	return err

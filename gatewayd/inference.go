@@ -11,14 +11,19 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 
+	"github.com/modelgate/modelgate/gatewayd/billing"
 	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/gatewayd/view"
 )
+
+// codeLimitsUnavailable answers a limited call when the limit store cannot be reached (fail closed).
+const codeLimitsUnavailable = "limits_unavailable"
 
 // maxCapturedBody bounds how much of a non-streamed answer is kept to read its usage; the client gets all of it.
 const maxCapturedBody = 16 << 20
@@ -54,6 +59,11 @@ func (g *Gateway) serveInference(w *statusWriter, r *http.Request, suffix string
 		return
 	}
 	c.entity = key.Group.ExternalEntityID
+	var u usage
+	if g.billing != nil {
+		w.Header().Set("X-Request-Id", billing.NewID("req_"))
+		defer func() { g.recordBilling(key, c, w, u) }()
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.opts.MaxBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -92,7 +102,7 @@ func (g *Gateway) serveInference(w *statusWriter, r *http.Request, suffix string
 		return
 	}
 	// Whatever usage the upstream reported is charged, even when the relay to the client was cut short.
-	u, _ := g.forward(w, r, key.Group.Namespace, ep, suffix, out, &req)
+	u, _ = g.forward(w, r, key.Group.Namespace, ep, suffix, out, &req)
 	if n := u.total(); n > 0 {
 		if err := g.opts.Store.Settle(context.WithoutCancel(ctx), model.Plan, n, g.opts.Clock.Now()); err != nil {
 			log.Error(err, "Failed to charge tokens", "group", key.Group.ID, "slug", model.Slug, "prefix", key.Prefix)
@@ -110,7 +120,7 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, m *view.Model) b
 	res, err := g.opts.Store.Admit(r.Context(), m.Plan, g.opts.Clock.Now())
 	if err != nil {
 		logr.FromContextOrDiscard(r.Context()).Error(err, "Failed to check limits", "slug", m.Slug)
-		writeError(w, http.StatusServiceUnavailable, codeInternal, "Limits could not be checked; retry shortly.", "")
+		writeError(w, http.StatusServiceUnavailable, codeLimitsUnavailable, "Limits could not be checked; retry shortly.", "")
 		return false
 	}
 	if res.Allowed {
@@ -126,6 +136,56 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, m *view.Model) b
 		fmt.Sprintf("%s exceeded: %d %s per %s on model %s, set by group %s.", kind, l.Threshold, l.Key.Type, l.Key.Unit, m.Slug, l.SourceGroup),
 		limitDetail{Slug: m.Slug, Type: l.Key.Type.String(), Unit: l.Key.Unit.String(), Threshold: l.Threshold, SourceGroup: l.SourceGroup})
 	return false
+}
+
+// recordBilling queues the billing event of one call; it goes to the webhook outbox when the workspace names
+// a billing webhook.
+func (g *Gateway) recordBilling(key *view.Key, c *call, w *statusWriter, u usage) {
+	ns := key.Group.Namespace
+	n := g.loader.View().Namespace(ns)
+	reqID := w.Header().Get("X-Request-Id")
+	g.billing.Record(billing.Record{
+		Namespace: ns,
+		Deliver:   n != nil && n.Snapshot != nil && n.Snapshot.Workspace.BillingWebhook != nil,
+		Event: billing.Event{
+			IdempotencyKey: "evt_" + strings.TrimPrefix(reqID, "req_"), Timestamp: g.opts.Clock.Now().UTC(),
+			RequestID: reqID, ModelSlug: c.model, ExternalEntityID: key.Group.ExternalEntityID, GroupID: key.Group.ID,
+			APIKeyPrefix: key.Prefix, StatusCode: w.code(),
+			Tokens: billing.Tokens{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens},
+		},
+	})
+}
+
+// billingCaller authenticates GET /v1/gateway/events with a workspace key allowed to manage the gateway, as
+// the other /v1/gateway routes do.
+func (g *Gateway) billingCaller(r *http.Request) (string, bool, bool) {
+	scheme, raw, _ := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	if !strings.EqualFold(scheme, "Bearer") && !strings.EqualFold(scheme, "Api-Key") {
+		return "", false, false
+	}
+	ns, k, ok := directory{g.loader}.WorkspaceKey(strings.TrimSpace(raw))
+	if !ok {
+		return "", false, false
+	}
+	return ns, true, k.Type == "WORKSPACE_MANAGE_ALL" || (k.Type == "PERSONAL" && k.Owner != nil && k.Owner.Role == "ADMIN")
+}
+
+// billingTargets are the billing webhooks of the served workspaces, with their signing secrets read lazily.
+func (g *Gateway) billingTargets() map[string]billing.Target {
+	v := g.loader.View()
+	out := map[string]billing.Target{}
+	for _, name := range v.Namespaces() {
+		n := v.Namespace(name)
+		if n == nil || n.Snapshot == nil || n.Snapshot.Workspace.BillingWebhook == nil {
+			continue
+		}
+		hook := n.Snapshot.Workspace.BillingWebhook
+		ref := hook.Secret
+		out[name] = billing.Target{URL: hook.URL, Secret: func(ctx context.Context) (string, error) {
+			return g.secrets.get(ctx, name, &ref)
+		}}
+	}
+	return out
 }
 
 type limitDetail struct {

@@ -1,0 +1,233 @@
+package billing
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+var (
+	bucketEvents = []byte("billing.events")
+	bucketOutbox = []byte("billing.outbox")
+)
+
+// Bolt keeps events in a bbolt file (the embedded store's, so one volume holds all state). Per namespace,
+// events are keyed by (timestamp, sequence), big-endian, so a key scan is time order; the outbox holds a copy
+// of each undelivered event under the same key, so retention never drops an event still owed to the webhook.
+type Bolt struct{ db *bolt.DB }
+
+// NewBolt stores events in db.
+func NewBolt(db *bolt.DB) *Bolt { return &Bolt{db: db} }
+
+func eventKey(ts time.Time, seq uint64) []byte {
+	k := binary.BigEndian.AppendUint64(nil, uint64(ts.UnixNano()))
+	return binary.BigEndian.AppendUint64(k, seq)
+}
+
+func nested(tx *bolt.Tx, top []byte, ns string) (*bolt.Bucket, error) {
+	b, err := tx.CreateBucketIfNotExists(top)
+	if err != nil {
+		return nil, err
+	}
+	return b.CreateBucketIfNotExists([]byte(ns))
+}
+
+// Append implements Store.
+func (s *Bolt) Append(_ context.Context, recs []Record) error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		for _, r := range recs {
+			ev, err := nested(tx, bucketEvents, r.Namespace)
+			if err != nil {
+				return err
+			}
+			seq, _ := ev.NextSequence()
+			k := eventKey(r.Event.Timestamp, seq)
+			v, err := json.Marshal(r.Event)
+			if err != nil {
+				return err
+			}
+			if err := ev.Put(k, v); err != nil {
+				return err
+			}
+			if r.Deliver {
+				ob, err := nested(tx, bucketOutbox, r.Namespace)
+				if err != nil {
+					return err
+				}
+				if err := ob.Put(k, v); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("failed to store %d billing events: %w", len(recs), err)
+	}
+	return nil
+}
+
+// List implements Store. The cursor is the hex key of the last event returned.
+func (s *Bolt) List(_ context.Context, ns string, q Query) ([]Event, string, error) {
+	start := eventKey(q.Start, 0)
+	if q.Start.IsZero() {
+		start = nil
+	}
+	if q.Cursor != "" {
+		c, err := hex.DecodeString(q.Cursor)
+		if err != nil || len(c) != 16 {
+			return nil, "", fmt.Errorf("cursor: not one this server issued")
+		}
+		// Resume strictly after the cursor: append a byte so Seek lands past it.
+		c = append(c, 0)
+		if string(c) > string(start) {
+			start = c
+		}
+	}
+	if q.Limit <= 0 {
+		q.Limit = DefaultLimit
+	}
+	var out []Event
+	var lastKey []byte
+	next := ""
+	err := s.db.View(func(tx *bolt.Tx) error {
+		top := tx.Bucket(bucketEvents)
+		if top == nil {
+			return nil
+		}
+		b := top.Bucket([]byte(ns))
+		if b == nil {
+			return nil
+		}
+		c := b.Cursor()
+		k, v := c.First()
+		if start != nil {
+			k, v = c.Seek(start)
+		}
+		for ; k != nil; k, v = c.Next() {
+			if !q.End.IsZero() && int64(binary.BigEndian.Uint64(k[:8])) >= q.End.UnixNano() {
+				return nil
+			}
+			var e Event
+			if err := json.Unmarshal(v, &e); err != nil {
+				return fmt.Errorf("corrupt billing event %x: %w", k, err)
+			}
+			if !q.match(&e) {
+				continue
+			}
+			if len(out) == q.Limit {
+				// One more match exists: the page is full and the next one starts after its last event.
+				next = hex.EncodeToString(lastKey)
+				return nil
+			}
+			out = append(out, e)
+			lastKey = append(lastKey[:0], k...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("failed to list billing events: %w", err)
+	}
+	return out, next, nil
+}
+
+// Pending implements Store.
+func (s *Bolt) Pending(_ context.Context, ns string, max int) ([]Pending, error) {
+	var out []Pending
+	err := s.db.View(func(tx *bolt.Tx) error {
+		top := tx.Bucket(bucketOutbox)
+		if top == nil {
+			return nil
+		}
+		b := top.Bucket([]byte(ns))
+		if b == nil {
+			return nil
+		}
+		c := b.Cursor()
+		for k, v := c.First(); k != nil && len(out) < max; k, v = c.Next() {
+			var e Event
+			if err := json.Unmarshal(v, &e); err != nil {
+				return fmt.Errorf("corrupt outbox entry %x: %w", k, err)
+			}
+			out = append(out, Pending{ID: hex.EncodeToString(k), Event: e})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("failed to read the billing outbox: %w", err)
+	}
+	return out, nil
+}
+
+// Ack implements Store.
+func (s *Bolt) Ack(_ context.Context, ns string, ids []string) error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		top := tx.Bucket(bucketOutbox)
+		if top == nil {
+			return nil
+		}
+		b := top.Bucket([]byte(ns))
+		if b == nil {
+			return nil
+		}
+		for _, id := range ids {
+			k, err := hex.DecodeString(id)
+			if err != nil {
+				return err
+			}
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("failed to acknowledge billing outbox entries: %w", err)
+	}
+	return nil
+}
+
+// Outboxes implements Store.
+func (s *Bolt) Outboxes(_ context.Context) ([]string, error) {
+	var out []string
+	err := s.db.View(func(tx *bolt.Tx) error {
+		top := tx.Bucket(bucketOutbox)
+		if top == nil {
+			return nil
+		}
+		return top.ForEachBucket(func(name []byte) error {
+			if k, _ := top.Bucket(name).Cursor().First(); k != nil {
+				out = append(out, string(name))
+			}
+			return nil
+		})
+	})
+	return out, err
+}
+
+// Prune implements Store.
+func (s *Bolt) Prune(_ context.Context, before time.Time) error {
+	limit := eventKey(before, 0)
+	return s.db.Update(func(tx *bolt.Tx) error {
+		top := tx.Bucket(bucketEvents)
+		if top == nil {
+			return nil
+		}
+		return top.ForEachBucket(func(name []byte) error {
+			c := top.Bucket(name).Cursor()
+			for k, _ := c.First(); k != nil && string(k) < string(limit); k, _ = c.First() {
+				if err := c.Delete(); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+}
+
+var _ Store = (*Bolt)(nil)

@@ -1,0 +1,180 @@
+package billing
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Redis keeps events in Redis streams, so every replica records into and delivers from the same place. Per
+// namespace, "<prefix>:billing:events:<ns>" holds every event (trimmed by Prune) and
+// "<prefix>:billing:outbox:<ns>" the undelivered ones; the set "<prefix>:billing:namespaces" lists the
+// namespaces that ever recorded. Stream ids are Redis server time, so a listing is in time order whatever
+// replica recorded the event. Two replicas may deliver the same batch at once; receivers dedupe by
+// idempotencyKey, as at-least-once delivery requires anyway.
+type Redis struct {
+	client redis.UniversalClient
+	prefix string
+}
+
+// NewRedis stores events through client under prefix ("mg" when empty).
+func NewRedis(client redis.UniversalClient, prefix string) *Redis {
+	if prefix == "" {
+		prefix = "mg"
+	}
+	return &Redis{client: client, prefix: prefix}
+}
+
+func (s *Redis) events(ns string) string { return s.prefix + ":billing:events:" + ns }
+func (s *Redis) outbox(ns string) string { return s.prefix + ":billing:outbox:" + ns }
+func (s *Redis) namespaces() string      { return s.prefix + ":billing:namespaces" }
+
+// Append implements Store.
+func (s *Redis) Append(ctx context.Context, recs []Record) error {
+	_, err := s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		for _, r := range recs {
+			v, err := json.Marshal(r.Event)
+			if err != nil {
+				return err
+			}
+			p.XAdd(ctx, &redis.XAddArgs{Stream: s.events(r.Namespace), Values: []any{"e", v}})
+			if r.Deliver {
+				p.XAdd(ctx, &redis.XAddArgs{Stream: s.outbox(r.Namespace), Values: []any{"e", v}})
+			}
+			p.SAdd(ctx, s.namespaces(), r.Namespace)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("failed to store %d billing events in Redis: %w", len(recs), err)
+	}
+	return nil
+}
+
+func decode(m redis.XMessage) (Event, error) {
+	var e Event
+	v, _ := m.Values["e"].(string)
+	if err := json.Unmarshal([]byte(v), &e); err != nil {
+		return e, fmt.Errorf("corrupt billing event %s: %w", m.ID, err)
+	}
+	return e, nil
+}
+
+// List implements Store. The cursor is the stream id of the last event returned.
+func (s *Redis) List(ctx context.Context, ns string, q Query) ([]Event, string, error) {
+	if q.Limit <= 0 {
+		q.Limit = DefaultLimit
+	}
+	start := "-"
+	if !q.Start.IsZero() {
+		start = strconv.FormatInt(q.Start.UnixMilli(), 10) + "-0"
+	}
+	if q.Cursor != "" {
+		if _, _, ok := parseStreamID(q.Cursor); !ok {
+			return nil, "", errors.New("cursor: not one this server issued")
+		}
+		start = "(" + q.Cursor
+	}
+	end := "+"
+	if !q.End.IsZero() {
+		end = "(" + strconv.FormatInt(q.End.UnixMilli(), 10) + "-0"
+	}
+	var out []Event
+	last := ""
+	for {
+		msgs, err := s.client.XRangeN(ctx, s.events(ns), start, end, 256).Result()
+		if err != nil {
+			return nil, "", fmt.Errorf("failed to list billing events: %w", err)
+		}
+		for _, m := range msgs {
+			e, err := decode(m)
+			if err != nil {
+				return nil, "", err
+			}
+			if !q.match(&e) {
+				continue
+			}
+			if len(out) == q.Limit {
+				return out, last, nil
+			}
+			out, last = append(out, e), m.ID
+		}
+		if len(msgs) < 256 {
+			return out, "", nil
+		}
+		start = "(" + msgs[len(msgs)-1].ID
+	}
+}
+
+func parseStreamID(id string) (int64, int64, bool) {
+	for i := range len(id) {
+		if id[i] == '-' {
+			a, err1 := strconv.ParseInt(id[:i], 10, 64)
+			b, err2 := strconv.ParseInt(id[i+1:], 10, 64)
+			return a, b, err1 == nil && err2 == nil
+		}
+	}
+	return 0, 0, false
+}
+
+// Pending implements Store.
+func (s *Redis) Pending(ctx context.Context, ns string, max int) ([]Pending, error) {
+	msgs, err := s.client.XRangeN(ctx, s.outbox(ns), "-", "+", int64(max)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("failed to read the billing outbox: %w", err)
+	}
+	out := make([]Pending, 0, len(msgs))
+	for _, m := range msgs {
+		e, err := decode(m)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Pending{ID: m.ID, Event: e})
+	}
+	return out, nil
+}
+
+// Ack implements Store.
+func (s *Redis) Ack(ctx context.Context, ns string, ids []string) error {
+	if err := s.client.XDel(ctx, s.outbox(ns), ids...).Err(); err != nil {
+		return fmt.Errorf("failed to acknowledge billing outbox entries: %w", err)
+	}
+	return nil
+}
+
+// Outboxes implements Store.
+func (s *Redis) Outboxes(ctx context.Context) ([]string, error) {
+	nss, err := s.client.SMembers(ctx, s.namespaces()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("failed to list billing namespaces: %w", err)
+	}
+	var out []string
+	for _, ns := range nss {
+		if n, err := s.client.XLen(ctx, s.outbox(ns)).Result(); err == nil && n > 0 {
+			out = append(out, ns)
+		}
+	}
+	return out, nil
+}
+
+// Prune implements Store.
+func (s *Redis) Prune(ctx context.Context, before time.Time) error {
+	nss, err := s.client.SMembers(ctx, s.namespaces()).Result()
+	if err != nil {
+		return fmt.Errorf("failed to list billing namespaces: %w", err)
+	}
+	minID := strconv.FormatInt(before.UnixMilli(), 10) + "-0"
+	for _, ns := range nss {
+		if err := s.client.XTrimMinID(ctx, s.events(ns), minID).Err(); err != nil {
+			return fmt.Errorf("failed to prune billing events of %s: %w", ns, err)
+		}
+	}
+	return nil
+}
+
+var _ Store = (*Redis)(nil)

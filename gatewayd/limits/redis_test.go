@@ -1,0 +1,313 @@
+package limits
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/modelgate/modelgate/gatewayd/state/redistest"
+)
+
+func newRedis(t testing.TB, opts RedisOptions) (*Redis, *redistest.Server) {
+	t.Helper()
+	srv := redistest.Start(t)
+	return NewRedis(srv.Client(), opts), srv
+}
+
+func bindTo(t testing.TB, s Store, ls ...Limit) *Plan {
+	t.Helper()
+	p := &Plan{Limits: ls}
+	if err := s.Bind(p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestRedisMatchesMemory drives the Redis store and the in-memory store with the same random calls and
+// requires the same decisions, retry times and counts: the Lua script is the memory algorithm, not an
+// approximation of it.
+func TestRedisMatchesMemory(t *testing.T) {
+	r, _ := newRedis(t, RedisOptions{})
+	m := NewMemory()
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	var plans [][2]*Plan
+	for i := range 6 {
+		var ls []Limit
+		// Three levels sharing the upper two, as siblings of a CASCADING tree do.
+		for level, g := range []string{fmt.Sprintf("leaf%d", i%3), "mid", "root"} {
+			for _, typ := range []Type{Request, Token} {
+				for u, base := range []int{Second: 5, Minute: 200, Day: 1000} {
+					if typ == Token {
+						base *= 5
+					}
+					ls = append(ls, lim(g, "s", typ, Unit(u), int64(base+rng.IntN(base)+level*base)))
+				}
+			}
+		}
+		rng.Shuffle(len(ls), func(a, b int) { ls[a], ls[b] = ls[b], ls[a] })
+		plans = append(plans, [2]*Plan{bindTo(t, m, ls...), bindTo(t, r, ls...)})
+	}
+	// Microsecond steps: the script works in microseconds, so retry times compare exactly.
+	now := time.Date(2026, 3, 14, 23, 58, 0, 0, time.UTC)
+	var refused, allowed int
+	for step := range 3000 {
+		// Forward only: see docs/limits.md ("Clocks") for how the stores differ when a clock steps back.
+		now = now.Add(time.Duration(rng.IntN(80_000)) * time.Microsecond)
+		pp := plans[rng.IntN(len(plans))]
+		if rng.IntN(3) == 0 {
+			n := int64(rng.IntN(6))
+			_ = m.Settle(ctx, pp[0], n, now)
+			if err := r.Settle(ctx, pp[1], n, now); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, _ := m.Admit(ctx, pp[0], now)
+		got, err := r.Admit(ctx, pp[1], now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Fatalf("step %d at %s: redis %+v, memory %+v", step, now.Format(time.RFC3339Nano), got, want)
+		}
+		if got.Allowed {
+			allowed++
+		} else {
+			refused++
+		}
+	}
+	t.Logf("The walk admitted %d and refused %d calls", allowed, refused)
+	if refused < 100 || allowed < 100 {
+		t.Fatalf("the walk admitted %d and refused %d calls: too few of one kind to compare", allowed, refused)
+	}
+	for _, pp := range plans {
+		for _, l := range pp[0].Limits {
+			got, err := r.Count(ctx, l.Key, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := m.Usage(l.Key, now); got != want {
+				t.Errorf("count of %+v: redis %d, memory %d", l.Key, got, want)
+			}
+		}
+	}
+}
+
+// TestRedisConcurrentExact: 1,000 concurrent calls through two clients (two replicas) against a REQUEST DAY
+// limit of 100 admit exactly 100.
+func TestRedisConcurrentExact(t *testing.T) {
+	r1, srv := newRedis(t, RedisOptions{})
+	r2 := NewRedis(srv.Client(), RedisOptions{})
+	l := lim("g", "s", Request, Day, 100)
+	plans := []*Plan{bindTo(t, r1, l), bindTo(t, r2, l)}
+	stores := []*Redis{r1, r2}
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 1000 {
+		wg.Go(func() {
+			res, err := stores[i%2].Admit(context.Background(), plans[i%2], t0)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if res.Allowed {
+				admitted.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if got := admitted.Load(); got != 100 {
+		t.Fatalf("admitted %d of 1000 concurrent calls, want exactly 100", got)
+	}
+	if n, _ := r1.Count(context.Background(), l.Key, t0); n != 100 {
+		t.Fatalf("count %d, want 100", n)
+	}
+}
+
+// TestRedisCascadingSiblingsShareParent: sibling leaves with their own large limits hammer a parent pool of
+// 50; together they get exactly 50, and a refused call charges no leaf.
+func TestRedisCascadingSiblingsShareParent(t *testing.T) {
+	r, _ := newRedis(t, RedisOptions{})
+	parent := lim("parent", "s", Request, Minute, 50)
+	var plans []*Plan
+	for i := range 4 {
+		plans = append(plans, bindTo(t, r, lim(fmt.Sprintf("leaf%d", i), "s", Request, Minute, 1000), parent, lim("root", "s", Request, Minute, 1000)))
+	}
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 400 {
+		wg.Go(func() {
+			if res, err := r.Admit(context.Background(), plans[i%4], t0); err == nil && res.Allowed {
+				admitted.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if got := admitted.Load(); got != 50 {
+		t.Fatalf("siblings admitted %d, want exactly the parent's 50", got)
+	}
+	var leaves int64
+	for i := range 4 {
+		n, _ := r.Count(context.Background(), plans[i].Limits[0].Key, t0)
+		leaves += n
+	}
+	if root, _ := r.Count(context.Background(), plans[0].Limits[2].Key, t0); leaves != 50 || root != 50 {
+		t.Fatalf("leaves charged %d and root %d, want 50 each: refused calls must charge nothing", leaves, root)
+	}
+}
+
+// TestRedisKeysExpire: every key the scripts write carries a TTL, so abandoned buckets free themselves.
+func TestRedisKeysExpire(t *testing.T) {
+	r, srv := newRedis(t, RedisOptions{})
+	p := bindTo(t, r, chain5("")...)
+	ctx := context.Background()
+	if res, err := r.Admit(ctx, p, t0); err != nil || !res.Allowed {
+		t.Fatalf("admit: %+v %v", res, err)
+	}
+	if err := r.Settle(ctx, p, 10, t0); err != nil {
+		t.Fatal(err)
+	}
+	c := srv.Client()
+	keys, err := c.Keys(ctx, "mg:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 30 {
+		t.Fatalf("%d keys written, want 30 (5 levels x 2 types x 3 units)", len(keys))
+	}
+	for _, k := range keys {
+		ttl, err := c.PTTL(ctx, k).Result()
+		if err != nil || ttl <= 0 {
+			t.Errorf("key %s has TTL %v (%v), want one", k, ttl, err)
+		}
+	}
+	if _, err := c.Get(ctx, r.dayKey(p.Limits[2].Key, t0.UnixNano()/nanosPerDay)).Result(); err != nil {
+		t.Errorf("DAY bucket is not under its UTC day key: %v", err)
+	}
+}
+
+// TestRedisFailsClosedAndRecovers: with Redis down, Admit returns ErrUnavailable (or admits with FailOpen);
+// when Redis comes back on the same address, the same store works again without being rebuilt.
+func TestRedisFailsClosedAndRecovers(t *testing.T) {
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: 1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { _ = client.Close() })
+	closed := NewRedis(client, RedisOptions{})
+	open := NewRedis(client, RedisOptions{FailOpen: true})
+	l := lim("g", "s", Request, Day, 1000)
+	pc, po := bindTo(t, closed, l), bindTo(t, open, l)
+	ctx := context.Background()
+	if res, err := closed.Admit(ctx, pc, t0); err != nil || !res.Allowed {
+		t.Fatalf("admit before the outage: %+v %v", res, err)
+	}
+	srv.Kill()
+	if _, err := closed.Admit(ctx, pc, t0); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("fail-closed admit with Redis down: err %v, want ErrUnavailable", err)
+	}
+	if res, err := open.Admit(ctx, po, t0); err != nil || !res.Allowed {
+		t.Fatalf("fail-open admit with Redis down: %+v %v, want admitted", res, err)
+	}
+	srv.Restart()
+	var err error
+	var res Result
+	for range 500 { // the pool may hand out a dead connection or two first
+		if res, err = closed.Admit(ctx, pc, t0); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil || !res.Allowed {
+		t.Fatalf("admit after Redis came back: %+v %v", res, err)
+	}
+}
+
+// serverMicros is the mean time Redis spent per EVALSHA since the last CONFIG RESETSTAT.
+func serverMicros(b *testing.B, c redis.UniversalClient) float64 {
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:"); ok {
+			for _, kv := range strings.Split(rest, ",") {
+				if v, ok := strings.CutPrefix(kv, "usec_per_call="); ok {
+					f, _ := strconv.ParseFloat(v, 64)
+					return f
+				}
+			}
+		}
+	}
+	return 0
+}
+
+func benchRedisAdmit(b *testing.B, ls []Limit) {
+	r, _ := newRedis(b, RedisOptions{})
+	p := bindTo(b, r, ls...)
+	ctx := context.Background()
+	r.Client().ConfigResetStat(ctx)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if res, err := r.Admit(ctx, p, t0.Add(time.Duration(i)*time.Millisecond)); err != nil || !res.Allowed {
+			b.Fatal("refused", err)
+		}
+	}
+	b.ReportMetric(serverMicros(b, r.Client()), "redis-µs/op")
+}
+
+// BenchmarkRedisAdmit compares one bucket against a five-level chain with one limit per level and against the
+// full chain of 30 limits (REQUEST and TOKEN on SECOND, MINUTE and DAY at every level). redis-µs/op is the
+// time Redis spent in the script, from INFO commandstats; the rest is the round trip.
+func BenchmarkRedisAdmit(b *testing.B) {
+	b.Run("single-bucket", func(b *testing.B) { benchRedisAdmit(b, chain1()[:1]) })
+	b.Run("chain5-one-limit-per-level", func(b *testing.B) { benchRedisAdmit(b, chain1()) })
+	b.Run("chain5-30-limits", func(b *testing.B) { benchRedisAdmit(b, chain5("")) })
+}
+
+func chain1() []Limit {
+	var chain []Limit
+	for level := range 5 {
+		chain = append(chain, lim(fmt.Sprintf("g%d", level), "demo/echo", Request, Minute, 1<<60))
+	}
+	return chain
+}
+
+// BenchmarkRedisAdmitChainRatio interleaves, call by call, a single-bucket check and a five-level chain check
+// on the same Redis, so machine noise hits both alike, and reports the ratio of their mean latencies.
+func BenchmarkRedisAdmitChainRatio(b *testing.B) {
+	for _, tc := range []struct {
+		name  string
+		chain []Limit
+	}{{"one-limit-per-level", chain1()}, {"30-limits", chain5("")}} {
+		b.Run(tc.name, func(b *testing.B) {
+			r, _ := newRedis(b, RedisOptions{})
+			single := bindTo(b, r, lim("single", "demo/echo", Request, Minute, 1<<60))
+			chain := bindTo(b, r, tc.chain...)
+			ctx := context.Background()
+			var ts, tc time.Duration
+			for i := 0; b.Loop(); i++ {
+				now := t0.Add(time.Duration(i) * time.Millisecond)
+				start := time.Now()
+				_, err1 := r.Admit(ctx, single, now)
+				mid := time.Now()
+				_, err2 := r.Admit(ctx, chain, now)
+				ts, tc = ts+mid.Sub(start), tc+time.Since(mid)
+				if err1 != nil || err2 != nil {
+					b.Fatal(err1, err2)
+				}
+			}
+			b.ReportMetric(float64(tc)/float64(ts), "chain/single")
+			b.ReportMetric(float64(ts.Microseconds())/float64(b.N), "single-µs")
+			b.ReportMetric(float64(tc.Microseconds())/float64(b.N), "chain-µs")
+		})
+	}
+}
