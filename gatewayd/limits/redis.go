@@ -36,10 +36,15 @@ var settleSource string
 //go:embed redis_count.lua
 var countSource string
 
+// bucketsSource is the prelude every script starts with: the bucket layout and its window arithmetic.
+//
+//go:embed redis_buckets.lua
+var bucketsSource string
+
 var (
-	admitScript  = redis.NewScript(admitSource)
-	settleScript = redis.NewScript(settleSource)
-	countScript  = redis.NewScript(countSource)
+	admitScript  = redis.NewScript(bucketsSource + admitSource)
+	settleScript = redis.NewScript(bucketsSource + settleSource)
+	countScript  = redis.NewScript(bucketsSource + countSource)
 )
 
 // RedisOptions configure a Redis store.
