@@ -51,12 +51,34 @@ verify-generated: manifests generate ## Fail when generated files are out of dat
 	@git diff --exit-code -- api config || { echo "Generated files are stale: run 'make manifests generate' and commit." >&2; exit 1; }
 
 .PHONY: test
-test: manifests generate vet ## Run every suite: unit, golden, envtest (ginkgo), gatewayd integration, Redis and client tests.
+test: manifests generate vet ## Run every suite: unit, golden, envtest (ginkgo), gatewayd integration, Redis and client tests, then a short fuzz.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go test $(GOTESTFLAGS) -count=1 -timeout 30m ./...
+	$(MAKE) --no-print-directory fuzz
+
+# FUZZTIME bounds each fuzz target: in `make test`, long enough to try new inputs on the parsers and handlers,
+# short enough for CI. Run `make fuzz FUZZTIME=10m` to dig deeper.
+FUZZTIME ?= 15s
+FUZZ_TARGETS := FuzzDecode:./api/snapshot/ FuzzValidate:./controllers/hierarchy/ FuzzRewriteBody:./gatewayd/ FuzzHandlers:./gatewayd/rest/
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME.
+	@for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t%%:*} ($(FUZZTIME))"; \
+		go test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) -parallel 2 "$${t#*:}" || exit 1; \
+	done
+
+# BENCHTIME keeps the micro-benchmarks short enough that `make bench` fits in 10 minutes on 2 cores;
+# LOADBENCH_FLAGS reach the harness (for example -quick, -skip-propagation, -strict).
+BENCHTIME ?= 200ms
+LOADBENCH_FLAGS ?=
 
 .PHONY: bench
-bench: ## Run the Go micro-benchmarks.
-	go test -run '^$$' -bench . -benchmem ./...
+bench: ## Run the Go micro-benchmarks, then the side-by-side load harness, which rewrites docs/benchmarks.md.
+	@# Only the packages that define benchmarks, so nothing else is compiled for nothing.
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go test -run '^$$' -bench . -benchmem -benchtime=$(BENCHTIME) \
+		$$(grep -rl --include='*_test.go' --exclude-dir=node_modules '^func Benchmark' . | xargs -n1 dirname | sort -u)
+	go build -o $(LOCALBIN)/loadbench ./test/loadbench/cmd/loadbench
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" $(LOCALBIN)/loadbench -docs docs/benchmarks.md $(LOADBENCH_FLAGS)
 
 ##@ Build
 

@@ -1,0 +1,112 @@
+// Command loadbench runs the side-by-side load harness of package loadbench, prints its table, and rewrites the
+// results section of docs/benchmarks.md. It exits 1 when an answer broke a correctness rule, 2 when it could
+// not measure, and, with -strict, 3 when a figure missed its target.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"strings"
+	"syscall"
+
+	"go.uber.org/zap/zapcore"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/modelgate/modelgate/test/loadbench"
+)
+
+func main() {
+	loadbench.ChildMain()
+
+	quick := flag.Bool("quick", false, "Small counts: checks that the harness works; the figures mean little.")
+	docs := flag.String("docs", "", "Rewrite the results section of this file (docs/benchmarks.md) between its loadbench markers.")
+	strict := flag.Bool("strict", false, "Exit 3 when a figure misses its target.")
+	verbose := flag.Bool("v", false, "Log the stack's components (manager, webhooks, gatewayd) to stderr; without it they are silent.")
+	cpuProfile := flag.String("cpuprofile", "", "Write a CPU profile of the whole run (load generator, targets, manager) to this file.")
+	memProfile := flag.String("memprofile", "", "Write an allocation profile of the whole run to this file.")
+	// Sizes default to the full or the quick preset; a flag given on the command line overrides it.
+	var set loadbench.Config
+	flag.IntVar(&set.Rounds, "rounds", 0, "Interleaved rounds; each figure is the median over them.")
+	flag.DurationVar(&set.LatencyDuration, "latency-duration", 0, "Time per target and round at concurrency 1.")
+	flag.DurationVar(&set.ThroughputDuration, "throughput-duration", 0, "Time per target and round of the throughput run.")
+	flag.IntVar(&set.Concurrency, "concurrency", 0, "Workers of the throughput run (full preset: 32).")
+	flag.DurationVar(&set.StreamDuration, "stream-duration", 0, "Time per target and round of the streaming run.")
+	flag.IntVar(&set.Groups, "groups", 0, "Background groups in the workspace during the propagation measurement (full preset: 10000).")
+	flag.IntVar(&set.Changes, "changes", 0, "Limit changes timed (full preset: 50).")
+	flag.IntVar(&set.ScaleGroups, "scale-groups", 0, "Groups of the memory measurement (full preset: 10000).")
+	flag.IntVar(&set.ScaleKeys, "scale-keys", 0, "Keys of the memory measurement (full preset: 100000).")
+	flag.BoolVar(&set.SkipPropagation, "skip-propagation", false, "Leave out the propagation measurement.")
+	flag.BoolVar(&set.SkipScale, "skip-scale", false, "Leave out the memory measurement.")
+	flag.StringVar(&set.RedisServer, "redis-server", "", "redis-server binary for the Redis rows; default from PATH.")
+	flag.Parse()
+	cfg := loadbench.FullConfig()
+	if *quick {
+		cfg = loadbench.QuickConfig()
+	}
+	cfg = cfg.Override(set)
+
+	// Quiet by default: stopping the stack makes the manager log cancelled reconciles, which read like failures.
+	// A failure that matters fails a phase and is reported; -v shows the components' logs to find out why.
+	level := zapcore.Level(zapcore.DPanicLevel)
+	if *verbose {
+		level = zapcore.InfoLevel
+	}
+	ctrl.SetLogger(zap.New(zap.Level(level)))
+	cfg.Log = ctrl.Log.WithName("loadbench")
+	cfg.Progress = os.Stderr
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "loadbench:", err)
+			os.Exit(2)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "loadbench:", err)
+			os.Exit(2)
+		}
+	}
+	rep, err := loadbench.Run(ctx, cfg)
+	if *cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
+	if *memProfile != "" {
+		if f, ferr := os.Create(*memProfile); ferr == nil {
+			_ = pprof.Lookup("allocs").WriteTo(f, 0)
+			f.Close()
+		}
+	}
+	if rep == nil {
+		fmt.Fprintln(os.Stderr, "loadbench:", err)
+		os.Exit(2)
+	}
+	rep.Command = strings.TrimSpace("make bench   # the harness step: loadbench " + strings.Join(os.Args[1:], " "))
+	rep.Print(os.Stdout)
+	if *docs != "" {
+		if err := rep.WriteDocs(*docs); err != nil {
+			fmt.Fprintln(os.Stderr, "loadbench:", err)
+			os.Exit(2)
+		}
+		fmt.Fprintln(os.Stderr, "loadbench: updated", *docs)
+	}
+	if err != nil {
+		// The figures are in; stopping what the harness started went wrong.
+		fmt.Fprintln(os.Stderr, "loadbench:", err)
+		os.Exit(2)
+	}
+	switch {
+	case rep.Failed():
+		fmt.Fprintln(os.Stderr, "loadbench: FAILED: correctness violations:", rep.Violations.String(), "phase errors:", len(rep.Errors))
+		os.Exit(1)
+	case *strict && len(rep.Missed()) > 0:
+		fmt.Fprintln(os.Stderr, "loadbench: missed targets:", strings.Join(rep.Missed(), "; "))
+		os.Exit(3)
+	}
+}

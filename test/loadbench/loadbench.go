@@ -1,0 +1,246 @@
+// Package loadbench is the side-by-side load harness behind `make bench`. It measures gatewayd against the
+// cheapest things a user could put in its place: a direct call to the upstream and a bare
+// httputil.ReverseProxy. Every target is driven by the same Go load generator in interleaved rounds, and every
+// figure is a ratio or a difference taken within one round, reported as the median of the rounds, because a
+// shared 2-core machine is too noisy for absolute figures. It also measures how fast a limit change written to
+// the API server is enforced (with the real manager, through test/stack), and gatewayd's resident memory with a
+// large workspace (in a separate process). While it measures it checks correctness: every answer must be 200,
+// carry the usage the upstream reported, and be charged exactly once; any violation fails the run.
+package loadbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/kubernetes"
+
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gatewayd"
+	"github.com/modelgate/modelgate/test/stack"
+)
+
+// Config sizes a run. Start from FullConfig or QuickConfig.
+type Config struct {
+	// Rounds is how many times each target runs each load shape, interleaved.
+	Rounds int
+	// LatencyDuration is one target's share of a round at concurrency 1; ThroughputDuration at Concurrency.
+	LatencyDuration, ThroughputDuration time.Duration
+	// Concurrency is the number of workers of the throughput runs.
+	Concurrency int
+	// StreamConcurrency workers stream for StreamDuration per target and round; the paced upstream sends
+	// StreamDeltas content chunks StreamDelay apart.
+	StreamConcurrency int
+	StreamDuration    time.Duration
+	StreamDeltas      int
+	StreamDelay       time.Duration
+	// Groups is the number of background groups in the workspace during the propagation measurement, and
+	// Changes the number of limit changes timed.
+	Groups, Changes int
+	// ProbeInterval is the pause between two enforcement probes while a change propagates.
+	ProbeInterval time.Duration
+	// ScaleGroups and ScaleKeys size the workspace of the memory measurement.
+	ScaleGroups, ScaleKeys int
+	// SkipPropagation and SkipScale leave those phases out (their rows print as not run).
+	SkipPropagation, SkipScale bool
+	// RedisServer is the redis-server binary for the Redis rows; empty looks it up on PATH.
+	RedisServer string
+	// Quick marks a quick run in the report: its figures show that the harness works, not how fast gatewayd is.
+	Quick bool
+	// Log receives progress messages.
+	Log logr.Logger
+	// Progress, when set, receives one line per phase, for a person watching.
+	Progress io.Writer
+}
+
+// FullConfig is the configuration of `make bench`.
+func FullConfig() Config {
+	return Config{
+		Rounds: 5, LatencyDuration: time.Second, ThroughputDuration: time.Second, Concurrency: 32,
+		StreamConcurrency: 8, StreamDuration: time.Second, StreamDeltas: 64, StreamDelay: 20 * time.Millisecond,
+		Groups: 10000, Changes: 50, ProbeInterval: 5 * time.Millisecond,
+		ScaleGroups: 10000, ScaleKeys: 100000,
+	}
+}
+
+// QuickConfig runs every phase with small counts, in well under a minute of load.
+func QuickConfig() Config {
+	return Config{
+		Rounds: 2, LatencyDuration: 200 * time.Millisecond, ThroughputDuration: 300 * time.Millisecond, Concurrency: 8,
+		StreamConcurrency: 2, StreamDuration: 100 * time.Millisecond, StreamDeltas: 8, StreamDelay: 5 * time.Millisecond,
+		Groups: 60, Changes: 4, ProbeInterval: 5 * time.Millisecond,
+		ScaleGroups: 200, ScaleKeys: 2000, Quick: true,
+	}
+}
+
+func (c Config) progress(format string, args ...any) {
+	if c.Progress != nil {
+		fmt.Fprintf(c.Progress, "loadbench: "+format+"\n", args...)
+	}
+}
+
+// Run starts everything, measures, and returns the report. An error means the harness could not measure;
+// correctness violations are in the report (Report.Failed).
+func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
+	ctx = logr.NewContext(ctx, cfg.Log)
+	rep = newReport(cfg)
+	v := &rep.Violations
+
+	cfg.progress("starting the control plane, the manager and gatewayd (test/stack)")
+	st, err := stack.Start(ctx, stack.Options{Namespace: "loadbench", Gatewayd: gatewayd.Options{Namespaces: []string{"loadbench"}}})
+	if err != nil {
+		return nil, fmt.Errorf("failed to start the stack: %w", err)
+	}
+	defer func() { err = errors.Join(err, st.Stop()) }()
+	cs, err := kubernetes.NewForConfig(st.Config)
+	if err != nil {
+		return nil, fmt.Errorf("failed to build a clientset: %w", err)
+	}
+
+	u, err := startUpstreams(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer u.close()
+	ws, err := publishLoadWorkspace(ctx, cs, u)
+	if err != nil {
+		return nil, err
+	}
+	emb, err := openEmbedded()
+	if err != nil {
+		return nil, err
+	}
+	defer emb.close()
+	gw, stopEmbedded, err := startGatewayd(ctx, "gatewayd", st.Config, ws, emb)
+	if err != nil {
+		return nil, err
+	}
+	// Deferred after the store's close, so it runs before it: gatewayd stops, then its state closes.
+	defer stopEmbedded()
+	var withRedis *Target
+	if rs, err := openRedis(ctx, cfg.RedisServer); err != nil {
+		rep.RedisNotRun = err.Error()
+		cfg.progress("Redis rows not run: %v", err)
+	} else {
+		defer rs.close()
+		var stopRedis func()
+		if withRedis, stopRedis, err = startGatewayd(ctx, "gatewayd+Redis", st.Config, ws, rs); err != nil {
+			return nil, err
+		}
+		defer stopRedis()
+	}
+
+	directPlain, directStream := directTarget(u)
+	proxyPlain, proxyStream := proxyTarget(u)
+	plain := []*Target{directPlain, proxyPlain, gw}
+	stream := []*Target{directStream, proxyStream, gw}
+	if withRedis != nil {
+		plain = append(plain, withRedis)
+		stream = append(stream, withRedis)
+	}
+	want := expect(cfg)
+
+	cfg.progress("warming up %d targets", len(plain))
+	for i := range plain {
+		Drive(ctx, plain[i], cfg.Concurrency, 200*time.Millisecond, false, want, v)
+		Drive(ctx, stream[i], 1, time.Millisecond, true, want, v)
+	}
+	u.forget()
+	rounds := newRounds(len(plain))
+	for r := range cfg.Rounds {
+		cfg.progress("round %d of %d", r+1, cfg.Rounds)
+		// Rotating the order keeps any drift of the machine within a round from favouring one target.
+		for k := range plain {
+			i := (k + r) % len(plain)
+			rounds.latency[i] = append(rounds.latency[i], Drive(ctx, plain[i], 1, cfg.LatencyDuration, false, want, v))
+		}
+		for k := range plain {
+			i := (k + r) % len(plain)
+			rounds.throughput[i] = append(rounds.throughput[i], Drive(ctx, plain[i], cfg.Concurrency, cfg.ThroughputDuration, false, want, v))
+		}
+		for k := range stream {
+			i := (k + r) % len(stream)
+			rounds.stream[i] = append(rounds.stream[i], Drive(ctx, stream[i], cfg.StreamConcurrency, cfg.StreamDuration, true, want, v))
+		}
+		u.forget()
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+	for _, t := range plain[embedded:] {
+		t.CheckBilling(ctx, v)
+	}
+	rep.addLoad(cfg, rounds, withRedis != nil)
+
+	cfg.progress("measuring the limiter check")
+	rep.addLimiter(benchLimiter())
+
+	if cfg.SkipScale {
+		rep.addScale(cfg, scaleResult{}, errSkipped)
+	} else {
+		cfg.progress("measuring resident memory with %d groups and %d keys", cfg.ScaleGroups, cfg.ScaleKeys)
+		res, err := measureScale(ctx, cfg, cs, st.KubeconfigPath, u, v)
+		rep.addScale(cfg, res, err)
+	}
+
+	if cfg.SkipPropagation {
+		rep.addPropagation(cfg, propagationResult{}, errSkipped)
+	} else {
+		cfg.progress("measuring propagation over %d changes with %d groups", cfg.Changes, cfg.Groups)
+		res, err := measurePropagation(ctx, cfg, st)
+		rep.addPropagation(cfg, res, err)
+	}
+	rep.finish()
+	return rep, nil
+}
+
+// errSkipped marks a phase left out by a flag rather than one that failed.
+var errSkipped = errors.New("skipped by flag")
+
+// rounds holds every run, indexed by target then round.
+type rounds struct {
+	latency, throughput, stream [][]Result
+}
+
+func newRounds(n int) *rounds {
+	return &rounds{latency: make([][]Result, n), throughput: make([][]Result, n), stream: make([][]Result, n)}
+}
+
+// modeCascading is the mode of the background trees.
+const modeCascading = gatewayv1.EnforcementCascading
+
+// Override returns c with every non-zero field of o taken from o.
+func (c Config) Override(o Config) Config {
+	set := func(dst *int, v int) {
+		if v != 0 {
+			*dst = v
+		}
+	}
+	setD := func(dst *time.Duration, v time.Duration) {
+		if v != 0 {
+			*dst = v
+		}
+	}
+	set(&c.Rounds, o.Rounds)
+	set(&c.Concurrency, o.Concurrency)
+	set(&c.StreamConcurrency, o.StreamConcurrency)
+	set(&c.StreamDeltas, o.StreamDeltas)
+	set(&c.Groups, o.Groups)
+	set(&c.Changes, o.Changes)
+	set(&c.ScaleGroups, o.ScaleGroups)
+	set(&c.ScaleKeys, o.ScaleKeys)
+	setD(&c.LatencyDuration, o.LatencyDuration)
+	setD(&c.ThroughputDuration, o.ThroughputDuration)
+	setD(&c.StreamDuration, o.StreamDuration)
+	setD(&c.StreamDelay, o.StreamDelay)
+	setD(&c.ProbeInterval, o.ProbeInterval)
+	c.SkipPropagation = c.SkipPropagation || o.SkipPropagation
+	c.SkipScale = c.SkipScale || o.SkipScale
+	if o.RedisServer != "" {
+		c.RedisServer = o.RedisServer
+	}
+	return c
+}

@@ -1,0 +1,202 @@
+package loadbench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+
+	"github.com/modelgate/modelgate/test/upstream"
+)
+
+func TestMain(m *testing.M) {
+	// The scale measurement re-executes this binary as its child gatewayd.
+	ChildMain()
+	os.Exit(m.Run())
+}
+
+// TestQuickRunEndToEnd runs every phase of the harness with small counts against a real stack and checks that
+// it measured each figure without a correctness violation, and that it rewrites only its section of the docs.
+func TestQuickRunEndToEnd(t *testing.T) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Fatal("KUBEBUILDER_ASSETS is not set: the harness needs envtest binaries (make envtest)")
+	}
+	cfg := QuickConfig()
+	cfg.Log = testr.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	var out bytes.Buffer
+	rep.Print(&out)
+	t.Log("\n" + out.String())
+	if rep.Failed() {
+		t.Fatalf("correct targets produced violations or phase errors: %s: %v %v", rep.Violations.String(), rep.Violations.Examples(), rep.Errors)
+	}
+	for _, figure := range []string{
+		"added latency p50, concurrency 1", "added latency p99, concurrency 1", "throughput gatewayd ÷ bare proxy",
+		"added time to first token", "added p99 gap between chunks", "chunks per stream equal", "limiter check",
+		"resident memory of gatewayd", "propagation of a limit change p50", "propagation of a limit change p99",
+		"correctness violations",
+	} {
+		row, ok := rep.Row(figure)
+		if !ok {
+			t.Errorf("the report has no row %q", figure)
+			continue
+		}
+		if row.Verdict == NotRun || row.Value == "" {
+			t.Errorf("row %q was not measured: %q", figure, row.Value)
+		}
+	}
+	if row, _ := rep.Row("chunks per stream equal"); row.Verdict != Pass {
+		t.Errorf("streams through gatewayd lost or gained chunks: %s", row.Value)
+	}
+	// Redis rows are measured exactly when redis-server was there.
+	row, _ := rep.Row("throughput gatewayd+Redis")
+	if ran := rep.RedisNotRun == ""; ran != (row.Verdict != NotRun) {
+		t.Errorf("Redis row is %q (%s) although RedisNotRun is %q", row.Verdict, row.Value, rep.RedisNotRun)
+	}
+
+	doc := filepath.Join(t.TempDir(), "benchmarks.md")
+	before := "# Benchmarks\n\nIntro.\n\n" + StartMarker + "\nold figures\n" + EndMarker + "\n\n## Other section\n"
+	if err := os.WriteFile(doc, []byte(before), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep.Command = "go test ./test/loadbench/"
+	if err := rep.WriteDocs(doc); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := os.ReadFile(doc)
+	s := string(after)
+	if strings.Contains(s, "old figures") || !strings.Contains(s, "| figure | value | target | pass/fail |") {
+		t.Errorf("the results section was not rewritten:\n%s", s)
+	}
+	if !strings.HasPrefix(s, "# Benchmarks\n\nIntro.\n\n"+StartMarker) || !strings.HasSuffix(s, EndMarker+"\n\n## Other section\n") {
+		t.Errorf("text outside the markers changed:\n%s", s)
+	}
+	for _, want := range []string{"Machine: ", "Commit: `", "go test ./test/loadbench/", "nproc"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("the results section lacks %q", want)
+		}
+	}
+}
+
+// TestViolationsCaught drives broken targets and checks that each kind of wrong answer is counted, so a fast
+// but wrong gateway cannot post a good figure, while a correct target yields none.
+func TestViolationsCaught(t *testing.T) {
+	cfg := QuickConfig()
+	plain := upstream.New(upstream.Options{CompletionTokens: completionTokens})
+	defer plain.Close()
+	paced := upstream.New(upstream.Options{CompletionTokens: completionTokens, StreamDeltas: cfg.StreamDeltas})
+	defer paced.Close()
+	want := expect(cfg)
+	ctx := context.Background()
+	const d = 50 * time.Millisecond
+
+	serve := func(h http.Handler) string {
+		s := httptest.NewServer(h)
+		t.Cleanup(s.Close)
+		return s.URL + "/v1/chat/completions"
+	}
+	rewriting := func(to, old, repl string) http.Handler {
+		u, _ := url.Parse(to)
+		p := httputil.NewSingleHostReverseProxy(u)
+		p.ModifyResponse = func(resp *http.Response) error {
+			b, err := io.ReadAll(resp.Body)
+			if err != nil {
+				return err
+			}
+			b = bytes.ReplaceAll(b, []byte(old), []byte(repl))
+			resp.Body = io.NopCloser(bytes.NewReader(b))
+			resp.ContentLength = int64(len(b))
+			resp.Header.Del("Content-Length")
+			return nil
+		}
+		return p
+	}
+	// dropping forwards a stream but leaves out its second content chunk.
+	dropping := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		resp, err := http.Post(paced.BaseURL()+"/chat/completions", "application/json", r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		w.Header().Set("Content-Type", "text/event-stream")
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), `"tok1 "`) {
+				sc.Scan() // and the blank line after it
+				continue
+			}
+			_, _ = w.Write(append(sc.Bytes(), '\n'))
+		}
+	})
+
+	cases := []struct {
+		name   string
+		target *Target
+		stream bool
+		count  func(v *Violations) int64
+	}{
+		{"wrong completion tokens", &Target{URL: serve(rewriting(plain.URL, `"completion_tokens":16`, `"completion_tokens":15`))},
+			false, func(v *Violations) int64 { return v.Tokens.Load() }},
+		{"wrong total in a stream", &Target{URL: serve(rewriting(paced.URL, `"total_tokens":21`, `"total_tokens":20`))},
+			true, func(v *Violations) int64 { return v.Tokens.Load() }},
+		{"429", &Target{URL: serve(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, `{"error":"Rate limit exceeded."}`, http.StatusTooManyRequests)
+		}))}, false, func(v *Violations) int64 { return v.Throttled.Load() }},
+		{"502", &Target{URL: serve(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "bad gateway", http.StatusBadGateway)
+		}))}, false, func(v *Violations) int64 { return v.Status.Load() }},
+		{"dropped chunk", &Target{URL: serve(dropping)}, true, func(v *Violations) int64 { return v.Chunks.Load() }},
+		{"charged less than answered", &Target{URL: plain.BaseURL() + "/chat/completions",
+			Charged: func(context.Context) (int64, error) { return 0, nil }},
+			false, func(v *Violations) int64 { return v.Accounting.Load() }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.target.Name, tc.target.Auth, tc.target.Model, tc.target.StreamModel = tc.name, "Bearer x", "echo", "echo"
+			rep := &Report{}
+			Drive(ctx, tc.target, 2, d, tc.stream, want, &rep.Violations)
+			if tc.count(&rep.Violations) == 0 {
+				t.Fatalf("not caught: %s", rep.Violations.String())
+			}
+			if !rep.Failed() {
+				t.Error("a report with violations does not fail the run")
+			}
+		})
+	}
+
+	t.Run("correct targets", func(t *testing.T) {
+		v := &Violations{}
+		direct := &Target{Name: "direct", URL: plain.BaseURL() + "/chat/completions", Auth: "Bearer x", Model: "echo"}
+		res := Drive(ctx, direct, 2, d, false, want, v)
+		if res.Requests == 0 {
+			t.Fatal("no request completed")
+		}
+		// A target that charged exactly what it answered is not flagged.
+		direct.Charged = func(context.Context) (int64, error) { return res.Tokens, nil }
+		direct.checkAccounting(ctx, 0, res.Tokens, v)
+		stream := &Target{Name: "direct", URL: paced.BaseURL() + "/chat/completions", Auth: "Bearer x", StreamModel: "echo"}
+		if sr := Drive(ctx, stream, 2, d, true, want, v); sr.Requests == 0 || len(sr.Chunks) == 0 {
+			t.Fatal("no stream completed")
+		}
+		if v.Total() != 0 {
+			t.Fatalf("correct targets were flagged: %s %v", v.String(), v.Examples())
+		}
+	})
+}

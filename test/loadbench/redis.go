@@ -1,0 +1,84 @@
+package loadbench
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/modelgate/modelgate/gatewayd/billing"
+	"github.com/modelgate/modelgate/gatewayd/limits"
+)
+
+// state is a limit store and a billing store, as cmd/gatewayd opens them for one --store choice.
+type state struct {
+	limits  limits.Store
+	billing billing.Store
+	close   func()
+}
+
+// openEmbedded opens the default single-replica state of cmd/gatewayd (--store=embedded): rolling windows in
+// memory, DAY counters and billing events in one bbolt file, here in a temporary directory.
+func openEmbedded() (*state, error) {
+	dir, err := os.MkdirTemp("", "loadbench-state-")
+	if err != nil {
+		return nil, fmt.Errorf("failed to create a state directory: %w", err)
+	}
+	e, err := limits.OpenEmbedded(filepath.Join(dir, "gatewayd.db"), limits.EmbeddedOptions{})
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	return &state{limits: e, billing: billing.NewBolt(e.DB()), close: func() {
+		_ = e.Close()
+		_ = os.RemoveAll(dir)
+	}}, nil
+}
+
+// openRedis starts redis-server on a free loopback port, without persistence, and opens the state of
+// cmd/gatewayd --store=redis on it. It fails, and the Redis rows print as not run, when redis-server is missing.
+func openRedis(ctx context.Context, path string) (*state, error) {
+	if path == "" {
+		path = "redis-server"
+	}
+	bin, err := exec.LookPath(path)
+	if err != nil {
+		return nil, fmt.Errorf("redis-server not found (apt-get install redis-server): %w", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("failed to find a free port: %w", err)
+	}
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	ln.Close()
+	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("failed to start %s: %w", bin, err)
+	}
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + port})
+	stop := func() {
+		_ = client.Close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}
+	for i := 0; ; i++ {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		err := client.Ping(pctx).Err()
+		cancel()
+		if err == nil {
+			break
+		}
+		if i == 200 || ctx.Err() != nil {
+			stop()
+			return nil, fmt.Errorf("redis-server on port %s never answered: %w", port, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return &state{limits: limits.NewRedis(client, limits.RedisOptions{}), billing: billing.NewRedis(client, ""), close: stop}, nil
+}

@@ -1,0 +1,334 @@
+package loadbench
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+	"text/tabwriter"
+	"time"
+)
+
+// Verdicts of a row.
+const (
+	Pass   = "pass"
+	Fail   = "FAIL"
+	Info   = "info"
+	NotRun = "not run"
+)
+
+// Row is one line of the table.
+type Row struct {
+	Figure, Value, Target, Verdict string
+}
+
+// Report is the outcome of a run.
+type Report struct {
+	Rows       []Row
+	Violations Violations
+	// Notes explain how figures were taken, below the table.
+	Notes []string
+	// Errors are the phases that failed to measure; any fails the run like a violation.
+	Errors []string
+	// RedisNotRun is why the Redis rows were not run, empty when they were.
+	RedisNotRun string
+	// Machine, Date, Commit and Command identify the run in docs/benchmarks.md.
+	Machine, Date, Commit, Command string
+	quick                          bool
+}
+
+func newReport(cfg Config) *Report {
+	return &Report{quick: cfg.Quick, Machine: machine(), Date: time.Now().UTC().Format("2006-01-02 15:04 MST"), Commit: commit()}
+}
+
+// Failed reports a correctness violation or a phase that could not measure: the run must exit non-zero.
+func (r *Report) Failed() bool { return r.Violations.Total() > 0 || len(r.Errors) > 0 }
+
+// Missed lists the figures that missed their target.
+func (r *Report) Missed() []string {
+	var out []string
+	for _, row := range r.Rows {
+		if row.Verdict == Fail {
+			out = append(out, row.Figure)
+		}
+	}
+	return out
+}
+
+// Row returns the row whose figure starts with prefix.
+func (r *Report) Row(prefix string) (Row, bool) {
+	for _, row := range r.Rows {
+		if strings.HasPrefix(row.Figure, prefix) {
+			return row, true
+		}
+	}
+	return Row{}, false
+}
+
+func (r *Report) add(figure, value, target string, ok bool) {
+	verdict := Fail
+	if ok {
+		verdict = Pass
+	}
+	r.Rows = append(r.Rows, Row{figure, value, target, verdict})
+}
+
+func (r *Report) info(figure, value string) { r.Rows = append(r.Rows, Row{figure, value, "", Info}) }
+
+func (r *Report) notRun(figure, target, why string) {
+	r.Rows = append(r.Rows, Row{figure, "not run: " + why, target, NotRun})
+}
+
+// failed records a phase that could not measure, unless a flag skipped it.
+func (r *Report) failed(figure, target string, err error) {
+	if !errors.Is(err, errSkipped) {
+		r.Errors = append(r.Errors, figure+": "+err.Error())
+	}
+	r.notRun(figure, target, err.Error())
+}
+
+// Target indexes in rounds: the order Run builds its target lists in.
+const (
+	direct = iota
+	proxy
+	embedded
+	withRedis
+)
+
+// perRound applies f to each round and returns the median; f gets the runs of every target in that round.
+func perRound(rs [][]Result, f func(round []Result) float64) float64 {
+	var xs []float64
+	for r := range rs[0] {
+		round := make([]Result, len(rs))
+		for i := range rs {
+			round[i] = rs[i][r]
+		}
+		xs = append(xs, f(round))
+	}
+	return median(xs)
+}
+
+func p(q float64) func(r Result) time.Duration {
+	return func(r Result) time.Duration { return percentile(r.Latencies, q) }
+}
+
+func us(d float64) string { return fmt.Sprintf("%+.0f µs", d/1e3) }
+
+func (r *Report) addLoad(cfg Config, rs *rounds, redis bool) {
+	lat := func(i int, q float64) func([]Result) float64 {
+		return func(round []Result) float64 { return float64(p(q)(round[i])) }
+	}
+	added := func(i int, q float64) func([]Result) float64 {
+		return func(round []Result) float64 { return float64(p(q)(round[i]) - p(q)(round[direct])) }
+	}
+	a50 := perRound(rs.latency, added(embedded, 0.50))
+	a99 := perRound(rs.latency, added(embedded, 0.99))
+	r.add("added latency p50, concurrency 1 (gatewayd − direct)", us(a50), "≤ +100 µs", a50 <= 100e3)
+	r.add("added latency p99, concurrency 1 (gatewayd − direct)", us(a99), "≤ +1 ms", a99 <= 1e6)
+	r.info("latency p50 / p99, concurrency 1: direct", fmt.Sprintf("%.0f / %.0f µs", perRound(rs.latency, lat(direct, .5))/1e3, perRound(rs.latency, lat(direct, .99))/1e3))
+	r.info("added latency p50 / p99, concurrency 1: bare proxy", us(perRound(rs.latency, added(proxy, .5)))+" / "+us(perRound(rs.latency, added(proxy, .99))))
+
+	ratio := func(i, j int) func([]Result) float64 {
+		return func(round []Result) float64 { return round[i].Throughput() / round[j].Throughput() }
+	}
+	rps := func(i int) float64 {
+		return perRound(rs.throughput, func(round []Result) float64 { return round[i].Throughput() })
+	}
+	gp := perRound(rs.throughput, ratio(embedded, proxy))
+	c := cfg.Concurrency
+	r.add(fmt.Sprintf("throughput gatewayd ÷ bare proxy, concurrency %d", c), fmt.Sprintf("%.2f", gp), "≥ 0.80", gp >= 0.80)
+	r.info(fmt.Sprintf("throughput gatewayd ÷ direct, concurrency %d", c), fmt.Sprintf("%.2f", perRound(rs.throughput, ratio(embedded, direct))))
+	r.info(fmt.Sprintf("throughput direct / bare proxy / gatewayd, concurrency %d", c),
+		fmt.Sprintf("%.0f / %.0f / %.0f req/s", rps(direct), rps(proxy), rps(embedded)))
+
+	st := func(i int, f func(Result) time.Duration) func([]Result) float64 {
+		return func(round []Result) float64 { return float64(f(round[i]) - f(round[direct])) }
+	}
+	ttft := func(r Result) time.Duration { return percentile(r.TTFT, .5) }
+	gap := func(r Result) time.Duration { return percentile(r.Gaps, .99) }
+	at := perRound(rs.stream, st(embedded, ttft))
+	ag := perRound(rs.stream, st(embedded, gap))
+	r.add("added time to first token p50, streaming (gatewayd − direct)", us(at), "≤ +1 ms", at <= 1e6)
+	r.add("added p99 gap between chunks, streaming (gatewayd − direct)", us(ag), "≤ +200 µs", ag <= 200e3)
+	streams, odd := 0, 0
+	for i := range rs.stream {
+		for _, res := range rs.stream[i] {
+			for _, n := range res.Chunks {
+				streams++
+				if n != cfg.StreamDeltas+2 {
+					odd++
+				}
+			}
+		}
+	}
+	r.add("chunks per stream equal to the upstream's (every target)",
+		fmt.Sprintf("%d of %d streams had %d chunks", streams-odd, streams, cfg.StreamDeltas+2), "all", odd == 0 && streams > 0)
+	r.info("added TTFT p50 / p99 gap, streaming: bare proxy", us(perRound(rs.stream, st(proxy, ttft)))+" / "+us(perRound(rs.stream, st(proxy, gap))))
+
+	redisFigure := fmt.Sprintf("throughput gatewayd+Redis ÷ gatewayd embedded, concurrency %d", c)
+	if !redis {
+		r.notRun(redisFigure, "≥ 0.70", r.RedisNotRun)
+		r.notRun("added latency p50, concurrency 1 (gatewayd+Redis − direct)", "", r.RedisNotRun)
+		return
+	}
+	rr := perRound(rs.throughput, ratio(withRedis, embedded))
+	r.add(redisFigure, fmt.Sprintf("%.2f", rr), "≥ 0.70", rr >= 0.70)
+	r.info("added latency p50, concurrency 1 (gatewayd+Redis − direct)", us(perRound(rs.latency, added(withRedis, .5))))
+}
+
+func (r *Report) addLimiter(res testing.BenchmarkResult) {
+	ns := float64(res.T.Nanoseconds()) / float64(max(res.N, 1))
+	allocs := res.AllocsPerOp()
+	r.add("limiter check, 5-level CASCADING chain (30 buckets, in memory)", fmt.Sprintf("%.0f ns/op, %d allocs/op", ns, allocs),
+		"≤ 1 µs/op, 0 allocs", ns <= 1000 && allocs == 0)
+}
+
+func (r *Report) addScale(cfg Config, res scaleResult, err error) {
+	figure := fmt.Sprintf("resident memory of gatewayd, %d groups and %d keys", cfg.ScaleGroups, cfg.ScaleKeys)
+	if err != nil {
+		r.failed(figure, "≤ 300 MiB", err)
+		return
+	}
+	mib := float64(res.RSS) / (1 << 20)
+	r.add(figure, fmt.Sprintf("%.0f MiB (peak %.0f MiB)", mib, float64(res.Peak)/(1<<20)), "≤ 300 MiB", mib <= 300)
+	r.Notes = append(r.Notes, fmt.Sprintf("Resident memory is VmRSS of a separate gatewayd process %s after its snapshot "+
+		"(%d groups in 3-level trees, %d keys, %.1f MiB gzip'd in %d ConfigMaps) was loaded and a key of it answered; "+
+		"peak is VmHWM.", res.Settle, cfg.ScaleGroups, cfg.ScaleKeys, float64(res.SnapshotBytes)/(1<<20), res.ConfigMaps))
+}
+
+func (r *Report) addPropagation(cfg Config, res propagationResult, err error) {
+	figure := fmt.Sprintf("propagation of a limit change p99, %d groups", cfg.Groups)
+	if err != nil {
+		r.failed(figure, "≤ 1 s", err)
+		return
+	}
+	p50, p99 := percentile(res.Latencies, .5), percentile(res.Latencies, .99)
+	r.info(fmt.Sprintf("propagation of a limit change p50, %d groups", res.Groups), p50.Round(time.Millisecond).String())
+	r.add(fmt.Sprintf("propagation of a limit change p99, %d groups (%d changes)", res.Groups, len(res.Latencies)),
+		p99.Round(time.Millisecond).String(), "≤ 1 s", p99 <= time.Second && res.TimedOut == 0)
+	if res.TimedOut > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d limit changes were not enforced within %s.", res.TimedOut, changeTimeout))
+	}
+	r.Notes = append(r.Notes, res.Notes...)
+}
+
+func (r *Report) finish() {
+	v := &r.Violations
+	r.add("correctness violations (non-200, 429, usage ≠ upstream's, chunk count, charged or billed ≠ answered)",
+		fmt.Sprintf("%d (%s)", v.Total(), v.String()), "0", v.Total() == 0)
+	r.Notes = append(r.Notes,
+		"Every figure is taken per round, with all targets driven in that round in rotating order, and the table shows the median over rounds.",
+		"Targets: direct = the fake upstream; bare proxy = httputil.ReverseProxy on the default transport; gatewayd = federated-key auth, "+
+			"a 3-level CASCADING tree with REQUEST and TOKEN limits per SECOND, MINUTE and DAY at every level (never triggered), metrics, token settling "+
+			"and billing events, on the embedded store (bbolt) as cmd/gatewayd defaults to; gatewayd+Redis = the same on redis-server (limits and billing events in Redis).",
+		"The bare proxy and gatewayd both reach the upstream on a clone of http.DefaultTransport (at most 2 idle connections per host), as a user of either gets by default.",
+		"The load generator, the upstreams, the proxies and the gatewayd targets share one process and the machine's cores.")
+	if r.quick {
+		r.Notes = append(r.Notes, "QUICK MODE: small counts; these figures show that the harness works, not how fast gatewayd is.")
+	}
+}
+
+// Print writes the table and the notes.
+func (r *Report) Print(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "figure\tvalue\ttarget\tpass/fail")
+	for _, row := range r.Rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", row.Figure, row.Value, row.Target, row.Verdict)
+	}
+	_ = tw.Flush()
+	for _, e := range r.Errors {
+		fmt.Fprintln(w, "error:", e)
+	}
+	for _, ex := range r.Violations.Examples() {
+		fmt.Fprintln(w, "violation:", ex)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintln(w, "note:", n)
+	}
+}
+
+// Markdown renders the results section of docs/benchmarks.md.
+func (r *Report) Markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Machine: %s. Date: %s. Commit: `%s`.\n\n", r.Machine, r.Date, r.Commit)
+	fmt.Fprintf(&b, "```sh\n%s\n```\n\n", r.Command)
+	b.WriteString("| figure | value | target | pass/fail |\n|---|---|---|---|\n")
+	for _, row := range r.Rows {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", row.Figure, strings.ReplaceAll(row.Value, "|", "/"), row.Target, row.Verdict)
+	}
+	b.WriteString("\n")
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "- %s\n", n)
+	}
+	return b.String()
+}
+
+// Markers delimit the section of docs/benchmarks.md that the harness owns.
+const (
+	StartMarker = "<!-- loadbench:start -->"
+	EndMarker   = "<!-- loadbench:end -->"
+)
+
+// WriteDocs replaces what lies between the markers of the file at path with the report, keeping the rest.
+func (r *Report) WriteDocs(path string) error {
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("failed to read %s: %w", path, err)
+	}
+	out, err := replaceBetween(old, r.Markdown())
+	if err != nil {
+		return fmt.Errorf("failed to update %s: %w", path, err)
+	}
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		return fmt.Errorf("failed to write %s: %w", path, err)
+	}
+	return nil
+}
+
+func replaceBetween(doc []byte, section string) ([]byte, error) {
+	i := bytes.Index(doc, []byte(StartMarker))
+	j := bytes.Index(doc, []byte(EndMarker))
+	if i < 0 || j < i {
+		return nil, fmt.Errorf("markers %s and %s not found in order", StartMarker, EndMarker)
+	}
+	var b bytes.Buffer
+	b.Write(doc[:i+len(StartMarker)])
+	b.WriteString("\n")
+	b.WriteString(section)
+	b.Write(doc[j:])
+	return b.Bytes(), nil
+}
+
+// machine is "<model name> × <nproc>, <go version>".
+func machine() string {
+	model := "unknown CPU"
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%s, nproc %d, %s %s/%s", model, runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+func commit() string {
+	out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	c := strings.TrimSpace(string(out))
+	if d, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(d)) > 0 {
+		c += " (with uncommitted changes)"
+	}
+	return c
+}

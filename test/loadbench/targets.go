@@ -1,0 +1,219 @@
+package loadbench
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/modelgate/modelgate/api/snapshot"
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gatewayd"
+	"github.com/modelgate/modelgate/gatewayd/billing"
+	"github.com/modelgate/modelgate/gatewayd/gatewaytest"
+	"github.com/modelgate/modelgate/gatewayd/limits"
+	"github.com/modelgate/modelgate/test/upstream"
+)
+
+// Slugs of the load workspace: one routed to the zero-delay upstream, one to the paced one.
+const (
+	plainSlug  = "bench/plain"
+	streamSlug = "bench/stream"
+)
+
+// upstreams are the two fake OpenAI upstreams every target reaches.
+type upstreams struct {
+	plain, paced *upstream.Server
+	// plainProxy and pacedProxy are the bare reverse proxies in front of them.
+	plainProxy, pacedProxy string
+	closers                []func()
+}
+
+// forget drops the requests the fakes recorded, which would otherwise grow the harness's heap, and the garbage
+// collector's work for every target, round after round.
+func (u *upstreams) forget() {
+	u.plain.Reset()
+	u.paced.Reset()
+}
+
+func (u *upstreams) close() {
+	for i := len(u.closers) - 1; i >= 0; i-- {
+		u.closers[i]()
+	}
+}
+
+// startUpstreams starts the zero-delay and the paced upstream, and a bare httputil.ReverseProxy in front of each.
+func startUpstreams(cfg Config) (*upstreams, error) {
+	u := &upstreams{
+		plain: upstream.New(upstream.Options{CompletionTokens: completionTokens}),
+		paced: upstream.New(upstream.Options{CompletionTokens: completionTokens, StreamDeltas: cfg.StreamDeltas, StreamDelay: cfg.StreamDelay}),
+	}
+	u.closers = append(u.closers, u.plain.Close, u.paced.Close)
+	var err error
+	if u.plainProxy, err = u.startProxy(u.plain.URL); err != nil {
+		u.close()
+		return nil, err
+	}
+	if u.pacedProxy, err = u.startProxy(u.paced.URL); err != nil {
+		u.close()
+		return nil, err
+	}
+	return u, nil
+}
+
+// startProxy serves the cheapest thing a user could put in the path instead of gatewayd: a reverse proxy with no
+// auth and no limits, on the same default transport gatewayd uses.
+func (u *upstreams) startProxy(target string) (string, error) {
+	to, err := url.Parse(target)
+	if err != nil {
+		return "", fmt.Errorf("failed to parse upstream URL %q: %w", target, err)
+	}
+	p := httputil.NewSingleHostReverseProxy(to)
+	// The default FlushInterval already passes text/event-stream through unbuffered.
+	p.Transport = http.DefaultTransport.(*http.Transport).Clone()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("failed to listen for the bare proxy: %w", err)
+	}
+	srv := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	u.closers = append(u.closers, func() { _ = srv.Close() })
+	return "http://" + ln.Addr().String(), nil
+}
+
+// completionTokens is what both upstreams report as completion tokens.
+const completionTokens = 16
+
+// expect is what the upstreams report for the harness's request.
+func expect(cfg Config) Expect {
+	return Expect{PromptTokens: 5, CompletionTokens: completionTokens, StreamChunks: cfg.StreamDeltas + 2}
+}
+
+// loadWorkspace is the workspace every gatewayd target serves: a 3-level CASCADING tree (root, team, leaf) whose
+// every level declares REQUEST and TOKEN rate limits per SECOND and MINUTE and REQUEST and TOKEN usage limits per
+// DAY on both slugs, all far too high to trigger, and one federated key on the leaf.
+type loadWorkspace struct {
+	ns, key string
+}
+
+const unlimited = int64(1) << 50
+
+func benchModels() []gatewayv1.ModelConfig {
+	var rate, usage []gatewayv1.Limit
+	for _, typ := range []gatewayv1.LimitType{gatewayv1.LimitTypeRequest, gatewayv1.LimitTypeToken} {
+		for _, unit := range []gatewayv1.LimitUnit{gatewayv1.UnitSecond, gatewayv1.UnitMinute} {
+			rate = append(rate, gatewayv1.Limit{Type: typ, Unit: unit, Threshold: unlimited})
+		}
+		usage = append(usage, gatewayv1.Limit{Type: typ, Unit: gatewayv1.UnitDay, Threshold: unlimited})
+	}
+	return []gatewayv1.ModelConfig{
+		{Slug: plainSlug, RateLimits: rate, UsageLimits: usage},
+		{Slug: streamSlug, RateLimits: rate, UsageLimits: usage},
+	}
+}
+
+// publishLoadWorkspace publishes the load workspace's snapshot straight into a fresh namespace, through the
+// real snapshot ConfigMaps. No custom resource lives there, so the manager never rewrites it.
+func publishLoadWorkspace(ctx context.Context, cs kubernetes.Interface, u *upstreams) (*loadWorkspace, error) {
+	ns, err := gatewaytest.CreateNamespace(ctx, cs, "loadbench-load")
+	if err != nil {
+		return nil, err
+	}
+	s := gatewaytest.Snapshot(ns, gatewayv1.EnforcementCascading, []gatewaytest.Group{
+		{ID: "root", Models: benchModels()},
+		{ID: "team", Parent: "root", Models: benchModels()},
+		{ID: "leaf", Parent: "team", Models: benchModels()},
+	})
+	key, rec := gatewaytest.NewKey("leaf-key", "leaf")
+	s.APIKeys = []snapshot.APIKey{rec}
+	s.Endpoints = []snapshot.Endpoint{
+		{ID: "plain", Slug: plainSlug, Targets: []snapshot.Target{{Provider: "OPENAI", BaseURL: u.plain.BaseURL()}}},
+		{ID: "stream", Slug: streamSlug, Targets: []snapshot.Target{{Provider: "OPENAI", BaseURL: u.paced.BaseURL()}}},
+	}
+	if err := gatewaytest.Publish(ctx, cs, s, 1, 0); err != nil {
+		return nil, err
+	}
+	return &loadWorkspace{ns: ns, key: key}, nil
+}
+
+// startGatewayd serves the load workspace on state with every other default of cmd/gatewayd (metrics, billing
+// events, the management API), and returns its target and a function that stops it. The target's Charged reads
+// the root group's TOKEN DAY counters, which every call of the tree settles into.
+func startGatewayd(ctx context.Context, name string, rc *rest.Config, ws *loadWorkspace, st *state) (*Target, func(), error) {
+	g, err := gatewayd.New(gatewayd.Options{RESTConfig: rc, Namespaces: []string{ws.ns}, Store: st.limits, Billing: st.billing})
+	if err != nil {
+		return nil, nil, fmt.Errorf("failed to create gatewayd %s: %w", name, err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, fmt.Errorf("failed to listen for gatewayd %s: %w", name, err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = g.Serve(ctx, ln)
+	}()
+	stop := func() {
+		cancel()
+		<-done
+	}
+	if err := gatewaytest.WaitReady(g, 2*time.Minute); err != nil {
+		stop()
+		return nil, nil, fmt.Errorf("gatewayd %s: %w", name, err)
+	}
+	store := st.limits
+	root := limits.BucketKey{Namespace: ws.ns, Group: "root", Type: limits.Token, Unit: limits.Day}
+	return &Target{
+		Name: name, URL: "http://" + ln.Addr().String() + "/v1/chat/completions", Auth: "Api-Key " + ws.key,
+		Model: plainSlug, StreamModel: streamSlug,
+		Charged: func(ctx context.Context) (int64, error) {
+			var sum int64
+			for _, slug := range []string{plainSlug, streamSlug} {
+				k := root
+				k.Slug = slug
+				n, err := store.Count(ctx, k, time.Now())
+				if err != nil {
+					return 0, err
+				}
+				sum += n
+			}
+			return sum, nil
+		},
+		Billed: func(ctx context.Context) (int64, error) {
+			var sum int64
+			q := billing.Query{Limit: 1000}
+			for {
+				events, next, err := st.billing.List(ctx, ws.ns, q)
+				if err != nil {
+					return 0, err
+				}
+				for _, e := range events {
+					sum += e.Tokens.InputTokens + e.Tokens.OutputTokens
+				}
+				if next == "" {
+					return sum, nil
+				}
+				q.Cursor = next
+			}
+		},
+	}, stop, nil
+}
+
+// directTarget calls the upstreams without anything in between.
+func directTarget(u *upstreams) (plain, stream *Target) {
+	return &Target{Name: "direct", URL: u.plain.BaseURL() + "/chat/completions", Auth: "Bearer direct", Model: "echo", StreamModel: "echo"},
+		&Target{Name: "direct", URL: u.paced.BaseURL() + "/chat/completions", Auth: "Bearer direct", Model: "echo", StreamModel: "echo"}
+}
+
+// proxyTarget calls the upstreams through the bare reverse proxies.
+func proxyTarget(u *upstreams) (plain, stream *Target) {
+	return &Target{Name: "bare proxy", URL: u.plainProxy + "/v1/chat/completions", Auth: "Bearer proxy", Model: "echo", StreamModel: "echo"},
+		&Target{Name: "bare proxy", URL: u.pacedProxy + "/v1/chat/completions", Auth: "Bearer proxy", Model: "echo", StreamModel: "echo"}
+}
