@@ -2,7 +2,6 @@ package rest
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -180,22 +179,8 @@ func (a *API) deleteEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (a *API) loadEndpoint(w http.ResponseWriter, r *http.Request, c caller) (*gatewayv1.Endpoint, bool) {
-	id := r.PathValue("endpoint_id")
-	if !validName(id) {
-		badRequest(w, "endpoint_id", fmt.Sprintf("%q is not a valid endpoint id.", id))
-		return nil, false
-	}
 	var e gatewayv1.Endpoint
-	err := a.opts.Client.Get(r.Context(), client.ObjectKey{Namespace: c.namespace, Name: id}, &e)
-	if apierrors.IsNotFound(err) || (err == nil && e.DeletionTimestamp != nil) {
-		notFound(w, "Endpoint", id)
-		return nil, false
-	}
-	if err != nil {
-		writeKubeError(w, r, "get endpoint", err)
-		return nil, false
-	}
-	return &e, true
+	return &e, a.loadObject(w, r, c, "endpoint_id", "Endpoint", &e)
 }
 
 // awaitEndpoint waits until the snapshot routes the endpoint's slug to its current first target.

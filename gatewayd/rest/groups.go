@@ -316,22 +316,29 @@ func (a *API) groupUsage(w http.ResponseWriter, r *http.Request, c caller) {
 // loadGroup reads the group of the path, answering 400 for an invalid id and 404 for a missing one or one
 // being deleted.
 func (a *API) loadGroup(w http.ResponseWriter, r *http.Request, c caller) (*gatewayv1.Group, bool) {
-	id := r.PathValue("group_id")
-	if !validName(id) {
-		badRequest(w, "group_id", fmt.Sprintf("%q is not a valid group id.", id))
-		return nil, false
-	}
 	var g gatewayv1.Group
-	err := a.opts.Client.Get(r.Context(), client.ObjectKey{Namespace: c.namespace, Name: id}, &g)
-	if apierrors.IsNotFound(err) || (err == nil && g.DeletionTimestamp != nil) {
-		notFound(w, "Group", id)
-		return nil, false
+	return &g, a.loadObject(w, r, c, "group_id", "Group", &g)
+}
+
+// loadObject reads the object named by path parameter param into obj, answering 400 for an invalid id and 404
+// for a missing one or one being deleted.
+func (a *API) loadObject(w http.ResponseWriter, r *http.Request, c caller, param, kind string, obj client.Object) bool {
+	id := r.PathValue(param)
+	noun := strings.ToLower(kind)
+	if !validName(id) {
+		badRequest(w, param, fmt.Sprintf("%q is not a valid %s id.", id, noun))
+		return false
+	}
+	err := a.opts.Client.Get(r.Context(), client.ObjectKey{Namespace: c.namespace, Name: id}, obj)
+	if apierrors.IsNotFound(err) || (err == nil && obj.GetDeletionTimestamp() != nil) {
+		notFound(w, kind, id)
+		return false
 	}
 	if err != nil {
-		writeKubeError(w, r, "get group", err)
-		return nil, false
+		writeKubeError(w, r, "get "+noun, err)
+		return false
 	}
-	return &g, true
+	return true
 }
 
 // liveGroups lists the namespace's groups that are not being deleted, sorted by id.
