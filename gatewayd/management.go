@@ -46,11 +46,13 @@ func (g *Gateway) mountManagement() error {
 type directory struct{ loader *reload.Loader }
 
 func (d directory) WorkspaceKey(apiKey string) (string, snapshot.WorkspaceAPIKey, bool) {
-	k := d.loader.View().LookupWorkspaceKey(apiKey)
+	// One view for both lookups, so a swap in between cannot pair a key with another snapshot.
+	v := d.loader.View()
+	k := v.LookupWorkspaceKey(apiKey)
 	if k == nil {
 		return "", snapshot.WorkspaceAPIKey{}, false
 	}
-	ns := d.loader.View().Namespace(k.Namespace)
+	ns := v.Namespace(k.Namespace)
 	if ns == nil || ns.Snapshot == nil {
 		return "", snapshot.WorkspaceAPIKey{}, false
 	}
