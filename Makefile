@@ -29,6 +29,8 @@ help: ## Show the targets.
 manifests: controller-gen ## Generate CRDs, RBAC and webhook configuration from markers.
 	$(CONTROLLER_GEN) rbac:roleName=manager crd webhook paths="./api/...;./controllers/...;./webhooks/..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac output:webhook:artifacts:config=config/webhook
+	@# The chart ships the same CRDs; Helm installs files under crds/ before the templates.
+	cp config/crd/bases/*.yaml charts/modelgate/crds/
 
 .PHONY: generate
 generate: controller-gen ## Generate DeepCopy methods.
@@ -48,7 +50,7 @@ envtest: ## Build kube-apiserver, etcd and kubectl from source (cached outside t
 
 .PHONY: verify-generated
 verify-generated: manifests generate ## Fail when generated files are out of date.
-	@git diff --exit-code -- api config || { echo "Generated files are stale: run 'make manifests generate' and commit." >&2; exit 1; }
+	@git diff --exit-code -- api config charts/modelgate/crds || { echo "Generated files are stale: run 'make manifests generate' and commit." >&2; exit 1; }
 
 .PHONY: test
 test: manifests generate vet ## Run every suite: unit, golden, envtest (ginkgo), gatewayd integration, Redis and client tests, then a short fuzz.

@@ -45,17 +45,12 @@ func (v *APIKeyValidator) validate(ctx context.Context, k *gatewayv1.APIKey) err
 	if k.Spec.Prefix == "" {
 		return nil
 	}
-	var list gatewayv1.APIKeyList
-	if err := v.Reader.List(ctx, &list, client.InNamespace(k.Namespace)); err != nil {
+	o, err := holder(ctx, v.Reader, &gatewayv1.APIKeyList{}, k, k.Spec.Prefix, fieldSpecPrefix, fieldStatusPrefix)
+	if err != nil {
 		return listFailed("APIKeys", k.Namespace, err)
 	}
-	for i := range list.Items {
-		o := &list.Items[i]
-		if counts(k, o) && (o.Spec.Prefix == k.Spec.Prefix || o.Status.Prefix == k.Spec.Prefix) {
-			return refuse(ctx, "APIKey", k.Name, field.ErrorList{
-				duplicate(prefixPath, k.Spec.Prefix, "APIKey", o.Name, "among the APIKeys of the namespace"),
-			})
-		}
+	if o != nil {
+		return refuse(ctx, "APIKey", k.Name, field.ErrorList{duplicate(prefixPath, k.Spec.Prefix, "APIKey", o.GetName(), "among the APIKeys of the namespace")})
 	}
 	return nil
 }

@@ -41,17 +41,12 @@ func (v *EndpointValidator) ValidateDelete(context.Context, *gatewayv1.Endpoint)
 }
 
 func (v *EndpointValidator) validate(ctx context.Context, e *gatewayv1.Endpoint) error {
-	var list gatewayv1.EndpointList
-	if err := v.Reader.List(ctx, &list, client.InNamespace(e.Namespace)); err != nil {
+	o, err := holder(ctx, v.Reader, &gatewayv1.EndpointList{}, e, e.Spec.Slug, fieldSlug)
+	if err != nil {
 		return listFailed("Endpoints", e.Namespace, err)
 	}
-	for i := range list.Items {
-		o := &list.Items[i]
-		if counts(e, o) && o.Spec.Slug == e.Spec.Slug {
-			return refuse(ctx, "Endpoint", e.Name, field.ErrorList{
-				duplicate(slugPath, e.Spec.Slug, "Endpoint", o.Name, "within the namespace"),
-			})
-		}
+	if o != nil {
+		return refuse(ctx, "Endpoint", e.Name, field.ErrorList{duplicate(slugPath, e.Spec.Slug, "Endpoint", o.GetName(), "within the namespace")})
 	}
 	return nil
 }

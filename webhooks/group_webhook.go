@@ -2,8 +2,10 @@ package webhooks
 
 import (
 	"context"
+	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -50,24 +52,65 @@ func (v *GroupValidator) ValidateDelete(context.Context, *gatewayv1.Group) (admi
 }
 
 func (v *GroupValidator) validate(ctx context.Context, g *gatewayv1.Group, checkTree, checkID bool) error {
-	var list gatewayv1.GroupList
-	if err := v.Reader.List(ctx, &list, client.InNamespace(g.Namespace)); err != nil {
-		return listFailed("Groups", g.Namespace, err)
-	}
-	others := make([]*gatewayv1.Group, 0, len(list.Items))
 	var errs field.ErrorList
-	for i := range list.Items {
-		o := &list.Items[i]
-		if !counts(g, o) {
-			continue
+	if checkID {
+		o, err := holder(ctx, v.Reader, &gatewayv1.GroupList{}, g, g.Spec.ExternalEntityID, fieldExternalID)
+		if err != nil {
+			return listFailed("Groups", g.Namespace, err)
 		}
-		others = append(others, o)
-		if checkID && o.Spec.ExternalEntityID == g.Spec.ExternalEntityID {
-			errs = append(errs, duplicate(externalIDPath, g.Spec.ExternalEntityID, "Group", o.Name, "within the namespace"))
+		if o != nil {
+			errs = append(errs, duplicate(externalIDPath, g.Spec.ExternalEntityID, "Group", o.GetName(), "within the namespace"))
 		}
 	}
 	if checkTree {
-		errs = append(errs, hierarchy.Validate(g, hierarchy.NewIndex(others).With(g))...)
+		related, err := v.neighbourhood(ctx, g)
+		if err != nil {
+			return err
+		}
+		errs = append(errs, hierarchy.Validate(g, hierarchy.NewIndex(related).With(g))...)
 	}
 	return refuse(ctx, "Group", g.Name, errs)
+}
+
+// neighbourhood reads the groups the hierarchy rules of g depend on: its ancestors (at most MaxDepth, enough to
+// tell that a chain is too deep) and its descendants (at most MaxDepth levels), each level through the parent
+// field selector. That is a handful of small reads whatever the size of the workspace, where listing the
+// namespace would cost time in proportion to every group in it. Groups being deleted do not count.
+func (v *GroupValidator) neighbourhood(ctx context.Context, g *gatewayv1.Group) ([]*gatewayv1.Group, error) {
+	out, err := hierarchy.FetchAncestors(g, func(id string) (*gatewayv1.Group, error) {
+		parent := &gatewayv1.Group{}
+		err := v.Reader.Get(ctx, client.ObjectKey{Namespace: g.Namespace, Name: id}, parent)
+		if apierrors.IsNotFound(err) || (err == nil && parent.DeletionTimestamp != nil) {
+			return nil, nil
+		}
+		return parent, err
+	})
+	if err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("admission of group %s: %w", g.Name, err))
+	}
+	seen := map[string]bool{g.Name: true}
+	for _, a := range out {
+		seen[a.Name] = true
+	}
+	level := []string{g.Name}
+	for depth := 1; depth <= gatewayv1.MaxDepth && len(level) > 0; depth++ {
+		var next []string
+		for _, id := range level {
+			var kids gatewayv1.GroupList
+			if err := v.Reader.List(ctx, &kids, client.InNamespace(g.Namespace), client.MatchingFields{fieldParent: id}); err != nil {
+				return nil, listFailed("Groups", g.Namespace, err)
+			}
+			for i := range kids.Items {
+				k := &kids.Items[i]
+				if seen[k.Name] || !counts(g, k) {
+					continue
+				}
+				seen[k.Name] = true
+				out = append(out, k)
+				next = append(next, k.Name)
+			}
+		}
+		level = next
+	}
+	return out, nil
 }

@@ -13,6 +13,7 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -29,7 +30,9 @@ import (
 //
 // The webhooks read through the manager's API reader, not its cache: a uniqueness check against an informer
 // that lags by a few milliseconds would admit two objects created back to back, which is exactly the case it
-// exists for. No field index is registered; lists are per namespace and filtered in memory.
+// exists for. Every read is narrowed by a field selector the CRDs declare (selectableFields), so the API server
+// answers from its watch cache with the few objects a rule involves, and admission costs the same in a
+// workspace of ten groups or of ten thousand.
 func SetupWithManager(mgr manager.Manager) error {
 	r := mgr.GetAPIReader()
 	steps := []struct {
@@ -60,6 +63,15 @@ func SetupWithManager(mgr manager.Manager) error {
 	return nil
 }
 
+// Field selectors declared by the CRDs' +kubebuilder:selectablefield markers.
+const (
+	fieldExternalID   = "spec.externalEntityID"
+	fieldParent       = "spec.hierarchy.parentGroupID"
+	fieldSpecPrefix   = "spec.prefix"
+	fieldStatusPrefix = "status.prefix"
+	fieldSlug         = "spec.slug"
+)
+
 // refuse turns field errors into the Invalid status the API server returns to the client, so the response
 // carries each field path, or nil when there are none.
 func refuse(ctx context.Context, kind, name string, errs field.ErrorList) error {
@@ -80,6 +92,26 @@ func listFailed(kind, ns string, err error) error {
 // written, and not one being deleted, whose id is freed as soon as deletion starts.
 func counts(self, other client.Object) bool {
 	return other.GetName() != self.GetName() && other.GetDeletionTimestamp() == nil
+}
+
+// holder returns an object of list's kind in self's namespace that counts against self (see counts) and whose
+// value for one of fields equals value, or nil when there is none. The reads are narrowed by field selector.
+func holder(ctx context.Context, r client.Reader, list client.ObjectList, self client.Object, value string, fields ...string) (client.Object, error) {
+	for _, f := range fields {
+		if err := r.List(ctx, list, client.InNamespace(self.GetNamespace()), client.MatchingFields{f: value}); err != nil {
+			return nil, err
+		}
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			return nil, err
+		}
+		for _, item := range items {
+			if o, ok := item.(client.Object); ok && counts(self, o) {
+				return o, nil
+			}
+		}
+	}
+	return nil, nil
 }
 
 // duplicate is the refusal of a value another object already holds.

@@ -42,17 +42,12 @@ func (v *WorkspaceAPIKeyValidator) validate(ctx context.Context, k *gatewayv1.Wo
 	if k.Spec.Prefix == "" {
 		return nil
 	}
-	var list gatewayv1.WorkspaceAPIKeyList
-	if err := v.Reader.List(ctx, &list, client.InNamespace(k.Namespace)); err != nil {
+	o, err := holder(ctx, v.Reader, &gatewayv1.WorkspaceAPIKeyList{}, k, k.Spec.Prefix, fieldSpecPrefix, fieldStatusPrefix)
+	if err != nil {
 		return listFailed("WorkspaceAPIKeys", k.Namespace, err)
 	}
-	for i := range list.Items {
-		o := &list.Items[i]
-		if counts(k, o) && (o.Spec.Prefix == k.Spec.Prefix || o.Status.Prefix == k.Spec.Prefix) {
-			return refuse(ctx, "WorkspaceAPIKey", k.Name, field.ErrorList{
-				duplicate(prefixPath, k.Spec.Prefix, "WorkspaceAPIKey", o.Name, "among the WorkspaceAPIKeys of the namespace"),
-			})
-		}
+	if o != nil {
+		return refuse(ctx, "WorkspaceAPIKey", k.Name, field.ErrorList{duplicate(prefixPath, k.Spec.Prefix, "WorkspaceAPIKey", o.GetName(), "among the WorkspaceAPIKeys of the namespace")})
 	}
 	return nil
 }

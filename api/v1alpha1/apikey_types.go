@@ -30,6 +30,9 @@ type APIKeySpec struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:categories=modelgate
+// +kubebuilder:selectablefield:JSONPath=`.spec.groupID`
+// +kubebuilder:selectablefield:JSONPath=`.spec.prefix`
+// +kubebuilder:selectablefield:JSONPath=`.status.prefix`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Group",type=string,JSONPath=`.spec.groupID`
 // +kubebuilder:printcolumn:name="Prefix",type=string,JSONPath=`.status.prefix`

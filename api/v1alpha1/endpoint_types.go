@@ -62,6 +62,7 @@ type EndpointSpec struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:categories=modelgate
+// +kubebuilder:selectablefield:JSONPath=`.spec.slug`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Slug",type=string,JSONPath=`.spec.slug`
 // +kubebuilder:printcolumn:name="Upstream",type=string,JSONPath=`.spec.targets[0].baseURL`

@@ -186,6 +186,8 @@ type GroupStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:categories=modelgate
+// +kubebuilder:selectablefield:JSONPath=`.spec.externalEntityID`
+// +kubebuilder:selectablefield:JSONPath=`.spec.hierarchy.parentGroupID`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="External ID",type=string,JSONPath=`.spec.externalEntityID`
 // +kubebuilder:printcolumn:name="Parent",type=string,JSONPath=`.spec.hierarchy.parentGroupID`

@@ -107,6 +107,8 @@ type WorkspaceAPIKeySpec struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:categories=modelgate
+// +kubebuilder:selectablefield:JSONPath=`.spec.prefix`
+// +kubebuilder:selectablefield:JSONPath=`.status.prefix`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.type`
 // +kubebuilder:printcolumn:name="Prefix",type=string,JSONPath=`.status.prefix`

@@ -212,3 +212,24 @@ func (c Chain) String() string {
 }
 
 var _ fmt.Stringer = Chain(nil)
+
+// FetchAncestors reads g's ancestors, nearest first, through get, for callers that hold no index of the
+// workspace: at most MaxDepth of them, which is enough for Chain to tell a chain that is too deep. It stops at a
+// root, at a parent that get reports absent (nil, nil), and at a group already seen, so a cycle ends it.
+func FetchAncestors(g *gatewayv1.Group, get func(id string) (*gatewayv1.Group, error)) ([]*gatewayv1.Group, error) {
+	seen := map[string]bool{g.Name: true}
+	var out []*gatewayv1.Group
+	for pid := g.ParentID(); pid != "" && !seen[pid] && len(out) < gatewayv1.MaxDepth; {
+		seen[pid] = true
+		parent, err := get(pid)
+		if err != nil {
+			return nil, fmt.Errorf("failed to read ancestor %s of group %s: %w", pid, g.Name, err)
+		}
+		if parent == nil {
+			break
+		}
+		out = append(out, parent)
+		pid = parent.ParentID()
+	}
+	return out, nil
+}

@@ -1,6 +1,8 @@
 package hierarchy
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -282,5 +284,57 @@ func TestIndexTraversal(t *testing.T) {
 		if h := ix.Height(id); h != want {
 			t.Errorf("Height(%s) = %d, want %d", id, h, want)
 		}
+	}
+}
+
+// TestFetchAncestorsMatchesChain reads ancestors one get at a time, as admission and the REST API do, and
+// requires the chain built from what was read to equal the chain over the whole workspace, with every get
+// counted: a cycle, a missing parent and a chain past MaxDepth each stop the walk without reading further.
+func TestFetchAncestorsMatchesChain(t *testing.T) {
+	tests := []struct {
+		name     string
+		groups   []*gatewayv1.Group
+		target   string
+		maxReads int
+	}{
+		{"root", []*gatewayv1.Group{grp("r", "", indep)}, "r", 0},
+		{"three levels", []*gatewayv1.Group{grp("r", "", indep), grp("m", "r", indep), grp("l", "m", indep)}, "l", 2},
+		{"missing grandparent", []*gatewayv1.Group{grp("m", "ghost", indep), grp("l", "m", indep)}, "l", 2},
+		{"cycle", []*gatewayv1.Group{grp("a", "b", indep), grp("b", "c", indep), grp("c", "a", indep)}, "a", 2},
+		{"seven levels", chainOf(7, indep), "g7", gatewayv1.MaxDepth},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ix := NewIndex(tt.groups)
+			g, _ := ix.Get(tt.target)
+			reads := 0
+			got, err := FetchAncestors(g, func(id string) (*gatewayv1.Group, error) {
+				reads++
+				p, ok := ix.Get(id)
+				if !ok {
+					return nil, nil
+				}
+				return p, nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if reads > tt.maxReads {
+				t.Errorf("read %d groups, want at most %d", reads, tt.maxReads)
+			}
+			wantChain, wantStatus := ix.Chain(g)
+			gotChain, gotStatus := NewIndex(got).With(g).Chain(g)
+			if gotChain.String() != wantChain.String() || gotStatus != wantStatus {
+				t.Errorf("chain from fetched ancestors = %s %+v, want %s %+v", gotChain, gotStatus, wantChain, wantStatus)
+			}
+		})
+	}
+}
+
+func TestFetchAncestorsWrapsReadErrors(t *testing.T) {
+	boom := errors.New("connection refused")
+	_, err := FetchAncestors(grp("l", "m", indep), func(string) (*gatewayv1.Group, error) { return nil, boom })
+	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "ancestor m of group l") {
+		t.Fatalf("err = %v, want the read error wrapped with the ancestor's id", err)
 	}
 }

@@ -163,22 +163,16 @@ func (a *API) listGroups(w http.ResponseWriter, r *http.Request, c caller) {
 	if !ok {
 		return
 	}
+	if ext := r.URL.Query().Get("external_entity_id"); ext != "" {
+		a.findGroupsByExternalID(w, r, c, ext)
+		return
+	}
 	groups, err := a.liveGroups(r.Context(), c.namespace)
 	if err != nil {
 		writeKubeError(w, r, "list groups", err)
 		return
 	}
 	ix := hierarchy.NewIndex(groups)
-	if ext := r.URL.Query().Get("external_entity_id"); ext != "" {
-		items := []groupJSON{}
-		for _, g := range groups {
-			if g.Spec.ExternalEntityID == ext {
-				items = append(items, toGroupJSON(g, ix))
-			}
-		}
-		writeJSON(w, http.StatusOK, pageJSON[groupJSON]{Items: items})
-		return
-	}
 	ids := make([]string, len(groups))
 	for i, g := range groups {
 		ids[i] = g.Name
@@ -189,6 +183,31 @@ func (a *API) listGroups(w http.ResponseWriter, r *http.Request, c caller) {
 		items = append(items, toGroupJSON(groups[i], ix))
 	}
 	writeJSON(w, http.StatusOK, newPage(items, more, ids, sel))
+}
+
+// findGroupsByExternalID answers the groups with an external id, read through the CRD's field selector rather
+// than a list of the whole workspace.
+func (a *API) findGroupsByExternalID(w http.ResponseWriter, r *http.Request, c caller, ext string) {
+	var list gatewayv1.GroupList
+	if err := a.opts.Client.List(r.Context(), &list, client.InNamespace(c.namespace), client.MatchingFields{fieldExternalID: ext}); err != nil {
+		writeKubeError(w, r, "list groups", err)
+		return
+	}
+	items := []groupJSON{}
+	for i := range list.Items {
+		g := &list.Items[i]
+		if g.DeletionTimestamp != nil {
+			continue
+		}
+		ancestors, err := a.ancestors(r.Context(), c.namespace, g)
+		if err != nil {
+			writeKubeError(w, r, "read ancestors", err)
+			return
+		}
+		items = append(items, toGroupJSON(g, hierarchy.NewIndex(ancestors).With(g)))
+	}
+	slices.SortFunc(items, func(a, b groupJSON) int { return strings.Compare(a.ID, b.ID) })
+	writeJSON(w, http.StatusOK, pageJSON[groupJSON]{Items: items})
 }
 
 func (a *API) patchGroup(w http.ResponseWriter, r *http.Request, c caller) {
@@ -357,23 +376,36 @@ func (a *API) liveGroups(ctx context.Context, ns string) ([]*gatewayv1.Group, er
 	return out, nil
 }
 
-// writeGroup answers g with effective models resolved over the live groups of the namespace.
+// writeGroup answers g with its effective models, resolved over its ancestors.
 func (a *API) writeGroup(w http.ResponseWriter, r *http.Request, c caller, status int, g *gatewayv1.Group) {
-	groups, err := a.liveGroups(r.Context(), c.namespace)
+	ancestors, err := a.ancestors(r.Context(), c.namespace, g)
 	if err != nil {
-		writeKubeError(w, r, "list groups", err)
+		writeKubeError(w, r, "read ancestors", err)
 		return
 	}
-	writeJSON(w, status, toGroupJSON(g, hierarchy.NewIndex(groups).With(g)))
+	writeJSON(w, status, toGroupJSON(g, hierarchy.NewIndex(ancestors).With(g)))
+}
+
+// ancestors reads the live ancestors of g one Get each (at most MaxDepth), so that answering a write costs the
+// same in a workspace of any size.
+func (a *API) ancestors(ctx context.Context, ns string, g *gatewayv1.Group) ([]*gatewayv1.Group, error) {
+	return hierarchy.FetchAncestors(g, func(id string) (*gatewayv1.Group, error) {
+		p := &gatewayv1.Group{}
+		err := a.opts.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: id}, p)
+		if apierrors.IsNotFound(err) || (err == nil && p.DeletionTimestamp != nil) {
+			return nil, nil
+		}
+		return p, err
+	})
 }
 
 // awaitGroup waits until the snapshot holds g with exactly the effective models the write implies.
 func (a *API) awaitGroup(ctx context.Context, ns string, g *gatewayv1.Group) {
-	groups, err := a.liveGroups(ctx, ns)
+	ancestors, err := a.ancestors(ctx, ns, g)
 	if err != nil {
 		return
 	}
-	chain, _ := hierarchy.NewIndex(groups).With(g).Chain(g)
+	chain, _ := hierarchy.NewIndex(ancestors).With(g).Chain(g)
 	want := fingerprintEffective(hierarchy.Resolve(chain))
 	a.awaitSnapshot(ctx, ns, "group "+g.Name, func(s *snapshot.Snapshot) bool {
 		for _, sg := range s.Groups {
