@@ -57,7 +57,7 @@ type Options struct {
 	Store limits.Store
 	// Clock drives the limit windows; the real clock when nil. Tests pass a fake one.
 	Clock clock.PassiveClock
-	// Transport reaches the upstreams; a clone of http.DefaultTransport when nil.
+	// Transport reaches the upstreams; NewUpstreamTransport() when nil.
 	Transport http.RoundTripper
 	// ReadYourWritesTimeout bounds how long a management write waits for this replica to load the snapshot that
 	// contains it; the management API's default when zero.
@@ -72,6 +72,11 @@ type Options struct {
 	Billing billing.Store
 	// BillingDelivery tunes the webhook delivery; defaults when zero.
 	BillingDelivery billing.DelivererOptions
+	// BillingSpool is the file that keeps billing events the Billing store refuses at shutdown, written back at the
+	// next start (see billing.RecorderOptions). Events still refused at shutdown are lost when it is empty.
+	BillingSpool string
+	// Logger reports what background work (billing writes) cannot do; discarded when zero.
+	Logger logr.Logger
 }
 
 // Gateway is a configured data plane.
@@ -109,7 +114,7 @@ func New(opts Options) (*Gateway, error) {
 		opts.Clock = clock.RealClock{}
 	}
 	if opts.Transport == nil {
-		opts.Transport = http.DefaultTransport.(*http.Transport).Clone()
+		opts.Transport = NewUpstreamTransport()
 	}
 	if opts.Registry == nil {
 		opts.Registry = prometheus.NewRegistry()
@@ -138,7 +143,11 @@ func New(opts Options) (*Gateway, error) {
 	}
 	g.routes()
 	if opts.Billing != nil {
-		g.billing = billing.NewRecorder(opts.Billing, 0, nil)
+		log := opts.Logger.WithName("billing")
+		g.billing = billing.NewRecorder(opts.Billing, billing.RecorderOptions{
+			Spool:   opts.BillingSpool,
+			OnError: func(err error) { log.Error(err, "Billing events not written yet") },
+		})
 		g.mux.Handle("GET /v1/gateway/events", billing.Handler(opts.Billing, g.billingCaller))
 	}
 	if !opts.DisableManagementAPI {
@@ -234,4 +243,18 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	cancel()
 	return err
+}
+
+// UpstreamIdleConnsPerHost is how many idle connections gatewayd keeps to each upstream. Go's default of 2 makes
+// every call beyond the second concurrent one to an upstream open a new connection and leave it in TIME_WAIT,
+// which costs a handshake per call and, under load, can exhaust the ephemeral ports of the pod.
+const UpstreamIdleConnsPerHost = 256
+
+// NewUpstreamTransport is gatewayd's transport to the upstreams: http.DefaultTransport's dialer, proxy, TLS and
+// timeouts, with UpstreamIdleConnsPerHost idle connections kept per upstream.
+func NewUpstreamTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = UpstreamIdleConnsPerHost
+	t.MaxIdleConns = 4 * UpstreamIdleConnsPerHost
+	return t
 }

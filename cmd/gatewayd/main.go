@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -55,6 +56,7 @@ func main() {
 		os.Exit(1)
 	}
 	opts.RESTConfig = cfg
+	opts.Logger = log
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -94,6 +96,7 @@ func openState(ctx context.Context, st stateFlags, opts *gatewayd.Options) (func
 			return nil, err
 		}
 		opts.Store, opts.Billing = e, billing.NewBolt(e.DB())
+		opts.BillingSpool = filepath.Join(st.stateDir, "billing-spool.jsonl")
 		log.Info("Using the embedded store", "stateDir", st.stateDir, "flushInterval", st.flushInterval.String())
 		return e.Close, nil
 	case "redis":
@@ -105,14 +108,22 @@ func openState(ctx context.Context, st stateFlags, opts *gatewayd.Options) (func
 			return nil, fmt.Errorf("--redis-url: %w", err)
 		}
 		client := redis.NewClient(ro)
-		r := limits.NewRedis(client, limits.RedisOptions{FailOpen: st.failOpen})
+		r := limits.NewRedis(client, limits.RedisOptions{FailOpen: st.failOpen, Log: log})
 		if err := r.Ping(ctx); err != nil {
 			// Not fatal: gatewayd fails closed (or open) until Redis answers, and go-redis reconnects by itself.
 			log.Error(err, "Redis does not answer yet", "failOpen", st.failOpen)
 		}
 		opts.Store, opts.Billing = r, billing.NewRedis(client, "")
+		// The spool keeps billing events that Redis refuses at shutdown. In Redis mode the state directory is
+		// optional; without it those events are lost, which the log says at the time.
+		if err := os.MkdirAll(st.stateDir, 0o700); err != nil {
+			log.Error(err, "No billing spool: --state-dir cannot be created", "stateDir", st.stateDir)
+		} else {
+			opts.BillingSpool = filepath.Join(st.stateDir, "billing-spool.jsonl")
+		}
 		log.Info("Using the Redis store", "addr", ro.Addr, "failOpen", st.failOpen)
-		return client.Close, nil
+		// The store queues token charges: flush them before the client goes.
+		return func() error { return errors.Join(r.Close(), client.Close()) }, nil
 	}
 	return nil, fmt.Errorf("--store: must be embedded or redis, not %q", st.store)
 }

@@ -6,9 +6,17 @@
 package billing
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 )
@@ -98,11 +106,22 @@ func NewID(prefix string) string {
 // bounds, like the DAY counters' flush, what a crash can lose.
 const DefaultFlushInterval = 200 * time.Millisecond
 
+// RecorderOptions tune a Recorder.
+type RecorderOptions struct {
+	// Interval is how long events gather before a write; DefaultFlushInterval when zero.
+	Interval time.Duration
+	// OnError hears about failed writes (the batch is kept and retried) and spool problems.
+	OnError func(error)
+	// Spool is a file that keeps the events the Store still refuses when the Recorder closes (Redis unreachable
+	// at shutdown, say). A Recorder started with the same file hands them to the Store first and removes the file
+	// once they are written. Without a spool, such events are lost after the closing retries.
+	Spool string
+}
+
 // Recorder writes events to a Store in batches, so a model call never waits for a disk or network write.
 type Recorder struct {
-	store    Store
-	interval time.Duration
-	onError  func(error)
+	store Store
+	opts  RecorderOptions
 
 	mu     sync.RWMutex
 	closed bool
@@ -110,14 +129,32 @@ type Recorder struct {
 	done   chan struct{}
 }
 
-// NewRecorder starts a Recorder. onError, when not nil, hears about failed writes (the batch is retried).
-func NewRecorder(store Store, interval time.Duration, onError func(error)) *Recorder {
-	if interval <= 0 {
-		interval = DefaultFlushInterval
+// closingAttempts is how many times Close tries to write what is left before it spools it.
+const closingAttempts = 5
+
+// NewRecorder starts a Recorder. Events left in opts.Spool by an earlier Recorder are written before new ones;
+// a spool that cannot be read is moved aside (suffix .unreadable) and reported, never deleted.
+func NewRecorder(store Store, opts RecorderOptions) *Recorder {
+	if opts.Interval <= 0 {
+		opts.Interval = DefaultFlushInterval
 	}
-	r := &Recorder{store: store, interval: interval, onError: onError, ch: make(chan Record, 4096), done: make(chan struct{})}
-	go r.loop()
+	r := &Recorder{store: store, opts: opts, ch: make(chan Record, 4096), done: make(chan struct{})}
+	spooled, err := readSpool(opts.Spool)
+	if err != nil {
+		r.report(err)
+		if mvErr := os.Rename(opts.Spool, opts.Spool+".unreadable"); mvErr != nil {
+			r.report(fmt.Errorf("failed to move the unreadable billing spool aside: %w", mvErr))
+		}
+		spooled = nil
+	}
+	go r.loop(spooled)
 	return r
+}
+
+func (r *Recorder) report(err error) {
+	if r.opts.OnError != nil {
+		r.opts.OnError(err)
+	}
 }
 
 // Record queues one event. It blocks only when the queue is full, which applies back-pressure rather than
@@ -141,35 +178,40 @@ func (r *Recorder) Close() {
 	<-r.done
 }
 
-func (r *Recorder) loop() {
+func (r *Recorder) loop(batch []Record) {
 	defer close(r.done)
-	t := time.NewTicker(r.interval)
+	t := time.NewTicker(r.opts.Interval)
 	defer t.Stop()
-	var batch []Record
+	// spooled is true while the spool file holds events that are also in batch.
+	spooled := len(batch) > 0
 	// write stores the batch; on failure it keeps the batch for the next tick (Record keeps appending to it).
 	write := func() {
 		if len(batch) == 0 {
 			return
 		}
 		if err := r.store.Append(context.Background(), batch); err != nil {
-			if r.onError != nil {
-				r.onError(err)
-			}
+			r.report(fmt.Errorf("failed to write %d billing events (kept for the next attempt): %w", len(batch), err))
 			return
 		}
 		batch = batch[:0]
+		if spooled {
+			if err := os.Remove(r.opts.Spool); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				r.report(fmt.Errorf("failed to remove the written billing spool: %w", err))
+			}
+			spooled = false
+		}
 	}
 	for {
 		select {
 		case rec, ok := <-r.ch:
 			if !ok {
-				// Closing: a store that keeps failing gets a few more tries, then the batch is given up.
-				for range 5 {
+				for range closingAttempts {
 					if write(); len(batch) == 0 {
 						return
 					}
-					time.Sleep(r.interval)
+					time.Sleep(r.opts.Interval)
 				}
+				r.spool(batch)
 				return
 			}
 			batch = append(batch, rec)
@@ -179,5 +221,77 @@ func (r *Recorder) loop() {
 		case <-t.C:
 			write()
 		}
+	}
+}
+
+// spool saves the events the Store refused at close, replacing the file atomically: it always holds the whole
+// unwritten batch, which already includes whatever the file held when this Recorder started.
+func (r *Recorder) spool(batch []Record) {
+	if r.opts.Spool == "" {
+		r.report(fmt.Errorf("lost %d billing events: the store refused them at shutdown and no spool file is set", len(batch)))
+		return
+	}
+	if err := writeSpool(r.opts.Spool, batch); err != nil {
+		r.report(fmt.Errorf("lost %d billing events: the store refused them at shutdown and the spool failed: %w", len(batch), err))
+		return
+	}
+	r.report(fmt.Errorf("spooled %d billing events to %s: the store refused them at shutdown; they are written at the next start", len(batch), r.opts.Spool))
+}
+
+// writeSpool writes recs as JSON lines to a temporary file, syncs it and renames it over path, so a crash leaves
+// either the old spool or the new one, never a torn file.
+func writeSpool(path string, recs []Record) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // fails harmlessly once renamed
+	w := bufio.NewWriter(tmp)
+	enc := json.NewEncoder(w)
+	for i := range recs {
+		if err := enc.Encode(&recs[i]); err != nil {
+			tmp.Close()
+			return err
+		}
+	}
+	if err := w.Flush(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// readSpool reads the records of a spool file; a missing file (or no spool) is no records.
+func readSpool(path string) ([]Record, error) {
+	if path == "" {
+		return nil, nil
+	}
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("failed to open the billing spool: %w", err)
+	}
+	defer f.Close()
+	var out []Record
+	dec := json.NewDecoder(f)
+	for {
+		var rec Record
+		err := dec.Decode(&rec)
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("failed to read the billing spool %s after %d events: %w", path, len(out), err)
+		}
+		out = append(out, rec)
 	}
 }
