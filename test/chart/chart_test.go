@@ -104,6 +104,10 @@ func TestRefusals(t *testing.T) {
 			"at '/gatewayd': additional properties 'replica' not allowed"},
 		{"wrong type", []string{"--set", "webhook.certManager.enabled=maybe"},
 			"/webhook/certManager/enabled"},
+		{"HTTPRoute without a Gateway", []string{"--set", "gatewayd.httpRoute.enabled=true"},
+			"gatewayd.httpRoute.enabled=true needs gatewayd.httpRoute.parentRefs"},
+		{"HTTPRoute parentRef without a name", []string{"--set", "gatewayd.httpRoute.enabled=true,gatewayd.httpRoute.parentRefs[0].namespace=gw"},
+			"missing property 'name'"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -196,18 +200,18 @@ func TestCRDsInSync(t *testing.T) {
 }
 
 // TestDryRun applies every document of every scenario to a real API server with a server-side dry run: the
-// API server validates each one against its schema (built-in kinds and the chart's CRDs) and runs admission,
-// without storing anything. Kinds from CRDs the test cluster lacks (cert-manager, Prometheus Operator) are
-// skipped by kind, and only those.
+// API server validates each one against its schema (built-in kinds, the chart's CRDs, and the cert-manager,
+// Prometheus Operator and Gateway API CRDs of helmtest.ExternalCRDs) and runs admission, without storing
+// anything. A kind is skipped only when its CRD could not be fetched from the Go module proxy, with the reason.
+// TestKustomizeMatchesChart dry-runs every document of config/default the same way.
 func TestDryRun(t *testing.T) {
-	cfg := helmtest.StartEnv(t)
+	cfg, missing := helmtest.StartEnvWithExternalCRDs(t)
 	ctx := context.Background()
 	helmtest.CreateNamespaces(ctx, t, cfg, namespace, "team-a", "team-b")
 	applier, err := helmtest.NewApplier(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mayBeAbsent := map[string]bool{"Certificate": true, "Issuer": true, "ServiceMonitor": true}
 
 	// Controls: the dry run must validate (a broken copy of a rendered Deployment is refused) and must not store.
 	objs := helmtest.Documents(t, helmtest.MustTemplate(t, release, namespace))
@@ -229,6 +233,38 @@ func TestDryRun(t *testing.T) {
 		t.Fatalf("After a dry run, getting the Deployment returned %v, want NotFound: the dry run stored it", err)
 	}
 
+	// Control: the external CRDs validate too, so that a document of their kinds passing means something.
+	everything := helmtest.Documents(t, helmtest.MustTemplate(t, release, namespace, "--values", filepath.Join("test", "chart", "testdata", "values", "everything.yaml")))
+	for _, c := range []struct {
+		kind, field string
+		path        []string
+	}{
+		{"Certificate", "spec.secretName", []string{"spec", "secretName"}},
+		{"ServiceMonitor", "spec.selector", []string{"spec", "selector"}},
+		{"HTTPRoute", "spec.parentRefs[0].name", []string{"spec", "parentRefs"}},
+	} {
+		if missing[c.kind] != nil {
+			continue
+		}
+		objs := helmtest.OfKind(everything, c.kind)
+		if len(objs) == 0 {
+			t.Fatalf("The everything values render no %s", c.kind)
+		}
+		broken := objs[0].DeepCopy()
+		if c.kind == "HTTPRoute" {
+			// A parentRef without the name the CRD requires.
+			err = unstructured.SetNestedSlice(broken.Object, []any{map[string]any{"namespace": "gateway-system"}}, c.path...)
+		} else {
+			unstructured.RemoveNestedField(broken.Object, c.path...)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := applier.Apply(ctx, broken, true); err == nil || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("The dry run accepted a %s without %s (err %v): its CRD does not validate", c.kind, c.field, err)
+		}
+	}
+
 	for _, s := range scenarios {
 		t.Run(s.name, func(t *testing.T) {
 			objs := helmtest.Documents(t, helmtest.MustTemplate(t, release, namespace, s.args()...))
@@ -238,8 +274,8 @@ func TestDryRun(t *testing.T) {
 				switch {
 				case err == nil:
 					applied++
-				case errors.Is(err, helmtest.ErrKindNotServed) && mayBeAbsent[obj.GetKind()]:
-					t.Logf("Skipping %s %s: its CRD is not installed in the test API server", obj.GetKind(), obj.GetName())
+				case errors.Is(err, helmtest.ErrKindNotServed) && missing[obj.GetKind()] != nil:
+					t.Logf("SKIPPED %s %s: its CRD could not be installed: %v", obj.GetKind(), obj.GetName(), missing[obj.GetKind()])
 				default:
 					t.Errorf("Server-side dry run refused a rendered document: %v", err)
 				}
@@ -358,8 +394,10 @@ func checkDefault(t *testing.T, objs []*unstructured.Unstructured) {
 	if helmtest.Find(objs, "ClusterRoleBinding", "modelgate-manager") == nil || helmtest.Find(objs, "ClusterRoleBinding", "modelgate-gatewayd") == nil {
 		t.Error("An all-namespaces install needs ClusterRoleBindings for the manager and gatewayd")
 	}
-	if len(helmtest.OfKind(objs, "ServiceMonitor"))+len(helmtest.OfKind(objs, "NetworkPolicy"))+len(helmtest.OfKind(objs, "Ingress")) != 0 {
-		t.Error("Optional parts (ServiceMonitor, NetworkPolicy, Ingress) render by default")
+	for _, kind := range []string{"ServiceMonitor", "NetworkPolicy", "Ingress", "HTTPRoute"} {
+		if len(helmtest.OfKind(objs, kind)) != 0 {
+			t.Errorf("Optional part %s renders by default", kind)
+		}
 	}
 }
 
@@ -463,10 +501,31 @@ func checkEverything(t *testing.T, objs []*unstructured.Unstructured) {
 	for _, want := range []struct{ kind, name string }{
 		{"ServiceMonitor", "modelgate-manager"}, {"ServiceMonitor", "modelgate-gatewayd"},
 		{"NetworkPolicy", "modelgate-manager"}, {"NetworkPolicy", "modelgate-gatewayd"},
-		{"Ingress", "modelgate-gatewayd"}, {"PodDisruptionBudget", "modelgate-manager"}, {"Service", "modelgate-manager-metrics"},
+		{"Ingress", "modelgate-gatewayd"}, {"HTTPRoute", "modelgate-gatewayd"},
+		{"PodDisruptionBudget", "modelgate-manager"}, {"Service", "modelgate-manager-metrics"},
 	} {
 		if helmtest.Find(objs, want.kind, want.name) == nil {
 			t.Errorf("No %s %s", want.kind, want.name)
+		}
+	}
+	if route := helmtest.Find(objs, "HTTPRoute", "modelgate-gatewayd"); route != nil {
+		parents, _, _ := unstructured.NestedSlice(route.Object, "spec", "parentRefs")
+		if len(parents) != 1 || parents[0].(map[string]any)["name"] != "shared-gateway" || parents[0].(map[string]any)["sectionName"] != "https" {
+			t.Errorf("HTTPRoute parentRefs = %v, want the shared-gateway https listener from the values", parents)
+		}
+		hosts, _, _ := unstructured.NestedStringSlice(route.Object, "spec", "hostnames")
+		if !slices.Equal(hosts, []string{"gateway.example.com"}) {
+			t.Errorf("HTTPRoute hostnames = %v, want [gateway.example.com]", hosts)
+		}
+		rules, _, _ := unstructured.NestedSlice(route.Object, "spec", "rules")
+		var backend map[string]any
+		if len(rules) == 1 {
+			if refs, _, _ := unstructured.NestedSlice(rules[0].(map[string]any), "backendRefs"); len(refs) == 1 {
+				backend = refs[0].(map[string]any)
+			}
+		}
+		if backend["name"] != "modelgate-gatewayd" || fmt.Sprint(backend["port"]) != "80" {
+			t.Errorf("HTTPRoute backend = %v, want Service modelgate-gatewayd port 80", backend)
 		}
 	}
 	if helmtest.Find(objs, "Issuer", "modelgate-selfsigned") != nil {

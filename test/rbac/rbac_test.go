@@ -1,7 +1,8 @@
 // Package rbac proves the chart's least-privilege RBAC on a real API server: it applies the ServiceAccounts,
 // Roles and bindings that `helm template` renders, then acts as each component's ServiceAccount (impersonation)
 // and checks that every call the component makes is allowed and that reads of other Secrets, other namespaces
-// and other webhook configurations are refused. docs/rbac.md is the table these checks follow.
+// and other webhook configurations are refused. docs/rbac.md is the table these checks follow. The RBAC of the
+// kustomize install (config/default) is checked the same way.
 package rbac
 
 import (
@@ -58,6 +59,7 @@ func TestChartRBAC(t *testing.T) {
 	applyRBAC(ctx, t, cfg, "mg", "--set", "namespaces={"+served+"}", "--set", "gatewayd.upstreamSecretNames={"+upstreamSecret+"}")
 	applyRBAC(ctx, t, cfg, "mgall", "--set", "gatewayd.upstreamSecretNames={"+upstreamSecret+"}")
 	applyRBAC(ctx, t, cfg, "mgns", "--set", "namespaces={"+served+"}", "--set", "gatewayd.secretAccess=namespace")
+	applyKustomizeRBAC(ctx, t, cfg)
 	seed(ctx, t, admin)
 
 	t.Run("gatewayd, namespaced", func(t *testing.T) {
@@ -116,6 +118,45 @@ func TestChartRBAC(t *testing.T) {
 			check{"list Groups in every namespace", true, list(&gatewayv1.GroupList{}, "")},
 		))
 	})
+
+	// config/default equals the chart's every-namespace defaults with cert-manager certificates (test/chart
+	// checks that): no Secret names granted to gatewayd, and no certificate or webhook configuration writes for
+	// the manager, since cert-manager issues and injects.
+	t.Run("gatewayd, config/default", func(t *testing.T) {
+		as := impersonate(t, cfg, scheme, "modelgate-gatewayd")
+		run(ctx, t, as, append(overrideChecks(t, gatewaydChecks(other), map[string]bool{"get an allowed upstream Secret": false}),
+			check{"list ConfigMaps in every namespace", true, list(&corev1.ConfigMapList{}, "")},
+			check{"list Secrets in every namespace", false, list(&corev1.SecretList{}, "")},
+		))
+	})
+
+	t.Run("manager, config/default", func(t *testing.T) {
+		as := impersonate(t, cfg, scheme, "modelgate-manager")
+		run(ctx, t, as, append(overrideChecks(t, managerChecks(other, "modelgate"), map[string]bool{
+			"rotate its webhook certificate Secret":        false,
+			"inject its CA into its webhook configuration": false,
+		}),
+			check{"list Groups in every namespace", true, list(&gatewayv1.GroupList{}, "")},
+			check{"list webhook configurations", false, list(&admissionregistrationv1.ValidatingWebhookConfigurationList{}, "")},
+		))
+	})
+}
+
+// overrideChecks returns checks with the verdicts of the named ones replaced; a name that matches no check
+// fails the test, so that renaming a check cannot silently drop an override.
+func overrideChecks(t *testing.T, checks []check, verdicts map[string]bool) []check {
+	t.Helper()
+	found := 0
+	for i, c := range checks {
+		if v, ok := verdicts[c.name]; ok {
+			checks[i].allowed = v
+			found++
+		}
+	}
+	if found != len(verdicts) {
+		t.Fatalf("Overrides %v name checks that do not exist", verdicts)
+	}
+	return checks
 }
 
 // gatewaydChecks are what gatewayd does in a namespace it serves, and what it must not do there.
@@ -282,6 +323,34 @@ func applyRBAC(ctx context.Context, t *testing.T, cfg *rest.Config, release stri
 	t.Logf("Applied RBAC of release %s: %v", release, applied)
 }
 
+// applyKustomizeRBAC creates the ServiceAccounts, Roles and bindings of config/default for real.
+func applyKustomizeRBAC(ctx context.Context, t *testing.T, cfg *rest.Config) {
+	t.Helper()
+	applier, err := helmtest.NewApplier(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied := map[string]int{}
+	for _, obj := range helmtest.Documents(t, helmtest.Kustomize(t, "config/default")) {
+		switch obj.GetKind() {
+		case "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding":
+		default:
+			continue
+		}
+		if obj.GetNamespace() != "" && obj.GetNamespace() != releaseNS {
+			t.Fatalf("config/default puts %s %s in namespace %s, want %s", obj.GetKind(), obj.GetName(), obj.GetNamespace(), releaseNS)
+		}
+		if err := applier.Apply(ctx, obj, false); err != nil {
+			t.Fatal(err)
+		}
+		applied[obj.GetKind()]++
+	}
+	if applied["ServiceAccount"] != 2 || applied["RoleBinding"]+applied["ClusterRoleBinding"] < 3 {
+		t.Fatalf("config/default rendered too little RBAC to test: %v", applied)
+	}
+	t.Logf("Applied RBAC of config/default: %v", applied)
+}
+
 // seed creates, as the admin, the objects the checks read: Secrets, snapshot ConfigMaps, a Workspace and a
 // Group in both namespaces, the releases' webhook certificate Secrets and webhook configurations.
 func seed(ctx context.Context, t *testing.T, admin client.Client) {
@@ -301,7 +370,7 @@ func seed(ctx context.Context, t *testing.T, admin client.Client) {
 		must(group(ns, "seeded"))
 	}
 	must(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: releaseNS, Name: otherSecret}})
-	for _, fullname := range []string{"mg-modelgate", "mgall-modelgate", "mgns-modelgate"} {
+	for _, fullname := range []string{"mg-modelgate", "mgall-modelgate", "mgns-modelgate", "modelgate"} {
 		// The chart renders this Secret empty; the manager fills it.
 		must(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: releaseNS, Name: fullname + "-webhook-server-cert"}})
 		// Without webhooks, so that nothing calls a webhook server that this test does not run.

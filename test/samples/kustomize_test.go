@@ -49,12 +49,12 @@ func TestDefaultKustomization(t *testing.T) {
 		{"Deployment", "modelgate-manager"},
 		{"Deployment", "modelgate-gatewayd"},
 		{"Service", "modelgate-gatewayd"},
-		{"Service", "modelgate-webhook-service"},
+		{"Service", "modelgate-webhook"},
 		{"ServiceAccount", "modelgate-manager"},
 		{"ServiceAccount", "modelgate-gatewayd"},
 		{"ClusterRole", "modelgate-manager"},
 		{"ClusterRole", "modelgate-gatewayd"},
-		{"Role", "modelgate-leader-election"},
+		{"Role", "modelgate-manager-leader-election"},
 		{"Certificate", "modelgate-serving-cert"},
 		{"CustomResourceDefinition", "groups.gateway.modelgate.io"},
 		{"CustomResourceDefinition", "apikeys.gateway.modelgate.io"},
@@ -84,8 +84,8 @@ func TestDefaultKustomization(t *testing.T) {
 				t.Error("Webhook configuration has no webhooks")
 			}
 			for _, w := range hook.Webhooks {
-				if svc := w.ClientConfig.Service; svc == nil || svc.Name != "modelgate-webhook-service" || svc.Namespace != "modelgate-system" {
-					t.Errorf("Webhook %s calls %+v, want Service modelgate-system/modelgate-webhook-service", w.Name, svc)
+				if svc := w.ClientConfig.Service; svc == nil || svc.Name != "modelgate-webhook" || svc.Namespace != "modelgate-system" {
+					t.Errorf("Webhook %s calls %+v, want Service modelgate-system/modelgate-webhook", w.Name, svc)
 				}
 			}
 			// Installing it would send this API server's admissions to a Service that does not exist.

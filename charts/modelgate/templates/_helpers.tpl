@@ -107,6 +107,9 @@ rule, so that `helm install` explains itself instead of leaving a crash-looping 
 {{- if lt (int .Values.gatewayd.replicas) 1 }}
 {{- fail "gatewayd.replicas must be at least 1" }}
 {{- end }}
+{{- if and .Values.gatewayd.httpRoute.enabled (not .Values.gatewayd.httpRoute.parentRefs) }}
+{{- fail "gatewayd.httpRoute.enabled=true needs gatewayd.httpRoute.parentRefs: at least one Gateway for the route to attach to" }}
+{{- end }}
 {{- range .Values.namespaces }}
 {{- if not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" .) }}
 {{- fail (printf "namespaces: %q is not a valid namespace name (RFC 1123 label)" .) }}

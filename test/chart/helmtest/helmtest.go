@@ -167,12 +167,26 @@ func OfKind(objs []*unstructured.Unstructured, kind string) []*unstructured.Unst
 // the test ends. It fails, rather than skips, without KUBEBUILDER_ASSETS: `make test` always sets it.
 func StartEnv(t testing.TB) *rest.Config {
 	t.Helper()
+	return startEnv(t, nil)
+}
+
+// StartEnvWithExternalCRDs is StartEnv with the CRDs of ExternalCRDs installed too (cert-manager, Prometheus
+// Operator, Gateway API), so that every kind the chart renders can be validated. missing holds the kinds whose
+// CRD could not be fetched, with the reason.
+func StartEnvWithExternalCRDs(t testing.TB) (cfg *rest.Config, missing map[string]error) {
+	t.Helper()
+	files, missing := ExternalCRDFiles(t)
+	return startEnv(t, files), missing
+}
+
+func startEnv(t testing.TB, extraCRDs []string) *rest.Config {
+	t.Helper()
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
 		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`, or export KUBEBUILDER_ASSETS=$(hack/envtest-binaries.sh)")
 	}
 	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(Root(t), ChartDir, "crds")},
+		CRDDirectoryPaths:     append([]string{filepath.Join(Root(t), ChartDir, "crds")}, extraCRDs...),
 		ErrorIfCRDPathMissing: true,
 	}
 	cfg, err := env.Start()
@@ -232,29 +246,58 @@ var ErrKindNotServed = errors.New("kind not served by the API server")
 
 // Apply server-side applies obj. dryRun makes it a server-side dry run.
 func (a *Applier) Apply(ctx context.Context, obj *unstructured.Unstructured, dryRun bool) error {
+	_, err := a.apply(ctx, obj, dryRun)
+	return err
+}
+
+// DryRun server-side applies obj as a dry run and returns the object the API server would store: validated,
+// defaulted and admitted, but not persisted.
+func (a *Applier) DryRun(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	return a.apply(ctx, obj, true)
+}
+
+func (a *Applier) apply(ctx context.Context, obj *unstructured.Unstructured, dryRun bool) (*unstructured.Unstructured, error) {
 	gvk := obj.GroupVersionKind()
 	mapping, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if meta.IsNoMatchError(err) {
-		return fmt.Errorf("%s: %w", gvk, ErrKindNotServed)
+		return nil, fmt.Errorf("%s: %w", gvk, ErrKindNotServed)
 	}
 	if err != nil {
-		return fmt.Errorf("failed to map %s: %w", gvk, err)
+		return nil, fmt.Errorf("failed to map %s: %w", gvk, err)
 	}
 	var res dynamic.ResourceInterface = a.dyn.Resource(mapping.Resource)
 	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
 		if obj.GetNamespace() == "" {
-			return fmt.Errorf("%s %s is namespaced but the chart rendered no metadata.namespace", gvk.Kind, obj.GetName())
+			return nil, fmt.Errorf("%s %s is namespaced but the chart rendered no metadata.namespace", gvk.Kind, obj.GetName())
 		}
 		res = a.dyn.Resource(mapping.Resource).Namespace(obj.GetNamespace())
 	} else if obj.GetNamespace() != "" {
-		return fmt.Errorf("%s %s is cluster-scoped but the chart rendered metadata.namespace %q", gvk.Kind, obj.GetName(), obj.GetNamespace())
+		return nil, fmt.Errorf("%s %s is cluster-scoped but the chart rendered metadata.namespace %q", gvk.Kind, obj.GetName(), obj.GetNamespace())
 	}
 	opts := metav1.ApplyOptions{FieldManager: "modelgate-chart-test", Force: true}
 	if dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
-	if _, err := res.Apply(ctx, obj.GetName(), obj, opts); err != nil {
-		return fmt.Errorf("failed to apply %s %s/%s: %w", gvk.Kind, obj.GetNamespace(), obj.GetName(), err)
+	got, err := res.Apply(ctx, obj.GetName(), obj, opts)
+	if err != nil {
+		return nil, fmt.Errorf("failed to apply %s %s/%s: %w", gvk.Kind, obj.GetNamespace(), obj.GetName(), err)
 	}
-	return nil
+	return got, nil
+}
+
+// Kustomize builds a kustomization directory (relative to the repository root) with the kustomize built into
+// the envtest kubectl, the same one `kubectl apply -k` uses, and returns the YAML.
+func Kustomize(t testing.TB, dir string) string {
+	t.Helper()
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		t.Fatal("KUBEBUILDER_ASSETS is not set: its kubectl builds the kustomizations")
+	}
+	cmd := exec.Command(filepath.Join(assets, "kubectl"), "kustomize", filepath.Join(Root(t), dir))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("kubectl kustomize %s: %v: %s", dir, err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String()
 }
