@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -41,13 +42,18 @@ func (r *SnapshotReconciler) setup(mgr ctrl.Manager, opts controller.Options) er
 	enqueue := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: snapshot.IndexName}}}
 	})
+	// Translate reads the status of keys (their derived prefix and hash) but not of Workspaces, Groups or
+	// Endpoints, so the status writes of those reconcilers (this one's included, on the Workspace) do not start
+	// another pass over the whole workspace. At 10,000 groups a pass costs a few hundred milliseconds of CPU that
+	// the pass publishing the change, and gatewayd loading it, would otherwise share.
+	specOnly := builder.WithPredicates(specOrLifecycleChanged)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("snapshot").
-		Watches(&gatewayv1.Workspace{}, enqueue).
-		Watches(&gatewayv1.Group{}, enqueue).
+		Watches(&gatewayv1.Workspace{}, enqueue, specOnly).
+		Watches(&gatewayv1.Group{}, enqueue, specOnly).
 		Watches(&gatewayv1.APIKey{}, enqueue).
 		Watches(&gatewayv1.WorkspaceAPIKey{}, enqueue).
-		Watches(&gatewayv1.Endpoint{}, enqueue).
+		Watches(&gatewayv1.Endpoint{}, enqueue, specOnly).
 		WithOptions(opts).
 		Complete(r)
 }

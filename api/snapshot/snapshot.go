@@ -6,6 +6,8 @@
 // as references to Secrets.
 package snapshot
 
+import "slices"
+
 // Format names the encoding of the snapshot. gatewayd refuses any other.
 const Format = "v1alpha1"
 
@@ -67,6 +69,16 @@ type Group struct {
 	Depth int    `json:"depth"`
 	// Models are the group's effective models, sorted by slug: exactly the slugs its keys may call.
 	Models []Model `json:"models"`
+}
+
+// Equal reports whether g and o are the same record, field for field; gatewayd reuses what it resolved from a
+// group whose record did not change.
+func (g *Group) Equal(o *Group) bool {
+	return g.ID == o.ID && g.ExternalEntityID == o.ExternalEntityID && g.DisplayName == o.DisplayName &&
+		g.ParentID == o.ParentID && g.Mode == o.Mode && g.Depth == o.Depth &&
+		slices.EqualFunc(g.Models, o.Models, func(a, b Model) bool {
+			return a.Slug == b.Slug && slices.Equal(a.RateLimits, b.RateLimits) && slices.Equal(a.UsageLimits, b.UsageLimits)
+		})
 }
 
 // Model is an allowed slug with every limit that applies to it.

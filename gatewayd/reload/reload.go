@@ -274,7 +274,7 @@ func (l *Loader) load(ns string, cur *view.Namespace) (*view.Namespace, error) {
 	if s.Namespace != ns {
 		return nil, fmt.Errorf("version %d names namespace %q, want %q", version, s.Namespace, ns)
 	}
-	built, err := view.Build(s, version, checksum, l.store)
+	built, err := view.Build(s, version, checksum, l.store, cur)
 	if err != nil {
 		return nil, fmt.Errorf("version %d is inconsistent: %w", version, err)
 	}

@@ -170,7 +170,11 @@ func (v *View) LookupWorkspaceKey(key string) *WorkspaceKey {
 
 // Build resolves one decoded snapshot and binds its limit plans to store. It refuses a snapshot that is
 // internally inconsistent, since serving half of it could let a revoked key or a lifted limit through.
-func Build(s *snapshot.Snapshot, version int64, checksum string, store limits.Store) (*Namespace, error) {
+//
+// prev is the view of the namespace being served, or nil. A group whose snapshot record is unchanged keeps its
+// resolved Group and bound plans from prev: a change to one group of ten thousand then costs one plan, not ten
+// thousand, on the way from the ConfigMap watch to serving.
+func Build(s *snapshot.Snapshot, version int64, checksum string, store limits.Store, prev *Namespace) (*Namespace, error) {
 	ns := &Namespace{
 		Name:      s.Namespace,
 		Version:   version,
@@ -183,7 +187,20 @@ func Build(s *snapshot.Snapshot, version int64, checksum string, store limits.St
 	for _, g := range s.Groups {
 		depth[g.ID] = g.Depth
 	}
+	var before map[string]*snapshot.Group
+	if prev != nil && prev.Snapshot != nil {
+		before = make(map[string]*snapshot.Group, len(prev.Snapshot.Groups))
+		for i := range prev.Snapshot.Groups {
+			before[prev.Snapshot.Groups[i].ID] = &prev.Snapshot.Groups[i]
+		}
+	}
 	for _, g := range s.Groups {
+		if old, ok := before[g.ID]; ok && old.Equal(&g) {
+			if reused := prev.Groups[g.ID]; reused != nil {
+				ns.Groups[g.ID] = reused
+				continue
+			}
+		}
 		grp := &Group{ID: g.ID, Namespace: s.Namespace, ExternalEntityID: g.ExternalEntityID, Mode: g.Mode,
 			Models: make(map[string]*Model, len(g.Models))}
 		for _, m := range g.Models {

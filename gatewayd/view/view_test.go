@@ -1,6 +1,7 @@
 package view
 
 import (
+	"slices"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -40,7 +41,7 @@ func TestPlanMeteringAndOrder(t *testing.T) {
 		mode        string
 		rootCharged string // the group whose bucket the root-declared limit charges for a leaf call
 	}{{"CASCADING", "root"}, {"INDEPENDENT", "leaf"}} {
-		ns, err := Build(testSnapshot("ns", tc.mode), 1, "x", limits.NewMemory())
+		ns, err := Build(testSnapshot("ns", tc.mode), 1, "x", limits.NewMemory(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,7 +73,7 @@ func TestBuildRefusesInconsistentSnapshots(t *testing.T) {
 	} {
 		s := testSnapshot("ns", "CASCADING")
 		mutate(s)
-		if _, err := Build(s, 1, "x", limits.NewMemory()); err == nil {
+		if _, err := Build(s, 1, "x", limits.NewMemory(), nil); err == nil {
 			t.Errorf("%s: Build accepted it", name)
 		}
 	}
@@ -86,8 +87,8 @@ func TestLookupAcrossNamespaces(t *testing.T) {
 	b := testSnapshot("b", "CASCADING")
 	b.APIKeys[0].Hash = hashOf(other)
 	store := limits.NewMemory()
-	na, _ := Build(a, 1, "x", store)
-	nb, _ := Build(b, 1, "x", store)
+	na, _ := Build(a, 1, "x", store, nil)
+	nb, _ := Build(b, 1, "x", store, nil)
 	v := Empty().With(na).With(nb)
 	if k := v.LookupKey(key1); k == nil || k.Group.Namespace != "a" {
 		t.Fatalf("key of a: %+v", k)
@@ -102,9 +103,47 @@ func TestLookupAcrossNamespaces(t *testing.T) {
 	}
 	// Replacing a namespace drops its old keys.
 	b.APIKeys = nil
-	nb2, _ := Build(b, 2, "y", store)
+	nb2, _ := Build(b, 2, "y", store, nil)
 	if v.With(nb2).LookupKey(other) != nil {
 		t.Error("revoked key still found")
+	}
+}
+
+// TestBuildReusesUnchangedGroups: loading a snapshot in which one group changed keeps the resolved Group (and
+// its bound plans) of every unchanged group, rebuilds the changed one with its new limits, drops a removed one,
+// and leaves keys pointing at the groups of the new view.
+func TestBuildReusesUnchangedGroups(t *testing.T) {
+	store := limits.NewMemory()
+	a := testSnapshot("ns", "CASCADING")
+	a.Groups = append(a.Groups, snapshot.Group{ID: "other", Mode: "CASCADING", Depth: 1, Models: []snapshot.Model{{Slug: "s"}}})
+	prev, err := Build(a, 1, "x", store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := testSnapshot("ns", "CASCADING")
+	b.Groups[1].Models[0].RateLimits[1].Threshold = 6 // leaf's own TOKEN SECOND limit
+	next, err := Build(b, 2, "y", store, prev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Groups["root"] != prev.Groups["root"] {
+		t.Error("the unchanged root was rebuilt")
+	}
+	if next.Groups["leaf"] == prev.Groups["leaf"] {
+		t.Fatal("the changed leaf kept its old resolution")
+	}
+	var got []int64
+	for _, l := range next.Groups["leaf"].Models["s"].Plan.Limits {
+		got = append(got, l.Threshold)
+	}
+	if !slices.Contains(got, 6) || slices.Contains(got, 5) {
+		t.Errorf("leaf thresholds after the change = %v, want the new 6 and not the old 5", got)
+	}
+	if _, ok := next.Groups["other"]; ok {
+		t.Error("a group missing from the new snapshot is still served")
+	}
+	if k := Empty().With(next).LookupKey(key1); k == nil || k.Group != next.Groups["leaf"] {
+		t.Errorf("the key resolves to %+v, want the new view's leaf", k)
 	}
 }
 
@@ -115,7 +154,7 @@ func BenchmarkLookupKey(b *testing.B) {
 		k := fmt.Sprintf("mgk_%012d.secretsecretsecretsecretsecret0001", i)
 		s.APIKeys = append(s.APIKeys, snapshot.APIKey{ID: k, Prefix: k[:16], Hash: hashOf(k), GroupID: "leaf"})
 	}
-	ns, err := Build(s, 1, "x", store)
+	ns, err := Build(s, 1, "x", store, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -158,23 +197,31 @@ func bigSnapshot(n int) *snapshot.Snapshot {
 	return s
 }
 
-// BenchmarkDecodeAndSwap10kGroups is what a snapshot load costs gatewayd: verify and decode the payload,
-// build the view with bound plans, and swap it in. Counters already exist, as on every load but the first.
+// BenchmarkDecodeAndSwap10kGroups is what a snapshot load costs gatewayd after a change to one group: verify
+// and decode the payload, build the view with bound plans (reusing the unchanged groups of the view being
+// served), and swap it in. Loads alternate between two snapshots that differ in one group's threshold.
 func BenchmarkDecodeAndSwap10kGroups(b *testing.B) {
-	payload, sum, err := snapshot.Encode(bigSnapshot(10000))
+	big := bigSnapshot(10000)
+	p1, sum1, err := snapshot.Encode(big)
 	if err != nil {
 		b.Fatal(err)
 	}
+	big.Groups[5000].Models[0].RateLimits[0].Threshold++
+	p2, sum2, err := snapshot.Encode(big)
+	if err != nil {
+		b.Fatal(err)
+	}
+	payloads, sums := [2][]byte{p1, p2}, [2]string{sum1, sum2}
 	store := limits.NewMemory()
 	var current atomic.Pointer[View]
 	current.Store(Empty())
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		s, err := snapshot.Decode(payload, sum)
+		s, err := snapshot.Decode(payloads[i%2], sums[i%2])
 		if err != nil {
 			b.Fatal(err)
 		}
-		ns, err := Build(s, int64(i+1), sum, store)
+		ns, err := Build(s, int64(i+1), sums[i%2], store, current.Load().Namespace(s.Namespace))
 		if err != nil {
 			b.Fatal(err)
 		}
