@@ -37,7 +37,7 @@ func main() {
 	flag.Int64Var(&opts.MaxBodyBytes, "max-body-bytes", gatewayd.DefaultMaxBodyBytes, "Largest request body accepted.")
 	flag.DurationVar(&opts.SecretTTL, "secret-ttl", gatewayd.DefaultSecretTTL, "How long an upstream key read from its Secret is reused before it is read again.")
 	flag.StringVar(&st.store, "store", "embedded", "Where limit counters and billing events live: embedded (memory plus a bbolt file in --state-dir; one replica only) or redis (shared by every replica).")
-	flag.StringVar(&st.stateDir, "state-dir", "/var/lib/modelgate", "Directory of the embedded store's bbolt file (a volume in the chart).")
+	flag.StringVar(&st.stateDir, "state-dir", "/var/lib/modelgate", "Directory of the embedded store's bbolt file and of the billing spool, which keeps billing events the store refused at shutdown (a volume in the chart).")
 	flag.DurationVar(&st.flushInterval, "flush-interval", limits.DefaultFlushInterval, "How often the embedded store writes DAY counters to disk: the most usage a crash can lose. A graceful stop (SIGTERM) flushes everything.")
 	flag.StringVar(&st.redisURL, "redis-url", "", "Redis URL of the redis store (redis:// or rediss://, may carry a password).")
 	flag.BoolVar(&st.failOpen, "redis-fail-open", false, "Admit limited calls when Redis is unreachable, instead of answering 503 limits_unavailable.")
