@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+
+	"github.com/modelgate/modelgate/gatewayd"
 	"testing"
 	"text/tabwriter"
 	"time"
@@ -224,10 +226,10 @@ func (r *Report) finish() {
 		fmt.Sprintf("%d (%s)", v.Total(), v.String()), "0", v.Total() == 0)
 	r.Notes = append(r.Notes,
 		"Every figure is taken per round, with all targets driven in that round in rotating order, and the table shows the median over rounds.",
-		"Targets: direct = the fake upstream; bare proxy = httputil.ReverseProxy on the default transport; gatewayd = federated-key auth, "+
+		"Targets: direct = the fake upstream; bare proxy = httputil.ReverseProxy; gatewayd = federated-key auth, "+
 			"a 3-level CASCADING tree with REQUEST and TOKEN limits per SECOND, MINUTE and DAY at every level (never triggered), metrics, token settling "+
 			"and billing events, on the embedded store (bbolt) as cmd/gatewayd defaults to; gatewayd+Redis = the same on redis-server (limits and billing events in Redis).",
-		"The bare proxy and gatewayd both reach the upstream on a clone of http.DefaultTransport (at most 2 idle connections per host), as a user of either gets by default.",
+		fmt.Sprintf("The bare proxy and gatewayd both reach the upstream on gatewayd.NewUpstreamTransport(): http.DefaultTransport with %d idle connections per host instead of 2.", gatewayd.UpstreamIdleConnsPerHost),
 		"The load generator, the upstreams, the proxies and the gatewayd targets share one process and the machine's cores.")
 	if r.quick {
 		r.Notes = append(r.Notes, "QUICK MODE: small counts; these figures show that the harness works, not how fast gatewayd is.")

@@ -68,7 +68,8 @@ func startUpstreams(cfg Config) (*upstreams, error) {
 }
 
 // startProxy serves the cheapest thing a user could put in the path instead of gatewayd: a reverse proxy with no
-// auth and no limits, on the same default transport gatewayd uses.
+// auth and no limits, on the same upstream transport gatewayd uses, so that the comparison is of the proxies and
+// not of their connection pools.
 func (u *upstreams) startProxy(target string) (string, error) {
 	to, err := url.Parse(target)
 	if err != nil {
@@ -76,7 +77,7 @@ func (u *upstreams) startProxy(target string) (string, error) {
 	}
 	p := httputil.NewSingleHostReverseProxy(to)
 	// The default FlushInterval already passes text/event-stream through unbuffered.
-	p.Transport = http.DefaultTransport.(*http.Transport).Clone()
+	p.Transport = gatewayd.NewUpstreamTransport()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", fmt.Errorf("failed to listen for the bare proxy: %w", err)
