@@ -3,26 +3,18 @@ package controllers_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/modelgate/modelgate/api/snapshot"
-	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers"
+	"github.com/modelgate/modelgate/test/kubetest"
 )
 
 // The suite runs the reconcilers in a manager against a real kube-apiserver and etcd (envtest), with the
@@ -31,10 +23,8 @@ import (
 // without one.
 
 var (
-	k8s     client.Client
-	testEnv *envtest.Environment
-	ctx     context.Context
-	cancel  context.CancelFunc
+	k8s client.Client
+	ctx context.Context
 )
 
 func TestControllers(t *testing.T) {
@@ -43,49 +33,20 @@ func TestControllers(t *testing.T) {
 }
 
 var _ = BeforeSuite(func() {
-	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	env := kubetest.StartSuite(kubetest.Options{CRDs: true})
+	k8s = env.Client
+	var cancel context.CancelFunc
 	ctx, cancel = context.WithCancel(context.Background())
-
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := testEnv.Start()
-	Expect(err).NotTo(HaveOccurred())
-
-	scheme := runtime.NewScheme()
-	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-	Expect(gatewayv1.AddToScheme(scheme)).To(Succeed())
-	k8s, err = client.New(cfg, client.Options{Scheme: scheme})
-	Expect(err).NotTo(HaveOccurred())
-
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
-	Expect(err).NotTo(HaveOccurred())
-	Expect(controllers.SetupWithManager(mgr, controllers.Options{})).To(Succeed())
-	go func() {
-		defer GinkgoRecover()
-		Expect(mgr.Start(ctx)).To(Succeed())
-	}()
-})
-
-var _ = AfterSuite(func() {
-	if cancel != nil {
-		cancel()
-	}
-	if testEnv != nil {
-		Expect(testEnv.Stop()).To(Succeed())
-	}
+	DeferCleanup(cancel)
+	env.RunManager(ctx, func(mgr ctrl.Manager) error { return controllers.SetupWithManager(mgr, controllers.Options{}) })
 })
 
 // newNamespace creates a fresh workspace for one spec, so that snapshots of different specs never mix.
 func newNamespace() string {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "ws-"}}
-	Expect(k8s.Create(ctx, ns)).To(Succeed())
-	return ns.Name
+	GinkgoHelper()
+	ns, err := kubetest.NewNamespace(ctx, k8s, "ws-")
+	Expect(err).NotTo(HaveOccurred())
+	return ns
 }
 
 // readSnapshot reads the published snapshot of ns the way gatewayd does: index, then chunks, then checksum.

@@ -2,37 +2,23 @@ package webhooks_test
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
-	"net"
-	"path/filepath"
-	"strconv"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/test/kubetest"
 	"github.com/modelgate/modelgate/webhooks"
 )
 
 var (
-	k8s     client.Client
-	testEnv *envtest.Environment
-	ctx     context.Context
-	cancel  context.CancelFunc
+	k8s client.Client
+	ctx context.Context
 )
 
 func TestWebhooks(t *testing.T) {
@@ -41,62 +27,22 @@ func TestWebhooks(t *testing.T) {
 }
 
 var _ = BeforeSuite(func() {
-	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	env := kubetest.StartSuite(kubetest.Options{CRDs: true, Webhooks: true})
+	k8s = env.Client
+	var cancel context.CancelFunc
 	ctx, cancel = context.WithCancel(context.Background())
-
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		// Only the generated file: the directory also holds kustomize inputs that are not webhook configurations.
-		WebhookInstallOptions: envtest.WebhookInstallOptions{
-			Paths: []string{filepath.Join("..", "config", "webhook", "manifests.yaml")},
-		},
-	}
-	cfg, err := testEnv.Start()
-	Expect(err).NotTo(HaveOccurred())
-
-	scheme := runtime.NewScheme()
-	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-	Expect(gatewayv1.AddToScheme(scheme)).To(Succeed())
-	k8s, err = client.New(cfg, client.Options{Scheme: scheme})
-	Expect(err).NotTo(HaveOccurred())
-
-	wio := &testEnv.WebhookInstallOptions
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: scheme,
-		WebhookServer: webhook.NewServer(webhook.Options{
-			Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir,
-		}),
-		Metrics: metricsserver.Options{BindAddress: "0"},
-	})
-	Expect(err).NotTo(HaveOccurred())
-	Expect(webhooks.SetupWithManager(mgr)).To(Succeed())
-	go func() {
-		defer GinkgoRecover()
-		Expect(mgr.Start(ctx)).To(Succeed())
-	}()
-
+	DeferCleanup(cancel)
+	env.RunManager(ctx, webhooks.SetupWithManager)
 	// The API server calls the webhook over TLS; wait until it answers before the first write.
-	addr := net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort))
-	Eventually(func() error {
-		conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // test-only probe of a local self-signed server
-		if err != nil {
-			return err
-		}
-		return conn.Close()
-	}).Should(Succeed())
-})
-
-var _ = AfterSuite(func() {
-	cancel()
-	Expect(testEnv.Stop()).To(Succeed())
+	Eventually(env.ProbeWebhook).Should(Succeed())
 })
 
 // newNamespace gives each spec its own workspace, so that uniqueness rules of one spec do not see another's objects.
 func newNamespace() string {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "ws-"}}
-	Expect(k8s.Create(ctx, ns)).To(Succeed())
-	return ns.Name
+	GinkgoHelper()
+	ns, err := kubetest.NewNamespace(ctx, k8s, "ws-")
+	Expect(err).NotTo(HaveOccurred())
+	return ns
 }
 
 // expectRefused asserts a refusal by admission: Invalid or Forbidden, naming the field path and the rule.

@@ -37,13 +37,12 @@ func BenchmarkApplyToEnforced(b *testing.B) {
 	logf.SetLogger(logr.Discard())
 	bctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	env, c, err := startControlPlane(bctx)
-	if env != nil {
-		defer func() { _ = env.Stop() }()
-	}
+	env, err := startControlPlane(bctx)
+	defer func() { _ = env.Stop() }()
 	if err != nil {
 		b.Fatal(err)
 	}
+	c := env.Client
 	d := &snapshotDirectory{c: c}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "bench-"}}
 	if err := c.Create(bctx, ns); err != nil {

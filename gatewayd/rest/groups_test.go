@@ -17,6 +17,7 @@ import (
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/rest"
+	"github.com/modelgate/modelgate/test/apibody"
 )
 
 const cascadeMsg = "Child group exceeds parent group limit."
@@ -39,8 +40,8 @@ var _ = Describe("Groups", Ordered, func() {
 	}
 
 	It("creates a CASCADING root with a service-assigned id and resolved effective models", func() {
-		r := call(server, admin, http.MethodPost, "/v1/gateway/groups", groupBody("cust-root", "CASCADING", nil,
-			model("demo/echo", []map[string]any{limit("REQUEST", "MINUTE", 100)}, []map[string]any{limit("TOKEN", "DAY", 1000)})))
+		r := call(server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-root", "CASCADING", nil,
+			apibody.Model("demo/echo", []map[string]any{apibody.Limit("REQUEST", "MINUTE", 100)}, []map[string]any{apibody.Limit("TOKEN", "DAY", 1000)})))
 		Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
 		conform("Group", r.raw)
 		root = r.body
@@ -64,8 +65,8 @@ var _ = Describe("Groups", Ordered, func() {
 	})
 
 	It("creates a child that inherits the root's mode, and a grandchild; cascading lists every ancestor limit", func() {
-		r := call(server, admin, http.MethodPost, "/v1/gateway/groups", groupBody("cust-child", "", root["id"],
-			model("demo/echo", []map[string]any{limit("REQUEST", "MINUTE", 50)}, nil)))
+		r := call(server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-child", "", root["id"],
+			apibody.Model("demo/echo", []map[string]any{apibody.Limit("REQUEST", "MINUTE", 50)}, nil)))
 		Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
 		child = r.body
 		Expect(child["hierarchy"]).To(Equal(map[string]any{"limit_enforcement": "CASCADING", "parent_group_id": root["id"]}))
@@ -76,8 +77,8 @@ var _ = Describe("Groups", Ordered, func() {
 		))
 		Expect(eff["usage_limits"]).To(ConsistOf(map[string]any{"type": "TOKEN", "unit": "DAY", "threshold": 1000.0, "source_group": root["id"]}))
 
-		r = call(server, admin, http.MethodPost, "/v1/gateway/groups", groupBody("cust-grandchild", "CASCADING", child["id"],
-			model("demo/echo", nil, nil)))
+		r = call(server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-grandchild", "CASCADING", child["id"],
+			apibody.Model("demo/echo", nil, nil)))
 		Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
 		grandchild = r.body
 		Expect(grandchild["effective_models"].([]any)[0].(map[string]any)["usage_limits"]).To(HaveLen(1))
@@ -85,14 +86,14 @@ var _ = Describe("Groups", Ordered, func() {
 	})
 
 	It("refuses a child above its ancestor's threshold, and an ancestor lowered below a child, with the exact message", func() {
-		r := call(server, admin, http.MethodPost, "/v1/gateway/groups", groupBody("cust-greedy", "CASCADING", root["id"],
-			model("demo/echo", []map[string]any{limit("REQUEST", "MINUTE", 500)}, nil)))
+		r := call(server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-greedy", "CASCADING", root["id"],
+			apibody.Model("demo/echo", []map[string]any{apibody.Limit("REQUEST", "MINUTE", 500)}, nil)))
 		expectError(r, http.StatusBadRequest, "child_exceeds_parent_limit")
 		Expect(r.body["error"]).To(Equal(cascadeMsg))
 		Expect(r.raw).To(ContainSubstring("models[0].rate_limits[0].threshold"))
 
 		r = call(server, admin, http.MethodPatch, "/v1/gateway/groups/"+root["id"].(string), map[string]any{
-			"models": []any{model("demo/echo", []map[string]any{limit("REQUEST", "MINUTE", 10)}, nil)},
+			"models": []any{apibody.Model("demo/echo", []map[string]any{apibody.Limit("REQUEST", "MINUTE", 10)}, nil)},
 		})
 		expectError(r, http.StatusBadRequest, "child_exceeds_parent_limit")
 		Expect(r.body["error"]).To(Equal(cascadeMsg))
@@ -101,36 +102,36 @@ var _ = Describe("Groups", Ordered, func() {
 	It("refuses a sixth level", func() {
 		parent := grandchild["id"]
 		for i := 4; i <= 5; i++ {
-			r := call(server, admin, http.MethodPost, "/v1/gateway/groups", groupBody(fmt.Sprintf("cust-level%d", i), "CASCADING", parent, model("demo/echo", nil, nil)))
+			r := call(server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group(fmt.Sprintf("cust-level%d", i), "CASCADING", parent, apibody.Model("demo/echo", nil, nil)))
 			Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
 			parent = r.body["id"]
 		}
-		r := call(server, admin, http.MethodPost, "/v1/gateway/groups", groupBody("cust-level6", "CASCADING", parent, model("demo/echo", nil, nil)))
+		r := call(server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-level6", "CASCADING", parent, apibody.Model("demo/echo", nil, nil)))
 		expectError(r, http.StatusBadRequest, "invalid_request")
 		Expect(r.body["error"]).To(ContainSubstring("hierarchy.parent_group_id"))
 		Expect(r.body["error"]).To(ContainSubstring("at most 5 levels"))
 	})
 
 	It("refuses a mode different from the root's", func() {
-		r := call(server, admin, http.MethodPost, "/v1/gateway/groups", groupBody("cust-indep", "INDEPENDENT", root["id"], model("demo/echo", nil, nil)))
+		r := call(server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-indep", "INDEPENDENT", root["id"], apibody.Model("demo/echo", nil, nil)))
 		expectError(r, http.StatusBadRequest, "invalid_request")
 		Expect(r.body["error"]).To(ContainSubstring("hierarchy.limit_enforcement"))
 	})
 
 	It("answers 404 for an unknown parent, 400 for missing models or external id, 409 for a taken external id", func() {
-		expectError(call(server, admin, http.MethodPost, "/v1/gateway/groups", groupBody("cust-orphan", "", "grp-doesnotexist00", model("a", nil, nil))),
+		expectError(call(server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-orphan", "", "grp-doesnotexist00", apibody.Model("a", nil, nil))),
 			http.StatusNotFound, "not_found")
-		r := call(server, admin, http.MethodPost, "/v1/gateway/groups", groupBody("cust-empty", "", nil))
+		r := call(server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-empty", "", nil))
 		expectError(r, http.StatusBadRequest, "invalid_request")
 		Expect(r.raw).To(ContainSubstring(`"field":"models"`))
-		r = call(server, admin, http.MethodPost, "/v1/gateway/groups", map[string]any{"models": []any{model("a", nil, nil)}})
+		r = call(server, admin, http.MethodPost, "/v1/gateway/groups", map[string]any{"models": []any{apibody.Model("a", nil, nil)}})
 		expectError(r, http.StatusBadRequest, "invalid_request")
 		Expect(r.raw).To(ContainSubstring("metadata.external_entity_id"))
-		r = call(server, admin, http.MethodPost, "/v1/gateway/groups", groupBody("cust-root", "", nil, model("a", nil, nil)))
+		r = call(server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-root", "", nil, apibody.Model("a", nil, nil)))
 		expectError(r, http.StatusConflict, "conflict")
 		Expect(r.body["error"]).To(ContainSubstring("metadata.external_entity_id"))
-		r = call(server, admin, http.MethodPost, "/v1/gateway/groups", groupBody("cust-bad-unit", "", nil,
-			model("a", []map[string]any{limit("REQUEST", "DAY", 5)}, nil)))
+		r = call(server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-bad-unit", "", nil,
+			apibody.Model("a", []map[string]any{apibody.Limit("REQUEST", "DAY", 5)}, nil)))
 		expectError(r, http.StatusBadRequest, "invalid_request")
 		Expect(r.body["error"]).To(ContainSubstring("rate_limits"))
 	})
@@ -150,14 +151,14 @@ var _ = Describe("Groups", Ordered, func() {
 	It("PATCHes models with set semantics and revokes removed slugs from the snapshot at once", func() {
 		path := "/v1/gateway/groups/" + child["id"].(string)
 		r := call(server, admin, http.MethodPatch, path, map[string]any{"models": []any{
-			model("demo/echo", []map[string]any{limit("REQUEST", "MINUTE", 40)}, nil), model("other/slug", nil, nil),
+			apibody.Model("demo/echo", []map[string]any{apibody.Limit("REQUEST", "MINUTE", 40)}, nil), apibody.Model("other/slug", nil, nil),
 		}})
 		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
 		conform("Group", r.raw)
 		Expect(slugs(r.body["models"])).To(Equal([]string{"demo/echo", "other/slug"}))
 		Expect(slugs(r.body["effective_models"])).To(Equal([]string{"demo/echo", "other/slug"}))
 
-		r = call(server, admin, http.MethodPatch, path, map[string]any{"models": []any{model("other/slug", nil, nil)}})
+		r = call(server, admin, http.MethodPatch, path, map[string]any{"models": []any{apibody.Model("other/slug", nil, nil)}})
 		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
 		Expect(slugs(r.body["models"])).To(Equal([]string{"other/slug"}))
 		g := groupInSnapshot(child["id"].(string))
@@ -208,7 +209,7 @@ var _ = Describe("Groups", Ordered, func() {
 		Expect(groupInSnapshot(root["id"].(string))).To(BeNil())
 
 		By("freeing the external id for immediate reuse")
-		r = call(server, admin, http.MethodPost, "/v1/gateway/groups", groupBody("cust-root", "", nil, model("demo/echo", nil, nil)))
+		r = call(server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-root", "", nil, apibody.Model("demo/echo", nil, nil)))
 		Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
 
 		By("removing descendants and their keys")
@@ -308,9 +309,9 @@ var _ = Describe("Group usage", func() {
 		now := time.Date(2026, 3, 14, 15, 9, 26, 0, time.UTC)
 		srv := serve(rest.Options{Usage: fixedUsage{n: 42}, Clock: func() time.Time { return now }})
 		_, admin := workspace(gatewayv1.KeyTypeManageAll, "")
-		r := call(srv, admin, http.MethodPost, "/v1/gateway/groups", groupBody("cust-usage", "", nil,
-			model("demo/echo", []map[string]any{limit("REQUEST", "MINUTE", 10)}, []map[string]any{limit("TOKEN", "DAY", 5000), limit("REQUEST", "DAY", 100)}),
-			model("no/usage", nil, nil)))
+		r := call(srv, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-usage", "", nil,
+			apibody.Model("demo/echo", []map[string]any{apibody.Limit("REQUEST", "MINUTE", 10)}, []map[string]any{apibody.Limit("TOKEN", "DAY", 5000), apibody.Limit("REQUEST", "DAY", 100)}),
+			apibody.Model("no/usage", nil, nil)))
 		Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
 		id := r.body["id"].(string)
 

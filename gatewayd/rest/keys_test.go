@@ -19,6 +19,7 @@ import (
 
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/test/apibody"
 )
 
 var _ = Describe("Federated keys", Ordered, func() {
@@ -27,7 +28,7 @@ var _ = Describe("Federated keys", Ordered, func() {
 
 	BeforeAll(func() {
 		ns, admin = workspace(gatewayv1.KeyTypeManageAll, "")
-		r := call(server, admin, http.MethodPost, "/v1/gateway/groups", groupBody("cust-keys", "", nil, model("demo/echo", nil, nil)))
+		r := call(server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-keys", "", nil, apibody.Model("demo/echo", nil, nil)))
 		Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
 		groupID = r.body["id"].(string)
 		keysPath = "/v1/gateway/groups/" + groupID + "/api_keys"

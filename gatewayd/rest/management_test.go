@@ -14,6 +14,7 @@ import (
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/rest"
+	"github.com/modelgate/modelgate/test/apibody"
 )
 
 var _ = Describe("Endpoints", func() {
@@ -81,7 +82,7 @@ var _ = Describe("Authentication and workspace keys", Ordered, func() {
 	})
 
 	It("refuses federated keys on management routes", func() {
-		r := call(server, admin, http.MethodPost, "/v1/gateway/groups", groupBody("cust-auth", "", nil, model("demo/echo", nil, nil)))
+		r := call(server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-auth", "", nil, apibody.Model("demo/echo", nil, nil)))
 		Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
 		r = call(server, admin, http.MethodPost, "/v1/gateway/groups/"+r.body["id"].(string)+"/api_keys", nil)
 		Expect(r.code).To(Equal(http.StatusCreated), "%s", r)

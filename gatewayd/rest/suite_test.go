@@ -5,15 +5,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -23,20 +20,16 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers"
 	"github.com/modelgate/modelgate/gatewayd/rest"
+	"github.com/modelgate/modelgate/test/kubetest"
 	"github.com/modelgate/modelgate/webhooks"
 )
 
@@ -46,12 +39,12 @@ import (
 // gatewayd's loader does, so read-your-writes is checked against what the data plane would load.
 
 var (
-	k8s     client.Client
-	testEnv *envtest.Environment
-	ctx     context.Context
-	cancel  context.CancelFunc
-	dir     *snapshotDirectory
-	server  *httptest.Server
+	k8s    client.Client
+	env    *kubetest.Env
+	ctx    context.Context
+	cancel context.CancelFunc
+	dir    *snapshotDirectory
+	server *httptest.Server
 )
 
 func TestREST(t *testing.T) {
@@ -63,67 +56,31 @@ var _ = BeforeSuite(func() {
 	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	ctx, cancel = context.WithCancel(context.Background())
 	var err error
-	testEnv, k8s, err = startControlPlane(ctx)
+	env, err = startControlPlane(ctx)
 	Expect(err).NotTo(HaveOccurred())
+	k8s = env.Client
 	dir = &snapshotDirectory{c: k8s}
 	server = serve(rest.Options{})
 })
 
 // startControlPlane starts envtest with the CRDs and webhook configuration, and a manager running the webhooks
-// and every controller until ctx ends. It returns once the webhook server answers.
-func startControlPlane(ctx context.Context) (*envtest.Environment, client.Client, error) {
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		WebhookInstallOptions: envtest.WebhookInstallOptions{
-			Paths: []string{filepath.Join("..", "..", "config", "webhook", "manifests.yaml")},
-		},
-	}
-	cfg, err := env.Start()
+// and every controller until ctx ends. It returns once the webhook server answers; when it fails after envtest
+// started, it returns the Env too, for the caller to stop.
+func startControlPlane(ctx context.Context) (*kubetest.Env, error) {
+	env, err := kubetest.Start(kubetest.Options{CRDs: true, Webhooks: true})
 	if err != nil {
-		return nil, nil, fmt.Errorf("failed to start envtest: %w", err)
+		return nil, err
 	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return env, nil, err
-	}
-	if err := gatewayv1.AddToScheme(scheme); err != nil {
-		return env, nil, err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return env, nil, err
-	}
-	wio := &env.WebhookInstallOptions
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: scheme,
-		WebhookServer: webhook.NewServer(webhook.Options{
-			Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir,
-		}),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
+	mgr, err := env.NewManager(webhooks.SetupWithManager, func(mgr ctrl.Manager) error {
+		return controllers.SetupWithManager(mgr, controllers.Options{SkipNameValidation: true})
 	})
 	if err != nil {
-		return env, nil, err
-	}
-	if err := webhooks.SetupWithManager(mgr); err != nil {
-		return env, nil, err
-	}
-	if err := controllers.SetupWithManager(mgr, controllers.Options{SkipNameValidation: true}); err != nil {
-		return env, nil, err
+		return env, err
 	}
 	go func() { _ = mgr.Start(ctx) }()
-	addr := net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort))
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // test-only probe of a local self-signed server
-		if err == nil {
-			_ = conn.Close()
-			return env, c, nil
-		}
-		if time.Now().After(deadline) {
-			return env, c, fmt.Errorf("webhook server did not answer: %w", err)
-		}
-	}
+	wctx, stop := context.WithTimeout(ctx, 30*time.Second)
+	defer stop()
+	return env, env.WaitWebhook(wctx)
 }
 
 var _ = AfterSuite(func() {
@@ -133,9 +90,7 @@ var _ = AfterSuite(func() {
 	if cancel != nil {
 		cancel()
 	}
-	if testEnv != nil {
-		Expect(testEnv.Stop()).To(Succeed())
-	}
+	Expect(env.Stop()).To(Succeed())
 })
 
 // serve starts the API with the suite's client and directory on a loopback server. The read-your-writes bound is
@@ -238,10 +193,10 @@ func mustSnapshot(ns string) *snapshot.Snapshot {
 // the directory authenticates that key. It returns the namespace and the key.
 func workspace(typ gatewayv1.WorkspaceKeyType, role gatewayv1.OrgRole) (string, string) {
 	GinkgoHelper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "ws-"}}
-	Expect(k8s.Create(ctx, ns)).To(Succeed())
-	dir.add(ns.Name)
-	return ns.Name, seedKey(ns.Name, typ, role, "user-1")
+	ns, err := kubetest.NewNamespace(ctx, k8s, "ws-")
+	Expect(err).NotTo(HaveOccurred())
+	dir.add(ns)
+	return ns, seedKey(ns, typ, role, "user-1")
 }
 
 var seedCount int
@@ -321,27 +276,4 @@ func expectError(r response, status int, code string) {
 	Expect(r.body).To(HaveKey("detail"))
 	Expect(r.body["error"]).NotTo(BeEmpty())
 	conform("Error", r.raw)
-}
-
-func limit(typ, unit string, threshold int) map[string]any {
-	return map[string]any{"type": typ, "unit": unit, "threshold": threshold}
-}
-
-func model(slug string, rate, usage []map[string]any) map[string]any {
-	m := map[string]any{"slug": slug}
-	if rate != nil {
-		m["rate_limits"] = rate
-	}
-	if usage != nil {
-		m["usage_limits"] = usage
-	}
-	return m
-}
-
-func groupBody(ext, mode string, parent any, models ...map[string]any) map[string]any {
-	h := map[string]any{"parent_group_id": parent}
-	if mode != "" {
-		h["limit_enforcement"] = mode
-	}
-	return map[string]any{"metadata": map[string]any{"name": "Name " + ext, "external_entity_id": ext}, "models": models, "hierarchy": h}
 }

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,8 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/modelgate/modelgate/test/kubetest"
 )
 
 const namespace = "default"
@@ -25,20 +25,12 @@ const namespace = "default"
 var k8s client.Client
 
 func TestMain(m *testing.M) {
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := env.Start()
+	env, err := kubetest.Start(kubetest.Options{CRDs: true})
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "Failed to start envtest (is KUBEBUILDER_ASSETS set?): %v\n", err)
+		fmt.Fprintf(os.Stderr, "The CEL validation tests need a control plane: %v\n", err)
 		os.Exit(1)
 	}
-	k8s, err = client.New(cfg, client.Options{})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "Failed to build a client: %v\n", err)
-		os.Exit(1)
-	}
+	k8s = env.Client
 	code := m.Run()
 	if err := env.Stop(); err != nil {
 		fmt.Fprintf(os.Stderr, "Failed to stop envtest: %v\n", err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelgate/modelgate/test/apibody"
 	"github.com/modelgate/modelgate/test/stack"
 )
 
@@ -28,9 +29,9 @@ func BenchmarkApplyToEnforced(b *testing.B) {
 		group, key := benchGroup(b, s, "bench-patch-"+run)
 		b.ResetTimer()
 		measure(b, s, func(i int) (string, int) {
-			models, want := []any{model(otherSlug, nil, nil)}, http.StatusNotFound
+			models, want := []any{apibody.Model(otherSlug, nil, nil)}, http.StatusNotFound
 			if i%2 == 1 {
-				models, want = []any{model(echo, nil, nil)}, http.StatusOK
+				models, want = []any{apibody.Model(echo, nil, nil)}, http.StatusOK
 			}
 			expect(b, admin(b, s, http.MethodPatch, "/v1/gateway/groups/"+group, map[string]any{"models": models}), http.StatusOK, "")
 			return key, want
@@ -52,7 +53,7 @@ func BenchmarkApplyToEnforced(b *testing.B) {
 // benchGroup creates an unlimited root group on demo/echo with one key, deleted when the benchmark ends.
 func benchGroup(b *testing.B, s *stack.Stack, ext string) (group, key string) {
 	b.Helper()
-	r := admin(b, s, http.MethodPost, "/v1/gateway/groups", groupBody(ext, "", nil, model(echo, nil, nil)))
+	r := admin(b, s, http.MethodPost, "/v1/gateway/groups", apibody.Group(ext, "", nil, apibody.Model(echo, nil, nil)))
 	expect(b, r, http.StatusCreated, "")
 	group = str(b, r.body, "id")
 	b.Cleanup(func() { admin(b, s, http.MethodDelete, "/v1/gateway/groups/"+group, nil) })

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/test/apibody"
 	"github.com/modelgate/modelgate/test/stack"
 )
 
@@ -49,7 +50,7 @@ func (l *lifecycle) ext(name string) string { return "e2e-" + name + "-" + l.run
 // grandchildModels is the grandchild's model list; the usage limit must come back with demo/echo whenever a
 // PATCH puts the slug back.
 func grandchildModels(extra ...map[string]any) []any {
-	out := []any{model(echo, nil, []map[string]any{limit("REQUEST", "DAY", dailyRequests)})}
+	out := []any{apibody.Model(echo, nil, []map[string]any{apibody.Limit("REQUEST", "DAY", dailyRequests)})}
 	for _, m := range extra {
 		out = append(out, m)
 	}
@@ -97,9 +98,9 @@ func (l *lifecycle) createGroup(t *testing.T, body map[string]any) map[string]an
 }
 
 func (l *lifecycle) createRoot(t *testing.T) {
-	g := l.createGroup(t, groupBody(l.ext("root"), "CASCADING", nil, model(echo,
-		[]map[string]any{limit("REQUEST", "MINUTE", 1000), limit("TOKEN", "MINUTE", 1000000)},
-		[]map[string]any{limit("REQUEST", "DAY", 1000), limit("TOKEN", "DAY", 10000000)})))
+	g := l.createGroup(t, apibody.Group(l.ext("root"), "CASCADING", nil, apibody.Model(echo,
+		[]map[string]any{apibody.Limit("REQUEST", "MINUTE", 1000), apibody.Limit("TOKEN", "MINUTE", 1000000)},
+		[]map[string]any{apibody.Limit("REQUEST", "DAY", 1000), apibody.Limit("TOKEN", "DAY", 10000000)})))
 	l.root = g["id"].(string)
 	h := g["hierarchy"].(map[string]any)
 	if h["limit_enforcement"] != "CASCADING" || h["parent_group_id"] != nil {
@@ -114,12 +115,12 @@ func (l *lifecycle) createRoot(t *testing.T) {
 
 func (l *lifecycle) createDescendants(t *testing.T) {
 	// The child omits limit_enforcement and must take the root's mode.
-	c := l.createGroup(t, groupBody(l.ext("child"), "", l.root, model(echo, []map[string]any{limit("REQUEST", "MINUTE", 500)}, nil)))
+	c := l.createGroup(t, apibody.Group(l.ext("child"), "", l.root, apibody.Model(echo, []map[string]any{apibody.Limit("REQUEST", "MINUTE", 500)}, nil)))
 	l.child = c["id"].(string)
 	if h := c["hierarchy"].(map[string]any); h["limit_enforcement"] != "CASCADING" || h["parent_group_id"] != l.root {
 		t.Fatalf("child hierarchy = %v, want CASCADING under %s", h, l.root)
 	}
-	gc := l.createGroup(t, groupBody(l.ext("grandchild"), "CASCADING", l.child, grandchildModels()[0].(map[string]any)))
+	gc := l.createGroup(t, apibody.Group(l.ext("grandchild"), "CASCADING", l.child, grandchildModels()[0].(map[string]any)))
 	l.grandchild = gc["id"].(string)
 	// Cascading: every distinct ancestor limit applies, each anchored to the group that declares it.
 	eff := effective(t, gc, echo)
@@ -133,17 +134,17 @@ func (l *lifecycle) createDescendants(t *testing.T) {
 }
 
 func (l *lifecycle) cascadingViolation(t *testing.T) {
-	r := admin(t, l.s, http.MethodPost, "/v1/gateway/groups", groupBody(l.ext("greedy"), "CASCADING", l.root,
-		model(echo, []map[string]any{limit("REQUEST", "MINUTE", 2000)}, nil)))
+	r := admin(t, l.s, http.MethodPost, "/v1/gateway/groups", apibody.Group(l.ext("greedy"), "CASCADING", l.root,
+		apibody.Model(echo, []map[string]any{apibody.Limit("REQUEST", "MINUTE", 2000)}, nil)))
 	expect(t, r, http.StatusBadRequest, "child_exceeds_parent_limit")
 	if r.body["error"] != cascadeMsg {
 		t.Fatalf("error = %q, want exactly %q", r.body["error"], cascadeMsg)
 	}
 
 	// The other direction: an ancestor may not fall below a descendant (the grandchild's 5 requests per day).
-	r = admin(t, l.s, http.MethodPatch, "/v1/gateway/groups/"+l.root, map[string]any{"models": []any{model(echo,
-		[]map[string]any{limit("REQUEST", "MINUTE", 1000), limit("TOKEN", "MINUTE", 1000000)},
-		[]map[string]any{limit("REQUEST", "DAY", dailyRequests-1), limit("TOKEN", "DAY", 10000000)})}})
+	r = admin(t, l.s, http.MethodPatch, "/v1/gateway/groups/"+l.root, map[string]any{"models": []any{apibody.Model(echo,
+		[]map[string]any{apibody.Limit("REQUEST", "MINUTE", 1000), apibody.Limit("TOKEN", "MINUTE", 1000000)},
+		[]map[string]any{apibody.Limit("REQUEST", "DAY", dailyRequests-1), apibody.Limit("TOKEN", "DAY", 10000000)})}})
 	expect(t, r, http.StatusBadRequest, "child_exceeds_parent_limit")
 	if r.body["error"] != cascadeMsg {
 		t.Fatalf("error = %q, want exactly %q", r.body["error"], cascadeMsg)
@@ -151,9 +152,9 @@ func (l *lifecycle) cascadingViolation(t *testing.T) {
 }
 
 func (l *lifecycle) depthSix(t *testing.T) {
-	l.level4 = l.createGroup(t, groupBody(l.ext("level4"), "CASCADING", l.grandchild, model(echo, nil, nil)))["id"].(string)
-	l.level5 = l.createGroup(t, groupBody(l.ext("level5"), "CASCADING", l.level4, model(echo, nil, nil)))["id"].(string)
-	r := admin(t, l.s, http.MethodPost, "/v1/gateway/groups", groupBody(l.ext("level6"), "CASCADING", l.level5, model(echo, nil, nil)))
+	l.level4 = l.createGroup(t, apibody.Group(l.ext("level4"), "CASCADING", l.grandchild, apibody.Model(echo, nil, nil)))["id"].(string)
+	l.level5 = l.createGroup(t, apibody.Group(l.ext("level5"), "CASCADING", l.level4, apibody.Model(echo, nil, nil)))["id"].(string)
+	r := admin(t, l.s, http.MethodPost, "/v1/gateway/groups", apibody.Group(l.ext("level6"), "CASCADING", l.level5, apibody.Model(echo, nil, nil)))
 	expect(t, r, http.StatusBadRequest, "")
 	if msg, _ := r.body["error"].(string); !strings.Contains(msg, "parent_group_id") {
 		t.Fatalf("a depth refusal must name hierarchy.parent_group_id: %s", r)
@@ -161,7 +162,7 @@ func (l *lifecycle) depthSix(t *testing.T) {
 }
 
 func (l *lifecycle) modeMismatch(t *testing.T) {
-	r := admin(t, l.s, http.MethodPost, "/v1/gateway/groups", groupBody(l.ext("indep"), "INDEPENDENT", l.root, model(echo, nil, nil)))
+	r := admin(t, l.s, http.MethodPost, "/v1/gateway/groups", apibody.Group(l.ext("indep"), "INDEPENDENT", l.root, apibody.Model(echo, nil, nil)))
 	expect(t, r, http.StatusBadRequest, "")
 	if msg, _ := r.body["error"].(string); !strings.Contains(msg, "limit_enforcement") {
 		t.Fatalf("a mode refusal must name hierarchy.limit_enforcement: %s", r)
@@ -267,7 +268,7 @@ func (l *lifecycle) patchModels(t *testing.T, models []any) map[string]any {
 }
 
 func (l *lifecycle) patchSetSemantics(t *testing.T) {
-	g := l.patchModels(t, grandchildModels(model(otherSlug, nil, nil)))
+	g := l.patchModels(t, grandchildModels(apibody.Model(otherSlug, nil, nil)))
 	if got := slugs(g["models"]); !slices.Equal(got, []string{echo, otherSlug}) {
 		t.Fatalf("after adding a slug, models = %v", got)
 	}
@@ -276,7 +277,7 @@ func (l *lifecycle) patchSetSemantics(t *testing.T) {
 	expect(t, infer(t, l.s, l.key, otherSlug), http.StatusServiceUnavailable, "model_not_ready")
 
 	// Set semantics: the list replaces the group's models, so demo/echo is gone as soon as the PATCH returns.
-	g = l.patchModels(t, []any{model(otherSlug, nil, nil)})
+	g = l.patchModels(t, []any{apibody.Model(otherSlug, nil, nil)})
 	if got := slugs(g["models"]); !slices.Equal(got, []string{otherSlug}) {
 		t.Fatalf("after replacing, models = %v", got)
 	}
@@ -499,7 +500,7 @@ func (l *lifecycle) deleteRoot(t *testing.T) {
 	}
 
 	// The external id is free at once.
-	again := l.createGroup(t, groupBody(l.ext("root"), "CASCADING", nil, model(echo, nil, nil)))
+	again := l.createGroup(t, apibody.Group(l.ext("root"), "CASCADING", nil, apibody.Model(echo, nil, nil)))
 	if again["id"] == l.root {
 		t.Fatalf("the re-created root reused the deleted id %s", l.root)
 	}

@@ -149,34 +149,6 @@ func expect(tb testing.TB, r response, code int, errorCode string) {
 	}
 }
 
-func limit(typ, unit string, threshold int) map[string]any {
-	return map[string]any{"type": typ, "unit": unit, "threshold": threshold}
-}
-
-func model(slug string, rate, usage []map[string]any) map[string]any {
-	m := map[string]any{"slug": slug}
-	if rate != nil {
-		m["rate_limits"] = rate
-	}
-	if usage != nil {
-		m["usage_limits"] = usage
-	}
-	return m
-}
-
-// groupBody is a create-group request; parent is nil for a root and mode "" lets the API pick.
-func groupBody(ext, mode string, parent any, models ...map[string]any) map[string]any {
-	h := map[string]any{"parent_group_id": parent}
-	if mode != "" {
-		h["limit_enforcement"] = mode
-	}
-	return map[string]any{
-		"metadata":  map[string]any{"name": "Name " + ext, "external_entity_id": ext},
-		"models":    models,
-		"hierarchy": h,
-	}
-}
-
 // str reads a string field of a decoded object, failing the test when it is missing.
 func str(tb testing.TB, obj map[string]any, field string) string {
 	tb.Helper()
