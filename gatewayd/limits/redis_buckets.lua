@@ -1,85 +1,154 @@
--- Shared by the admit, settle and count scripts, which redis.go loads with this file prepended: the bucket
--- layout and its window arithmetic, as in memory.go. ARGV[1..3] are secIdx, minIdx and the UTC day.
+-- Shared by the admit, settle and count scripts, which redis.go loads with this file prepended: the counter
+-- layout and its window arithmetic, as in memory.go. ARGV[1..3] are the SECOND and MINUTE sub-slot indexes and
+-- the UTC day; ARGV[4] is the time in microseconds (admit) or the tokens (settle).
+--
+-- One string per (namespace, group, slug), its header, holds what a check reads of all six counters of that
+-- pair as little-endian 64-bit integers, so a check reads every pair of a plan with one MGET and writes each
+-- with one call whatever its number of limits, and no number goes through a decimal string. The header is the
+-- UTC day d and its REQUEST and TOKEN counts, then per rolling counter (code 0..3: REQUEST/SECOND,
+-- REQUEST/MINUTE, TOKEN/SECOND, TOKEN/MINUTE) its newest sub-slot, its total and the count of its newest
+-- sub-slot. The ring of the S+1 sub-slot counts of rolling code c is the string "<header key>#c" (slugs, DNS
+-- labels and the layout never contain '#'), read and written only when that window moves to a new sub-slot
+-- while it holds counts. Codes 4 and 5 are the DAY counters.
 local S = 10
--- Sub-slot width in microseconds per rolling unit (SECOND = 0, MINUTE = 1), as slotWidth in memory.go.
-local WIDTH = {[0] = 100000, [1] = 6000000}
-local DAY_TTL = 172800
-local idx = {[0] = tonumber(ARGV[1]), [1] = tonumber(ARGV[2])}
+local byte, pack, unpack_ = string.byte, struct.pack, struct.unpack
+local IDX = {[0] = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[1]), tonumber(ARGV[2])}
 local day = tonumber(ARGV[3])
-local FIELDS = {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10"}
+-- Sub-slot width in microseconds per code, as slotWidth in memory.go.
+local WIDTH = {[0] = 100000, 6000000, 100000, 6000000}
+-- A rolling counter lives one window plus one sub-slot after it entered its newest sub-slot (it would count
+-- zero afterwards), plus a second of margin; a DAY counter two days. Milliseconds per code.
+local TTL = {[0] = 2100, 67000, 2100, 67000, 172800000, 172800000}
+local HEAD = "<lllllllllllllll"
+local RING = "<lllllllllll"
 
--- ring reads the S+1 slot counters of a rolling bucket.
-local function ring(key)
-  local v = redis.call("HMGET", key, unpack(FIELDS))
-  local n = {}
-  for j = 0, S do n[j] = tonumber(v[j + 1]) or 0 end
-  return n
+-- readHead returns the 15 header values of a pair whose header is s (false when the key does not exist: all zero;
+-- sub-slot indexes and days are never zero in practice). v[1] = d, v[2], v[3] = DAY counts, and for code c:
+-- v[4 + 3c] = newest sub-slot, v[5 + 3c] = total, v[6 + 3c] = count of the newest sub-slot.
+local function readHead(s)
+  if not s then
+    return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+  end
+  return {unpack_(HEAD, s)}
 end
 
--- load reads a rolling bucket advanced to slot i, without writing it. The common case, a bucket already in
--- slot i, reads two fields; only a bucket that must drop old slots reads its ring. A clock that goes back is
--- treated as standing still, as in memory.go.
-local function load(key, i)
-  local v = redis.call("HMGET", key, "l", "t")
-  local last = tonumber(v[1])
-  if last == nil then
-    return {last = i, total = 0, fresh = true}
+-- Scratch per rolling counter s (4 * pair index + code), so the loop allocates no table per counter: TOT[s] is
+-- its total advanced to the current time, MOVED[s] is true when its newest sub-slot changes, and RINGS[s] is its
+-- advanced ring when advancing had to read it (nil when every sub-slot is zero).
+local TOT, MOVED, RINGS = {}, {}, {}
+
+-- ring reads the stored ring of code c of the pair key: all zero when absent. The slot of the newest sub-slot
+-- is always stored as 0: its count is in the header.
+local function ring(key, c)
+  local s = redis.call("GET", key .. "#" .. c)
+  if not s then
+    return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
   end
-  local w = {last = last, total = tonumber(v[2]) or 0}
+  return {unpack_(RING, s)}
+end
+
+-- advance computes code c of the pair with header v advanced to the current sub-slot, without writing. In the
+-- common case (same sub-slot, or an empty window) it only reads the header; a window holding counts that
+-- moved reads its ring. A clock that goes back is treated as standing still, as in memory.go.
+local function advance(key, v, c, s)
+  local i, last, total = IDX[c], v[4 + 3 * c], v[5 + 3 * c]
+  RINGS[s] = nil
   if i <= last then
-    return w
-  end
-  w.n, w.dirty, w.fresh = ring(key), {}, true
-  if i - last > S then
-    for j = 0, S do
-      if w.n[j] ~= 0 then w.n[j] = 0; w.dirty[#w.dirty + 1] = j end
-    end
-    w.total = 0
-  else
-    for k = last + 1, i do
-      local j = k % (S + 1)
-      if w.n[j] ~= 0 then
-        w.total = w.total - w.n[j]
-        w.n[j] = 0
-        w.dirty[#w.dirty + 1] = j
-      end
-    end
-  end
-  w.last = i
-  return w
-end
-
--- add charges v to the newest slot of w. A bucket that moved to a new slot (or is new) writes its dropped
--- slots and refreshes its TTL: one window plus one slot (after which every slot charged now has left the
--- window) and a second of margin. Within the same slot the TTL set on entering it still covers the charge.
-local function add(key, w, unit, v)
-  local j = w.last % (S + 1)
-  w.total = w.total + v
-  if not w.fresh then
-    redis.call("HINCRBY", key, j, v)
-    redis.call("HSET", key, "t", w.total)
+    -- Same sub-slot (the admit loop inlines this case and leaves MOVED unset), or a clock gone back.
+    TOT[s], MOVED[s] = total, false
     return
   end
-  local nj = v
-  if w.n then
-    w.n[j] = w.n[j] + v
-    nj = w.n[j]
+  MOVED[s] = true
+  if total == 0 or i - last > S then
+    -- Every sub-slot is zero, or has left the window.
+    TOT[s] = 0
+    return
   end
-  local args = {"l", w.last, "t", w.total, j, nj}
-  for _, d in ipairs(w.dirty or {}) do
-    if d ~= j then
-      args[#args + 1] = d
-      args[#args + 1] = 0
-    end
+  local n = ring(key, c)
+  n[last % (S + 1) + 1] = v[6 + 3 * c]
+  for k = last + 1, i do
+    local j = k % (S + 1) + 1
+    total = total - n[j]
+    n[j] = 0
   end
-  redis.call("HSET", key, unpack(args))
-  redis.call("PEXPIRE", key, (S + 1) * WIDTH[unit] / 1000 + 1000)
+  TOT[s], RINGS[s] = total, n
 end
 
--- addDay charges a DAY bucket; the TTL is set once, when the charge creates the key.
-local function addDay(key, v)
-  local k = key .. ":" .. day
-  if redis.call("INCRBY", k, v) == v then
-    redis.call("EXPIRE", k, DAY_TTL)
+-- dayCount is the count of DAY code c (4 or 5) of the pair with header v. A new UTC day starts at zero; a
+-- clock that goes back keeps the newest day stored, as in memory.go.
+local function dayCount(v, c)
+  if day > v[1] then
+    return 0
   end
+  return v[c - 2]
+end
+
+-- charge adds x to code c of the pair with header v, as advance left it in s, writing the ring when the window
+-- moved and had counts. It returns the TTL in milliseconds the pair needs, 0 when the one it has covers it.
+local function charge(key, v, c, s, x)
+  if c >= 4 then
+    if day > v[1] then
+      -- First charge of the day: both counts restart.
+      v[1], v[2], v[3] = day, 0, 0
+      v[c - 2] = x
+      return TTL[c]
+    end
+    v[c - 2] = v[c - 2] + x
+    return 0
+  end
+  local b = 3 * c
+  if not MOVED[s] then
+    v[5 + b], v[6 + b] = v[5 + b] + x, v[6 + b] + x
+    return 0
+  end
+  local n = RINGS[s]
+  if n ~= nil then
+    -- Counts remain in the window: store the ring, its newest slot at 0, for as long as they can count.
+    redis.call("SET", key .. "#" .. c, pack(RING, n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9],
+      n[10], n[11]), "PX", TTL[c])
+  elseif v[5 + b] ~= 0 then
+    -- Every count left the window: an absent ring is all zero.
+    redis.call("DEL", key .. "#" .. c)
+  end
+  v[4 + b], v[5 + b], v[6 + b] = IDX[c], TOT[s] + x, x
+  MOVED[s], RINGS[s] = false, nil
+  return TTL[c]
+end
+
+-- commit writes the header of a pair and its TTL. A pair that existed keeps the longest TTL any of its
+-- counters asked for (GT), so a SECOND charge never shortens the life of a MINUTE or DAY counter in the same
+-- header.
+local function commit(key, v, exists, ttl)
+  local h = pack(HEAD, v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13],
+    v[14], v[15])
+  if not exists then
+    redis.call("SET", key, h, "PX", ttl)
+    return
+  end
+  if ttl > 0 then
+    redis.call("PEXPIRE", key, ttl, "GT")
+  end
+  redis.call("SETRANGE", key, 0, h)
+end
+
+-- retryAfter is the time until enough of code c leaves the window for need more units, as window.retryAfter in
+-- memory.go, for the window advance left in s.
+local function retryAfter(key, v, c, s, need, now)
+  local last, width = v[4 + 3 * c], WIDTH[c]
+  local n = RINGS[s]
+  if MOVED[s] then
+    last = IDX[c]
+    n = n or {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+  else
+    n = ring(key, c)
+    n[last % (S + 1) + 1] = v[6 + 3 * c]
+  end
+  local released = 0
+  for i = last - S, last do
+    released = released + n[i % (S + 1) + 1]
+    if released >= need then
+      return (i + S + 1) * width - now
+    end
+  end
+  return (last + S + 1) * width - now
 end

@@ -1,6 +1,8 @@
--- Count: the current count of one bucket, ARGV[4] its unit. See redis.go.
-local unit = tonumber(ARGV[4])
-if unit == 2 then
-  return tonumber(redis.call("GET", KEYS[1] .. ":" .. day)) or 0
+-- Count: the current count of code ARGV[5] of the pair KEYS[1]. See redis.go.
+local c = tonumber(ARGV[5])
+local v = readHead(redis.call("GET", KEYS[1]))
+if c >= 4 then
+  return dayCount(v, c)
 end
-return load(KEYS[1], idx[unit]).total
+advance(KEYS[1], v, c, c)
+return TOT[c]

@@ -2,9 +2,12 @@ package limits
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -177,22 +180,45 @@ func TestRedisKeysExpire(t *testing.T) {
 	if err := r.Settle(ctx, p, 10, t0); err != nil {
 		t.Fatal(err)
 	}
+	if err := r.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	c := srv.Client()
 	keys, err := c.Keys(ctx, "mg:*").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(keys) != 30 {
-		t.Fatalf("%d keys written, want 30 (5 levels x 2 types x 3 units)", len(keys))
+	if len(keys) != 5 {
+		t.Fatalf("%d keys written, want 5: one hash per level holding its six counters", len(keys))
 	}
 	for _, k := range keys {
 		ttl, err := c.PTTL(ctx, k).Result()
 		if err != nil || ttl <= 0 {
 			t.Errorf("key %s has TTL %v (%v), want one", k, ttl, err)
 		}
+		// A level with DAY counters lives two days, so a rolling charge must not have cut that short.
+		if ttl < 47*time.Hour {
+			t.Errorf("key %s has TTL %v, want the two days of its DAY counters", k, ttl)
+		}
 	}
-	if _, err := c.Get(ctx, r.dayKey(p.Limits[2].Key, t0.UnixNano()/nanosPerDay)).Result(); err != nil {
-		t.Errorf("DAY bucket is not under its UTC day key: %v", err)
+	// The header starts with the UTC day and its REQUEST and TOKEN counts, little-endian 64-bit integers.
+	head, err := c.GetRange(ctx, r.pairKey(p.Limits[2].Key), 0, 23).Result()
+	if err != nil || len(head) != 24 {
+		t.Fatalf("header of the first level: %q %v", head, err)
+	}
+	got := []uint64{binary.LittleEndian.Uint64([]byte(head[0:8])), binary.LittleEndian.Uint64([]byte(head[8:16])), binary.LittleEndian.Uint64([]byte(head[16:24]))}
+	if want := []uint64{uint64(t0.UnixNano() / nanosPerDay), 1, 10}; !slices.Equal(got, want) {
+		t.Errorf("DAY counters of the first level are %v, want day, requests, tokens %v", got, want)
+	}
+
+	// A MINUTE window that moves to a new sub-slot while holding counts writes its ring, which expires on its own
+	// one window plus one sub-slot plus a second later.
+	if res, err := r.Admit(ctx, p, t0.Add(7*time.Second)); err != nil || !res.Allowed {
+		t.Fatalf("admit in the next MINUTE sub-slot: %+v %v", res, err)
+	}
+	ringKey := r.pairKey(p.Limits[1].Key) + "#1"
+	if ttl, err := c.PTTL(ctx, ringKey).Result(); err != nil || ttl <= 0 || ttl > 67*time.Second {
+		t.Errorf("ring %s has TTL %v (%v), want at most 67s", ringKey, ttl, err)
 	}
 }
 
@@ -309,5 +335,30 @@ func BenchmarkRedisAdmitChainRatio(b *testing.B) {
 			b.ReportMetric(float64(ts.Microseconds())/float64(b.N), "single-µs")
 			b.ReportMetric(float64(tc.Microseconds())/float64(b.N), "chain-µs")
 		})
+	}
+}
+
+// BenchmarkRedisAdmitParallel checks and settles a three-level plan with all six limits per level (18 counters)
+// from 32 goroutines, as gatewayd does under load; the queue lets concurrent calls share pipelines.
+func BenchmarkRedisAdmitParallel(b *testing.B) {
+	r, _ := newRedis(b, RedisOptions{})
+	p := bindTo(b, r, chain5("")[:18]...)
+	ctx := context.Background()
+	b.SetParallelism(32 / max(1, runtime.GOMAXPROCS(0)))
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			now := time.Now()
+			if res, err := r.Admit(ctx, p, now); err != nil || !res.Allowed {
+				b.Error("refused", err)
+				return
+			}
+			if err := r.Settle(ctx, p, 10, now); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	if err := r.Flush(); err != nil {
+		b.Fatal(err)
 	}
 }
