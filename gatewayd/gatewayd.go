@@ -35,6 +35,9 @@ const (
 	DefaultUpstreamTimeout = 60 * time.Second
 	DefaultMaxBodyBytes    = 32 << 20
 	DefaultSecretTTL       = 30 * time.Second
+	// DefaultShutdownGrace leaves room, inside the chart's 60 s terminationGracePeriodSeconds, for the state
+	// store's final flush after the last call ends.
+	DefaultShutdownGrace = 45 * time.Second
 )
 
 // Options configure a Gateway. Only RESTConfig is required.
@@ -75,6 +78,9 @@ type Options struct {
 	// BillingSpool is the file that keeps billing events the Billing store refuses at shutdown, written back at the
 	// next start (see billing.RecorderOptions). Events still refused at shutdown are lost when it is empty.
 	BillingSpool string
+	// ShutdownGrace is how long a stop waits for calls in flight (streams included) before it cuts them;
+	// DefaultShutdownGrace when zero. Keep it below the pod's terminationGracePeriodSeconds.
+	ShutdownGrace time.Duration
 	// Logger reports what background work (billing writes) cannot do; discarded when zero.
 	Logger logr.Logger
 }
@@ -103,6 +109,9 @@ func New(opts Options) (*Gateway, error) {
 	}
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.ShutdownGrace <= 0 {
+		opts.ShutdownGrace = DefaultShutdownGrace
 	}
 	if opts.SecretTTL <= 0 {
 		opts.SecretTTL = DefaultSecretTTL
@@ -210,10 +219,14 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	loaderDone := make(chan error, 1)
 	go func() { loaderDone <- g.loader.Run(ctx) }()
 
+	// Calls in flight outlive ctx: a stop (SIGTERM) lets them finish, streams included, for up to ShutdownGrace,
+	// and only then cuts them. Had they inherited ctx, every call would be cancelled the moment the stop began.
+	callCtx, cutCalls := context.WithCancel(context.WithoutCancel(ctx))
+	defer cutCalls()
 	srv := &http.Server{
 		Handler:           g.mux,
 		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
+		BaseContext:       func(net.Listener) context.Context { return callCtx },
 	}
 	serveDone := make(chan error, 1)
 	go func() { serveDone <- srv.Serve(ln) }()
@@ -232,10 +245,15 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	case err = <-serveDone:
 		err = fmt.Errorf("server stopped: %w", err)
 	}
-	shutdownCtx, stop := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	shutdownCtx, stop := context.WithTimeout(context.WithoutCancel(ctx), g.opts.ShutdownGrace)
 	defer stop()
-	if serr := srv.Shutdown(shutdownCtx); serr != nil && err == nil {
-		err = fmt.Errorf("failed to shut down: %w", serr)
+	if serr := srv.Shutdown(shutdownCtx); serr != nil {
+		log.Info("Calls still running after the shutdown grace period are cut", "grace", g.opts.ShutdownGrace.String())
+		cutCalls()
+		_ = srv.Close()
+		if err == nil {
+			err = fmt.Errorf("failed to shut down within %s: %w", g.opts.ShutdownGrace, serr)
+		}
 	}
 	if g.billing != nil {
 		// The calls are done: write their events before the store closes.

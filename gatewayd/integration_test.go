@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -510,6 +511,66 @@ func TestStreaming(t *testing.T) {
 				t.Fatalf("TOKEN bucket holds %d, want 15", n)
 			}
 		})
+	}
+}
+
+// TestStopLetsStreamsFinish: a stop (SIGTERM in cmd/gatewayd) refuses new connections but lets a stream in
+// flight run to its end, usage and settlement included; it used to cancel every call the moment it began.
+func TestStopLetsStreamsFinish(t *testing.T) {
+	gate := make(chan struct{})
+	const deltas = 4
+	f := newFixture(t, fixtureOpts{mode: "CASCADING",
+		upstream: upstream.Options{Gate: gate, StreamDeltas: deltas, CompletionTokens: 11},
+		groups: []gatewaytest.Group{{ID: "root", Models: []gatewayv1.ModelConfig{limited(slug, "TOKEN", "MINUTE", 1000)}}}})
+	b, _ := json.Marshal(map[string]any{"model": slug, "stream": true, "messages": []any{map[string]any{"role": "user", "content": "one two three four"}}})
+	req, _ := http.NewRequest(http.MethodPost, f.url+"/v1/chat/completions", strings.NewReader(string(b)))
+	req.Header.Set("Authorization", "Api-Key "+f.keys["root"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	next := func(i int) {
+		t.Helper()
+		select {
+		case gate <- struct{}{}:
+		case <-time.After(loadDeadline):
+			t.Fatalf("the upstream never asked for chunk %d", i)
+		}
+		if data := readSSE(t, br); !strings.Contains(data, fmt.Sprintf(`"content":"tok%d "`, i)) {
+			t.Fatalf("chunk %d = %s", i, data)
+		}
+	}
+	next(0)
+	f.stop()
+	// The listener closes at once: a new call cannot get in.
+	deadline := time.Now().Add(loadDeadline)
+	for {
+		c, err := net.Dial("tcp", strings.TrimPrefix(f.url, "http://"))
+		if err != nil {
+			break
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("gatewayd still accepts connections after the stop began")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for i := 1; i < deltas; i++ {
+		next(i)
+	}
+	for d := ""; d != "[DONE]"; {
+		d = readSSE(t, br)
+	}
+	select {
+	case <-f.stopped:
+	case <-time.After(loadDeadline):
+		t.Fatal("gatewayd did not stop once its last call ended")
+	}
+	k := limits.BucketKey{Namespace: f.ns, Group: "root", Slug: slug, Type: limits.Token, Unit: limits.Minute}
+	if n := f.store.Usage(k, f.clock.Now()); n != 15 {
+		t.Fatalf("TOKEN bucket holds %d after the stop, want the stream's 15", n)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -83,6 +84,9 @@ type fixture struct {
 	version  int64
 	// keys maps a group id to the plaintext of its key.
 	keys map[string]string
+	// stop begins gatewayd's shutdown, as SIGTERM does in cmd/gatewayd; stopped is closed when Serve returns.
+	stop    context.CancelFunc
+	stopped chan struct{}
 }
 
 type fixtureOpts struct {
@@ -134,9 +138,17 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.url, err = gatewaytest.Serve(ctx, f.gw); err != nil {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
 		t.Fatal(err)
 	}
+	f.url = "http://" + ln.Addr().String()
+	serveCtx, stop := context.WithCancel(ctx)
+	f.stop, f.stopped = stop, make(chan struct{})
+	go func() {
+		defer close(f.stopped)
+		_ = f.gw.Serve(serveCtx, ln)
+	}()
 	f.waitListening()
 	// Nothing is published yet, so the gateway cannot be ready.
 	if code := f.get("/readyz"); code != http.StatusServiceUnavailable {

@@ -1,10 +1,10 @@
 package view
 
 import (
-	"slices"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 
