@@ -457,18 +457,7 @@ func TestStreaming(t *testing.T) {
 			if wantUsage {
 				body["stream_options"] = map[string]any{"include_usage": true}
 			}
-			b, _ := json.Marshal(body)
-			req, _ := http.NewRequest(http.MethodPost, f.url+"/v1/chat/completions", strings.NewReader(string(b)))
-			req.Header.Set("Authorization", "Api-Key "+f.keys["root"])
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-				t.Fatalf("status %d, content type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
-			}
-			br := bufio.NewReader(resp.Body)
+			br := f.openStream("root", body)
 			for i := range deltas {
 				// The upstream may send chunk i now, and not before.
 				select {
@@ -514,6 +503,24 @@ func TestStreaming(t *testing.T) {
 	}
 }
 
+// openStream posts a streamed chat completion with group's key, requires a 200 event stream, and returns its
+// reader; the body is closed when the test ends.
+func (f *fixture) openStream(group string, body map[string]any) *bufio.Reader {
+	f.t.Helper()
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest(http.MethodPost, f.url+"/v1/chat/completions", strings.NewReader(string(b)))
+	req.Header.Set("Authorization", "Api-Key "+f.keys[group])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { resp.Body.Close() })
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		f.t.Fatalf("status %d, content type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	return bufio.NewReader(resp.Body)
+}
+
 // TestStopLetsStreamsFinish: a stop (SIGTERM in cmd/gatewayd) refuses new connections but lets a stream in
 // flight run to its end, usage and settlement included; it used to cancel every call the moment it began.
 func TestStopLetsStreamsFinish(t *testing.T) {
@@ -522,15 +529,7 @@ func TestStopLetsStreamsFinish(t *testing.T) {
 	f := newFixture(t, fixtureOpts{mode: "CASCADING",
 		upstream: upstream.Options{Gate: gate, StreamDeltas: deltas, CompletionTokens: 11},
 		groups: []gatewaytest.Group{{ID: "root", Models: []gatewayv1.ModelConfig{limited(slug, "TOKEN", "MINUTE", 1000)}}}})
-	b, _ := json.Marshal(map[string]any{"model": slug, "stream": true, "messages": []any{map[string]any{"role": "user", "content": "one two three four"}}})
-	req, _ := http.NewRequest(http.MethodPost, f.url+"/v1/chat/completions", strings.NewReader(string(b)))
-	req.Header.Set("Authorization", "Api-Key "+f.keys["root"])
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	br := bufio.NewReader(resp.Body)
+	br := f.openStream("root", map[string]any{"model": slug, "stream": true, "messages": []any{map[string]any{"role": "user", "content": "one two three four"}}})
 	next := func(i int) {
 		t.Helper()
 		select {
