@@ -528,7 +528,7 @@ func TestStopLetsStreamsFinish(t *testing.T) {
 	const deltas = 4
 	f := newFixture(t, fixtureOpts{mode: "CASCADING",
 		upstream: upstream.Options{Gate: gate, StreamDeltas: deltas, CompletionTokens: 11},
-		groups: []gatewaytest.Group{{ID: "root", Models: []gatewayv1.ModelConfig{limited(slug, "TOKEN", "MINUTE", 1000)}}}})
+		groups:   []gatewaytest.Group{{ID: "root", Models: []gatewayv1.ModelConfig{limited(slug, "TOKEN", "MINUTE", 1000)}}}})
 	br := f.openStream("root", map[string]any{"model": slug, "stream": true, "messages": []any{map[string]any{"role": "user", "content": "one two three four"}}})
 	next := func(i int) {
 		t.Helper()
