@@ -96,11 +96,7 @@ func (s *Bolt) List(_ context.Context, ns string, q Query) ([]Event, string, err
 	var lastKey []byte
 	next := ""
 	err := s.db.View(func(tx *bolt.Tx) error {
-		top := tx.Bucket(bucketEvents)
-		if top == nil {
-			return nil
-		}
-		b := top.Bucket([]byte(ns))
+		b := nsBucket(tx, bucketEvents, ns)
 		if b == nil {
 			return nil
 		}
@@ -140,11 +136,7 @@ func (s *Bolt) List(_ context.Context, ns string, q Query) ([]Event, string, err
 func (s *Bolt) Pending(_ context.Context, ns string, max int) ([]Pending, error) {
 	var out []Pending
 	err := s.db.View(func(tx *bolt.Tx) error {
-		top := tx.Bucket(bucketOutbox)
-		if top == nil {
-			return nil
-		}
-		b := top.Bucket([]byte(ns))
+		b := nsBucket(tx, bucketOutbox, ns)
 		if b == nil {
 			return nil
 		}
@@ -167,11 +159,7 @@ func (s *Bolt) Pending(_ context.Context, ns string, max int) ([]Pending, error)
 // Ack implements Store.
 func (s *Bolt) Ack(_ context.Context, ns string, ids []string) error {
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		top := tx.Bucket(bucketOutbox)
-		if top == nil {
-			return nil
-		}
-		b := top.Bucket([]byte(ns))
+		b := nsBucket(tx, bucketOutbox, ns)
 		if b == nil {
 			return nil
 		}
@@ -231,3 +219,12 @@ func (s *Bolt) Prune(_ context.Context, before time.Time) error {
 }
 
 var _ Store = (*Bolt)(nil)
+
+// nsBucket is the bucket of namespace ns under the top-level bucket top, or nil when either does not exist yet.
+func nsBucket(tx *bolt.Tx, top []byte, ns string) *bolt.Bucket {
+	t := tx.Bucket(top)
+	if t == nil {
+		return nil
+	}
+	return t.Bucket([]byte(ns))
+}
