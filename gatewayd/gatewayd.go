@@ -177,12 +177,6 @@ func (g *Gateway) routes() {
 	g.mux.HandleFunc("POST /models/{model_id}/production/predict", g.predict)
 }
 
-// Handle mounts an extra route (for example the /v1 management API) on the gateway's mux. Call it before Serve.
-func (g *Gateway) Handle(pattern string, h http.Handler) { g.mux.Handle(pattern, h) }
-
-// Handler is the gateway's HTTP handler.
-func (g *Gateway) Handler() http.Handler { return g.mux }
-
 // Ready is closed once the first good snapshot of every served namespace is loaded.
 func (g *Gateway) Ready() <-chan struct{} { return g.loader.Ready() }
 

@@ -51,12 +51,6 @@ func (ix *Index) Get(id string) (*gatewayv1.Group, bool) {
 	return g, ok
 }
 
-// Len is the number of indexed groups.
-func (ix *Index) Len() int { return len(ix.byID) }
-
-// Children returns the direct children of id, sorted by id.
-func (ix *Index) Children(id string) []*gatewayv1.Group { return ix.children[id] }
-
 // Descendants returns every group below id, parents before children. A cycle is not followed twice.
 func (ix *Index) Descendants(id string) []*gatewayv1.Group {
 	var out []*gatewayv1.Group

@@ -76,9 +76,6 @@ func NewGroups(groups []*gatewayv1.Group) *Groups {
 	return gs
 }
 
-// Live is the index of the groups that count: none being deleted, none below a group being deleted.
-func (gs *Groups) Live() *hierarchy.Index { return gs.live }
-
 // Judge returns the verdict of g, which must be one of the groups NewGroups was given. The checks run in order
 // and the first failure decides: being deleted, an incomplete chain, its own validity, then its ancestors'.
 func (gs *Groups) Judge(g *gatewayv1.Group) Verdict {
