@@ -200,3 +200,26 @@ func TestViolationsCaught(t *testing.T) {
 		}
 	})
 }
+
+// TestBareProxyKeepsEveryStream streams thousands of answers through the harness's bare proxy: none may be cut.
+// The stock httputil.ReverseProxy cut about 1 stream in 1,000 (see startProxy), which failed whole runs.
+func TestBareProxyKeepsEveryStream(t *testing.T) {
+	cfg := QuickConfig()
+	cfg.Log = testr.New(t)
+	cfg.StreamDelay = time.Millisecond // a cut shows only while the answer is still coming
+	u, err := startUpstreams(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.close()
+	proxy := &Target{Name: "bare proxy", URL: u.pacedProxy + "/v1/chat/completions", Auth: "Bearer x", StreamModel: "echo"}
+	v := &Violations{}
+	res := Drive(context.Background(), proxy, 16, 3*time.Second, true, expect(cfg), v)
+	t.Logf("%d streams", res.Requests)
+	if res.Requests < 1000 {
+		t.Errorf("only %d streams in 3s: too few to catch a cut", res.Requests)
+	}
+	if v.Total() != 0 {
+		t.Fatalf("%d of %d streams were wrong: %s %v", v.Total(), int64(res.Requests)+v.Total(), v.String(), v.Examples())
+	}
+}
