@@ -3,6 +3,7 @@ package gatewayd
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -57,14 +58,10 @@ func FuzzRewriteBody(f *testing.F) {
 
 // TestRelayStreamStripsUsage: the usage chunk is read and hidden, every other event passes as sent.
 func TestRelayStreamStripsUsage(t *testing.T) {
-	in := "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}],\"usage\":null}\n\n" +
-		": keep-alive comment\n\n" +
-		"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4,\"total_tokens\":7}}\n\n" +
-		"data: [DONE]\n\n"
 	for _, wantUsage := range []bool{false, true} {
 		rec := &recorder{}
 		d := newDeadline(timeoutForTests, func() {})
-		u, ok := relayStream(&statusWriter{ResponseWriter: rec}, strings.NewReader(in), d, wantUsage)
+		u, ok := relayStream(&statusWriter{ResponseWriter: rec}, strings.NewReader(relayInput), d, wantUsage)
 		d.timer.Stop()
 		if !ok || u.total() != 7 {
 			t.Fatalf("usage %+v ok %v", u, ok)
@@ -75,10 +72,83 @@ func TestRelayStreamStripsUsage(t *testing.T) {
 		if !strings.Contains(rec.buf.String(), "keep-alive") || !strings.HasSuffix(rec.buf.String(), "data: [DONE]\n\n") {
 			t.Errorf("events lost:\n%s", rec.buf.String())
 		}
-		if rec.flushes < 3 {
-			t.Errorf("flushed %d times, want one flush per event", rec.flushes)
-		}
 	}
+}
+
+// TestRelayStreamHoldsNothingWhileWaiting: whenever the relay waits for more of the upstream's answer, every
+// event it wrote has been flushed to the client, however the answer is split; events that arrive together
+// leave in one flush.
+func TestRelayStreamHoldsNothingWhileWaiting(t *testing.T) {
+	events := strings.SplitAfter(relayInput, "\n\n")
+	events = events[:len(events)-1] // the empty string after the last separator
+	for _, tc := range []struct {
+		name        string
+		pieces      []string
+		wantFlushes int // 0: at least one per event
+	}{
+		{"all at once", []string{relayInput}, 1},
+		{"one event per read", events, 0},
+		{"7-byte pieces", split(relayInput, 7), 0},
+		{"event and a half", []string{events[0] + events[1][:9], events[1][9:] + events[2] + events[3][:4], events[3][4:]}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &recorder{}
+			up := &pieceReader{pieces: tc.pieces, rec: rec}
+			d := newDeadline(timeoutForTests, func() {})
+			defer d.timer.Stop()
+			if _, ok := relayStream(&statusWriter{ResponseWriter: rec}, up, d, true); !ok {
+				t.Fatal("relay failed")
+			}
+			if up.held != "" {
+				t.Fatalf("waited on the upstream with %q written but not flushed", up.held)
+			}
+			if rec.buf.String() != relayInput {
+				t.Fatalf("relayed %q, want %q", rec.buf.String(), relayInput)
+			}
+			if tc.wantFlushes > 0 && rec.flushes != tc.wantFlushes {
+				t.Errorf("%d flushes, want %d", rec.flushes, tc.wantFlushes)
+			}
+			if tc.wantFlushes == 0 && rec.flushes < len(tc.pieces)-1 && rec.flushes < len(events) {
+				t.Errorf("%d flushes for %d pieces", rec.flushes, len(tc.pieces))
+			}
+		})
+	}
+}
+
+const relayInput = "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}],\"usage\":null}\n\n" +
+	": keep-alive comment\n\n" +
+	"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4,\"total_tokens\":7}}\n\n" +
+	"data: [DONE]\n\n"
+
+func split(s string, n int) []string {
+	var out []string
+	for len(s) > n {
+		out = append(out, s[:n])
+		s = s[n:]
+	}
+	return append(out, s)
+}
+
+// pieceReader returns one piece per Read, and notes what the recorder held unflushed when a Read came.
+type pieceReader struct {
+	pieces []string
+	rec    *recorder
+	held   string
+}
+
+func (p *pieceReader) Read(b []byte) (int, error) {
+	if unflushed := p.rec.buf.String()[p.rec.flushed:]; unflushed != "" && p.held == "" {
+		p.held = unflushed
+	}
+	if len(p.pieces) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(b, p.pieces[0])
+	p.pieces[0] = p.pieces[0][n:]
+	if p.pieces[0] == "" {
+		p.pieces = p.pieces[1:]
+	}
+	return n, nil
 }
 
 const timeoutForTests = 1 << 40
@@ -86,6 +156,7 @@ const timeoutForTests = 1 << 40
 type recorder struct {
 	buf     bytes.Buffer
 	flushes int
+	flushed int // bytes of buf flushed so far
 	header  http.Header
 }
 
@@ -97,4 +168,4 @@ func (r *recorder) Header() http.Header {
 }
 func (r *recorder) Write(b []byte) (int, error) { return r.buf.Write(b) }
 func (r *recorder) WriteHeader(int)             {}
-func (r *recorder) Flush()                      { r.flushes++ }
+func (r *recorder) Flush()                      { r.flushes++; r.flushed = r.buf.Len() }

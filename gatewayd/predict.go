@@ -2,7 +2,6 @@ package gatewayd
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -79,5 +78,5 @@ func (g *Gateway) predict(w http.ResponseWriter, r *http.Request) {
 		sw.Header().Set("Content-Type", ct)
 	}
 	sw.WriteHeader(resp.StatusCode)
-	_, _ = io.Copy(sw, resp.Body)
+	_, _ = copyAnswer(sw, resp.Body)
 }
