@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/modelgate/modelgate/test/upstream"
 )
 
 // Target is one thing the load generator drives: an OpenAI-compatible chat completions route.
@@ -97,6 +99,9 @@ type Result struct {
 	TTFT   []time.Duration
 	Gaps   []time.Duration
 	Chunks []int
+	// GapGrowth is, per pair of consecutive chunks, the gap at the client minus the gap at which the upstream
+	// wrote them (from the upstream's stamps): what the path added to a gap, without the upstream's own jitter.
+	GapGrowth []time.Duration
 }
 
 // Throughput is requests per second.
@@ -158,6 +163,7 @@ func Drive(ctx context.Context, t *Target, concurrency int, d time.Duration, str
 		out.Latencies = append(out.Latencies, p.Latencies...)
 		out.TTFT = append(out.TTFT, p.TTFT...)
 		out.Gaps = append(out.Gaps, p.Gaps...)
+		out.GapGrowth = append(out.GapGrowth, p.GapGrowth...)
 		out.Chunks = append(out.Chunks, p.Chunks...)
 	}
 	t.answered.Add(out.Tokens)
@@ -287,7 +293,10 @@ func (t *Target) stream(ctx context.Context, body []byte, want Expect, v *Violat
 		total  int64
 		usage  bool
 		gaps   []time.Duration
+		growth []time.Duration
 		ttft   time.Duration
+		// sent and lastSent are the upstream's stamps of this chunk and the one before (0: none).
+		sent, lastSent int64
 	)
 	for {
 		line, err := br.ReadSlice('\n')
@@ -305,12 +314,16 @@ func (t *Target) stream(ctx context.Context, body []byte, want Expect, v *Violat
 			break
 		}
 		now := time.Now()
+		sent = stamp(data)
 		if chunks == 0 {
 			ttft = now.Sub(start)
 		} else {
 			gaps = append(gaps, now.Sub(last))
+			if sent != 0 && lastSent != 0 {
+				growth = append(growth, now.Sub(last)-time.Duration(sent-lastSent))
+			}
 		}
-		last = now
+		last, lastSent = now, sent
 		chunks++
 		if bytes.Contains(data, []byte(`"total_tokens"`)) {
 			usage = true
@@ -328,6 +341,7 @@ func (t *Target) stream(ctx context.Context, body []byte, want Expect, v *Violat
 	r.Latencies = append(r.Latencies, time.Since(start))
 	r.TTFT = append(r.TTFT, ttft)
 	r.Gaps = append(r.Gaps, gaps...)
+	r.GapGrowth = append(r.GapGrowth, growth...)
 	r.Chunks = append(r.Chunks, chunks)
 }
 
@@ -366,6 +380,26 @@ func intField(b []byte, name string) (int64, bool) {
 	}
 	n, err := strconv.ParseInt(string(rest[:end]), 10, 64)
 	return n, err == nil
+}
+
+var stampKey = []byte(`"` + upstream.StampField + `":`)
+
+// stamp is the upstream's send time of a chunk (see upstream.Options.StampChunks), 0 when it has none.
+func stamp(data []byte) int64 {
+	i := bytes.Index(data, stampKey)
+	if i < 0 {
+		return 0
+	}
+	rest := data[i+len(stampKey):]
+	end := 0
+	for end < len(rest) && rest[end] >= '0' && rest[end] <= '9' {
+		end++
+	}
+	n, err := strconv.ParseInt(string(rest[:end]), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 // percentile is the nearest-rank percentile q (0..1) of ds, which it sorts.

@@ -223,3 +223,52 @@ func TestBareProxyKeepsEveryStream(t *testing.T) {
 		t.Fatalf("%d of %d streams were wrong: %s %v", v.Total(), int64(res.Requests)+v.Total(), v.String(), v.Examples())
 	}
 }
+
+// TestGapGrowthCatchesBatching: a proxy that passes chunks on two at a time grows every other gap by the
+// upstream's pacing, and the gap figure shows it; direct calls yield growth samples for every gap.
+func TestGapGrowthCatchesBatching(t *testing.T) {
+	const delay = 5 * time.Millisecond
+	cfg := QuickConfig()
+	paced := upstream.New(upstream.Options{CompletionTokens: completionTokens, StreamDeltas: cfg.StreamDeltas, StreamDelay: delay, StampChunks: true})
+	defer paced.Close()
+	batching := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		resp, err := http.Post(paced.BaseURL()+"/chat/completions", "application/json", r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		w.Header().Set("Content-Type", "text/event-stream")
+		br := bufio.NewReader(resp.Body)
+		events := 0
+		for {
+			line, err := br.ReadBytes('\n')
+			_, _ = w.Write(line)
+			if err != nil {
+				break
+			}
+			if len(bytes.TrimSpace(line)) == 0 {
+				if events++; events%2 == 0 {
+					w.(http.Flusher).Flush()
+				}
+			}
+		}
+	}))
+	defer batching.Close()
+	want := expect(cfg)
+	v := &Violations{}
+	drive := func(url string) Result {
+		target := &Target{Name: url, URL: url + "/v1/chat/completions", Auth: "Bearer x", StreamModel: "echo"}
+		return Drive(context.Background(), target, 2, 300*time.Millisecond, true, want, v)
+	}
+	direct, batched := drive(paced.URL), drive(batching.URL)
+	if v.Total() != 0 {
+		t.Fatalf("violations: %s %v", v.String(), v.Examples())
+	}
+	if gaps := direct.Requests * (want.StreamChunks - 1); len(direct.GapGrowth) != gaps {
+		t.Errorf("direct: %d growth samples for %d gaps", len(direct.GapGrowth), gaps)
+	}
+	if g := percentile(batched.GapGrowth, .99); g < delay/2 {
+		t.Errorf("p99 gap growth through the batching proxy is %v, want at least %v", g, delay/2)
+	}
+}

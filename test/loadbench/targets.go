@@ -56,7 +56,8 @@ func (u *upstreams) close() {
 func startUpstreams(cfg Config) (*upstreams, error) {
 	u := &upstreams{
 		plain: upstream.New(upstream.Options{CompletionTokens: completionTokens}),
-		paced: upstream.New(upstream.Options{CompletionTokens: completionTokens, StreamDeltas: cfg.StreamDeltas, StreamDelay: cfg.StreamDelay}),
+		paced: upstream.New(upstream.Options{CompletionTokens: completionTokens, StreamDeltas: cfg.StreamDeltas, StreamDelay: cfg.StreamDelay,
+			StampChunks: true}),
 	}
 	u.closers = append(u.closers, u.plain.Close, u.paced.Close)
 	var err error

@@ -29,7 +29,14 @@ type Options struct {
 	Gate <-chan struct{}
 	// Delay holds every answer back, for timeout tests. A cancelled request stops waiting.
 	Delay time.Duration
+	// StampChunks adds StampField to every streamed chunk: the wall clock in Unix nanoseconds just before the
+	// chunk is written. A client in the same process subtracts it to tell delay added on the way from the
+	// upstream's own pacing.
+	StampChunks bool
 }
+
+// StampField is the chunk field StampChunks adds.
+const StampField = "x_sent_unix_nano"
 
 // Request is one request the fake received.
 type Request struct {
@@ -253,6 +260,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, object string, r
 			if _, ok := v["usage"]; !ok {
 				v["usage"] = nil
 			}
+		}
+		if s.opts.StampChunks {
+			v[StampField] = time.Now().UnixNano()
 		}
 		b, _ := json.Marshal(v)
 		fmt.Fprintf(w, "data: %s\n\n", b)
