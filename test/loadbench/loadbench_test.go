@@ -128,15 +128,7 @@ func TestViolationsCaught(t *testing.T) {
 		return p
 	}
 	// dropping forwards a stream but leaves out its second content chunk.
-	dropping := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		resp, err := http.Post(paced.BaseURL()+"/chat/completions", "application/json", r.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		w.Header().Set("Content-Type", "text/event-stream")
-		sc := bufio.NewScanner(resp.Body)
+	dropping := streamingProxy(paced, func(w http.ResponseWriter, sc *bufio.Scanner) {
 		for sc.Scan() {
 			if strings.Contains(sc.Text(), `"tok1 "`) {
 				sc.Scan() // and the blank line after it
@@ -232,23 +224,11 @@ func TestGapGrowthCatchesBatching(t *testing.T) {
 	cfg := QuickConfig()
 	paced := upstream.New(upstream.Options{CompletionTokens: completionTokens, StreamDeltas: cfg.StreamDeltas, StreamDelay: delay, StampChunks: true})
 	defer paced.Close()
-	batching := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		resp, err := http.Post(paced.BaseURL()+"/chat/completions", "application/json", r.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		w.Header().Set("Content-Type", "text/event-stream")
-		br := bufio.NewReader(resp.Body)
+	batching := httptest.NewServer(streamingProxy(paced, func(w http.ResponseWriter, sc *bufio.Scanner) {
 		events := 0
-		for {
-			line, err := br.ReadBytes('\n')
-			_, _ = w.Write(line)
-			if err != nil {
-				break
-			}
-			if len(bytes.TrimSpace(line)) == 0 {
+		for sc.Scan() {
+			_, _ = w.Write(append(sc.Bytes(), '\n'))
+			if len(sc.Bytes()) == 0 {
 				if events++; events%2 == 0 {
 					w.(http.Flusher).Flush()
 				}
@@ -272,4 +252,18 @@ func TestGapGrowthCatchesBatching(t *testing.T) {
 	if g := percentile(batched.GapGrowth, .99); g < delay/2 {
 		t.Errorf("p99 gap growth through the batching proxy is %v, want at least %v", g, delay/2)
 	}
+}
+
+// streamingProxy posts each request to up's chat completions and lets relay pass the answer's lines on.
+func streamingProxy(up *upstream.Server, relay func(w http.ResponseWriter, lines *bufio.Scanner)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		resp, err := http.Post(up.BaseURL()+"/chat/completions", "application/json", r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		w.Header().Set("Content-Type", "text/event-stream")
+		relay(w, bufio.NewScanner(resp.Body))
+	})
 }
