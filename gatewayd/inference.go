@@ -331,9 +331,9 @@ var (
 )
 
 // relayStream copies an SSE stream event by event. Each event leaves as soon as it is complete, so nothing but
-// the current event is buffered; events that arrived together leave in one write. It reads the usage from the final usage chunk and drops that chunk when the
-// client did not ask for it. Each event pushes the deadline back: for streams the timeout bounds the gap
-// between chunks, not the whole answer.
+// the current event is buffered; events that arrived together leave in one write. It reads the usage from the
+// final usage chunk and drops that chunk when the client did not ask for it. Each event pushes the deadline
+// back: for streams the timeout bounds the gap between chunks, not the whole answer.
 func relayStream(w *statusWriter, body io.Reader, d *deadline, clientWantsUsage bool) (usage, bool) {
 	buf := streamBuffers.Get().(*streamBuffer)
 	defer buf.release()
