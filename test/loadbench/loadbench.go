@@ -217,16 +217,6 @@ const modeCascading = gatewayv1.EnforcementCascading
 
 // Override returns c with every non-zero field of o taken from o.
 func (c Config) Override(o Config) Config {
-	set := func(dst *int, v int) {
-		if v != 0 {
-			*dst = v
-		}
-	}
-	setD := func(dst *time.Duration, v time.Duration) {
-		if v != 0 {
-			*dst = v
-		}
-	}
 	set(&c.Rounds, o.Rounds)
 	set(&c.Concurrency, o.Concurrency)
 	set(&c.StreamConcurrency, o.StreamConcurrency)
@@ -235,15 +225,21 @@ func (c Config) Override(o Config) Config {
 	set(&c.Changes, o.Changes)
 	set(&c.ScaleGroups, o.ScaleGroups)
 	set(&c.ScaleKeys, o.ScaleKeys)
-	setD(&c.LatencyDuration, o.LatencyDuration)
-	setD(&c.ThroughputDuration, o.ThroughputDuration)
-	setD(&c.StreamDuration, o.StreamDuration)
-	setD(&c.StreamDelay, o.StreamDelay)
-	setD(&c.ProbeInterval, o.ProbeInterval)
+	set(&c.LatencyDuration, o.LatencyDuration)
+	set(&c.ThroughputDuration, o.ThroughputDuration)
+	set(&c.StreamDuration, o.StreamDuration)
+	set(&c.StreamDelay, o.StreamDelay)
+	set(&c.ProbeInterval, o.ProbeInterval)
+	set(&c.RedisServer, o.RedisServer)
 	c.SkipPropagation = c.SkipPropagation || o.SkipPropagation
 	c.SkipScale = c.SkipScale || o.SkipScale
-	if o.RedisServer != "" {
-		c.RedisServer = o.RedisServer
-	}
 	return c
+}
+
+// set overwrites *dst with v unless v is the zero value.
+func set[T comparable](dst *T, v T) {
+	var zero T
+	if v != zero {
+		*dst = v
+	}
 }
