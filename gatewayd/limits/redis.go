@@ -20,38 +20,33 @@ import (
 // limits_unavailable (fail closed) instead of guessing.
 var ErrUnavailable = errors.New("limit counters are unavailable")
 
-// admitScript checks and charges a whole plan in one round trip. It runs the same sub-slotted window as
-// Memory (see docs/limits.md) over one header key per (namespace, group, slug) holding what a check reads of
-// that pair's six counters, so its Redis calls grow with the levels of the plan, not with its limits. Every key
-// gets a TTL: a rolling counter lives one window plus one slot after it entered its newest slot (when it would
-// count zero anyway), a DAY one two days.
+// batchScript runs every call of one pipeline (checks, settles and counts, in queue order) in one script
+// call. It runs the same sub-slotted window as Memory (see docs/limits.md) over one header key per (namespace,
+// group, slug) holding what a check reads of that pair's six counters, so its Redis calls grow with the pairs a
+// batch touches, not with its limits or its calls: one MGET for every header, one write per header charged, and
+// a ring only when a window moves on while it holds counts. A check charges its whole plan or nothing. Every
+// key gets a TTL: a rolling counter lives one window plus one slot after it entered its newest slot (when it
+// would count zero anyway), a DAY one two days. See redis_batch.lua for its arguments and answers.
 //
-// KEYS: one header per (group, slug) of the plan. ARGV: secIdx, minIdx, day, nowMicros, then the arguments
-// Bind packed (see redisHandle). It returns {-1} when admitted, or {hit index (0-based), retry after in micros}.
-//
-//go:embed redis_admit.lua
-var admitSource string
+//go:embed redis_batch.lua
+var batchSource string
 
-// settleScript adds ARGV[4] tokens to every TOKEN counter of the plan; ARGV[4 + k] lists the codes on KEYS[k].
-//
-//go:embed redis_settle.lua
-var settleSource string
-
-// countScript reads one counter: KEYS[1] its header, ARGV[5] its code.
-//
-//go:embed redis_count.lua
-var countSource string
-
-// bucketsSource is the prelude every script starts with: the counter layout and its window arithmetic.
+// bucketsSource is the prelude of the script: the counter layout and its window arithmetic.
 //
 //go:embed redis_buckets.lua
 var bucketsSource string
 
-var (
-	admitScript  = redis.NewScript(bucketsSource + admitSource)
-	settleScript = redis.NewScript(bucketsSource + settleSource)
-	countScript  = redis.NewScript(bucketsSource + countSource)
-)
+var batchScript = redis.NewScript(bucketsSource + batchSource)
+
+// maxBatch bounds the calls of one script call, so a burst of thousands of calls does not hold Redis in one
+// script for long or pass more keys than Lua unpacks at once; a longer queue goes as several script calls in
+// the same pipeline, in order.
+const maxBatch = 64
+
+// settleDelay is how long queued tokens wait for a check to carry them to Redis before they leave on their own.
+// Under load a check always comes sooner, so settles cost no round trip of their own; when idle, settles leave
+// in at most one script call per settleDelay.
+const settleDelay = 2 * time.Millisecond
 
 // RedisOptions configure a Redis store.
 type RedisOptions struct {
@@ -65,13 +60,13 @@ type RedisOptions struct {
 }
 
 // Redis is the shared Store for several gatewayd replicas: the counters live in one Redis (standalone or
-// Sentinel; a plan's keys span groups, so Redis Cluster is not supported) and each check is one Lua script, so
-// the all-or-nothing charge is atomic across replicas. go-redis reconnects on its own after an outage.
+// Sentinel; a plan's keys span groups, so Redis Cluster is not supported) and every check runs inside a Lua
+// script, so the all-or-nothing charge is atomic across replicas. go-redis reconnects on its own after an outage.
 //
-// Calls are pipelined: whichever caller finds no pipeline in flight sends every queued script call (checks,
-// counts and settles) as one pipeline, and the callers that queued meanwhile wait for its answers, so
-// concurrent checks share round trips while a lone check waits for nobody. Settle only queues its tokens; see
-// Flush.
+// Calls are batched: whichever caller finds no script call in flight sends every queued call (checks, counts
+// and settles) as one script call, and the callers that queued meanwhile wait for its answers, so concurrent
+// checks share a round trip and Redis reads and writes each header once for all of them, while a lone check
+// waits for nobody. Settle only queues its tokens; see Flush.
 type Redis struct {
 	client redis.UniversalClient
 	opts   RedisOptions
@@ -83,29 +78,41 @@ type Redis struct {
 	busy    bool
 	calls   []*call
 	settles []settle
+	// kick sends queued settles that no check carried within settleDelay; armed is true while it is set.
+	kick  *time.Timer
+	armed bool
 	// queued and answered count the settles ever queued and answered by Redis (in queue order, since pipelines
 	// run one at a time); settleErr is the first failure since the last Flush.
 	queued, answered uint64
 	settleErr        error
-	// loaded is true once the scripts are known to be in Redis's script cache.
+	// loaded is true once the script is known to be in Redis's script cache.
 	loaded atomic.Bool
 }
 
-// call is a queued script call whose caller waits for its answer.
+// call is a check or a count whose caller waits for its answer.
 type call struct {
-	script *redis.Script
-	keys   []string
-	args   []any
-	cmd    *redis.Cmd
-	done   chan struct{}
+	item
+	// out is the script's answer (see redis_batch.lua) when err is nil.
+	out  [2]int64
+	err  error
+	done chan struct{}
 }
 
-// settle is a queued charge of tokens. Settles of the same plan in the same sub-slots and day are summed into
-// one script call, which charges the same counters the same amounts.
+// item is one call of the batch script: its kind ('a' check, 's' settle, 'c' count), its four time integers
+// (see redis_batch.lua), its keys and, per key, its codes, followed for a check by the plan's ranks,
+// thresholds and format.
+type item struct {
+	kind  string
+	times [4]int64
+	keys  []string
+	args  []any
+}
+
+// settle is a queued charge of tokens: times holds the sub-slots, the day and the tokens. Settles of the same
+// plan in the same sub-slots and day are summed into one, which charges the same counters the same amounts.
 type settle struct {
-	h                   *redisHandle
-	tokens              int64
-	secIdx, minIdx, day int64
+	h     *redisHandle
+	times [4]int64
 }
 
 // NewRedis returns a store over client.
@@ -121,11 +128,11 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 // Client is the store's Redis client, for the billing events that share it.
 func (r *Redis) Client() redis.UniversalClient { return r.client }
 
-// redisHandle is the bound form of a Plan: one key per (group, slug) and the script arguments after the time.
+// redisHandle is the bound form of a Plan: one key per (group, slug) and the script arguments of its calls.
 type redisHandle struct {
 	keys []string
 	// admit is, per key, the codes of its limits (one digit each, code + 6 for a repeated counter), then the plan
-	// index of each of those limits as two bytes, then their thresholds packed: see redis_admit.lua.
+	// index of each of those limits as two bytes, then their thresholds packed: see redis_batch.lua.
 	admit []any
 	// settleKeys are the keys with a TOKEN limit and settle their TOKEN codes, each once.
 	settleKeys []string
@@ -220,28 +227,36 @@ func (r *Redis) Admit(ctx context.Context, p *Plan, now time.Time) (Result, erro
 	if err != nil {
 		return Result{}, err
 	}
-	args := make([]any, 4, 4+len(h.admit))
-	args[0], args[1], args[2], args[3] = timeArgs(now)
-	args = append(args, h.admit...)
-	out, err := r.do(ctx, admitScript, h.keys, args).Int64Slice()
-	if err != nil {
+	c := r.do(ctx, item{kind: "a", times: timesAt(now, -1), keys: h.keys, args: h.admit})
+	if c.err != nil {
 		if r.opts.FailOpen {
 			return Result{Allowed: true, Hit: -1}, nil
 		}
-		return Result{}, fmt.Errorf("%w: admit script: %w", ErrUnavailable, err)
+		return Result{}, fmt.Errorf("%w: limit check: %w", ErrUnavailable, c.err)
 	}
-	if len(out) == 0 || out[0] < 0 {
+	if c.out[0] < 0 {
 		return Result{Allowed: true, Hit: -1}, nil
 	}
-	if len(out) < 2 || out[0] >= int64(len(p.Limits)) {
-		return Result{}, fmt.Errorf("admit script returned %v for a plan of %d limits", out, len(p.Limits))
+	if c.out[0] >= int64(len(p.Limits)) {
+		return Result{}, fmt.Errorf("limit check answered %v for a plan of %d limits", c.out, len(p.Limits))
 	}
-	return Result{Hit: int(out[0]), RetryAfter: time.Duration(out[1]) * time.Microsecond}, nil
+	return Result{Hit: int(c.out[0]), RetryAfter: time.Duration(c.out[1]) * time.Microsecond}, nil
 }
 
-// Settle implements Store. It queues the tokens and returns at once: they reach Redis with the next pipeline,
-// which starts at once when none is in flight, so a settle waits for at most the pipeline ahead of it (see
-// "TOKEN overshoot" in docs/limits.md). A settle that fails is logged and reported by the next Flush.
+// timesAt is the time part of a script call at now; x replaces the microseconds when not negative (a settle's
+// tokens).
+func timesAt(now time.Time, x int64) [4]int64 {
+	secIdx, minIdx, day, micros := timeArgs(now)
+	if x >= 0 {
+		micros = x
+	}
+	return [4]int64{secIdx, minIdx, day, micros}
+}
+
+// Settle implements Store. It queues the tokens and returns at once: they reach Redis ahead of the next check or
+// count, or after settleDelay when none comes, so a check on this gatewayd always counts them and another
+// replica's within about settleDelay plus a round trip (see "TOKEN overshoot" in docs/limits.md). A settle
+// that fails is logged and reported by the next Flush.
 func (r *Redis) Settle(_ context.Context, p *Plan, tokens int64, now time.Time) error {
 	if len(p.Limits) == 0 || tokens <= 0 {
 		return nil
@@ -253,18 +268,41 @@ func (r *Redis) Settle(_ context.Context, p *Plan, tokens int64, now time.Time) 
 	if len(h.settleKeys) == 0 {
 		return nil
 	}
-	s := settle{h: h, tokens: tokens}
-	s.secIdx, s.minIdx, s.day, _ = timeArgs(now)
+	s := settle{h: h, times: timesAt(now, tokens)}
 	r.mu.Lock()
 	r.settles = append(r.settles, s)
 	r.queued++
-	lead := !r.busy
+	if !r.busy {
+		r.arm()
+	}
+	r.mu.Unlock()
+	return nil
+}
+
+// arm sets the timer that sends queued settles no check carried. Call with mu held.
+func (r *Redis) arm() {
+	if r.armed {
+		return
+	}
+	r.armed = true
+	if r.kick == nil {
+		r.kick = time.AfterFunc(settleDelay, r.sendSettles)
+		return
+	}
+	r.kick.Reset(settleDelay)
+}
+
+// sendSettles sends the queued settles unless a pipeline in flight will see to them.
+func (r *Redis) sendSettles() {
+	r.mu.Lock()
+	r.armed = false
+	if r.busy || len(r.settles) == 0 {
+		r.mu.Unlock()
+		return
+	}
 	r.busy = true
 	r.mu.Unlock()
-	if lead {
-		go r.send()
-	}
-	return nil
+	r.send()
 }
 
 // Flush waits until every settle queued so far has been answered by Redis, and returns the failures of the
@@ -273,6 +311,14 @@ func (r *Redis) Flush() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for target := r.queued; r.answered < target; {
+		if !r.busy && len(r.settles) > 0 {
+			// Send them now rather than wait for the timer.
+			r.busy = true
+			r.mu.Unlock()
+			r.send()
+			r.mu.Lock()
+			continue
+		}
 		r.idle.Wait()
 	}
 	err := r.settleErr
@@ -284,16 +330,16 @@ func (r *Redis) Flush() error {
 // the client, which the billing events share.
 func (r *Redis) Close() error { return r.Flush() }
 
-// do queues a script call and waits for its answer. When no pipeline is in flight the caller sends the queue
-// itself, so a lone call costs one round trip and no hand-off.
-func (r *Redis) do(ctx context.Context, script *redis.Script, keys []string, args []any) *redis.Cmd {
+// do queues a check or a count and waits for its answer. When no script call is in flight the caller sends the
+// queue itself, so a lone call costs one round trip and no hand-off.
+func (r *Redis) do(ctx context.Context, it item) *call {
+	c := &call{item: it}
 	if err := ctx.Err(); err != nil {
 		// The caller is gone: charge nothing for it.
-		cmd := redis.NewCmd(ctx)
-		cmd.SetErr(err)
-		return cmd
+		c.err = err
+		return c
 	}
-	c := &call{script: script, keys: keys, args: args, done: make(chan struct{})}
+	c.done = make(chan struct{})
 	r.mu.Lock()
 	r.calls = append(r.calls, c)
 	lead := !r.busy
@@ -304,17 +350,15 @@ func (r *Redis) do(ctx context.Context, script *redis.Script, keys []string, arg
 	}
 	select {
 	case <-c.done:
-		return c.cmd
+		return c
 	case <-ctx.Done():
 		// The call may still run: like a call whose answer was lost, it can have charged.
-		cmd := redis.NewCmd(ctx)
-		cmd.SetErr(ctx.Err())
-		return cmd
+		return &call{err: ctx.Err()}
 	}
 }
 
-// send pipelines everything queued, then hands the queue to a new goroutine when more arrived meanwhile, so
-// the caller that sent it returns with its answer.
+// send runs everything queued, then hands the queue to a new goroutine when checks or counts arrived meanwhile,
+// so the caller that sent it returns with its answer. Settles left alone wait for the next check or the timer.
 func (r *Redis) send() {
 	r.mu.Lock()
 	calls, settles := r.calls, r.settles
@@ -328,8 +372,11 @@ func (r *Redis) send() {
 	if failed != nil && r.settleErr == nil {
 		r.settleErr = failed
 	}
-	more := len(r.calls) > 0 || len(r.settles) > 0
+	more := len(r.calls) > 0
 	r.busy = more
+	if !more && len(r.settles) > 0 {
+		r.arm()
+	}
 	r.idle.Broadcast()
 	r.mu.Unlock()
 	if more {
@@ -337,91 +384,146 @@ func (r *Redis) send() {
 	}
 }
 
-// exec runs one pipeline: the settles first (summed per plan, sub-slots and day), then the calls, in the order
-// they were queued, so a settle is counted by every check queued after it. It answers the calls and returns
-// the failure of the settles, if any.
+// exec runs the settles first (summed per plan, sub-slots and day), then the calls, in the order they were
+// queued, so a settle is counted by every check queued after it. It answers the calls and returns the failure of
+// the settles, if any.
 func (r *Redis) exec(calls []*call, settles []settle) error {
 	ctx := context.Background()
 	merged := settles[:0]
 	for _, s := range settles {
-		i := slices.IndexFunc(merged, func(m settle) bool {
-			return m.h == s.h && m.secIdx == s.secIdx && m.minIdx == s.minIdx && m.day == s.day
-		})
+		i := slices.IndexFunc(merged, func(m settle) bool { return m.h == s.h && [3]int64(m.times[:3]) == [3]int64(s.times[:3]) })
 		if i >= 0 {
-			merged[i].tokens += s.tokens
+			merged[i].times[3] += s.times[3]
 		} else {
 			merged = append(merged, s)
 		}
 	}
-	all := make([]*call, 0, len(merged)+len(calls))
-	for _, s := range merged {
-		args := make([]any, 4, 4+len(s.h.settle))
-		args[0], args[1], args[2], args[3] = s.secIdx, s.minIdx, s.day, s.tokens
-		all = append(all, &call{script: settleScript, keys: s.h.settleKeys, args: append(args, s.h.settle...)})
+	items := make([]*item, 0, len(merged)+len(calls))
+	for i := range merged {
+		s := &merged[i]
+		items = append(items, &item{kind: "s", times: s.times, keys: s.h.settleKeys, args: s.h.settle})
 	}
-	all = append(all, calls...)
-	r.pipeline(ctx, all, false)
-	// A Redis that restarted has forgotten the scripts: send those calls again with their source, once, and
-	// load the scripts ahead of the next pipeline.
-	var again []*call
-	for _, c := range all {
-		if err := c.cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			again = append(again, c)
-		}
+	for _, c := range calls {
+		items = append(items, &c.item)
 	}
-	if len(again) > 0 {
-		r.loaded.Store(false)
-		r.pipeline(ctx, again, true)
-	}
+	answers := r.run(ctx, items)
 	var failed error
-	for i, c := range all {
-		if c.done != nil {
+	for i, a := range answers {
+		if i >= len(merged) {
+			c := calls[i-len(merged)]
+			c.out, c.err = a.out, a.err
 			close(c.done)
 			continue
 		}
-		if err := c.cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
+		if a.err != nil {
 			s := merged[i]
-			r.opts.Log.Error(err, "Failed to charge tokens", "keys", s.h.settleKeys, "tokens", s.tokens)
+			r.opts.Log.Error(a.err, "Failed to charge tokens", "keys", s.h.settleKeys, "tokens", s.times[3])
 			if failed == nil {
-				failed = fmt.Errorf("%w: settle script: %w", ErrUnavailable, err)
+				failed = fmt.Errorf("%w: settle: %w", ErrUnavailable, a.err)
 			}
 		}
 	}
 	return failed
 }
 
-// pipeline sends calls as one pipeline, by script hash or, with source, by script text. Until the scripts are
-// known to be loaded, it loads them first in the same pipeline: a call sent again by its source would run
-// after the calls queued behind it, and a settle must run before the checks queued after it.
-func (r *Redis) pipeline(ctx context.Context, calls []*call, source bool) {
-	pipe := r.client.Pipeline()
-	var loads []*redis.StringCmd
-	if !source && !r.loaded.Load() {
-		for _, src := range []string{bucketsSource + admitSource, bucketsSource + settleSource, bucketsSource + countSource} {
-			loads = append(loads, pipe.ScriptLoad(ctx, src))
-		}
+// answer is the script's answer to one item.
+type answer struct {
+	out [2]int64
+	err error
+}
+
+// run sends items as script calls of at most maxBatch items each, in one pipeline, and returns their answers in
+// order. A Redis that restarted has forgotten the script: the batches are sent again with its source, once, and
+// the script is loaded ahead of the next pipeline.
+func (r *Redis) run(ctx context.Context, items []*item) []answer {
+	var batches []batch
+	for start := 0; start < len(items); start += maxBatch {
+		batches = append(batches, newBatch(items[start:min(start+maxBatch, len(items))]))
 	}
-	for _, c := range calls {
+	r.pipeline(ctx, batches, false)
+	if slices.ContainsFunc(batches, func(b batch) bool { return b.cmd.Err() != nil && redis.HasErrorPrefix(b.cmd.Err(), "NOSCRIPT") }) {
+		r.loaded.Store(false)
+		r.pipeline(ctx, batches, true)
+	}
+	answers := make([]answer, 0, len(items))
+	for _, b := range batches {
+		answers = append(answers, b.answers()...)
+	}
+	return answers
+}
+
+// batch is one call of the batch script.
+type batch struct {
+	n    int
+	keys []string
+	args []any
+	cmd  *redis.Cmd
+}
+
+// newBatch lays items out as the script takes them: each key once in KEYS, and per item its kind, time, key
+// indexes and arguments.
+func newBatch(items []*item) batch {
+	b := batch{n: len(items)}
+	index := make(map[string]int, 8)
+	for _, it := range items {
+		refs := make([]byte, 0, 2*len(it.keys))
+		for _, k := range it.keys {
+			g, ok := index[k]
+			if !ok {
+				b.keys = append(b.keys, k)
+				g = len(b.keys)
+				index[k] = g
+			}
+			refs = append(refs, byte(g>>8), byte(g))
+		}
+		times := make([]byte, 0, 32)
+		for _, t := range it.times {
+			times = binary.LittleEndian.AppendUint64(times, uint64(t))
+		}
+		b.args = append(b.args, it.kind, times, refs)
+		b.args = append(b.args, it.args...)
+	}
+	return b
+}
+
+// answers splits the script's reply into one answer per item.
+func (b batch) answers() []answer {
+	out := make([]answer, b.n)
+	vals, err := b.cmd.Int64Slice()
+	if err == nil && len(vals) != 2*b.n {
+		err = fmt.Errorf("limit script answered %d values for %d calls", len(vals), b.n)
+	}
+	for i := range out {
+		if err != nil {
+			out[i].err = err
+			continue
+		}
+		out[i].out = [2]int64{vals[2*i], vals[2*i+1]}
+	}
+	return out
+}
+
+// pipeline sends batches as one pipeline, by script hash or, with source, by script text. Until the script is
+// known to be loaded, it loads it first in the same pipeline: a batch sent again by its source would run after
+// the calls queued behind it, and a settle must run before the checks queued after it.
+func (r *Redis) pipeline(ctx context.Context, batches []batch, source bool) {
+	pipe := r.client.Pipeline()
+	var load *redis.StringCmd
+	if !source && !r.loaded.Load() {
+		load = pipe.ScriptLoad(ctx, bucketsSource+batchSource)
+	}
+	for i := range batches {
+		b := &batches[i]
 		if source {
-			c.cmd = pipe.Eval(ctx, scriptSource(c.script), c.keys, c.args...)
+			b.cmd = pipe.Eval(ctx, bucketsSource+batchSource, b.keys, b.args...)
 		} else {
-			c.cmd = pipe.EvalSha(ctx, c.script.Hash(), c.keys, c.args...)
+			b.cmd = pipe.EvalSha(ctx, batchScript.Hash(), b.keys, b.args...)
 		}
 	}
 	_, _ = pipe.Exec(ctx) // every command carries its own error
-	if len(loads) > 0 && !slices.ContainsFunc(loads, func(c *redis.StringCmd) bool { return c.Err() != nil }) {
+	if load != nil && load.Err() == nil {
 		r.loaded.Store(true)
 	}
-}
-
-func scriptSource(s *redis.Script) string {
-	switch s {
-	case admitScript:
-		return bucketsSource + admitSource
-	case settleScript:
-		return bucketsSource + settleSource
-	}
-	return bucketsSource + countSource
 }
 
 // Count implements Store. It is queued like a check, so it sees every settle queued before it.
@@ -429,12 +531,11 @@ func (r *Redis) Count(ctx context.Context, k BucketKey, now time.Time) (int64, e
 	if k.Type >= numTypes || k.Unit >= numUnits {
 		return 0, errors.New("bucket has an unknown type or unit")
 	}
-	secIdx, minIdx, day, micros := timeArgs(now)
-	n, err := r.do(ctx, countScript, []string{r.pairKey(k)}, []any{secIdx, minIdx, day, micros, code(k)}).Int64()
-	if err != nil {
-		return 0, fmt.Errorf("%w: count script: %w", ErrUnavailable, err)
+	c := r.do(ctx, item{kind: "c", times: timesAt(now, -1), keys: []string{r.pairKey(k)}, args: []any{string(rune('0' + code(k)))}})
+	if c.err != nil {
+		return 0, fmt.Errorf("%w: count: %w", ErrUnavailable, c.err)
 	}
-	return n, nil
+	return c.out[0], nil
 }
 
 // Ping reports whether Redis answers, for startup checks.

@@ -153,3 +153,31 @@ func TestRedisSettleOutage(t *testing.T) {
 		t.Fatalf("count after a settle with Redis back: %d (%v), want %d", n, err, before+4)
 	}
 }
+
+// TestRedisSettleLeavesWithoutACheck: settles wait for a check to carry them, but not forever: with no check and
+// no Flush, another replica sees the tokens after about settleDelay.
+func TestRedisSettleLeavesWithoutACheck(t *testing.T) {
+	r, srv := newRedis(t, RedisOptions{})
+	other := NewRedis(srv.Client(), RedisOptions{})
+	ctx := context.Background()
+	l := lim("g", "s", Token, Minute, 1<<40)
+	p := bindTo(t, r, l)
+	for round := 1; round <= 3; round++ {
+		if err := r.Settle(ctx, p, 5, t0); err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			var err error
+			if n, err = other.Count(ctx, l.Key, t0); err != nil {
+				t.Fatal(err)
+			}
+			if n == int64(5*round) {
+				break
+			}
+		}
+		if n != int64(5*round) {
+			t.Fatalf("round %d: another replica counts %d tokens, want %d", round, n, 5*round)
+		}
+	}
+}

@@ -1,19 +1,19 @@
--- Shared by the admit, settle and count scripts, which redis.go loads with this file prepended: the counter
--- layout and its window arithmetic, as in memory.go. ARGV[1..3] are the SECOND and MINUTE sub-slot indexes and
--- the UTC day; ARGV[4] is the time in microseconds (admit) or the tokens (settle).
+-- Shared by the batch script, which redis.go loads with this file prepended: the counter layout and its window
+-- arithmetic, as in memory.go.
 --
 -- One string per (namespace, group, slug), its header, holds what a check reads of all six counters of that
--- pair as little-endian 64-bit integers, so a check reads every pair of a plan with one MGET and writes each
--- with one call whatever its number of limits, and no number goes through a decimal string. The header is the
--- UTC day d and its REQUEST and TOKEN counts, then per rolling counter (code 0..3: REQUEST/SECOND,
+-- pair as little-endian 64-bit integers, so a batch reads every pair it touches with one MGET and writes each
+-- with one call whatever its number of limits and calls, and no number goes through a decimal string. The header
+-- is the UTC day d and its REQUEST and TOKEN counts, then per rolling counter (code 0..3: REQUEST/SECOND,
 -- REQUEST/MINUTE, TOKEN/SECOND, TOKEN/MINUTE) its newest sub-slot, its total and the count of its newest
 -- sub-slot. The ring of the S+1 sub-slot counts of rolling code c is the string "<header key>#c" (slugs, DNS
 -- labels and the layout never contain '#'), read and written only when that window moves to a new sub-slot
 -- while it holds counts. Codes 4 and 5 are the DAY counters.
 local S = 10
 local byte, pack, unpack_ = string.byte, struct.pack, struct.unpack
-local IDX = {[0] = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[1]), tonumber(ARGV[2])}
-local day = tonumber(ARGV[3])
+-- The time of the call being run, which every call of a batch sets for itself (see setTime): the current
+-- sub-slot index per rolling code, and the UTC day.
+local IDX, day = {}, 0
 -- Sub-slot width in microseconds per code, as slotWidth in memory.go.
 local WIDTH = {[0] = 100000, 6000000, 100000, 6000000}
 -- A rolling counter lives one window plus one sub-slot after it entered its newest sub-slot (it would count
@@ -21,6 +21,11 @@ local WIDTH = {[0] = 100000, 6000000, 100000, 6000000}
 local TTL = {[0] = 2100, 67000, 2100, 67000, 172800000, 172800000}
 local HEAD = "<lllllllllllllll"
 local RING = "<lllllllllll"
+
+-- setTime makes the call's time current: its SECOND and MINUTE sub-slot indexes and its UTC day.
+local function setTime(sec, min, d)
+  IDX[0], IDX[1], IDX[2], IDX[3], day = sec, min, sec, min, d
+end
 
 -- readHead returns the 15 header values of a pair whose header is s (false when the key does not exist: all zero;
 -- sub-slot indexes and days are never zero in practice). v[1] = d, v[2], v[3] = DAY counts, and for code c:
@@ -32,7 +37,7 @@ local function readHead(s)
   return {unpack_(HEAD, s)}
 end
 
--- Scratch per rolling counter s (4 * pair index + code), so the loop allocates no table per counter: TOT[s] is
+-- Scratch per rolling counter s (4 * key index + code), so the loop allocates no table per counter: TOT[s] is
 -- its total advanced to the current time, MOVED[s] is true when its newest sub-slot changes, and RINGS[s] is its
 -- advanced ring when advancing had to read it (nil when every sub-slot is zero).
 local TOT, MOVED, RINGS = {}, {}, {}
@@ -54,7 +59,7 @@ local function advance(key, v, c, s)
   local i, last, total = IDX[c], v[4 + 3 * c], v[5 + 3 * c]
   RINGS[s] = nil
   if i <= last then
-    -- Same sub-slot (the admit loop inlines this case and leaves MOVED unset), or a clock gone back.
+    -- Same sub-slot (the admit loop inlines this case), or a clock gone back.
     TOT[s], MOVED[s] = total, false
     return
   end
