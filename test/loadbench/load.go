@@ -102,6 +102,10 @@ type Result struct {
 	// GapGrowth is, per pair of consecutive chunks, the gap at the client minus the gap at which the upstream
 	// wrote them (from the upstream's stamps): what the path added to a gap, without the upstream's own jitter.
 	GapGrowth []time.Duration
+	// MidGrowth and EndGrowth split GapGrowth: the gaps into the content chunks before the last, and the gap into
+	// each stream's last content chunk, which the upstream follows at once with the finish and usage chunks and
+	// [DONE].
+	MidGrowth, EndGrowth []time.Duration
 }
 
 // Throughput is requests per second.
@@ -164,6 +168,8 @@ func Drive(ctx context.Context, t *Target, concurrency int, d time.Duration, str
 		out.TTFT = append(out.TTFT, p.TTFT...)
 		out.Gaps = append(out.Gaps, p.Gaps...)
 		out.GapGrowth = append(out.GapGrowth, p.GapGrowth...)
+		out.MidGrowth = append(out.MidGrowth, p.MidGrowth...)
+		out.EndGrowth = append(out.EndGrowth, p.EndGrowth...)
 		out.Chunks = append(out.Chunks, p.Chunks...)
 	}
 	t.answered.Add(out.Tokens)
@@ -294,7 +300,9 @@ func (t *Target) stream(ctx context.Context, body []byte, want Expect, v *Violat
 		usage  bool
 		gaps   []time.Duration
 		growth []time.Duration
-		ttft   time.Duration
+		// mid and end split growth: see Result.MidGrowth.
+		mid, end []time.Duration
+		ttft     time.Duration
 		// sent and lastSent are the upstream's stamps of this chunk and the one before (0: none).
 		sent, lastSent int64
 	)
@@ -320,7 +328,15 @@ func (t *Target) stream(ctx context.Context, body []byte, want Expect, v *Violat
 		} else {
 			gaps = append(gaps, now.Sub(last))
 			if sent != 0 && lastSent != 0 {
-				growth = append(growth, now.Sub(last)-time.Duration(sent-lastSent))
+				g := now.Sub(last) - time.Duration(sent-lastSent)
+				growth = append(growth, g)
+				// The content chunks are all but the finish and usage chunks.
+				switch lastContent := want.StreamChunks - 3; {
+				case chunks < lastContent:
+					mid = append(mid, g)
+				case chunks == lastContent:
+					end = append(end, g)
+				}
 			}
 		}
 		last, lastSent = now, sent
@@ -342,6 +358,8 @@ func (t *Target) stream(ctx context.Context, body []byte, want Expect, v *Violat
 	r.TTFT = append(r.TTFT, ttft)
 	r.Gaps = append(r.Gaps, gaps...)
 	r.GapGrowth = append(r.GapGrowth, growth...)
+	r.MidGrowth = append(r.MidGrowth, mid...)
+	r.EndGrowth = append(r.EndGrowth, end...)
 	r.Chunks = append(r.Chunks, chunks)
 }
 

@@ -252,6 +252,17 @@ func TestGapGrowthCatchesBatching(t *testing.T) {
 	if g := percentile(batched.GapGrowth, .99); g < delay/2 {
 		t.Errorf("p99 gap growth through the batching proxy is %v, want at least %v", g, delay/2)
 	}
+	// The split: every stream has one gap into its last content chunk, and StreamChunks-4 before it (the first
+	// chunk has no gap; the finish and usage chunks are neither).
+	if n := len(direct.EndGrowth); n != direct.Requests {
+		t.Errorf("direct: %d growth samples into a last content chunk for %d streams", n, direct.Requests)
+	}
+	if gaps := direct.Requests * (want.StreamChunks - 4); len(direct.MidGrowth) != gaps {
+		t.Errorf("direct: %d mid-stream growth samples for %d gaps", len(direct.MidGrowth), gaps)
+	}
+	if g := percentile(batched.MidGrowth, .99); g < delay/2 {
+		t.Errorf("mid-stream p99 gap growth through the batching proxy is %v, want at least %v", g, delay/2)
+	}
 }
 
 // streamingProxy posts each request to up's chat completions and lets relay pass the answer's lines on.
