@@ -42,6 +42,8 @@ type Expect struct {
 	PromptTokens, CompletionTokens int64
 	// StreamChunks is the number of SSE data events of a streamed answer, [DONE] excluded.
 	StreamChunks int
+	// StreamDelay is the paced upstream's time between two content chunks.
+	StreamDelay time.Duration
 }
 
 // Violations counts answers that break the harness's correctness rules. Any non-zero count fails the run.
@@ -140,6 +142,11 @@ func (t *Target) httpClient() *http.Client {
 
 // Drive drives t with concurrency workers for d (or until ctx ends), each sending one request after the other
 // on a kept-alive connection, and checks every answer against want.
+//
+// Streaming workers start want.StreamDelay/concurrency apart. Started together, they stay in step (every stream
+// lasts the same), so every chunk of every stream, and every stream's end with the next one's start, would reach
+// the path in one burst per StreamDelay, which independent clients do not send; the burst's queueing, not the
+// path, then set the gaps' tail for every target alike.
 func Drive(ctx context.Context, t *Target, concurrency int, d time.Duration, stream bool, want Expect, v *Violations) Result {
 	body := t.body(stream)
 	before := t.charged(ctx, v)
@@ -150,6 +157,12 @@ func Drive(ctx context.Context, t *Target, concurrency int, d time.Duration, str
 	for w := range concurrency {
 		wg.Go(func() {
 			r := &parts[w]
+			if stream {
+				select {
+				case <-time.After(time.Duration(w) * want.StreamDelay / time.Duration(concurrency)):
+				case <-ctx.Done():
+				}
+			}
 			for ctx.Err() == nil && time.Now().Before(deadline) {
 				if stream {
 					t.stream(ctx, body, want, v, r)

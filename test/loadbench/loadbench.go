@@ -60,10 +60,10 @@ type Config struct {
 func FullConfig() Config {
 	return Config{
 		Rounds: 5, LatencyDuration: time.Second, ThroughputDuration: time.Second, Concurrency: 32,
-		// 16 workers streaming for 3 s give each target about 2,500 chunk gaps per round, so a round's p99 gap is
-		// its 25th largest rather than (with 8 workers for 1 s) its 5th, which one scheduler hiccup moved by a
+		// 16 workers streaming for 5 s give each target about 4,000 chunk gaps per round, so a round's p99 gap is
+		// its 40th largest rather than (with 8 workers for 1 s) its 5th, which one scheduler hiccup moved by a
 		// millisecond either way.
-		StreamConcurrency: 16, StreamDuration: 3 * time.Second, StreamDeltas: 64, StreamDelay: 20 * time.Millisecond,
+		StreamConcurrency: 16, StreamDuration: 5 * time.Second, StreamDeltas: 64, StreamDelay: 20 * time.Millisecond,
 		Groups: 10000, Changes: 50, ProbeInterval: 5 * time.Millisecond,
 		ScaleGroups: 10000, ScaleKeys: 100000,
 	}

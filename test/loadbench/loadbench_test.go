@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -262,6 +263,48 @@ func TestGapGrowthCatchesBatching(t *testing.T) {
 	}
 	if g := percentile(batched.MidGrowth, .99); g < delay/2 {
 		t.Errorf("mid-stream p99 gap growth through the batching proxy is %v, want at least %v", g, delay/2)
+	}
+}
+
+// TestStreamWorkersStartSpread: streaming workers start StreamDelay ÷ concurrency apart, so their chunks do not
+// reach the target in one burst per StreamDelay. Without the spread, the four first requests arrive within the
+// few milliseconds their dials take.
+func TestStreamWorkersStartSpread(t *testing.T) {
+	const workers, delay = 4, 40 * time.Millisecond
+	cfg := QuickConfig()
+	cfg.StreamDelay = delay
+	paced := upstream.New(upstream.Options{CompletionTokens: completionTokens, StreamDeltas: cfg.StreamDeltas, StreamDelay: delay})
+	defer paced.Close()
+	var mu sync.Mutex
+	var arrivals []time.Time
+	relay := streamingProxy(paced, func(w http.ResponseWriter, sc *bufio.Scanner) {
+		for sc.Scan() {
+			_, _ = w.Write(append(sc.Bytes(), '\n'))
+			w.(http.Flusher).Flush()
+		}
+	})
+	recording := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		arrivals = append(arrivals, time.Now())
+		mu.Unlock()
+		relay.ServeHTTP(w, r)
+	}))
+	defer recording.Close()
+	v := &Violations{}
+	target := &Target{Name: "recording", URL: recording.URL + "/v1/chat/completions", Auth: "Bearer x", StreamModel: "echo"}
+	// Long enough for the last worker to start (30 ms), short of a second stream (8 chunks 40 ms apart).
+	Drive(context.Background(), target, workers, 60*time.Millisecond, true, expect(cfg), v)
+	if v.Total() != 0 {
+		t.Fatalf("violations: %s %v", v.String(), v.Examples())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(arrivals) != workers {
+		t.Fatalf("%d requests arrived, want one per worker (%d)", len(arrivals), workers)
+	}
+	// The starts are 0, 10, 20 and 30 ms; allow half of that for dials that differ.
+	if spread, want := arrivals[workers-1].Sub(arrivals[0]), (workers-1)*delay/workers/2; spread < want {
+		t.Errorf("the first requests of %d streaming workers arrived within %v, want at least %v apart", workers, spread, want)
 	}
 }
 

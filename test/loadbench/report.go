@@ -255,9 +255,10 @@ func (r *Report) finish() {
 			"The p99 of that growth is taken per target, and the gap row subtracts direct's. The raw gaps also carry the upstream's "+
 			"own timer jitter (20 ms sleeps that wake up to a millisecond late), which differs from one target's turn to the next "+
 			"and swamped the path's share; they are kept as an info row. "+
-			"Each stream's last content chunk is one gap in 65, more than 1%, so it sets the p99: the upstream writes the finish and "+
-			"usage chunks and [DONE] right after it, and the reader of each hop (gatewayd, the bare proxy or the client) only wakes "+
-			"once the writer gives up its core, by when the whole end of the stream is there. The mid-stream rows leave that chunk out.")
+			"Streaming workers start 20 ms ÷ their number apart, as independent clients would: started together they stay in step, "+
+			"and every chunk of every stream, and every stream's end with the next one's start, reached the targets in one burst per "+
+			"20 ms whose queueing set every target's tail. Each stream's last content chunk is one gap in 65, more than 1%, and "+
+			"leaves the upstream with the finish and usage chunks and [DONE]; the mid-stream rows leave it out.")
 	if r.quick {
 		r.Notes = append(r.Notes, "QUICK MODE: small counts; these figures show that the harness works, not how fast gatewayd is.")
 	}

@@ -116,7 +116,7 @@ const completionTokens = 16
 
 // expect is what the upstreams report for the harness's request.
 func expect(cfg Config) Expect {
-	return Expect{PromptTokens: 5, CompletionTokens: completionTokens, StreamChunks: cfg.StreamDeltas + 2}
+	return Expect{PromptTokens: 5, CompletionTokens: completionTokens, StreamChunks: cfg.StreamDeltas + 2, StreamDelay: cfg.StreamDelay}
 }
 
 // loadWorkspace is the workspace every gatewayd target serves: a 3-level CASCADING tree (root, team, leaf) whose
