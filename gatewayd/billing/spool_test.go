@@ -75,6 +75,15 @@ func TestRecorderSpoolsWhatRedisRefusesAtShutdown(t *testing.T) {
 	}
 
 	srv.Restart()
+	// The store's own client must reach Redis again before the next Recorder starts: after the failed dials of
+	// the outage, go-redis's pool redials only about once a second, which can outlast the five closing attempts
+	// 5 ms apart below (in gatewayd they span a second, and a shutdown in that window spools again).
+	for i := 0; store.client.Ping(context.Background()).Err() != nil; i++ {
+		if i == 250 {
+			t.Fatal("the store's client never reached the restarted Redis")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	rec = NewRecorder(store, RecorderOptions{Interval: 5 * time.Millisecond, Spool: spool, OnError: log.add})
 	rec.Close()
 	var wantKeys []string
