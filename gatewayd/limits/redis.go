@@ -391,7 +391,10 @@ func (r *Redis) exec(calls []*call, settles []settle) error {
 	ctx := context.Background()
 	merged := settles[:0]
 	for _, s := range settles {
-		i := slices.IndexFunc(merged, func(m settle) bool { return m.h == s.h && [3]int64(m.times[:3]) == [3]int64(s.times[:3]) })
+		i := slices.IndexFunc(merged, func(m settle) bool {
+			// Same plan, sub-slots and day; times[3] is the tokens.
+			return m.h == s.h && [3]int64(m.times[:3]) == [3]int64(s.times[:3])
+		})
 		if i >= 0 {
 			merged[i].times[3] += s.times[3]
 		} else {
@@ -441,7 +444,8 @@ func (r *Redis) run(ctx context.Context, items []*item) []answer {
 		batches = append(batches, newBatch(items[start:min(start+maxBatch, len(items))]))
 	}
 	r.pipeline(ctx, batches, false)
-	if slices.ContainsFunc(batches, func(b batch) bool { return b.cmd.Err() != nil && redis.HasErrorPrefix(b.cmd.Err(), "NOSCRIPT") }) {
+	noScript := func(b batch) bool { return b.cmd.Err() != nil && redis.HasErrorPrefix(b.cmd.Err(), "NOSCRIPT") }
+	if slices.ContainsFunc(batches, noScript) {
 		r.loaded.Store(false)
 		r.pipeline(ctx, batches, true)
 	}
