@@ -181,3 +181,46 @@ func TestRedisSettleLeavesWithoutACheck(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRedisBatch measures one script call inside Redis (redis-µs/script, from INFO commandstats) carrying
+// one check of an 18-counter plan, a settle and a check, or four checks of that plan, so the difference between
+// the first and the last gives what a further check in the same batch costs.
+func BenchmarkRedisBatch(b *testing.B) {
+	for _, tc := range []struct {
+		name  string
+		items func(h *redisHandle, now time.Time) []*item
+	}{
+		{"check", func(h *redisHandle, now time.Time) []*item {
+			return []*item{{kind: "a", times: timesAt(now, -1), keys: h.keys, args: h.admit}}
+		}},
+		{"settle+check", func(h *redisHandle, now time.Time) []*item {
+			return []*item{
+				{kind: "s", times: timesAt(now, 5), keys: h.settleKeys, args: h.settle},
+				{kind: "a", times: timesAt(now, -1), keys: h.keys, args: h.admit},
+			}
+		}},
+		{"4-checks", func(h *redisHandle, now time.Time) []*item {
+			var items []*item
+			for range 4 {
+				items = append(items, &item{kind: "a", times: timesAt(now, -1), keys: h.keys, args: h.admit})
+			}
+			return items
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			r, _ := newRedis(b, RedisOptions{})
+			h := bindTo(b, r, chain5("")[:18]...).Handle.(*redisHandle)
+			ctx := context.Background()
+			r.Client().ConfigResetStat(ctx)
+			for i := 0; b.Loop(); i++ {
+				items := tc.items(h, t0.Add(time.Duration(i)*100*time.Microsecond))
+				for j, a := range r.run(ctx, items) {
+					if a.err != nil || items[j].kind == "a" && a.out[0] >= 0 {
+						b.Fatal("refused or failed:", a.out, a.err)
+					}
+				}
+			}
+			b.ReportMetric(serverMicros(b, r.Client(), b.N), "redis-µs/script")
+		})
+	}
+}
