@@ -92,9 +92,7 @@ type Redis struct {
 // call is a check or a count whose caller waits for its answer.
 type call struct {
 	item
-	// out is the script's answer (see redis_batch.lua) when err is nil.
-	out  [2]int64
-	err  error
+	answer
 	done chan struct{}
 }
 
@@ -211,11 +209,19 @@ func (r *Redis) handle(p *Plan) (*redisHandle, error) {
 	return h, nil
 }
 
-// timeArgs are the leading script arguments. Lua numbers are doubles, so time travels as slot indexes and
-// microseconds, which stay exact.
-func timeArgs(now time.Time) (secIdx, minIdx, day, micros int64) {
+// timesAt is the time part of a check or a count at now: the SECOND and MINUTE sub-slot indexes, the UTC day
+// and the time in microseconds. Lua numbers are doubles, so time travels as slot indexes and microseconds, which
+// stay exact.
+func timesAt(now time.Time) [4]int64 {
 	ns := now.UnixNano()
-	return ns / slotWidth[Second], ns / slotWidth[Minute], ns / nanosPerDay, ns / 1000
+	return [4]int64{ns / slotWidth[Second], ns / slotWidth[Minute], ns / nanosPerDay, ns / 1000}
+}
+
+// settleTimes is the time part of a settle of tokens at now: the tokens take the place of the microseconds.
+func settleTimes(now time.Time, tokens int64) [4]int64 {
+	t := timesAt(now)
+	t[3] = tokens
+	return t
 }
 
 // Admit implements Store.
@@ -227,7 +233,7 @@ func (r *Redis) Admit(ctx context.Context, p *Plan, now time.Time) (Result, erro
 	if err != nil {
 		return Result{}, err
 	}
-	c := r.do(ctx, item{kind: "a", times: timesAt(now, -1), keys: h.keys, args: h.admit})
+	c := r.do(ctx, item{kind: "a", times: timesAt(now), keys: h.keys, args: h.admit})
 	if c.err != nil {
 		if r.opts.FailOpen {
 			return Result{Allowed: true, Hit: -1}, nil
@@ -241,16 +247,6 @@ func (r *Redis) Admit(ctx context.Context, p *Plan, now time.Time) (Result, erro
 		return Result{}, fmt.Errorf("limit check answered %v for a plan of %d limits", c.out, len(p.Limits))
 	}
 	return Result{Hit: int(c.out[0]), RetryAfter: time.Duration(c.out[1]) * time.Microsecond}, nil
-}
-
-// timesAt is the time part of a script call at now; x replaces the microseconds when not negative (a settle's
-// tokens).
-func timesAt(now time.Time, x int64) [4]int64 {
-	secIdx, minIdx, day, micros := timeArgs(now)
-	if x >= 0 {
-		micros = x
-	}
-	return [4]int64{secIdx, minIdx, day, micros}
 }
 
 // Settle implements Store. It queues the tokens and returns at once: they reach Redis ahead of the next check or
@@ -268,7 +264,7 @@ func (r *Redis) Settle(_ context.Context, p *Plan, tokens int64, now time.Time) 
 	if len(h.settleKeys) == 0 {
 		return nil
 	}
-	s := settle{h: h, times: timesAt(now, tokens)}
+	s := settle{h: h, times: settleTimes(now, tokens)}
 	r.mu.Lock()
 	r.settles = append(r.settles, s)
 	r.queued++
@@ -353,7 +349,7 @@ func (r *Redis) do(ctx context.Context, it item) *call {
 		return c
 	case <-ctx.Done():
 		// The call may still run: like a call whose answer was lost, it can have charged.
-		return &call{err: ctx.Err()}
+		return &call{answer: answer{err: ctx.Err()}}
 	}
 }
 
@@ -414,7 +410,7 @@ func (r *Redis) exec(calls []*call, settles []settle) error {
 	for i, a := range answers {
 		if i >= len(merged) {
 			c := calls[i-len(merged)]
-			c.out, c.err = a.out, a.err
+			c.answer = a
 			close(c.done)
 			continue
 		}
@@ -429,7 +425,7 @@ func (r *Redis) exec(calls []*call, settles []settle) error {
 	return failed
 }
 
-// answer is the script's answer to one item.
+// answer is the script's answer to one item: out (see redis_batch.lua) when err is nil.
 type answer struct {
 	out [2]int64
 	err error
@@ -535,7 +531,7 @@ func (r *Redis) Count(ctx context.Context, k BucketKey, now time.Time) (int64, e
 	if k.Type >= numTypes || k.Unit >= numUnits {
 		return 0, errors.New("bucket has an unknown type or unit")
 	}
-	c := r.do(ctx, item{kind: "c", times: timesAt(now, -1), keys: []string{r.pairKey(k)}, args: []any{string(rune('0' + code(k)))}})
+	c := r.do(ctx, item{kind: "c", times: timesAt(now), keys: []string{r.pairKey(k)}, args: []any{string(rune('0' + code(k)))}})
 	if c.err != nil {
 		return 0, fmt.Errorf("%w: count: %w", ErrUnavailable, c.err)
 	}

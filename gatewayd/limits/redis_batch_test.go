@@ -191,18 +191,18 @@ func BenchmarkRedisBatch(b *testing.B) {
 		items func(h *redisHandle, now time.Time) []*item
 	}{
 		{"check", func(h *redisHandle, now time.Time) []*item {
-			return []*item{{kind: "a", times: timesAt(now, -1), keys: h.keys, args: h.admit}}
+			return []*item{{kind: "a", times: timesAt(now), keys: h.keys, args: h.admit}}
 		}},
 		{"settle+check", func(h *redisHandle, now time.Time) []*item {
 			return []*item{
-				{kind: "s", times: timesAt(now, 5), keys: h.settleKeys, args: h.settle},
-				{kind: "a", times: timesAt(now, -1), keys: h.keys, args: h.admit},
+				{kind: "s", times: settleTimes(now, 5), keys: h.settleKeys, args: h.settle},
+				{kind: "a", times: timesAt(now), keys: h.keys, args: h.admit},
 			}
 		}},
 		{"4-checks", func(h *redisHandle, now time.Time) []*item {
 			var items []*item
 			for range 4 {
-				items = append(items, &item{kind: "a", times: timesAt(now, -1), keys: h.keys, args: h.admit})
+				items = append(items, &item{kind: "a", times: timesAt(now), keys: h.keys, args: h.admit})
 			}
 			return items
 		}},

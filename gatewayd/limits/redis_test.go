@@ -142,9 +142,9 @@ func TestRedisBatchMatchesOneByOne(t *testing.T) {
 			pp := plans[rng.IntN(len(plans))]
 			for i, p := range pp {
 				h := p.Handle.(*redisHandle)
-				it := &item{kind: "a", times: timesAt(at, -1), keys: h.keys, args: h.admit}
+				it := &item{kind: "a", times: timesAt(at), keys: h.keys, args: h.admit}
 				if n := int64(step % 6); step%3 == 0 && n > 0 {
-					it = &item{kind: "s", times: timesAt(at, n), keys: h.settleKeys, args: h.settle}
+					it = &item{kind: "s", times: settleTimes(at, n), keys: h.settleKeys, args: h.settle}
 				}
 				if i == 0 {
 					ones = append(ones, it)
