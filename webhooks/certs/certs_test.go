@@ -302,12 +302,16 @@ func expectServingCertFor(s *corev1.Secret, dnsName string) *x509.Certificate {
 }
 
 // expectServes connects as the API server would: trusting only the Secret's CA and verifying the Service's DNS
-// name. The server must present the Secret's certificate and answer the registered handler.
+// name. The server must present the Secret's certificate and answer the registered handler. Every attempt makes
+// a new connection with its own handshake: until the mount catches up with a renewal, the server presents the
+// certificate mounted before it, and a kept-alive connection would go on showing that one.
 func expectServes(port int, dnsName string, s *corev1.Secret) {
 	roots := x509.NewCertPool()
 	Expect(roots.AppendCertsFromPEM(s.Data[caCrt])).To(BeTrue())
-	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: dnsName}}}
-	defer c.CloseIdleConnections()
+	c := &http.Client{Transport: &http.Transport{
+		TLSClientConfig:   &tls.Config{RootCAs: roots, ServerName: dnsName},
+		DisableKeepAlives: true,
+	}}
 	Eventually(func(g Gomega) {
 		resp, err := c.Get("https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) + pingPath)
 		g.Expect(err).NotTo(HaveOccurred())
