@@ -28,60 +28,89 @@ type GroupValidator struct {
 
 var _ admission.Validator[*gatewayv1.Group] = &GroupValidator{}
 
-// ValidateCreate checks every rule.
+// ValidateCreate checks every rule. The whole subtree is read: a group created above groups that already name
+// it as their parent is checked against all of them (depth, enforcement, thresholds).
 func (v *GroupValidator) ValidateCreate(ctx context.Context, g *gatewayv1.Group) (admission.Warnings, error) {
-	return nil, v.validate(ctx, g, withDescendants, true)
+	return nil, v.validate(ctx, g, treeCheck{ancestors: true, descendants: true}, true)
 }
 
 // ValidateUpdate checks the hierarchy when models change and uniqueness when the external id changes. A group
 // being deleted is left alone so that its finalizer can always be removed. The hierarchy is immutable, so an
 // update can only break the cascading rule: against an ancestor by raising a limit, against a descendant by
-// lowering or adding one. Only the second needs the subtree read.
+// lowering or adding one. Only the second needs the subtree read, and only as far down as a descendant that
+// does not already hold the new limits (see treeCheck.shields).
 func (v *GroupValidator) ValidateUpdate(ctx context.Context, old, g *gatewayv1.Group) (admission.Warnings, error) {
 	if g.DeletionTimestamp != nil {
 		return nil, nil
 	}
-	tree := skipTree
+	var tree treeCheck
 	if !equality.Semantic.DeepEqual(old.Spec.Models, g.Spec.Models) || !equality.Semantic.DeepEqual(old.Spec.Hierarchy, g.Spec.Hierarchy) {
-		tree = ancestorsOnly
-		if tightens(old, g) {
-			tree = withDescendants
+		tree.ancestors = true
+		if t := tightened(old, g); len(t) > 0 {
+			tree.descendants, tree.tightened = true, t
 		}
 	}
 	idChanged := old.Spec.ExternalEntityID != g.Spec.ExternalEntityID
-	if tree == skipTree && !idChanged {
+	if !tree.ancestors && !idChanged {
 		return nil, nil
 	}
 	return nil, v.validate(ctx, g, tree, idChanged)
 }
 
 // treeCheck says how much of the hierarchy a write is checked against.
-type treeCheck int
+type treeCheck struct {
+	// ancestors reads g's chain of ancestors; descendants reads its subtree as well.
+	ancestors, descendants bool
+	// tightened, on an update, holds the limits the update adds or lowers; nil on a create.
+	tightened limitSet
+}
 
-const (
-	skipTree treeCheck = iota
-	ancestorsOnly
-	withDescendants
-)
-
-// tightens reports whether g declares a limit that old did not, or a lower threshold than old for the same
-// (slug, type, unit): the only changes a descendant's declared limit can newly exceed.
-func tightens(old, g *gatewayv1.Group) bool {
-	type key struct{ slug, typ, unit string }
-	before := map[key]int64{}
-	for _, m := range old.Spec.Models {
-		for _, l := range append(slices.Clone(m.RateLimits), m.UsageLimits...) {
-			before[key{m.Slug, string(l.Type), string(l.Unit)}] = l.Threshold
+// shields reports whether the subtree below descendant d can be left unread: d declares every tightened limit
+// at or under its new threshold, and d's own descendants were admitted against d (no threshold above an
+// ancestor's), so none of them can exceed the new thresholds either. d itself is still checked. A create
+// has no tightened set and reads the whole subtree. Should two racing writes have left a descendant above d,
+// the reconciler's own check of that descendant against its ancestors still reports it.
+func (t treeCheck) shields(d *gatewayv1.Group) bool {
+	if len(t.tightened) == 0 {
+		return false
+	}
+	held := declaredLimits(d)
+	for k, threshold := range t.tightened {
+		if h, ok := held[k]; !ok || h > threshold {
+			return false
 		}
 	}
+	return true
+}
+
+// limitKey is what the cascading rule compares limits by.
+type limitKey struct{ slug, typ, unit string }
+
+// limitSet maps limits to their thresholds.
+type limitSet map[limitKey]int64
+
+// declaredLimits returns every rate and usage limit g declares.
+func declaredLimits(g *gatewayv1.Group) limitSet {
+	out := limitSet{}
 	for _, m := range g.Spec.Models {
 		for _, l := range append(slices.Clone(m.RateLimits), m.UsageLimits...) {
-			if t, ok := before[key{m.Slug, string(l.Type), string(l.Unit)}]; !ok || l.Threshold < t {
-				return true
-			}
+			out[limitKey{m.Slug, string(l.Type), string(l.Unit)}] = l.Threshold
 		}
 	}
-	return false
+	return out
+}
+
+// tightened returns the limits g declares that old did not, or at a lower threshold than old for the same
+// (slug, type, unit): the only changes a descendant's declared limit can newly exceed.
+func tightened(old, g *gatewayv1.Group) limitSet {
+	before := declaredLimits(old)
+	out := limitSet{}
+	for k, t := range declaredLimits(g) {
+		if b, ok := before[k]; !ok || t < b {
+			out[k] = t
+		}
+	}
+	return out
 }
 
 // ValidateDelete admits every deletion: the finalizer removes the subtree.
@@ -100,8 +129,8 @@ func (v *GroupValidator) validate(ctx context.Context, g *gatewayv1.Group, tree 
 			errs = append(errs, duplicate(externalIDPath, g.Spec.ExternalEntityID, "Group", o.GetName(), "within the namespace"))
 		}
 	}
-	if tree != skipTree {
-		related, err := v.neighbourhood(ctx, g, tree == withDescendants)
+	if tree.ancestors {
+		related, err := v.neighbourhood(ctx, g, tree)
 		if err != nil {
 			return err
 		}
@@ -114,8 +143,10 @@ func (v *GroupValidator) validate(ctx context.Context, g *gatewayv1.Group, tree 
 // tell that a chain is too deep) and, when asked, its descendants (at most MaxDepth levels), each level through
 // the parent field selector with the level's reads in parallel. That costs a handful of small reads for a
 // group with few descendants, whatever the size of the workspace, where listing the namespace would cost time
-// in proportion to every group in it. Groups being deleted do not count.
-func (v *GroupValidator) neighbourhood(ctx context.Context, g *gatewayv1.Group, descendants bool) ([]*gatewayv1.Group, error) {
+// in proportion to every group in it. The walk does not go below a descendant that shields its subtree (see
+// treeCheck.shields), so lowering a limit of a group whose many children already hold lower limits costs one
+// read of the children. Groups being deleted do not count.
+func (v *GroupValidator) neighbourhood(ctx context.Context, g *gatewayv1.Group, tree treeCheck) ([]*gatewayv1.Group, error) {
 	out, err := hierarchy.FetchAncestors(g, func(id string) (*gatewayv1.Group, error) {
 		parent := &gatewayv1.Group{}
 		err := v.Reader.Get(ctx, client.ObjectKey{Namespace: g.Namespace, Name: id}, parent)
@@ -127,7 +158,7 @@ func (v *GroupValidator) neighbourhood(ctx context.Context, g *gatewayv1.Group, 
 	if err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("admission of group %s: %w", g.Name, err))
 	}
-	if !descendants {
+	if !tree.descendants {
 		return out, nil
 	}
 	seen := map[string]bool{g.Name: true}
@@ -147,7 +178,9 @@ func (v *GroupValidator) neighbourhood(ctx context.Context, g *gatewayv1.Group, 
 			}
 			seen[k.Name] = true
 			out = append(out, k)
-			next = append(next, k.Name)
+			if !tree.shields(k) {
+				next = append(next, k.Name)
+			}
 		}
 		level = next
 	}

@@ -1,6 +1,10 @@
 package webhooks_test
 
 import (
+	"context"
+	"fmt"
+	"sync/atomic"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +22,17 @@ const (
 	// would remove it.
 	holdFinalizer = "test.modelgate.io/hold"
 )
+
+// countingReader reads the real API server and counts the lists, to show how much of a workspace a check reads.
+type countingReader struct {
+	client.Reader
+	lists atomic.Int64
+}
+
+func (r *countingReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	r.lists.Add(1)
+	return r.Reader.List(ctx, list, opts...)
+}
 
 var _ = Describe("Group webhook", func() {
 	var ns string
@@ -145,6 +160,53 @@ var _ = Describe("Group webhook", func() {
 		renamed.Spec.ExternalEntityID = "ext-first-2"
 		_, err = v.ValidateUpdate(ctx, twin, renamed)
 		Expect(err).NotTo(HaveOccurred(), "moving off the conflict is admitted")
+	})
+
+	It("reads a lowered group's subtree only below children that do not already hold the lower limit", func() {
+		limit := func(threshold int64) gatewayv1.ModelConfig {
+			return rateModel("m", gatewayv1.LimitTypeRequest, threshold)
+		}
+		root := group(ns, "root", "", cascade, limit(100))
+		Expect(k8s.Create(ctx, root)).To(Succeed())
+		const shielding = 20
+		for i := range shielding {
+			child := fmt.Sprintf("c%d", i)
+			Expect(k8s.Create(ctx, group(ns, child, "root", cascade, limit(50)))).To(Succeed())
+			Expect(k8s.Create(ctx, group(ns, child+"-leaf", child, cascade, limit(40)))).To(Succeed())
+		}
+		// A child without the limit hides nothing: its own child may hold more than the new threshold.
+		Expect(k8s.Create(ctx, group(ns, "open", "root", cascade, gatewayv1.ModelConfig{Slug: "m"}))).To(Succeed())
+		deep := group(ns, "deep", "open", cascade, limit(80))
+		Expect(k8s.Create(ctx, deep)).To(Succeed())
+
+		reads := &countingReader{Reader: k8s}
+		v := &webhooks.GroupValidator{Reader: reads}
+		lowered := root.DeepCopy()
+		lowered.Spec.Models[0].RateLimits[0].Threshold = 60
+		_, err := v.ValidateUpdate(ctx, root, lowered)
+		expectRefused(err, "spec.models[0].rateLimits[0].threshold", "descendant deep declares 80")
+		// root's children, open's children, deep's children; not one read below the 20 children holding 50.
+		Expect(reads.lists.Load()).To(BeEquivalentTo(3))
+
+		By("below a shielding child's own limit, the child itself refuses it")
+		lowered.Spec.Models[0].RateLimits[0].Threshold = 45
+		_, err = v.ValidateUpdate(ctx, root, lowered)
+		expectRefused(err, "spec.models[0].rateLimits[0].threshold", "declares 50")
+
+		By("admitting the lowering once deep is under it, through the API server")
+		deep.Spec.Models[0].RateLimits[0].Threshold = 60
+		Expect(k8s.Update(ctx, deep)).To(Succeed())
+		lowered.Spec.Models[0].RateLimits[0].Threshold = 60
+		Expect(k8s.Update(ctx, lowered)).To(Succeed())
+
+		By("a group created above existing groups reads its whole subtree: nothing there was admitted against it")
+		Expect(k8s.Create(ctx, group(ns, "early", "late", cascade, limit(50)))).To(Succeed())
+		Expect(k8s.Create(ctx, group(ns, "early-leaf", "early", cascade, limit(40)))).To(Succeed())
+		reads.lists.Store(0)
+		_, err = v.ValidateCreate(ctx, group(ns, "late", "", cascade, limit(100)))
+		Expect(err).NotTo(HaveOccurred())
+		// The external id check, then the children of late, early and early-leaf.
+		Expect(reads.lists.Load()).To(BeEquivalentTo(4))
 	})
 
 	It("admits removing the finalizer of a deleting root whose child has since been raised above it", func() {
