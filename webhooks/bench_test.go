@@ -31,9 +31,7 @@ func BenchmarkLowerWideGroup(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	limit := func(threshold int64) gatewayv1.ModelConfig {
-		return rateModel("m", gatewayv1.LimitTypeRequest, threshold)
-	}
+	limit := requestsPerMinute
 	// Straight to the API server: no webhook is installed, the tree is valid by construction.
 	create := func(name, parent string, mode gatewayv1.LimitEnforcement, m gatewayv1.ModelConfig) error {
 		return env.Client.Create(ctx, group(ns, name, parent, mode, m))

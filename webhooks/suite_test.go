@@ -74,5 +74,10 @@ func rateModel(slug string, typ gatewayv1.LimitType, threshold int64) gatewayv1.
 	return gatewayv1.ModelConfig{Slug: slug, RateLimits: []gatewayv1.Limit{{Type: typ, Unit: gatewayv1.UnitMinute, Threshold: threshold}}}
 }
 
+// requestsPerMinute is model m with one REQUEST limit per MINUTE.
+func requestsPerMinute(threshold int64) gatewayv1.ModelConfig {
+	return rateModel("m", gatewayv1.LimitTypeRequest, threshold)
+}
+
 // hash64 is a well-formed hash; the webhooks never look at it, only CEL checks its shape.
 func hash64(i int) string { return fmt.Sprintf("%064x", i) }

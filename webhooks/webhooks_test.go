@@ -163,9 +163,7 @@ var _ = Describe("Group webhook", func() {
 	})
 
 	It("reads a lowered group's subtree only below children that do not already hold the lower limit", func() {
-		limit := func(threshold int64) gatewayv1.ModelConfig {
-			return rateModel("m", gatewayv1.LimitTypeRequest, threshold)
-		}
+		limit := requestsPerMinute
 		root := group(ns, "root", "", cascade, limit(100))
 		Expect(k8s.Create(ctx, root)).To(Succeed())
 		const shielding = 20
