@@ -47,7 +47,7 @@ func (r *EndpointReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_
 	}()
 
 	var same gatewayv1.EndpointList
-	if err := r.List(ctx, &same, client.InNamespace(e.Namespace), client.MatchingFields{IndexEndpointSlug: e.Spec.Slug}, unsafeNoCopy); err != nil {
+	if err := r.List(ctx, &same, client.InNamespace(e.Namespace), client.MatchingFields{gatewayv1.FieldEndpointSlug: e.Spec.Slug}, unsafeNoCopy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to list Endpoints by slug: %w", err)
 	}
 	c := ready(fmt.Sprintf("Endpoint routes slug %s.", e.Spec.Slug))
@@ -66,7 +66,7 @@ func (r *EndpointReconciler) sameSlug(ctx context.Context, obj client.Object) []
 		return nil
 	}
 	var same gatewayv1.EndpointList
-	if err := r.List(ctx, &same, client.InNamespace(e.Namespace), client.MatchingFields{IndexEndpointSlug: e.Spec.Slug}, unsafeNoCopy); err != nil {
+	if err := r.List(ctx, &same, client.InNamespace(e.Namespace), client.MatchingFields{gatewayv1.FieldEndpointSlug: e.Spec.Slug}, unsafeNoCopy); err != nil {
 		logf.FromContext(ctx).Error(err, "Failed to list Endpoints by slug", "slug", e.Spec.Slug)
 		return nil
 	}

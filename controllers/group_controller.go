@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
-	"github.com/modelgate/modelgate/controllers/hierarchy"
+	"github.com/modelgate/modelgate/api/v1alpha1/hierarchy"
 	"github.com/modelgate/modelgate/controllers/translate"
 )
 
@@ -105,25 +105,11 @@ func (r *GroupReconciler) relevant(ctx context.Context, g *gatewayv1.Group) ([]*
 		found[name] = x
 		return x, nil
 	}
-	// walkUp follows parents as far as hierarchy.Index.Chain does: to a root, a missing parent, a cycle, or one
-	// step past the maximum depth.
+	// walkUp reads start's chain as hierarchy.Index.Chain would follow it: to a root, a missing parent, a cycle,
+	// or one step past the maximum depth.
 	walkUp := func(start *gatewayv1.Group) ([]*gatewayv1.Group, error) {
-		chain := []*gatewayv1.Group{start}
-		seen := map[string]bool{start.Name: true}
-		for cur := start; len(chain) <= gatewayv1.MaxDepth; {
-			pid := cur.ParentID()
-			if pid == "" || seen[pid] {
-				break
-			}
-			p, err := get(pid)
-			if err != nil || p == nil {
-				return chain, err
-			}
-			seen[pid] = true
-			chain = append(chain, p)
-			cur = p
-		}
-		return chain, nil
+		ancestors, err := hierarchy.FetchAncestors(start, get)
+		return append([]*gatewayv1.Group{start}, ancestors...), err
 	}
 	chain, err := walkUp(g)
 	if err != nil {
@@ -132,7 +118,7 @@ func (r *GroupReconciler) relevant(ctx context.Context, g *gatewayv1.Group) ([]*
 	for _, m := range chain {
 		var same gatewayv1.GroupList
 		if err := r.List(ctx, &same, client.InNamespace(g.Namespace),
-			client.MatchingFields{IndexGroupExternalID: m.Spec.ExternalEntityID}, unsafeNoCopy); err != nil {
+			client.MatchingFields{gatewayv1.FieldGroupExternalID: m.Spec.ExternalEntityID}, unsafeNoCopy); err != nil {
 			return nil, fmt.Errorf("failed to list Groups by external id: %w", err)
 		}
 		for i := range same.Items {
@@ -162,11 +148,11 @@ func (r *GroupReconciler) reconcileDelete(ctx context.Context, g *gatewayv1.Grou
 		return ctrl.Result{}, nil
 	}
 	var children gatewayv1.GroupList
-	if err := r.List(ctx, &children, client.InNamespace(g.Namespace), client.MatchingFields{IndexGroupParent: g.Name}); err != nil {
+	if err := r.List(ctx, &children, client.InNamespace(g.Namespace), client.MatchingFields{gatewayv1.FieldGroupParent: g.Name}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to list children of Group %s/%s: %w", g.Namespace, g.Name, err)
 	}
 	var keys gatewayv1.APIKeyList
-	if err := r.List(ctx, &keys, client.InNamespace(g.Namespace), client.MatchingFields{IndexAPIKeyGroup: g.Name}); err != nil {
+	if err := r.List(ctx, &keys, client.InNamespace(g.Namespace), client.MatchingFields{gatewayv1.FieldAPIKeyGroup: g.Name}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to list APIKeys of Group %s/%s: %w", g.Namespace, g.Name, err)
 	}
 	var errs []error
@@ -223,7 +209,7 @@ func (r *GroupReconciler) dependents(ctx context.Context, obj client.Object) []r
 	queue := []string{g.Name}
 	for len(queue) > 0 {
 		var children gatewayv1.GroupList
-		if err := r.List(ctx, &children, client.InNamespace(g.Namespace), client.MatchingFields{IndexGroupParent: queue[0]}, unsafeNoCopy); err != nil {
+		if err := r.List(ctx, &children, client.InNamespace(g.Namespace), client.MatchingFields{gatewayv1.FieldGroupParent: queue[0]}, unsafeNoCopy); err != nil {
 			logf.FromContext(ctx).Error(err, "Failed to list child groups", "group", queue[0])
 			break
 		}
@@ -238,7 +224,7 @@ func (r *GroupReconciler) dependents(ctx context.Context, obj client.Object) []r
 		}
 	}
 	var same gatewayv1.GroupList
-	if err := r.List(ctx, &same, client.InNamespace(g.Namespace), client.MatchingFields{IndexGroupExternalID: g.Spec.ExternalEntityID}, unsafeNoCopy); err != nil {
+	if err := r.List(ctx, &same, client.InNamespace(g.Namespace), client.MatchingFields{gatewayv1.FieldGroupExternalID: g.Spec.ExternalEntityID}, unsafeNoCopy); err != nil {
 		logf.FromContext(ctx).Error(err, "Failed to list groups by external id")
 	}
 	for i := range same.Items {

@@ -324,7 +324,7 @@ func (r *keyReconciler[T]) keysSharingPrefix(ctx context.Context, obj client.Obj
 
 // keysOfGroup maps a Group to its federated keys.
 func (r *keyReconciler[T]) keysOfGroup(ctx context.Context, obj client.Object) []reconcile.Request {
-	return r.listRequests(ctx, obj.GetNamespace(), client.MatchingFields{IndexAPIKeyGroup: obj.GetName()})
+	return r.listRequests(ctx, obj.GetNamespace(), client.MatchingFields{gatewayv1.FieldAPIKeyGroup: obj.GetName()})
 }
 
 func (r *keyReconciler[T]) listRequests(ctx context.Context, namespace string, fields client.MatchingFields) []reconcile.Request {

@@ -19,21 +19,13 @@ import (
 )
 
 // Field indexes registered on the manager's cache. Webhooks and other readers of the same cache may list with
-// them (client.MatchingFields{IndexGroupParent: "acme"}); they must not register the same names again.
+// them (client.MatchingFields{gatewayv1.FieldGroupParent: "acme"}); they must not register the same names again.
 const (
-	// IndexGroupParent indexes Groups by spec.hierarchy.parentGroupID (roots are not indexed).
-	IndexGroupParent = "spec.hierarchy.parentGroupID"
-	// IndexGroupExternalID indexes Groups by spec.externalEntityID.
-	IndexGroupExternalID = "spec.externalEntityID"
-	// IndexAPIKeyGroup indexes APIKeys by spec.groupID.
-	IndexAPIKeyGroup = "spec.groupID"
 	// IndexKeyPrefix indexes APIKeys and WorkspaceAPIKeys by every prefix they carry: spec.prefix and
 	// status.prefix (derived from a Secret or a minted key).
 	IndexKeyPrefix = "prefix"
 	// IndexKeySecretRef indexes APIKeys and WorkspaceAPIKeys by spec.secretRef.name.
 	IndexKeySecretRef = "spec.secretRef.name"
-	// IndexEndpointSlug indexes Endpoints by spec.slug.
-	IndexEndpointSlug = "spec.slug"
 )
 
 // Options tunes the reconcilers. The zero value is what production runs.
@@ -98,13 +90,13 @@ func setupIndexes(ctx context.Context, mgr ctrl.Manager) error {
 		field string
 		fn    client.IndexerFunc
 	}{
-		{&gatewayv1.Group{}, IndexGroupParent, func(o client.Object) []string {
+		{&gatewayv1.Group{}, gatewayv1.FieldGroupParent, func(o client.Object) []string {
 			return nonEmpty(o.(*gatewayv1.Group).ParentID())
 		}},
-		{&gatewayv1.Group{}, IndexGroupExternalID, func(o client.Object) []string {
+		{&gatewayv1.Group{}, gatewayv1.FieldGroupExternalID, func(o client.Object) []string {
 			return nonEmpty(o.(*gatewayv1.Group).Spec.ExternalEntityID)
 		}},
-		{&gatewayv1.APIKey{}, IndexAPIKeyGroup, func(o client.Object) []string {
+		{&gatewayv1.APIKey{}, gatewayv1.FieldAPIKeyGroup, func(o client.Object) []string {
 			return nonEmpty(o.(*gatewayv1.APIKey).Spec.GroupID)
 		}},
 		{&gatewayv1.APIKey{}, IndexKeyPrefix, func(o client.Object) []string {
@@ -127,7 +119,7 @@ func setupIndexes(ctx context.Context, mgr ctrl.Manager) error {
 			}
 			return nil
 		}},
-		{&gatewayv1.Endpoint{}, IndexEndpointSlug, func(o client.Object) []string {
+		{&gatewayv1.Endpoint{}, gatewayv1.FieldEndpointSlug, func(o client.Object) []string {
 			return nonEmpty(o.(*gatewayv1.Endpoint).Spec.Slug)
 		}},
 	}

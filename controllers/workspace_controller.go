@@ -16,12 +16,6 @@ import (
 	"github.com/modelgate/modelgate/controllers/translate"
 )
 
-// Reasons of a Workspace's Ready condition beyond the shared ones.
-const (
-	ReasonDuplicateWorkspace = "DuplicateWorkspace"
-	ReasonSnapshotPending    = "SnapshotPending"
-)
-
 // WorkspaceReconciler reports whether a Workspace is the one that configures its namespace and whether a
 // snapshot of it is published. status.snapshotVersion is written by the materializer.
 type WorkspaceReconciler struct {
@@ -61,14 +55,14 @@ func (r *WorkspaceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	for i := range all.Items {
 		o := &all.Items[i]
 		if o.Name != ws.Name && o.DeletionTimestamp.IsZero() && translate.Older(o, ws) {
-			c = check{reason: ReasonDuplicateWorkspace, failed: true,
+			c = check{reason: gatewayv1.ReasonDuplicateWorkspace, failed: true,
 				message: fmt.Sprintf("Workspace %s is older and configures namespace %s; a namespace has at most one Workspace, so this one is ignored.",
 					o.Name, ws.Namespace)}
 			break
 		}
 	}
 	if !c.failed && ws.Status.SnapshotVersion == 0 {
-		c = check{reason: ReasonSnapshotPending, failed: true, message: "No snapshot of the workspace is published yet."}
+		c = check{reason: gatewayv1.ReasonSnapshotPending, failed: true, message: "No snapshot of the workspace is published yet."}
 	}
 	ws.Status.ObservedGeneration = ws.Generation
 	setReady(&ws.Status.Conditions, c, ws.Generation)

@@ -45,7 +45,7 @@ func (v *APIKeyValidator) validate(ctx context.Context, k *gatewayv1.APIKey) err
 	if k.Spec.Prefix == "" {
 		return nil
 	}
-	o, err := holder(ctx, v.Reader, &gatewayv1.APIKeyList{}, k, k.Spec.Prefix, fieldSpecPrefix, fieldStatusPrefix)
+	o, err := holder(ctx, v.Reader, &gatewayv1.APIKeyList{}, k, k.Spec.Prefix, gatewayv1.FieldSpecPrefix, gatewayv1.FieldStatusPrefix)
 	if err != nil {
 		return listFailed("APIKeys", k.Namespace, err)
 	}

@@ -41,7 +41,7 @@ func (v *EndpointValidator) ValidateDelete(context.Context, *gatewayv1.Endpoint)
 }
 
 func (v *EndpointValidator) validate(ctx context.Context, e *gatewayv1.Endpoint) error {
-	o, err := holder(ctx, v.Reader, &gatewayv1.EndpointList{}, e, e.Spec.Slug, fieldSlug)
+	o, err := holder(ctx, v.Reader, &gatewayv1.EndpointList{}, e, e.Spec.Slug, gatewayv1.FieldEndpointSlug)
 	if err != nil {
 		return listFailed("Endpoints", e.Namespace, err)
 	}

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
-	"github.com/modelgate/modelgate/controllers/hierarchy"
+	"github.com/modelgate/modelgate/api/v1alpha1/hierarchy"
 )
 
 // +kubebuilder:webhook:path=/validate-gateway-modelgate-io-v1alpha1-group,mutating=false,failurePolicy=fail,sideEffects=None,groups=gateway.modelgate.io,resources=groups,verbs=create;update,versions=v1alpha1,name=vgroup-v1alpha1.gateway.modelgate.io,admissionReviewVersions=v1
@@ -121,7 +121,7 @@ func (v *GroupValidator) ValidateDelete(context.Context, *gatewayv1.Group) (admi
 func (v *GroupValidator) validate(ctx context.Context, g *gatewayv1.Group, tree treeCheck, checkID bool) error {
 	var errs field.ErrorList
 	if checkID {
-		o, err := holder(ctx, v.Reader, &gatewayv1.GroupList{}, g, g.Spec.ExternalEntityID, fieldExternalID)
+		o, err := holder(ctx, v.Reader, &gatewayv1.GroupList{}, g, g.Spec.ExternalEntityID, gatewayv1.FieldGroupExternalID)
 		if err != nil {
 			return listFailed("Groups", g.Namespace, err)
 		}
@@ -197,7 +197,7 @@ func (v *GroupValidator) children(ctx context.Context, ns string, parents []stri
 	eg.SetLimit(childReads)
 	for i, id := range parents {
 		eg.Go(func() error {
-			return v.Reader.List(ctx, &lists[i], client.InNamespace(ns), client.MatchingFields{fieldParent: id})
+			return v.Reader.List(ctx, &lists[i], client.InNamespace(ns), client.MatchingFields{gatewayv1.FieldGroupParent: id})
 		})
 	}
 	if err := eg.Wait(); err != nil {

@@ -1,6 +1,6 @@
 // Package webhooks holds the validating admission webhooks of the gateway.modelgate.io kinds. They enforce the
 // rules that read other objects of the same namespace (the workspace): group hierarchy depth, cycles, modes and
-// cascading thresholds (through controllers/hierarchy, the same functions the reconciler runs again), and
+// cascading thresholds (through api/v1alpha1/hierarchy, the same functions the reconciler runs again), and
 // uniqueness of external ids, key prefixes, endpoint slugs and the Workspace itself. Rules about one object alone
 // live in the CRDs' CEL. Every refusal is an Invalid status whose causes carry the field path and the rule.
 //
@@ -62,15 +62,6 @@ func SetupWithManager(mgr manager.Manager) error {
 	}
 	return nil
 }
-
-// Field selectors declared by the CRDs' +kubebuilder:selectablefield markers.
-const (
-	fieldExternalID   = "spec.externalEntityID"
-	fieldParent       = "spec.hierarchy.parentGroupID"
-	fieldSpecPrefix   = "spec.prefix"
-	fieldStatusPrefix = "status.prefix"
-	fieldSlug         = "spec.slug"
-)
 
 // refuse turns field errors into the Invalid status the API server returns to the client, so the response
 // carries each field path, or nil when there are none.

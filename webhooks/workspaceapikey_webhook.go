@@ -42,7 +42,7 @@ func (v *WorkspaceAPIKeyValidator) validate(ctx context.Context, k *gatewayv1.Wo
 	if k.Spec.Prefix == "" {
 		return nil
 	}
-	o, err := holder(ctx, v.Reader, &gatewayv1.WorkspaceAPIKeyList{}, k, k.Spec.Prefix, fieldSpecPrefix, fieldStatusPrefix)
+	o, err := holder(ctx, v.Reader, &gatewayv1.WorkspaceAPIKeyList{}, k, k.Spec.Prefix, gatewayv1.FieldSpecPrefix, gatewayv1.FieldStatusPrefix)
 	if err != nil {
 		return listFailed("WorkspaceAPIKeys", k.Namespace, err)
 	}

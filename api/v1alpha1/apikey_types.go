@@ -24,6 +24,17 @@ type APIKeySpec struct {
 	KeySource `json:",inline"`
 }
 
+// Field selectors of APIKeys and WorkspaceAPIKeys, declared by the +kubebuilder:selectablefield markers of both
+// kinds.
+const (
+	// FieldAPIKeyGroup selects APIKeys by spec.groupID.
+	FieldAPIKeyGroup = "spec.groupID"
+	// FieldSpecPrefix selects keys by the prefix a REST mint or registration wrote into the spec.
+	FieldSpecPrefix = "spec.prefix"
+	// FieldStatusPrefix selects keys by the prefix derived from a Secret or a controller-minted key.
+	FieldStatusPrefix = "status.prefix"
+)
+
 // APIKey is a federated API key: customers call models with it through gatewayd, and its usage counts against
 // its Group's limits. Only a prefix and a SHA-256 hash of the key are ever stored in the object.
 //

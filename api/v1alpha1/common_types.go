@@ -18,6 +18,10 @@ const (
 	ReasonDuplicateSlug     = "DuplicateSlug"
 	ReasonDuplicateExternal = "DuplicateExternalEntityID"
 	ReasonDeleting          = "Deleting"
+
+	// Reasons of a Workspace's Ready condition.
+	ReasonDuplicateWorkspace = "DuplicateWorkspace"
+	ReasonSnapshotPending    = "SnapshotPending"
 )
 
 // Finalizer is placed on Groups so that deleting one removes its whole subtree and keys, with or without a

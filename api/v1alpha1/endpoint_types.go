@@ -57,6 +57,9 @@ type EndpointSpec struct {
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 }
 
+// FieldEndpointSlug selects Endpoints by spec.slug, declared by the +kubebuilder:selectablefield marker below.
+const FieldEndpointSlug = "spec.slug"
+
 // Endpoint routes a model slug to an OpenAI-compatible upstream. Without one, no call to the slug can succeed.
 //
 // +kubebuilder:object:root=true

@@ -180,6 +180,15 @@ type GroupStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
+// Field selectors of Groups, declared by the +kubebuilder:selectablefield markers below. The manager's cache indexes
+// the same paths under the same names, so client.MatchingFields reads alike from the cache and the API server.
+const (
+	// FieldGroupExternalID selects Groups by spec.externalEntityID.
+	FieldGroupExternalID = "spec.externalEntityID"
+	// FieldGroupParent selects Groups by spec.hierarchy.parentGroupID.
+	FieldGroupParent = "spec.hierarchy.parentGroupID"
+)
+
 // Group is a billable customer of the gateway. Its metadata.name is the id used by the REST API and by
 // children's hierarchy.parentGroupID; its namespace is its workspace.
 //

@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
-	"github.com/modelgate/modelgate/controllers/hierarchy"
+	"github.com/modelgate/modelgate/api/v1alpha1/hierarchy"
 )
 
 // Verdict is whether one group can be served, and why not. The Group reconciler writes it into the Ready

@@ -34,15 +34,6 @@ type UsageReader interface {
 	DailyUsage(ctx context.Context, namespace, groupID, slug, limitType string, now time.Time) (int64, error)
 }
 
-// Field selectors declared by the CRDs' +kubebuilder:selectablefield markers. The handlers read the few objects a
-// call involves through them, rather than listing a workspace that may hold many thousands of groups and keys.
-const (
-	fieldExternalID   = "spec.externalEntityID"
-	fieldGroupID      = "spec.groupID"
-	fieldSpecPrefix   = "spec.prefix"
-	fieldStatusPrefix = "status.prefix"
-)
-
 // Options configures the API.
 type Options struct {
 	// Client reads and writes the custom resources. It should read from the API server directly (not through

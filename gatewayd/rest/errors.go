@@ -14,7 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/modelgate/modelgate/controllers/hierarchy"
+	"github.com/modelgate/modelgate/api/v1alpha1/hierarchy"
 )
 
 // errorBody is the envelope of every error but the management 429.

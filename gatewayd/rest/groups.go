@@ -15,7 +15,7 @@ import (
 
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
-	"github.com/modelgate/modelgate/controllers/hierarchy"
+	"github.com/modelgate/modelgate/api/v1alpha1/hierarchy"
 )
 
 // JSON shapes of SPEC.md "Group".
@@ -189,7 +189,7 @@ func (a *API) listGroups(w http.ResponseWriter, r *http.Request, c caller) {
 // than a list of the whole workspace.
 func (a *API) findGroupsByExternalID(w http.ResponseWriter, r *http.Request, c caller, ext string) {
 	var list gatewayv1.GroupList
-	if err := a.opts.Client.List(r.Context(), &list, client.InNamespace(c.namespace), client.MatchingFields{fieldExternalID: ext}); err != nil {
+	if err := a.opts.Client.List(r.Context(), &list, client.InNamespace(c.namespace), client.MatchingFields{gatewayv1.FieldGroupExternalID: ext}); err != nil {
 		writeKubeError(w, r, "list groups", err)
 		return
 	}

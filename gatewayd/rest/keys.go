@@ -217,7 +217,7 @@ func (a *API) loadKey(w http.ResponseWriter, r *http.Request, c caller) (*gatewa
 // groupKeys lists the live keys of a group that have a prefix, sorted by prefix.
 func (a *API) groupKeys(ctx context.Context, ns, groupID string) ([]*gatewayv1.APIKey, error) {
 	var list gatewayv1.APIKeyList
-	if err := a.opts.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{fieldGroupID: groupID}); err != nil {
+	if err := a.opts.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{gatewayv1.FieldAPIKeyGroup: groupID}); err != nil {
 		return nil, err
 	}
 	var out []*gatewayv1.APIKey
@@ -234,7 +234,7 @@ func (a *API) groupKeys(ctx context.Context, ns, groupID string) ([]*gatewayv1.A
 // findAPIKey returns the live key of the namespace with the prefix, or nil. A key's prefix is in its spec when
 // it was registered by hash and in its status otherwise, so both field selectors are asked.
 func (a *API) findAPIKey(ctx context.Context, ns, prefix string) (*gatewayv1.APIKey, error) {
-	for _, f := range []string{fieldSpecPrefix, fieldStatusPrefix} {
+	for _, f := range []string{gatewayv1.FieldSpecPrefix, gatewayv1.FieldStatusPrefix} {
 		var list gatewayv1.APIKeyList
 		if err := a.opts.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{f: prefix}); err != nil {
 			return nil, err
