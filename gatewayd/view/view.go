@@ -76,9 +76,8 @@ type WorkspaceKey struct {
 	Namespace string
 	Prefix    string
 	Hash      [sha256.Size]byte
-	Type      string
-	// Models, when not empty, are the only model ids the key may call.
-	Models []string
+	// Record is the key's snapshot record: type, owner, team and scopes. Read only.
+	Record *snapshot.WorkspaceAPIKey
 }
 
 // Endpoint routes a slug to its upstream.
@@ -226,13 +225,14 @@ func Build(s *snapshot.Snapshot, version int64, checksum string, store limits.St
 		}
 		ns.keys = append(ns.keys, &Key{ID: k.ID, Prefix: k.Prefix, Hash: hash, Group: g})
 	}
-	for _, k := range s.WorkspaceAPIKeys {
+	for i := range s.WorkspaceAPIKeys {
+		k := &s.WorkspaceAPIKeys[i]
 		hash, err := parseKey(k.Prefix, k.Hash)
 		if err != nil {
 			return nil, fmt.Errorf("workspaceAPIKeys[%s]: %w", k.ID, err)
 		}
 		ns.workspaceKeys = append(ns.workspaceKeys, &WorkspaceKey{ID: k.ID, Namespace: s.Namespace, Prefix: k.Prefix,
-			Hash: hash, Type: k.Type, Models: k.Models})
+			Hash: hash, Record: k})
 	}
 	for _, e := range s.Endpoints {
 		if len(e.Targets) == 0 {

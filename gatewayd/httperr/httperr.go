@@ -1,0 +1,105 @@
+// Package httperr is the one error envelope of every gatewayd answer, {"error", "error_code", "detail"}, with the
+// codes and the writers that send it. Model calls, the management API and billing all answer through it, so a
+// client parses one shape whatever route refused it. The management 429 is the one exception SPEC.md fixes:
+// {"error", "retry_after"}, written by RateLimited.
+package httperr
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+)
+
+// Error codes. Model-call codes follow DESIGN.md "REST API decisions"; the management codes name the rule a
+// request broke.
+const (
+	CodeClientError        = "client_error"
+	CodeUnauthorized       = "unauthorized"
+	CodeForbidden          = "forbidden"
+	CodeModelDoesNotExist  = "model_does_not_exist"
+	CodeRateLimited        = "rate_limited"
+	CodeUsageLimitExceeded = "usage_limit_exceeded"
+	CodeModelUnavailable   = "model_unavailable"
+	CodeModelNotReady      = "model_not_ready"
+	CodeTimeout            = "timeout"
+	CodeLimitsUnavailable  = "limits_unavailable"
+	CodeInternal           = "internal_error"
+
+	CodeInvalidRequest          = "invalid_request"
+	CodeInvalidType             = "invalid_type"
+	CodeUnknownField            = "unknown_field"
+	CodeMalformedJSON           = "malformed_json"
+	CodeNotFound                = "not_found"
+	CodeConflict                = "conflict"
+	CodeChildExceedsParentLimit = "child_exceeds_parent_limit"
+	CodeUnavailable             = "unavailable"
+	CodeControlPlaneUnavailable = "control_plane_unavailable"
+)
+
+// Codes of a body over the size cap: model calls and management calls still name it differently.
+const (
+	CodeRequestTooLarge = "request_too_large"
+	CodeBodyTooLarge    = "body_too_large"
+)
+
+// MsgRateLimited is the exact error of a management 429 (SPEC.md "Errors").
+const MsgRateLimited = "Rate limit exceeded. Please try again later."
+
+// Body is the error envelope.
+type Body struct {
+	Error     string `json:"error"`
+	ErrorCode string `json:"error_code"`
+	Detail    any    `json:"detail"`
+}
+
+// FieldError names one refused field and the rule it broke.
+type FieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// Error is a refusal that a lower layer decides and the handler writes: the status, the code, the sentence and
+// the detail of the envelope.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+	Detail  any
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// New returns an Error.
+func New(status int, code, msg string, detail any) *Error {
+	return &Error{Status: status, Code: code, Message: msg, Detail: detail}
+}
+
+// WriteJSON writes v as the JSON answer with status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":"Internal error.","error_code":"internal_error","detail":null}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// Write writes the envelope with status.
+func Write(w http.ResponseWriter, status int, code, msg string, detail any) {
+	WriteJSON(w, status, Body{Error: msg, ErrorCode: code, Detail: detail})
+}
+
+// WriteError writes e.
+func WriteError(w http.ResponseWriter, e *Error) {
+	Write(w, e.Status, e.Code, e.Message, e.Detail)
+}
+
+// RateLimited writes the management 429 of SPEC.md with its Retry-After header.
+func RateLimited(w http.ResponseWriter, retryAfter int) {
+	w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+	WriteJSON(w, http.StatusTooManyRequests, struct {
+		Error      string `json:"error"`
+		RetryAfter int    `json:"retry_after"`
+	}{MsgRateLimited, retryAfter})
+}
