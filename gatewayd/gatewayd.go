@@ -1,7 +1,8 @@
-// Package gatewayd is modelgate's data plane: it authenticates federated and workspace keys, enforces the
-// group limits, forwards OpenAI-compatible and predict calls to their upstreams (streaming without buffering),
-// settles token usage and exports Prometheus metrics. Everything it decides comes from the snapshot that the
-// reload package keeps current; the only other thing it reads from Kubernetes is the upstreams' key Secrets.
+// Package gatewayd assembles modelgate's data plane: the snapshot loader (reload), the model-call handlers
+// (inference, over the forwarding core in upstream), the /v1 management API (rest), billing, health and metrics,
+// on one mux and one server with a graceful stop. It owns wiring and lifecycle only; each concern lives in its
+// own package (docs/architecture.md). Everything it serves comes from the snapshot that the reload package keeps
+// current; the only other thing it reads from Kubernetes is the upstreams' key Secrets.
 //
 // Use Run for a blocking server, or New then Serve on a listener of your own and wait on Ready, as the tests
 // and the local stack do.
@@ -23,9 +24,13 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
+	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/billing"
+	"github.com/modelgate/modelgate/gatewayd/httperr"
+	"github.com/modelgate/modelgate/gatewayd/inference"
 	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/gatewayd/reload"
+	"github.com/modelgate/modelgate/gatewayd/upstream"
 	"github.com/modelgate/modelgate/gatewayd/view"
 )
 
@@ -60,7 +65,7 @@ type Options struct {
 	Store limits.Store
 	// Clock drives the limit windows; the real clock when nil. Tests pass a fake one.
 	Clock clock.PassiveClock
-	// Transport reaches the upstreams; NewUpstreamTransport() when nil.
+	// Transport reaches the upstreams; upstream.NewTransport() when nil.
 	Transport http.RoundTripper
 	// ReadYourWritesTimeout bounds how long a management write waits for this replica to load the snapshot that
 	// contains it; the management API's default when zero.
@@ -89,9 +94,7 @@ type Options struct {
 type Gateway struct {
 	opts    Options
 	loader  *reload.Loader
-	secrets *secretCache
-	client  *http.Client
-	metrics *metrics
+	secrets *upstream.Secrets
 	mux     *http.ServeMux
 	billing *billing.Recorder
 }
@@ -122,9 +125,6 @@ func New(opts Options) (*Gateway, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	if opts.Transport == nil {
-		opts.Transport = NewUpstreamTransport()
-	}
 	if opts.Registry == nil {
 		opts.Registry = prometheus.NewRegistry()
 		opts.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -137,17 +137,14 @@ func New(opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := newMetrics(opts.Registry)
+	m, err := inference.NewMetrics(opts.Registry)
 	if err != nil {
 		return nil, err
 	}
 	g := &Gateway{
 		opts:    opts,
 		loader:  loader,
-		secrets: newSecretCache(cs, opts.SecretTTL),
-		// No client-wide timeout: deadlines are per call, and streams may legitimately run long.
-		client:  &http.Client{Transport: opts.Transport},
-		metrics: m,
+		secrets: upstream.NewSecrets(cs, opts.SecretTTL),
 		mux:     http.NewServeMux(),
 	}
 	g.routes()
@@ -159,6 +156,15 @@ func New(opts Options) (*Gateway, error) {
 		})
 		g.mux.Handle("GET /v1/gateway/events", billing.Handler(opts.Billing, g.billingCaller))
 	}
+	inference.New(inference.Options{
+		View:         loader.View,
+		Limits:       opts.Store,
+		Clock:        opts.Clock,
+		Upstream:     upstream.New(upstream.Options{Transport: opts.Transport, Secrets: g.secrets, Timeout: opts.UpstreamTimeout}),
+		Metrics:      m,
+		MaxBodyBytes: opts.MaxBodyBytes,
+		Billing:      g.billing,
+	}).Register(g.mux)
 	if !opts.DisableManagementAPI {
 		if err := g.mountManagement(); err != nil {
 			return nil, err
@@ -171,10 +177,6 @@ func (g *Gateway) routes() {
 	g.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	g.mux.HandleFunc("GET /readyz", g.readyz)
 	g.mux.Handle("GET /metrics", promhttp.HandlerFor(g.opts.Registry, promhttp.HandlerOpts{Registry: g.opts.Registry}))
-	for _, suffix := range []string{"/chat/completions", "/completions", "/embeddings"} {
-		g.mux.Handle("POST /v1"+suffix, g.inference(suffix))
-	}
-	g.mux.HandleFunc("POST /models/{model_id}/production/predict", g.predict)
 }
 
 // Ready is closed once the first good snapshot of every served namespace is loaded.
@@ -257,16 +259,34 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-// UpstreamIdleConnsPerHost is how many idle connections gatewayd keeps to each upstream. Go's default of 2 makes
-// every call beyond the second concurrent one to an upstream open a new connection and leave it in TIME_WAIT,
-// which costs a handshake per call and, under load, can exhaust the ephemeral ports of the pod.
-const UpstreamIdleConnsPerHost = 256
+// billingCaller authenticates GET /v1/gateway/events with a workspace key allowed to manage the gateway, as
+// the other /v1/gateway routes do.
+func (g *Gateway) billingCaller(r *http.Request) (string, *httperr.Error) {
+	c, refusal := auth.Workspace(r, auth.ViewLookup(g.loader.View))
+	if refusal != nil {
+		return "", refusal
+	}
+	if !c.MayManageGateway() {
+		return "", httperr.New(http.StatusForbidden, httperr.CodeForbidden,
+			"This key type may not read billing events; use a WORKSPACE_MANAGE_ALL key or an admin's PERSONAL key.", nil)
+	}
+	return c.Namespace, nil
+}
 
-// NewUpstreamTransport is gatewayd's transport to the upstreams: http.DefaultTransport's dialer, proxy, TLS and
-// timeouts, with UpstreamIdleConnsPerHost idle connections kept per upstream.
-func NewUpstreamTransport() *http.Transport {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConnsPerHost = UpstreamIdleConnsPerHost
-	t.MaxIdleConns = 4 * UpstreamIdleConnsPerHost
-	return t
+// billingTargets are the billing webhooks of the served workspaces, with their signing secrets read lazily.
+func (g *Gateway) billingTargets() map[string]billing.Target {
+	v := g.loader.View()
+	out := map[string]billing.Target{}
+	for _, name := range v.Namespaces() {
+		n := v.Namespace(name)
+		if n == nil || n.Snapshot == nil || n.Snapshot.Workspace.BillingWebhook == nil {
+			continue
+		}
+		hook := n.Snapshot.Workspace.BillingWebhook
+		ref := hook.Secret
+		out[name] = billing.Target{URL: hook.URL, Secret: func(ctx context.Context) (string, error) {
+			return g.secrets.Get(ctx, name, &ref)
+		}}
+	}
+	return out
 }

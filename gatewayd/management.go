@@ -3,7 +3,6 @@ package gatewayd
 import (
 	"context"
 	"fmt"
-	"sort"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/gatewayd/reload"
 	"github.com/modelgate/modelgate/gatewayd/rest"
@@ -45,25 +45,9 @@ func (g *Gateway) mountManagement() error {
 // directory answers the management API from the loaded snapshots.
 type directory struct{ loader *reload.Loader }
 
+// WorkspaceKey authenticates a workspace key against the view in force.
 func (d directory) WorkspaceKey(apiKey string) (string, snapshot.WorkspaceAPIKey, bool) {
-	// One view for both lookups, so a swap in between cannot pair a key with another snapshot.
-	v := d.loader.View()
-	k := v.LookupWorkspaceKey(apiKey)
-	if k == nil {
-		return "", snapshot.WorkspaceAPIKey{}, false
-	}
-	ns := v.Namespace(k.Namespace)
-	if ns == nil || ns.Snapshot == nil {
-		return "", snapshot.WorkspaceAPIKey{}, false
-	}
-	keys := ns.Snapshot.WorkspaceAPIKeys // sorted by prefix
-	i := sort.Search(len(keys), func(i int) bool { return keys[i].Prefix >= k.Prefix })
-	for ; i < len(keys) && keys[i].Prefix == k.Prefix; i++ {
-		if keys[i].ID == k.ID {
-			return k.Namespace, keys[i], true
-		}
-	}
-	return "", snapshot.WorkspaceAPIKey{}, false
+	return auth.ViewLookup(d.loader.View)(apiKey)
 }
 
 // WaitFor blocks until the loaded snapshot of namespace satisfies pred. It takes the change signal before

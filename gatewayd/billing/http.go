@@ -1,11 +1,12 @@
 package billing
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/modelgate/modelgate/gatewayd/httperr"
 )
 
 // Page sizes of GET /v1/gateway/events.
@@ -14,15 +15,9 @@ const (
 	MaxLimit     = 1000
 )
 
-// Authenticate resolves the workspace key of a request to its namespace. It answers ok=false for a missing or
-// unknown key, and allowed=false for a key whose type may not read billing events.
-type Authenticate func(r *http.Request) (namespace string, ok, allowed bool)
-
-type errorBody struct {
-	Error     string `json:"error"`
-	ErrorCode string `json:"error_code"`
-	Detail    any    `json:"detail"`
-}
+// Authenticate resolves the workspace key of a request to its namespace, or returns the refusal to answer: a
+// missing or unknown key, or a key whose type may not read billing events.
+type Authenticate func(r *http.Request) (namespace string, refusal *httperr.Error)
 
 type page struct {
 	Items      []Event    `json:"items"`
@@ -34,14 +29,8 @@ type pagination struct {
 	Cursor  *string `json:"cursor"`
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
 func badRequest(w http.ResponseWriter, field, msg string) {
-	writeJSON(w, http.StatusBadRequest, errorBody{Error: field + ": " + msg, ErrorCode: "client_error", Detail: map[string]string{"field": field}})
+	httperr.Write(w, http.StatusBadRequest, httperr.CodeClientError, field+": "+msg, map[string]string{"field": field})
 }
 
 // Handler serves GET /v1/gateway/events: the events of the caller's workspace in ascending time order,
@@ -50,13 +39,9 @@ func badRequest(w http.ResponseWriter, field, msg string) {
 // {items, pagination{has_more, cursor}} envelope of the other list routes.
 func Handler(store Store, auth Authenticate) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ns, ok, allowed := auth(r)
-		if !ok {
-			writeJSON(w, http.StatusUnauthorized, errorBody{Error: "Missing or unknown API key: send Authorization: Bearer <workspace API key>.", ErrorCode: "unauthorized"})
-			return
-		}
-		if !allowed {
-			writeJSON(w, http.StatusForbidden, errorBody{Error: "This key type may not read billing events; use a WORKSPACE_MANAGE_ALL key or an admin's PERSONAL key.", ErrorCode: "forbidden"})
+		ns, refusal := auth(r)
+		if refusal != nil {
+			httperr.WriteError(w, refusal)
 			return
 		}
 		qv := r.URL.Query()
@@ -90,7 +75,7 @@ func Handler(store Store, auth Authenticate) http.Handler {
 				badRequest(w, "cursor", "not one this server issued")
 				return
 			}
-			writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "Billing events could not be read; retry shortly.", ErrorCode: "unavailable"})
+			httperr.Write(w, http.StatusServiceUnavailable, httperr.CodeUnavailable, "Billing events could not be read; retry shortly.", nil)
 			return
 		}
 		p := page{Items: events}
@@ -100,7 +85,7 @@ func Handler(store Store, auth Authenticate) http.Handler {
 		if next != "" {
 			p.Pagination = pagination{HasMore: true, Cursor: &next}
 		}
-		writeJSON(w, http.StatusOK, p)
+		httperr.WriteJSON(w, http.StatusOK, p)
 	})
 }
 

@@ -65,6 +65,8 @@ type Error struct {
 	Code    string
 	Message string
 	Detail  any
+	// RetryAfter, when positive, is sent as the Retry-After header, in seconds.
+	RetryAfter int64
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -90,8 +92,11 @@ func Write(w http.ResponseWriter, status int, code, msg string, detail any) {
 	WriteJSON(w, status, Body{Error: msg, ErrorCode: code, Detail: detail})
 }
 
-// WriteError writes e.
+// WriteError writes e, with its Retry-After header when it has one.
 func WriteError(w http.ResponseWriter, e *Error) {
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(e.RetryAfter, 10))
+	}
 	Write(w, e.Status, e.Code, e.Message, e.Detail)
 }
 

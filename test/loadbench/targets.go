@@ -22,6 +22,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/billing"
 	"github.com/modelgate/modelgate/gatewayd/gatewaytest"
 	"github.com/modelgate/modelgate/gatewayd/limits"
+	gwupstream "github.com/modelgate/modelgate/gatewayd/upstream"
 	"github.com/modelgate/modelgate/test/upstream"
 )
 
@@ -82,7 +83,7 @@ func (u *upstreams) startProxy(log logr.Logger, target string) (string, error) {
 	}
 	p := httputil.NewSingleHostReverseProxy(to)
 	// The default FlushInterval already passes text/event-stream through unbuffered.
-	p.Transport = gatewayd.NewUpstreamTransport()
+	p.Transport = gwupstream.NewTransport()
 	// A broken stream shows up as a violation; the proxy's log says what broke it.
 	p.ErrorLog = stdlog.New(logWriter{log.WithName("bare proxy")}, "", 0)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -1,4 +1,4 @@
-package gatewayd
+package inference
 
 import (
 	"bytes"
@@ -80,33 +80,4 @@ func forceIncludeUsage(raw json.RawMessage) (json.RawMessage, error) {
 	}
 	opts["include_usage"] = json.RawMessage("true")
 	return json.Marshal(opts)
-}
-
-// usage is the OpenAI usage object.
-type usage struct {
-	PromptTokens     int64 `json:"prompt_tokens"`
-	CompletionTokens int64 `json:"completion_tokens"`
-	TotalTokens      int64 `json:"total_tokens"`
-}
-
-// total is what a TOKEN limit charges: prompt plus completion tokens, or the reported total when an upstream
-// gives only that.
-func (u usage) total() int64 {
-	if n := u.PromptTokens + u.CompletionTokens; n > 0 {
-		return n
-	}
-	return u.TotalTokens
-}
-
-// usageOf reads the usage of a JSON response or stream chunk, and whether the chunk carries no choice (the
-// final usage chunk of a stream).
-func usageOf(b []byte) (u usage, ok, noChoices bool) {
-	var v struct {
-		Choices []json.RawMessage `json:"choices"`
-		Usage   *usage            `json:"usage"`
-	}
-	if json.Unmarshal(b, &v) != nil || v.Usage == nil {
-		return usage{}, false, false
-	}
-	return *v.Usage, true, len(v.Choices) == 0
 }

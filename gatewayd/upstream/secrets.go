@@ -1,4 +1,4 @@
-package gatewayd
+package upstream
 
 import (
 	"context"
@@ -16,10 +16,10 @@ import (
 // defaultSecretKey is the Secret entry holding an upstream key when the reference names none.
 const defaultSecretKey = "api_key"
 
-// secretCache reads upstream keys from their Secrets with a short TTL. A cached get rather than an informer,
+// Secrets reads upstream keys from their Secrets with a short TTL. A cached get rather than an informer,
 // because gatewayd must not hold every Secret of every namespace in memory to use a handful; a rotated key
 // is picked up within the TTL.
-type secretCache struct {
+type Secrets struct {
 	client kubernetes.Interface
 	ttl    time.Duration
 	mu     sync.Mutex
@@ -31,13 +31,14 @@ type secretEntry struct {
 	fetched time.Time
 }
 
-func newSecretCache(client kubernetes.Interface, ttl time.Duration) *secretCache {
-	return &secretCache{client: client, ttl: ttl, m: map[string]secretEntry{}}
+// NewSecrets reads Secrets through client and reuses each for ttl.
+func NewSecrets(client kubernetes.Interface, ttl time.Duration) *Secrets {
+	return &Secrets{client: client, ttl: ttl, m: map[string]secretEntry{}}
 }
 
-// get returns the entry ref names in namespace ns. When the API server cannot be reached, a stale value is
+// Get returns the entry ref names in namespace ns. When the API server cannot be reached, a stale value is
 // better than failing every call, so it is used and the failure is logged.
-func (c *secretCache) get(ctx context.Context, ns string, ref *snapshot.SecretRef) (string, error) {
+func (c *Secrets) Get(ctx context.Context, ns string, ref *snapshot.SecretRef) (string, error) {
 	key := ref.Key
 	if key == "" {
 		key = defaultSecretKey

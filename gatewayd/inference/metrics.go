@@ -1,4 +1,4 @@
-package gatewayd
+package inference
 
 import (
 	"fmt"
@@ -6,17 +6,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// metrics are gatewayd's series. Label values come from the snapshot (external ids, slugs) or from small
+// Metrics are the series of model calls. Label values come from the snapshot (external ids, slugs) or from small
 // fixed sets (routes, status codes), never from what a caller sent, so a caller cannot blow up cardinality.
-type metrics struct {
+type Metrics struct {
 	requests        *prometheus.CounterVec
 	tokens          *prometheus.CounterVec
 	requestDuration *prometheus.HistogramVec
 	upstream        *prometheus.HistogramVec
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	m := &metrics{
+// NewMetrics registers the series on reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "service_model_api_inference_requests_total",
 			Help: "Inference calls by the calling group's external id, model slug and HTTP status.",

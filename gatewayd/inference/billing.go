@@ -1,0 +1,29 @@
+package inference
+
+import (
+	"strings"
+
+	"github.com/modelgate/modelgate/gatewayd/billing"
+	"github.com/modelgate/modelgate/gatewayd/upstream"
+	"github.com/modelgate/modelgate/gatewayd/view"
+)
+
+func billingRequestID() string { return billing.NewID("req_") }
+
+// recordBilling queues the billing event of one call; it goes to the webhook outbox when the workspace names
+// a billing webhook.
+func (h *Handler) recordBilling(key *view.Key, c *call, w *statusWriter, u upstream.Usage) {
+	ns := key.Group.Namespace
+	n := h.opts.View().Namespace(ns)
+	reqID := w.Header().Get("X-Request-Id")
+	h.opts.Billing.Record(billing.Record{
+		Namespace: ns,
+		Deliver:   n != nil && n.Snapshot != nil && n.Snapshot.Workspace.BillingWebhook != nil,
+		Event: billing.Event{
+			IdempotencyKey: "evt_" + strings.TrimPrefix(reqID, "req_"), Timestamp: h.opts.Clock.Now().UTC(),
+			RequestID: reqID, ModelSlug: c.model, ExternalEntityID: key.Group.ExternalEntityID, GroupID: key.Group.ID,
+			APIKeyPrefix: key.Prefix, StatusCode: w.code(),
+			Tokens: billing.Tokens{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens},
+		},
+	})
+}

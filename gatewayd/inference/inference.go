@@ -1,0 +1,55 @@
+// Package inference serves model calls: the OpenAI-compatible routes for federated keys and the predict route
+// for workspace keys. A handler authenticates (gatewayd/auth), resolves the call to an upstream target through
+// the view (route.go), admits it against the limits, forwards it with gatewayd/upstream, settles tokens, and
+// records metrics and the billing event. It maps every refusal and upstream failure onto the one envelope of
+// gatewayd/httperr; the forwarding core itself never writes an error answer.
+package inference
+
+import (
+	"net/http"
+
+	"k8s.io/utils/clock"
+
+	"github.com/modelgate/modelgate/gatewayd/auth"
+	"github.com/modelgate/modelgate/gatewayd/billing"
+	"github.com/modelgate/modelgate/gatewayd/limits"
+	"github.com/modelgate/modelgate/gatewayd/upstream"
+	"github.com/modelgate/modelgate/gatewayd/view"
+)
+
+// Options configure the handlers. Every field but Billing is required.
+type Options struct {
+	// View returns the view in force at the time of a call.
+	View func() *view.View
+	// Limits keeps the limit counters.
+	Limits limits.Store
+	// Clock drives the limit windows and event timestamps.
+	Clock clock.PassiveClock
+	// Upstream forwards calls.
+	Upstream *upstream.Client
+	// Metrics receive the series of every call.
+	Metrics *Metrics
+	// MaxBodyBytes caps request bodies.
+	MaxBodyBytes int64
+	// Billing records one event per call made with a federated key; off when nil.
+	Billing *billing.Recorder
+}
+
+// Handler serves the model-call routes.
+type Handler struct {
+	opts Options
+}
+
+// New returns a Handler.
+func New(opts Options) *Handler { return &Handler{opts: opts} }
+
+// Register adds the model-call routes to mux.
+func (h *Handler) Register(mux *http.ServeMux) {
+	for _, suffix := range []string{"/chat/completions", "/completions", "/embeddings"} {
+		mux.Handle("POST /v1"+suffix, h.openAI(suffix))
+	}
+	mux.HandleFunc("POST /models/{model_id}/production/predict", h.predict)
+}
+
+// workspaceLookup authenticates workspace keys against the view in force.
+func (h *Handler) workspaceLookup() auth.Lookup { return auth.ViewLookup(h.opts.View) }

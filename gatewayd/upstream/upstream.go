@@ -1,0 +1,268 @@
+// Package upstream is gatewayd's forwarding core: it sends one call to a model server or an OpenAI-compatible
+// upstream and relays the answer into a Sink, under the deadline rules, with the SSE relay and its pooled
+// buffers, reading upstream keys from their Secrets. It never writes an error answer of its own: failures before
+// the upstream answered come back as an *Error of a Kind, and the caller maps them to its envelope. So an HTTP
+// handler, an async queue worker and a chain step, which has no client connection, all call the same Forward.
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelgate/modelgate/api/snapshot"
+)
+
+// IdleConnsPerHost is how many idle connections gatewayd keeps to each upstream. Go's default of 2 makes every
+// call beyond the second concurrent one to an upstream open a new connection and leave it in TIME_WAIT, which
+// costs a handshake per call and, under load, can exhaust the ephemeral ports of the pod.
+const IdleConnsPerHost = 256
+
+// NewTransport is gatewayd's transport to the upstreams: http.DefaultTransport's dialer, proxy, TLS and
+// timeouts, with IdleConnsPerHost idle connections kept per upstream.
+func NewTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = IdleConnsPerHost
+	t.MaxIdleConns = 4 * IdleConnsPerHost
+	return t
+}
+
+// maxCapturedBody bounds how much of a non-streamed answer is kept to read its usage; the sink gets all of it.
+const maxCapturedBody = 16 << 20
+
+// Sink receives an upstream's answer: a client's http.ResponseWriter, or a buffer of a worker with no client.
+type Sink interface {
+	Header() http.Header
+	WriteHeader(status int)
+	Write(b []byte) (int, error)
+	// Flush sends what was written so far, for streams.
+	Flush()
+}
+
+// Target is where a call goes.
+type Target struct {
+	// URL is the full address of the call.
+	URL string
+	// Name names the target in logs (a model slug or a model id).
+	Name string
+	// Namespace is the workspace of Secret.
+	Namespace string
+	// Secret holds the key sent as "Authorization: Bearer", nil when the upstream needs none.
+	Secret *snapshot.SecretRef
+	// Timeout bounds the call (see Client.Forward); the client's default when zero.
+	Timeout time.Duration
+}
+
+// Request is one call to forward.
+type Request struct {
+	Target Target
+	Body   io.Reader
+	// ContentLength of Body; -1, or 0 with a Body, when unknown.
+	ContentLength int64
+	// Header holds the headers to send (Content-Type, Accept).
+	Header http.Header
+	// Stream relays an event-stream answer event by event, reads its usage from the final usage chunk, and
+	// drops that chunk unless StreamUsage.
+	Stream      bool
+	StreamUsage bool
+	// Usage reads the usage object of a non-streamed JSON answer.
+	Usage bool
+}
+
+// Result is what a forwarded call did.
+type Result struct {
+	// Status is the upstream's status, relayed to the sink.
+	Status int
+	// Usage is what the upstream reported, even for an answer cut short.
+	Usage Usage
+	// Complete is false when the relay of the answer was cut (the client left, the upstream broke off, or a
+	// stream stalled past the timeout).
+	Complete bool
+	// Duration is the time from sending the call to the end of the answer.
+	Duration time.Duration
+}
+
+// Kind classifies a failure before the upstream answered.
+type Kind int
+
+// Kinds of Error.
+const (
+	// KindTimeout: no answer within the timeout.
+	KindTimeout Kind = iota + 1
+	// KindUnavailable: the upstream could not be reached.
+	KindUnavailable
+	// KindCredentials: the upstream's key could not be read.
+	KindCredentials
+	// KindCanceled: the caller's context ended first (a client that left).
+	KindCanceled
+)
+
+// Error is a failure before the upstream answered; nothing was written to the sink.
+type Error struct {
+	Kind    Kind
+	Timeout time.Duration
+	Err     error
+}
+
+func (e *Error) Error() string {
+	switch e.Kind {
+	case KindTimeout:
+		return "upstream timed out after " + e.Timeout.String()
+	case KindCredentials:
+		return "upstream credentials unavailable: " + e.Err.Error()
+	case KindCanceled:
+		return "call canceled: " + e.Err.Error()
+	}
+	return "upstream unreachable: " + e.Err.Error()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Options configure a Client.
+type Options struct {
+	// Transport reaches the upstreams; NewTransport() when nil.
+	Transport http.RoundTripper
+	// Secrets reads upstream keys; required when a Target names a Secret.
+	Secrets *Secrets
+	// Timeout is the default of a Target with none.
+	Timeout time.Duration
+}
+
+// Client forwards calls.
+type Client struct {
+	http    *http.Client
+	secrets *Secrets
+	timeout time.Duration
+}
+
+// New returns a Client.
+func New(opts Options) *Client {
+	if opts.Transport == nil {
+		opts.Transport = NewTransport()
+	}
+	// No client-wide timeout: deadlines are per call, and streams may legitimately run long.
+	return &Client{http: &http.Client{Transport: opts.Transport}, secrets: opts.Secrets, timeout: opts.Timeout}
+}
+
+// Forward sends req and relays the answer, whatever its status, into sink. The call lives in ctx: a caller that
+// leaves cancels it. Its timeout bounds a non-streamed call as a whole, and a streamed one until its response
+// headers and then each gap between two events, so long streams that keep flowing are not cut.
+//
+// An *Error means nothing was written to sink. Otherwise the answer was relayed, completely or not
+// (Result.Complete).
+func (c *Client) Forward(ctx context.Context, req Request, sink Sink) (Result, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	timeout := req.Target.Timeout
+	if timeout <= 0 {
+		timeout = c.timeout
+	}
+	d := newDeadline(timeout, cancel)
+	defer d.timer.Stop()
+	hreq, err := c.request(ctx, req)
+	if err != nil {
+		return Result{}, err
+	}
+	start := time.Now()
+	resp, err := c.http.Do(hreq)
+	if err != nil {
+		switch {
+		case d.fired.Load():
+			return Result{}, &Error{Kind: KindTimeout, Timeout: timeout, Err: err}
+		case ctx.Err() != nil:
+			return Result{}, &Error{Kind: KindCanceled, Err: err}
+		}
+		return Result{}, &Error{Kind: KindUnavailable, Err: err}
+	}
+	defer resp.Body.Close()
+	res := Result{Status: resp.StatusCode}
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		sink.Header().Set("Content-Type", ct)
+	}
+	switch {
+	case resp.StatusCode >= 400:
+		// Upstream errors pass through as they are: status and body.
+		sink.WriteHeader(resp.StatusCode)
+		_, err = copyAnswer(sink, resp.Body)
+		res.Complete = err == nil
+	case req.Stream && isEventStream(resp):
+		sink.Header().Set("Cache-Control", "no-cache")
+		sink.Header().Set("X-Accel-Buffering", "no")
+		sink.WriteHeader(resp.StatusCode)
+		sink.Flush()
+		res.Usage, res.Complete = relayStream(sink, resp.Body, d, req.StreamUsage)
+	case req.Usage:
+		sink.WriteHeader(resp.StatusCode)
+		var captured bytes.Buffer
+		_, err = copyAnswer(sink, io.TeeReader(resp.Body, &limitedWriter{w: &captured, n: maxCapturedBody}))
+		res.Usage, _, _ = usageOf(captured.Bytes())
+		res.Complete = err == nil
+	default:
+		sink.WriteHeader(resp.StatusCode)
+		_, err = copyAnswer(sink, resp.Body)
+		res.Complete = err == nil
+	}
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+// request builds the HTTP request of req, with the upstream's key from its Secret.
+func (c *Client) request(ctx context.Context, req Request) (*http.Request, error) {
+	t := req.Target
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL, req.Body)
+	if err != nil {
+		return nil, &Error{Kind: KindUnavailable, Err: fmt.Errorf("failed to build the upstream request of %s: %w", t.Name, err)}
+	}
+	hreq.ContentLength = req.ContentLength
+	for h, vs := range req.Header {
+		hreq.Header[h] = vs
+	}
+	if t.Secret != nil {
+		if c.secrets == nil {
+			return nil, &Error{Kind: KindCredentials, Err: errors.New("no Secret reader configured")}
+		}
+		key, err := c.secrets.Get(ctx, t.Namespace, t.Secret)
+		if err != nil {
+			return nil, &Error{Kind: KindCredentials, Err: err}
+		}
+		hreq.Header.Set("Authorization", "Bearer "+key)
+	}
+	return hreq, nil
+}
+
+func isEventStream(resp *http.Response) bool {
+	return bytes.HasPrefix([]byte(resp.Header.Get("Content-Type")), []byte("text/event-stream"))
+}
+
+// deadline cancels an upstream call after timeout; reset pushes it back (once per streamed event).
+type deadline struct {
+	timer   *time.Timer
+	timeout time.Duration
+	fired   atomic.Bool
+}
+
+func newDeadline(timeout time.Duration, cancel context.CancelFunc) *deadline {
+	d := &deadline{timeout: timeout}
+	d.timer = time.AfterFunc(timeout, func() { d.fired.Store(true); cancel() })
+	return d
+}
+
+func (d *deadline) reset() { d.timer.Reset(d.timeout) }
+
+// limitedWriter keeps at most n bytes and silently drops the rest.
+type limitedWriter struct {
+	w *bytes.Buffer
+	n int
+}
+
+func (l *limitedWriter) Write(b []byte) (int, error) {
+	if room := l.n - l.w.Len(); room > 0 {
+		l.w.Write(b[:min(room, len(b))])
+	}
+	return len(b), nil
+}
