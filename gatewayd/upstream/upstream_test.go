@@ -1,0 +1,77 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelgate/modelgate/api/snapshot"
+)
+
+// TestForwardWithoutClient forwards into a plain buffer, as a queue worker with no client connection does, over
+// real sockets, and reads each failure back as a typed error with nothing written to the sink.
+func TestForwardWithoutClient(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The server notices a client that left only once it has read the request body.
+		_, _ = io.Copy(io.Discard, r.Body)
+		switch r.URL.Path {
+		case "/hang":
+			<-r.Context().Done()
+		default:
+			if r.Header.Get("Content-Type") != "application/json" {
+				http.Error(w, "content type not forwarded", http.StatusBadRequest)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"choices":[{}],"usage":{"prompt_tokens":2,"completion_tokens":3}}`))
+		}
+	}))
+	defer srv.Close()
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	closed := "http://" + ln.Addr().String()
+	_ = ln.Close()
+
+	c := New(Options{Timeout: time.Second})
+	json := http.Header{"Content-Type": {"application/json"}}
+	for _, tc := range []struct {
+		name     string
+		target   Target
+		kind     Kind
+		wantBody string
+	}{
+		{"answer", Target{URL: srv.URL + "/ok"}, 0, `"prompt_tokens":2`},
+		{"hang", Target{URL: srv.URL + "/hang", Timeout: 50 * time.Millisecond}, KindTimeout, ""},
+		{"down", Target{URL: closed}, KindUnavailable, ""},
+		{"no secret reader", Target{URL: srv.URL, Secret: &snapshot.SecretRef{Name: "s"}}, KindCredentials, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sink := httptest.NewRecorder()
+			res, err := c.Forward(context.Background(), Request{Target: tc.target, Body: strings.NewReader("{}"), ContentLength: 2, Header: json, Usage: true}, sink)
+			if tc.kind == 0 {
+				if err != nil || res.Status != 200 || !res.Complete || res.Usage.Total() != 5 || !strings.Contains(sink.Body.String(), tc.wantBody) {
+					t.Fatalf("got %+v, %v, body %q", res, err, sink.Body.String())
+				}
+				return
+			}
+			var ue *Error
+			if !errors.As(err, &ue) || ue.Kind != tc.kind {
+				t.Fatalf("got %v, want an error of kind %d", err, tc.kind)
+			}
+			if sink.Body.Len() != 0 || len(sink.Header()) != 0 {
+				t.Errorf("the sink was written: %q %v", sink.Body.String(), sink.Header())
+			}
+		})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+	_, err := c.Forward(ctx, Request{Target: Target{URL: srv.URL + "/hang"}}, httptest.NewRecorder())
+	if ue := (*Error)(nil); !errors.As(err, &ue) || ue.Kind != KindCanceled {
+		t.Fatalf("a caller that leaves: got %v, want KindCanceled", err)
+	}
+}
