@@ -679,3 +679,26 @@ func TestBodyCap(t *testing.T) {
 		t.Fatalf("upstream got %d calls", n)
 	}
 }
+
+// TestAmbiguousBodiesRefused: a body whose model or stream flag an upstream could read differently from gatewayd
+// (a duplicate, or a name in another case) is refused before anything is charged or forwarded, so a caller can
+// neither run a model its group lacks nor stream an answer that is charged no tokens.
+func TestAmbiguousBodiesRefused(t *testing.T) {
+	f := newFixture(t, fixtureOpts{mode: "INDEPENDENT", groups: []gatewaytest.Group{{ID: "root", Models: models(slug)}}})
+	for name, body := range map[string]string{
+		"model case variant":  `{"model":"not-allowed","Model":"` + slug + `","messages":[]}`,
+		"model duplicate":     `{"model":"not-allowed","model":"` + slug + `","messages":[]}`,
+		"stream case variant": `{"model":"` + slug + `","stream":true,"Stream":false,"messages":[]}`,
+		"stream_options case variant": `{"model":"` + slug + `","stream":true,` +
+			`"stream_options":{"include_usage":false,"Include_usage":true},"messages":[]}`,
+	} {
+		r := f.post("/v1/chat/completions", "Api-Key "+f.keys["root"], json.RawMessage(body))
+		if r.status != http.StatusBadRequest {
+			t.Errorf("%s: status %d, want 400: %s", name, r.status, r.body)
+			continue
+		}
+		if detail, _ := r.json(t)["detail"].(string); !strings.Contains(strings.ToLower(detail), "case variant") && !strings.Contains(detail, "duplicate") {
+			t.Errorf("%s: detail %q does not say what is refused", name, detail)
+		}
+	}
+}

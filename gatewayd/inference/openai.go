@@ -3,10 +3,6 @@ package inference
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -54,19 +50,13 @@ func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c
 		w.Header().Set("X-Request-Id", billingRequestID())
 		defer func() { h.recordBilling(key, c, w, u) }()
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			httperr.Write(w, http.StatusRequestEntityTooLarge, httperr.CodeRequestTooLarge,
-				fmt.Sprintf("Request body exceeds %d bytes.", h.opts.MaxBodyBytes), "")
-			return
-		}
-		httperr.Write(w, http.StatusBadRequest, httperr.CodeClientError, "Failed to read the request body.", err.Error())
+	body, berr := h.readBody(w, r)
+	if berr != nil {
+		httperr.WriteError(w, berr)
 		return
 	}
-	var req inferenceRequest
-	if err := json.Unmarshal(body, &req); err != nil {
+	req, err := parseRequest(body)
+	if err != nil {
 		httperr.Write(w, http.StatusBadRequest, httperr.CodeClientError, "The request body must be a JSON object.", err.Error())
 		return
 	}
