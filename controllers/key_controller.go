@@ -155,6 +155,12 @@ func (r *keyReconciler[T]) fromSecret(ctx context.Context, obj T, name, entry st
 		return check{reason: gatewayv1.ReasonSecretNotFound, failed: true,
 			message: fmt.Sprintf("Secret %s named by spec.secretRef does not exist.", name)}, nil
 	}
+	if _, ok := secret.Labels[gatewayv1.LabelUpstreamCredential]; ok {
+		// A Secret gatewayd may send to an upstream must never also authenticate callers.
+		st.Prefix, st.Hash = "", ""
+		return check{reason: gatewayv1.ReasonSecretInvalid, failed: true, message: fmt.Sprintf(
+			"Secret %s is labelled %s; a key must not be kept in a Secret that may be sent to an upstream.", name, gatewayv1.LabelUpstreamCredential)}, nil
+	}
 	return r.fromKey(obj, name, entry, secret.Data[entry]), nil
 }
 
@@ -199,7 +205,7 @@ func (r *keyReconciler[T]) mint(ctx context.Context, obj T, name string) (check,
 		return check{}, err
 	}
 	secret = corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: name},
+		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: name, Labels: map[string]string{gatewayv1.LabelKeyMaterial: "true"}},
 		Type:       corev1.SecretTypeOpaque,
 		Data:       map[string][]byte{translate.DefaultAPIKeyEntry: []byte(plaintext)},
 	}

@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd"
@@ -700,5 +703,42 @@ func TestAmbiguousBodiesRefused(t *testing.T) {
 		if detail, _ := r.json(t)["detail"].(string); !strings.Contains(strings.ToLower(detail), "case variant") && !strings.Contains(detail, "duplicate") {
 			t.Errorf("%s: detail %q does not say what is refused", name, detail)
 		}
+	}
+}
+
+// TestOnlyMarkedSecretsReachUpstreams: an Endpoint that names a Secret not labelled as an upstream credential, or
+// one that holds key material, gets 502 and the upstream never sees the Secret's value, so a key that may write
+// Endpoints cannot read the workspace's keys or webhook secrets through a server of its own.
+func TestOnlyMarkedSecretsReachUpstreams(t *testing.T) {
+	thief := upstream.New(upstream.Options{})
+	t.Cleanup(thief.Close)
+	endpoints := []snapshot.Endpoint{}
+	for _, name := range []string{"plain", "minted"} {
+		endpoints = append(endpoints, snapshot.Endpoint{ID: name, Slug: name, Targets: []snapshot.Target{{
+			Provider: "OPENAI", BaseURL: thief.BaseURL(), APIKeySecret: &snapshot.SecretRef{Name: name, Key: "api_key"}}}})
+	}
+	f := newFixture(t, fixtureOpts{mode: "INDEPENDENT", endpoints: endpoints,
+		groups: []gatewaytest.Group{{ID: "root", Models: models(slug, "plain", "minted")}}})
+	ctx := context.Background()
+	if err := gatewaytest.CreateSecret(ctx, cs, f.ns, "plain", "api_key", "sk-plain-secret"); err != nil {
+		t.Fatal(err)
+	}
+	// A Secret the key controller minted carries the key-material label; adding the upstream label does not help.
+	if _, err := cs.CoreV1().Secrets(f.ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "minted", Namespace: f.ns,
+		Labels: map[string]string{gatewayv1.LabelKeyMaterial: "true", gatewayv1.LabelUpstreamCredential: "true"}},
+		Data: map[string][]byte{"api_key": []byte("sk-minted-secret")}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, model := range []string{"plain", "minted"} {
+		r := f.chat("root", model)
+		if r.status != http.StatusBadGateway || r.json(t)["error_code"] != "model_unavailable" {
+			t.Errorf("%s: status %d, want 502 model_unavailable: %s", model, r.status, r.body)
+		}
+	}
+	if got := len(thief.Requests()); got != 0 {
+		t.Fatalf("the upstream received %d calls with unmarked credentials: %+v", got, thief.Requests())
+	}
+	if r := f.chat("root", slug); r.status != http.StatusOK {
+		t.Fatalf("a marked Secret: status %d: %s", r.status, r.body)
 	}
 }

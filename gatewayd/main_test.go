@@ -117,7 +117,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := gatewaytest.CreateSecret(ctx, cs, ns, "upstream", "api_key", upstreamKey); err != nil {
+	if err := gatewaytest.CreateUpstreamSecret(ctx, cs, ns, "upstream", "api_key", upstreamKey); err != nil {
 		t.Fatal(err)
 	}
 	up := upstream.New(o.upstream)

@@ -2,6 +2,10 @@ package webhooks
 
 import (
 	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,17 +26,25 @@ type EndpointValidator struct {
 
 var _ admission.Validator[*gatewayv1.Endpoint] = &EndpointValidator{}
 
-// ValidateCreate checks the slug.
+// ValidateCreate checks the slug and the upstream credentials.
 func (v *EndpointValidator) ValidateCreate(ctx context.Context, e *gatewayv1.Endpoint) (admission.Warnings, error) {
-	return nil, v.validate(ctx, e)
+	if err := v.validate(ctx, e); err != nil {
+		return nil, err
+	}
+	return v.credentials(ctx, e)
 }
 
-// ValidateUpdate checks the slug only when it changes (CEL makes it immutable).
+// ValidateUpdate checks the slug only when it changes (CEL makes it immutable), and the upstream credentials.
 func (v *EndpointValidator) ValidateUpdate(ctx context.Context, old, e *gatewayv1.Endpoint) (admission.Warnings, error) {
-	if e.DeletionTimestamp != nil || old.Spec.Slug == e.Spec.Slug {
+	if e.DeletionTimestamp != nil {
 		return nil, nil
 	}
-	return nil, v.validate(ctx, e)
+	if old.Spec.Slug != e.Spec.Slug {
+		if err := v.validate(ctx, e); err != nil {
+			return nil, err
+		}
+	}
+	return v.credentials(ctx, e)
 }
 
 // ValidateDelete admits every deletion.
@@ -49,4 +61,33 @@ func (v *EndpointValidator) validate(ctx context.Context, e *gatewayv1.Endpoint)
 		return refuse(ctx, "Endpoint", e.Name, field.ErrorList{duplicate(slugPath, e.Spec.Slug, "Endpoint", o.GetName(), "within the namespace")})
 	}
 	return nil
+}
+
+// credentials refuses an upstream key Secret that is not marked as one (gatewayv1.IsUpstreamCredential), so an
+// Endpoint cannot make gatewayd send the workspace's own keys or webhook secrets to a server of its choosing. A
+// Secret that does not exist yet is admitted with a warning (GitOps applies in any order); gatewayd refuses to use
+// it until it exists and is marked.
+func (v *EndpointValidator) credentials(ctx context.Context, e *gatewayv1.Endpoint) (admission.Warnings, error) {
+	var warnings admission.Warnings
+	var errs field.ErrorList
+	for i, t := range e.Spec.Targets {
+		if t.APIKeySecretRef == nil {
+			continue
+		}
+		path := field.NewPath("spec", "targets").Index(i).Child("apiKeySecretRef", "name")
+		var s corev1.Secret
+		err := v.Reader.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: t.APIKeySecretRef.Name}, &s)
+		switch {
+		case apierrors.IsNotFound(err):
+			warnings = append(warnings, fmt.Sprintf("%s: Secret %q does not exist yet; calls fail until it exists with the label %s=true.",
+				path, t.APIKeySecretRef.Name, gatewayv1.LabelUpstreamCredential))
+		case err != nil:
+			return nil, fmt.Errorf("failed to read Secret %s/%s: %w", e.Namespace, t.APIKeySecretRef.Name, err)
+		case !gatewayv1.IsUpstreamCredential(s.Labels):
+			errs = append(errs, field.Invalid(path, t.APIKeySecretRef.Name, fmt.Sprintf(
+				"an upstream key Secret must carry the label %s=true and not %s; label the Secret that holds the upstream's key",
+				gatewayv1.LabelUpstreamCredential, gatewayv1.LabelKeyMaterial)))
+		}
+	}
+	return warnings, refuse(ctx, "Endpoint", e.Name, errs)
 }

@@ -24,6 +24,23 @@ const (
 	ReasonSnapshotPending    = "SnapshotPending"
 )
 
+// Labels that mark what a Secret may be used for. gatewayd sends a Secret to an upstream only when it carries
+// LabelUpstreamCredential and not LabelKeyMaterial, so an Endpoint cannot be pointed at a Secret holding one of
+// the workspace's own keys or webhook secrets and have gatewayd send it to a server of the caller's choosing.
+const (
+	// LabelUpstreamCredential, set to "true" by the operator, allows a Secret as an Endpoint's apiKeySecretRef.
+	LabelUpstreamCredential = "gateway.modelgate.io/upstream-credential"
+	// LabelKeyMaterial marks Secrets that hold a modelgate key; the controller sets it on the Secrets it mints.
+	// A Secret carrying it is never an upstream credential, whatever its other labels.
+	LabelKeyMaterial = "gateway.modelgate.io/key-material"
+)
+
+// IsUpstreamCredential reports whether a Secret with these labels may be sent to an upstream.
+func IsUpstreamCredential(labels map[string]string) bool {
+	_, key := labels[LabelKeyMaterial]
+	return labels[LabelUpstreamCredential] == "true" && !key
+}
+
 // Finalizer is placed on Groups so that deleting one removes its whole subtree and keys, with or without a
 // garbage collector.
 const Finalizer = "gateway.modelgate.io/cascade"

@@ -22,6 +22,7 @@ type EndpointTarget struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="isURL(self) && (url(self).getScheme() == 'http' || url(self).getScheme() == 'https')",message="baseURL must be an absolute http or https URL"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[^:/?#]+://[^/?#]*@')",message="baseURL must not carry credentials (user:password@); put the upstream's key in a Secret named by apiKeySecretRef"
 	BaseURL string `json:"baseURL"`
 
 	// apiKeySecretRef names the Secret entry (key defaults to "api_key") holding the upstream's API key, sent as a

@@ -168,8 +168,17 @@ func CreateNamespace(ctx context.Context, cs kubernetes.Interface, prefix string
 
 // CreateSecret writes a Secret with one entry.
 func CreateSecret(ctx context.Context, cs kubernetes.Interface, ns, name, key, value string) error {
+	return createSecret(ctx, cs, ns, name, key, value, nil)
+}
+
+// CreateUpstreamSecret writes a Secret with one entry, labelled as an upstream credential.
+func CreateUpstreamSecret(ctx context.Context, cs kubernetes.Interface, ns, name, key, value string) error {
+	return createSecret(ctx, cs, ns, name, key, value, map[string]string{gatewayv1.LabelUpstreamCredential: "true"})
+}
+
+func createSecret(ctx context.Context, cs kubernetes.Interface, ns, name, key, value string, labels map[string]string) error {
 	_, err := cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
 		Data:       map[string][]byte{key: []byte(value)},
 	}, metav1.CreateOptions{})
 	if err != nil {

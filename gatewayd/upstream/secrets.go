@@ -2,23 +2,30 @@ package upstream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/modelgate/modelgate/api/snapshot"
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 )
 
 // defaultSecretKey is the Secret entry holding an upstream key when the reference names none.
 const defaultSecretKey = "api_key"
 
-// Secrets reads upstream keys from their Secrets with a short TTL. A cached get rather than an informer,
-// because gatewayd must not hold every Secret of every namespace in memory to use a handful; a rotated key
-// is picked up within the TTL.
+// ErrNotUpstreamCredential refuses a Secret that is not marked for upstream use (gatewayv1.IsUpstreamCredential).
+var ErrNotUpstreamCredential = errors.New("secret is not labelled " + gatewayv1.LabelUpstreamCredential + "=true, or holds key material")
+
+// Secrets reads Secrets with a short TTL: upstream keys, and the signing secrets of webhooks. A cached get rather
+// than an informer, because gatewayd must not hold every Secret of every namespace in memory to use a handful; a
+// rotated key is picked up within the TTL. A Secret that does not exist is remembered as absent for the TTL too,
+// so calls to an Endpoint whose Secret was deleted do not each cost a read of the API server and a log line.
 type Secrets struct {
 	client kubernetes.Interface
 	ttl    time.Duration
@@ -28,42 +35,84 @@ type Secrets struct {
 
 type secretEntry struct {
 	data    map[string][]byte
+	labels  map[string]string
+	missing bool
 	fetched time.Time
 }
 
-// NewSecrets reads Secrets through client and reuses each for ttl.
+// NewSecrets reads Secrets through client and reuses each read for ttl.
 func NewSecrets(client kubernetes.Interface, ttl time.Duration) *Secrets {
 	return &Secrets{client: client, ttl: ttl, m: map[string]secretEntry{}}
 }
 
-// Get returns the entry ref names in namespace ns. When the API server cannot be reached, a stale value is
-// better than failing every call, so it is used and the failure is logged.
+// Upstream returns the upstream key ref names in namespace ns, refusing a Secret not marked for upstream use.
+func (c *Secrets) Upstream(ctx context.Context, ns string, ref *snapshot.SecretRef) (string, error) {
+	e, err := c.entry(ctx, ns, ref.Name)
+	if err != nil {
+		return "", err
+	}
+	if !gatewayv1.IsUpstreamCredential(e.labels) {
+		return "", fmt.Errorf("secret %s/%s: %w", ns, ref.Name, ErrNotUpstreamCredential)
+	}
+	return value(e, ns, ref)
+}
+
+// Get returns the entry ref names in namespace ns, whatever the Secret's labels: for secrets gatewayd uses itself,
+// such as a webhook's signing secret.
 func (c *Secrets) Get(ctx context.Context, ns string, ref *snapshot.SecretRef) (string, error) {
+	e, err := c.entry(ctx, ns, ref.Name)
+	if err != nil {
+		return "", err
+	}
+	return value(e, ns, ref)
+}
+
+func value(e secretEntry, ns string, ref *snapshot.SecretRef) (string, error) {
 	key := ref.Key
 	if key == "" {
 		key = defaultSecretKey
 	}
-	id := ns + "/" + ref.Name
+	v, ok := e.data[key]
+	if !ok {
+		return "", fmt.Errorf("secret %s/%s has no entry %q", ns, ref.Name, key)
+	}
+	return string(v), nil
+}
+
+// entry returns the Secret, read again once the cached read is older than the TTL. When the API server cannot be
+// reached, a stale value is better than failing every call, so it is used and the failure is logged.
+func (c *Secrets) entry(ctx context.Context, ns, name string) (secretEntry, error) {
+	id := ns + "/" + name
 	c.mu.Lock()
 	e, ok := c.m[id]
 	c.mu.Unlock()
 	if !ok || time.Since(e.fetched) > c.ttl {
-		s, err := c.client.CoreV1().Secrets(ns).Get(ctx, ref.Name, metav1.GetOptions{})
+		s, err := c.client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case err == nil:
-			e = secretEntry{data: s.Data, fetched: time.Now()}
-			c.mu.Lock()
-			c.m[id] = e
-			c.mu.Unlock()
-		case ok:
-			logr.FromContextOrDiscard(ctx).Error(err, "Failed to refresh upstream Secret; using the cached value", "namespace", ns, "secret", ref.Name)
+			e, ok = secretEntry{data: s.Data, labels: s.Labels, fetched: time.Now()}, true
+			c.store(id, e)
+		case apierrors.IsNotFound(err):
+			if !ok || !e.missing {
+				logr.FromContextOrDiscard(ctx).Info("Upstream Secret not found; calls that need it fail until it exists",
+					"namespace", ns, "secret", name)
+			}
+			e, ok = secretEntry{missing: true, fetched: time.Now()}, true
+			c.store(id, e)
+		case ok && !e.missing:
+			logr.FromContextOrDiscard(ctx).Error(err, "Failed to refresh Secret; using the cached value", "namespace", ns, "secret", name)
 		default:
-			return "", fmt.Errorf("failed to read Secret %s: %w", id, err)
+			return secretEntry{}, fmt.Errorf("failed to read Secret %s: %w", id, err)
 		}
 	}
-	v, ok := e.data[key]
-	if !ok {
-		return "", fmt.Errorf("secret %s has no entry %q", id, key)
+	if e.missing {
+		return secretEntry{}, fmt.Errorf("secret %s does not exist", id)
 	}
-	return string(v), nil
+	return e, nil
+}
+
+func (c *Secrets) store(id string, e secretEntry) {
+	c.mu.Lock()
+	c.m[id] = e
+	c.mu.Unlock()
 }

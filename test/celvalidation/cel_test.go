@@ -253,6 +253,13 @@ spec: {slug: m, targets: [{provider: OPENAI, baseURL: "ftp://example.com/v1"}]}`
 kind: Endpoint
 spec: {slug: m, targets: [{provider: OPENAI, baseURL: "example.com/v1"}]}`,
 			wantPath: "spec.targets[0].baseURL", wantMsg: "baseURL must be an absolute http or https URL"},
+		{name: "endpoint: credentials in baseURL refused", object: `
+kind: Endpoint
+spec: {slug: m, targets: [{provider: OPENAI, baseURL: "https://user:pass@api.example.com/v1"}]}`,
+			wantPath: "spec.targets[0].baseURL", wantMsg: "baseURL must not carry credentials"},
+		{name: "endpoint: an @ in the path is no credential", object: `
+kind: Endpoint
+spec: {slug: m, targets: [{provider: OPENAI, baseURL: "https://api.example.com/v1/@team"}]}`},
 		{name: "endpoint: no targets refused", object: `
 kind: Endpoint
 spec: {slug: m, targets: []}`,

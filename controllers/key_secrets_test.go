@@ -1,0 +1,40 @@
+package controllers_test
+
+import (
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+)
+
+var _ = Describe("Key Secrets and upstream credentials", func() {
+	It("labels the Secrets it mints as key material, and refuses a key kept in an upstream credential", func() {
+		ns := newNamespace()
+		Expect(k8s.Create(ctx, group(ns, "acme", "", gatewayv1.EnforcementIndependent, model("demo/echo")))).To(Succeed())
+
+		minted := &gatewayv1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "minted"}, Spec: gatewayv1.APIKeySpec{GroupID: "acme"}}
+		Expect(k8s.Create(ctx, minted)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(minted), minted)).To(Succeed())
+			g.Expect(minted.Status.SecretName).NotTo(BeEmpty())
+			var s corev1.Secret
+			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: minted.Status.SecretName}, &s)).To(Succeed())
+			g.Expect(s.Labels).To(HaveKeyWithValue(gatewayv1.LabelKeyMaterial, "true"))
+		}, timeout, poll).Should(Succeed())
+
+		Expect(k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shared",
+			Labels: map[string]string{gatewayv1.LabelUpstreamCredential: "true"}},
+			Data: map[string][]byte{"api_key": []byte("byok" + randomAlnum(40))}})).To(Succeed())
+		byok := &gatewayv1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "byok"}, Spec: gatewayv1.APIKeySpec{GroupID: "acme",
+			KeySource: gatewayv1.KeySource{SecretRef: &gatewayv1.SecretKeySelector{Name: "shared"}}}}
+		Expect(k8s.Create(ctx, byok)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(byok), byok)).To(Succeed())
+			g.Expect(readyReason(byok.Status.Conditions)).To(Equal("False/" + gatewayv1.ReasonSecretInvalid))
+			g.Expect(byok.Status.Hash).To(BeEmpty())
+		}, timeout, poll).Should(Succeed())
+	})
+})
