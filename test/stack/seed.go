@@ -54,7 +54,7 @@ func (s *Stack) seed(ctx context.Context) error {
 		&corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: UpstreamSecretName, Namespace: ns,
 				Labels: map[string]string{gatewayv1.LabelUpstreamCredential: "true"}},
-			Data:       map[string][]byte{"api_key": []byte(UpstreamAPIKey)},
+			Data: map[string][]byte{"api_key": []byte(UpstreamAPIKey)},
 		},
 		&gatewayv1.Endpoint{
 			ObjectMeta: metav1.ObjectMeta{Name: EndpointName, Namespace: ns},
