@@ -19,7 +19,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
@@ -72,6 +71,11 @@ type Options struct {
 	ReadYourWritesTimeout time.Duration
 	// DisableManagementAPI leaves the /v1 management routes unmounted, for a pure data-plane replica.
 	DisableManagementAPI bool
+	// MetricsListener, when set, serves /metrics (every series of the process) apart from Addr, so the address
+	// customers reach never shows other workspaces' series. Run listens on MetricsAddr for it.
+	MetricsListener net.Listener
+	// MetricsAddr is where Run serves /metrics; none when empty.
+	MetricsAddr string
 	// Registry receives gatewayd's metrics and is served at /metrics; a new registry with the Go and process
 	// collectors when nil.
 	Registry *prometheus.Registry
@@ -176,7 +180,7 @@ func New(opts Options) (*Gateway, error) {
 func (g *Gateway) routes() {
 	g.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	g.mux.HandleFunc("GET /readyz", g.readyz)
-	g.mux.Handle("GET /metrics", promhttp.HandlerFor(g.opts.Registry, promhttp.HandlerOpts{Registry: g.opts.Registry}))
+	g.mux.HandleFunc("GET /v1/metrics", g.workspaceMetrics)
 }
 
 // Ready is closed once the first good snapshot of every served namespace is loaded.
@@ -204,6 +208,12 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("failed to listen on %s: %w", g.opts.Addr, err)
 	}
+	if g.opts.MetricsAddr != "" && g.opts.MetricsListener == nil {
+		if g.opts.MetricsListener, err = net.Listen("tcp", g.opts.MetricsAddr); err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("failed to listen on %s for metrics: %w", g.opts.MetricsAddr, err)
+		}
+	}
 	return g.Serve(ctx, ln)
 }
 
@@ -222,10 +232,21 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           g.mux,
 		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return callCtx },
+		// A client that holds an idle keep-alive connection open costs a goroutine and a socket; bodies have
+		// their own read deadline (inference.Options.BodyReadTimeout), since uploads may legitimately be long.
+		IdleTimeout: 2 * time.Minute,
+		BaseContext: func(net.Listener) context.Context { return callCtx },
 	}
 	serveDone := make(chan error, 1)
 	go func() { serveDone <- srv.Serve(ln) }()
+	if g.opts.MetricsListener != nil {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", g.metricsHandler())
+		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+		go func() { _ = msrv.Serve(g.opts.MetricsListener) }()
+		defer msrv.Close()
+		log.Info("Serving metrics", "addr", g.opts.MetricsListener.Addr().String())
+	}
 	if g.billing != nil {
 		go billing.NewDeliverer(g.opts.Billing, g.billingTargets, g.opts.BillingDelivery).Run(ctx)
 	}

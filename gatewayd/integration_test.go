@@ -416,7 +416,7 @@ func TestBadSnapshotsKeepLastGood(t *testing.T) {
 
 // metric scrapes /metrics for one series; -1 when absent.
 func (f *fixture) metric(series string) float64 {
-	resp, err := http.Get(f.url + "/metrics")
+	resp, err := http.Get(f.metricsURL + "/metrics")
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -583,18 +583,19 @@ func TestMetrics(t *testing.T) {
 	f.chat("root", slug)
 	f.chat("root", slug)
 	f.chat("root", "made-up-by-the-caller")
+	ws := `,workspace="` + f.ns + `"}`
 	for series, want := range map[string]float64{
-		`service_model_api_inference_requests_total{external_entity_id="ext-root",model="demo/echo",status_code="200"}`: 1,
-		`service_model_api_inference_requests_total{external_entity_id="ext-root",model="demo/echo",status_code="429"}`: 1,
-		`service_model_api_inference_requests_total{external_entity_id="ext-root",model="",status_code="404"}`:          1,
-		`service_model_api_tokens_total{external_entity_id="ext-root",model="demo/echo",token_type="input"}`:            2,
-		`service_model_api_tokens_total{external_entity_id="ext-root",model="demo/echo",token_type="output"}`:           5,
+		`service_model_api_inference_requests_total{external_entity_id="ext-root",model="demo/echo",status_code="200"` + ws: 1,
+		`service_model_api_inference_requests_total{external_entity_id="ext-root",model="demo/echo",status_code="429"` + ws: 1,
+		`service_model_api_inference_requests_total{external_entity_id="ext-root",model="",status_code="404"` + ws:          1,
+		`service_model_api_tokens_total{external_entity_id="ext-root",model="demo/echo",token_type="input"` + ws:            2,
+		`service_model_api_tokens_total{external_entity_id="ext-root",model="demo/echo",token_type="output"` + ws:           5,
 	} {
 		if got := f.metric(series); got != want {
 			t.Errorf("%s = %v, want %v", series, got, want)
 		}
 	}
-	if f.metric(`service_model_api_inference_requests_total{external_entity_id="ext-root",model="made-up-by-the-caller",status_code="404"}`) > 0 {
+	if f.metric(`service_model_api_inference_requests_total{external_entity_id="ext-root",model="made-up-by-the-caller",status_code="404"`+ws) > 0 {
 		t.Error("a caller-supplied slug became a label value")
 	}
 }
@@ -741,4 +742,39 @@ func TestOnlyMarkedSecretsReachUpstreams(t *testing.T) {
 	if r := f.chat("root", slug); r.status != http.StatusOK {
 		t.Fatalf("a marked Secret: status %d: %s", r.status, r.body)
 	}
+}
+
+// TestMetricsRoutes: the address customers reach serves no /metrics, and GET /v1/metrics takes a key that may
+// export metrics. TestServeAllNamespaces shows that each workspace sees its own series only.
+func TestMetricsRoutes(t *testing.T) {
+	export, exportRec := gatewaytest.NewWorkspaceKey("export", "WORKSPACE_EXPORT_METRICS")
+	invoke, invokeRec := gatewaytest.NewWorkspaceKey("invoke", "WORKSPACE_INVOKE")
+	f := newFixture(t, fixtureOpts{mode: "INDEPENDENT", groups: []gatewaytest.Group{{ID: "root", Models: models(slug)}},
+		workspace: []snapshot.WorkspaceAPIKey{exportRec, invokeRec}})
+	f.chat("root", slug)
+	if code := f.get("/metrics"); code != http.StatusNotFound {
+		t.Errorf("/metrics on the serving address: %d, want 404", code)
+	}
+	for auth, want := range map[string]int{"Bearer " + export: 200, "Api-Key " + export: 200, "Bearer " + invoke: 403,
+		"Api-Key " + f.keys["root"]: 401, "": 401} {
+		if code, body := getWith(t, f.url+"/v1/metrics", auth); code != want {
+			t.Errorf("%.20s: %d, want %d: %s", auth, code, want, body)
+		}
+	}
+}
+
+// getWith sends a GET with an Authorization header and returns the status and body.
+func getWith(t *testing.T, url, auth string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
 }

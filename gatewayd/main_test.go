@@ -73,15 +73,17 @@ var t0 = time.Date(2026, 3, 16, 10, 0, 0, 0, time.UTC)
 
 // fixture is one namespace served by its own gatewayd, with a fake upstream and a fake clock.
 type fixture struct {
-	t        *testing.T
-	ns       string
-	url      string
-	gw       *gatewayd.Gateway
-	store    *limits.Memory
-	clock    *clocktesting.FakePassiveClock
-	upstream *upstream.Server
-	snap     *snapshot.Snapshot
-	version  int64
+	t   *testing.T
+	ns  string
+	url string
+	// metricsURL is gatewayd's metrics listener, apart from url.
+	metricsURL string
+	gw         *gatewayd.Gateway
+	store      *limits.Memory
+	clock      *clocktesting.FakePassiveClock
+	upstream   *upstream.Server
+	snap       *snapshot.Snapshot
+	version    int64
 	// keys maps a group id to the plaintext of its key.
 	keys map[string]string
 	// stop begins gatewayd's shutdown, as SIGTERM does in cmd/gatewayd; stopped is closed when Serve returns.
@@ -134,7 +136,12 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 		APIKeySecret: &snapshot.SecretRef{Name: "upstream", Key: "api_key"}}}}}, o.endpoints...)
 	f.snap.WorkspaceAPIKeys = o.workspace
 
-	f.gw, err = gatewayd.New(gatewayd.Options{RESTConfig: cfg, Namespaces: []string{ns}, Store: f.store, Clock: f.clock})
+	metricsLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.metricsURL = "http://" + metricsLn.Addr().String()
+	f.gw, err = gatewayd.New(gatewayd.Options{RESTConfig: cfg, Namespaces: []string{ns}, Store: f.store, Clock: f.clock, MetricsListener: metricsLn})
 	if err != nil {
 		t.Fatal(err)
 	}

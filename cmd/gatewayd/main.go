@@ -31,7 +31,8 @@ func main() {
 		namespaces string
 		st         stateFlags
 	)
-	flag.StringVar(&opts.Addr, "addr", ":8080", "Address gatewayd serves model calls, the REST API, /healthz, /readyz and /metrics on.")
+	flag.StringVar(&opts.Addr, "addr", ":8080", "Address gatewayd serves model calls, the REST API, /healthz and /readyz on.")
+	flag.StringVar(&opts.MetricsAddr, "metrics-addr", ":9090", "Address of /metrics (every workspace's series): keep it inside the cluster. Empty turns it off.")
 	flag.StringVar(&namespaces, "namespaces", "", "Comma-separated workspace namespaces to serve; empty serves every namespace with a snapshot.")
 	flag.DurationVar(&opts.UpstreamTimeout, "upstream-timeout", gatewayd.DefaultUpstreamTimeout, "Bound on one upstream call (response headers, and each gap between streamed chunks) for Endpoints that set no timeout.")
 	flag.Int64Var(&opts.MaxBodyBytes, "max-body-bytes", gatewayd.DefaultMaxBodyBytes, "Largest request body accepted.")

@@ -119,6 +119,12 @@ func (c Caller) MayInvoke() bool {
 	return c.is(gatewayv1.KeyTypeManageAll) || c.is(gatewayv1.KeyTypeInvoke) || c.is(gatewayv1.KeyTypePersonal)
 }
 
+// MayExportMetrics: the workspace's own series. WORKSPACE_EXPORT_METRICS keys, and the keys that may manage the
+// gateway.
+func (c Caller) MayExportMetrics() bool {
+	return c.is(gatewayv1.KeyTypeExportMetrics) || c.MayManageGateway()
+}
+
 // MayCallModel is true when the key's model scope, if any, holds modelID.
 func (c Caller) MayCallModel(modelID string) bool {
 	return len(c.Key.Models) == 0 || slices.Contains(c.Key.Models, modelID)

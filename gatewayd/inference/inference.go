@@ -7,6 +7,7 @@ package inference
 
 import (
 	"net/http"
+	"time"
 
 	"k8s.io/utils/clock"
 
@@ -31,6 +32,9 @@ type Options struct {
 	Metrics *Metrics
 	// MaxBodyBytes caps request bodies.
 	MaxBodyBytes int64
+	// BodyReadTimeout bounds the read of a request body, so a client that trickles one cannot hold a call open;
+	// DefaultBodyReadTimeout when zero.
+	BodyReadTimeout time.Duration
 	// Billing records one event per call made with a federated key; off when nil.
 	Billing *billing.Recorder
 }
@@ -40,8 +44,16 @@ type Handler struct {
 	opts Options
 }
 
+// DefaultBodyReadTimeout is Options.BodyReadTimeout when zero.
+const DefaultBodyReadTimeout = time.Minute
+
 // New returns a Handler.
-func New(opts Options) *Handler { return &Handler{opts: opts} }
+func New(opts Options) *Handler {
+	if opts.BodyReadTimeout <= 0 {
+		opts.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	return &Handler{opts: opts}
+}
 
 // Register adds the model-call routes to mux.
 func (h *Handler) Register(mux *http.ServeMux) {

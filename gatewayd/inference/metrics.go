@@ -6,6 +6,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// WorkspaceLabel names the workspace (namespace) of a call on every per-call series, so two workspaces that use
+// the same external id never add up in one series, and a workspace's own series can be told apart.
+const WorkspaceLabel = "workspace"
+
 // Metrics are the series of model calls. Label values come from the snapshot (external ids, slugs) or from small
 // fixed sets (routes, status codes), never from what a caller sent, so a caller cannot blow up cardinality.
 type Metrics struct {
@@ -21,11 +25,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "service_model_api_inference_requests_total",
 			Help: "Inference calls by the calling group's external id, model slug and HTTP status.",
-		}, []string{"external_entity_id", "model", "status_code"}),
+		}, []string{WorkspaceLabel, "external_entity_id", "model", "status_code"}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "service_model_api_tokens_total",
 			Help: "Tokens reported by upstreams, by the calling group's external id, model slug and token type (input, output).",
-		}, []string{"external_entity_id", "model", "token_type"}),
+		}, []string{WorkspaceLabel, "external_entity_id", "model", "token_type"}),
 		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "modelgate_gateway_request_duration_seconds",
 			Help:    "Time from a call's arrival to the end of its response, by route and HTTP status.",
@@ -35,7 +39,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name:    "modelgate_gateway_upstream_duration_seconds",
 			Help:    "Time an upstream took to answer (until its whole body), by model slug.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14),
-		}, []string{"model"}),
+		}, []string{WorkspaceLabel, "model"}),
 	}
 	for _, c := range []prometheus.Collector{m.requests, m.tokens, m.requestDuration, m.upstream} {
 		if err := reg.Register(c); err != nil {

@@ -16,7 +16,7 @@ import (
 
 // call is the bookkeeping of one model call, for metrics and billing.
 type call struct {
-	entity, model string
+	workspace, entity, model string
 }
 
 // openAI serves one OpenAI route for federated keys: suffix is appended to the Endpoint's base URL.
@@ -28,7 +28,7 @@ func (h *Handler) openAI(suffix string) http.Handler {
 		sw := &statusWriter{ResponseWriter: w}
 		defer func() {
 			code := strconv.Itoa(sw.code())
-			h.opts.Metrics.requests.WithLabelValues(c.entity, c.model, code).Inc()
+			h.opts.Metrics.requests.WithLabelValues(c.workspace, c.entity, c.model, code).Inc()
 			h.opts.Metrics.requestDuration.WithLabelValues(route, code).Observe(time.Since(start).Seconds())
 		}()
 		h.serveOpenAI(sw, r, suffix, c)
@@ -44,7 +44,7 @@ func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c
 		httperr.WriteError(w, aerr)
 		return
 	}
-	c.entity = key.Group.ExternalEntityID
+	c.workspace, c.entity = key.Group.Namespace, key.Group.ExternalEntityID
 	var u upstream.Usage
 	if h.opts.Billing != nil {
 		w.Header().Set("X-Request-Id", billingRequestID())
@@ -94,7 +94,7 @@ func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c
 		writeForwardError(w, r, target.Name, err)
 		return
 	}
-	h.opts.Metrics.upstream.WithLabelValues(target.Name).Observe(res.Duration.Seconds())
+	h.opts.Metrics.upstream.WithLabelValues(c.workspace, target.Name).Observe(res.Duration.Seconds())
 	if !res.Complete {
 		log.V(1).Info("Upstream answer cut short", "slug", target.Name)
 	}
@@ -105,6 +105,6 @@ func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c
 			log.Error(err, "Failed to charge tokens", "group", key.Group.ID, "slug", model.Slug, "prefix", key.Prefix)
 		}
 	}
-	h.opts.Metrics.tokens.WithLabelValues(c.entity, c.model, "input").Add(float64(u.PromptTokens))
-	h.opts.Metrics.tokens.WithLabelValues(c.entity, c.model, "output").Add(float64(u.CompletionTokens))
+	h.opts.Metrics.tokens.WithLabelValues(c.workspace, c.entity, c.model, "input").Add(float64(u.PromptTokens))
+	h.opts.Metrics.tokens.WithLabelValues(c.workspace, c.entity, c.model, "output").Add(float64(u.CompletionTokens))
 }

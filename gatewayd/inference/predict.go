@@ -45,6 +45,8 @@ func (h *Handler) predict(w http.ResponseWriter, r *http.Request) {
 			header.Set(name, val)
 		}
 	}
+	// The body streams to the model as it arrives; bound how long that may take.
+	_ = http.NewResponseController(sw).SetReadDeadline(time.Now().Add(h.opts.BodyReadTimeout))
 	_, err := h.opts.Upstream.Forward(r.Context(), upstream.Request{
 		Target: target, Body: http.MaxBytesReader(sw, r.Body, h.opts.MaxBodyBytes), ContentLength: r.ContentLength, Header: header,
 	}, sw)

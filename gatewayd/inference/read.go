@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 )
@@ -18,6 +19,8 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *htt
 	if r.ContentLength > h.opts.MaxBodyBytes {
 		return nil, tooLarge
 	}
+	// The server holds no read timeout (uploads elsewhere may be long); this call's body gets one.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(h.opts.BodyReadTimeout))
 	size := r.ContentLength
 	if size < 0 {
 		size = 512
