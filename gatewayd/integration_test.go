@@ -778,3 +778,34 @@ func getWith(t *testing.T, url, auth string) (int, string) {
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body)
 }
+
+// TestInFlightCapPerKey: one key holds at most MaxInFlightPerKey calls with bodies at once; one more answers 429
+// at once, and the place is free again when a call ends.
+func TestInFlightCapPerKey(t *testing.T) {
+	f := newFixture(t, fixtureOpts{mode: "INDEPENDENT", maxInFlight: 2, upstream: upstream.Options{Delay: time.Second},
+		groups: []gatewaytest.Group{{ID: "root", Models: models(slug)}, {ID: "other", Models: models(slug)}}})
+	statuses := make(chan int, 2)
+	for range 2 {
+		go func() { statuses <- f.chat("root", slug).status }()
+	}
+	// Wait until both calls hold their places: the upstream has seen both.
+	deadline := time.Now().Add(loadDeadline)
+	for len(f.upstream.Requests()) < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	r := f.chat("root", slug)
+	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" {
+		t.Fatalf("third call in flight: status %d, Retry-After %q, want 429 with Retry-After: %s", r.status, r.header.Get("Retry-After"), r.body)
+	}
+	if r := f.chat("other", slug); r.status != http.StatusOK {
+		t.Errorf("another key is not held to root's cap: status %d: %s", r.status, r.body)
+	}
+	for range 2 {
+		if s := <-statuses; s != http.StatusOK {
+			t.Errorf("a call within the cap: status %d", s)
+		}
+	}
+	if r := f.chat("root", slug); r.status != http.StatusOK {
+		t.Errorf("after the calls ended: status %d, want 200: %s", r.status, r.body)
+	}
+}

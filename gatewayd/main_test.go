@@ -98,6 +98,8 @@ type fixtureOpts struct {
 	// endpoints beyond the default one for slug.
 	endpoints []snapshot.Endpoint
 	workspace []snapshot.WorkspaceAPIKey
+	// maxInFlight is gatewayd's MaxInFlightPerKey; its default when zero.
+	maxInFlight int
 }
 
 // tree is a three-level tree: root <- mid <- {leafA, leafB}. limitsOf gives each group's own models.
@@ -141,7 +143,8 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 		t.Fatal(err)
 	}
 	f.metricsURL = "http://" + metricsLn.Addr().String()
-	f.gw, err = gatewayd.New(gatewayd.Options{RESTConfig: cfg, Namespaces: []string{ns}, Store: f.store, Clock: f.clock, MetricsListener: metricsLn})
+	f.gw, err = gatewayd.New(gatewayd.Options{RESTConfig: cfg, Namespaces: []string{ns}, Store: f.store, Clock: f.clock, MetricsListener: metricsLn,
+		MaxInFlightPerKey: o.maxInFlight})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/modelgate/modelgate/gatewayd"
 	"github.com/modelgate/modelgate/gatewayd/billing"
+	"github.com/modelgate/modelgate/gatewayd/inference"
 	"github.com/modelgate/modelgate/gatewayd/limits"
 )
 
@@ -36,6 +37,7 @@ func main() {
 	flag.StringVar(&namespaces, "namespaces", "", "Comma-separated workspace namespaces to serve; empty serves every namespace with a snapshot.")
 	flag.DurationVar(&opts.UpstreamTimeout, "upstream-timeout", gatewayd.DefaultUpstreamTimeout, "Bound on one upstream call (response headers, and each gap between streamed chunks) for Endpoints that set no timeout.")
 	flag.Int64Var(&opts.MaxBodyBytes, "max-body-bytes", gatewayd.DefaultMaxBodyBytes, "Largest request body accepted.")
+	flag.IntVar(&opts.MaxInFlightPerKey, "max-in-flight-per-key", inference.DefaultMaxInFlightPerKey, "Most model calls of one federated key whose bodies gatewayd holds at once; more answer 429.")
 	flag.DurationVar(&opts.ShutdownGrace, "shutdown-grace", gatewayd.DefaultShutdownGrace, "How long a stop (SIGTERM) lets calls in flight, streams included, finish before cutting them. Keep it below the pod's terminationGracePeriodSeconds.")
 	flag.DurationVar(&opts.SecretTTL, "secret-ttl", gatewayd.DefaultSecretTTL, "How long an upstream key read from its Secret is reused before it is read again.")
 	flag.StringVar(&st.store, "store", "embedded", "Where limit counters and billing events live: embedded (memory plus a bbolt file in --state-dir; one replica only) or redis (shared by every replica).")

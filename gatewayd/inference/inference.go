@@ -35,24 +35,34 @@ type Options struct {
 	// BodyReadTimeout bounds the read of a request body, so a client that trickles one cannot hold a call open;
 	// DefaultBodyReadTimeout when zero.
 	BodyReadTimeout time.Duration
+	// MaxInFlightPerKey caps the calls of one key whose bodies are held in memory at once; more answer 429.
+	// DefaultMaxInFlightPerKey when zero.
+	MaxInFlightPerKey int
 	// Billing records one event per call made with a federated key; off when nil.
 	Billing *billing.Recorder
 }
 
 // Handler serves the model-call routes.
 type Handler struct {
-	opts Options
+	opts     Options
+	inflight *inflight
 }
 
-// DefaultBodyReadTimeout is Options.BodyReadTimeout when zero.
-const DefaultBodyReadTimeout = time.Minute
+// Defaults of Options.
+const (
+	DefaultBodyReadTimeout   = time.Minute
+	DefaultMaxInFlightPerKey = 64
+)
 
 // New returns a Handler.
 func New(opts Options) *Handler {
 	if opts.BodyReadTimeout <= 0 {
 		opts.BodyReadTimeout = DefaultBodyReadTimeout
 	}
-	return &Handler{opts: opts}
+	if opts.MaxInFlightPerKey <= 0 {
+		opts.MaxInFlightPerKey = DefaultMaxInFlightPerKey
+	}
+	return &Handler{opts: opts, inflight: newInflight(opts.MaxInFlightPerKey)}
 }
 
 // Register adds the model-call routes to mux.

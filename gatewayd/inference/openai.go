@@ -3,6 +3,7 @@ package inference
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -50,6 +51,16 @@ func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c
 		w.Header().Set("X-Request-Id", billingRequestID())
 		defer func() { h.recordBilling(key, c, w, u) }()
 	}
+	slot := key.Group.Namespace + "/" + key.Prefix
+	if !h.inflight.acquire(slot) {
+		e := httperr.New(http.StatusTooManyRequests, httperr.CodeRateLimited,
+			fmt.Sprintf("Too many calls in flight for this key: at most %d at once.", h.opts.MaxInFlightPerKey),
+			map[string]any{"max_in_flight": h.opts.MaxInFlightPerKey})
+		e.RetryAfter = 1
+		httperr.WriteError(w, e)
+		return
+	}
+	defer h.inflight.release(slot)
 	body, berr := h.readBody(w, r)
 	if berr != nil {
 		httperr.WriteError(w, berr)
