@@ -185,6 +185,7 @@ func (g *Gateway) routes() {
 	g.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	g.mux.HandleFunc("GET /readyz", g.readyz)
 	g.mux.HandleFunc("GET /v1/metrics", g.workspaceMetrics)
+	g.mux.HandleFunc("/", g.unrouted)
 }
 
 // Ready is closed once the first good snapshot of every served namespace is loaded.

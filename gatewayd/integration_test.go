@@ -809,3 +809,30 @@ func TestInFlightCapPerKey(t *testing.T) {
 		t.Errorf("after the calls ended: status %d, want 200: %s", r.status, r.body)
 	}
 }
+
+// TestUnroutedAnswersInTheEnvelope: a path no route serves is a 404, and a route called with another method a 405
+// with Allow, both in the {error, error_code, detail} envelope, not ServeMux's plain text.
+func TestUnroutedAnswersInTheEnvelope(t *testing.T) {
+	f := newFixture(t, fixtureOpts{mode: "INDEPENDENT", groups: []gatewaytest.Group{{ID: "root", Models: models(slug)}}})
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		code, allow  string
+	}{
+		{http.MethodGet, "/nowhere", 404, "not_found", ""},
+		{http.MethodGet, "/v1/chat/completions", 405, "method_not_allowed", "POST"},
+		{http.MethodDelete, "/v1/gateway/groups", 405, "method_not_allowed", "GET, POST"},
+	} {
+		req, _ := http.NewRequest(tc.method, f.url+tc.path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var env map[string]any
+		if resp.StatusCode != tc.status || json.Unmarshal(b, &env) != nil || env["error_code"] != tc.code || resp.Header.Get("Allow") != tc.allow {
+			t.Errorf("%s %s: %d %q Allow %q, want %d %s Allow %q", tc.method, tc.path, resp.StatusCode, b, resp.Header.Get("Allow"), tc.status, tc.code, tc.allow)
+		}
+	}
+}

@@ -34,6 +34,7 @@ const (
 	CodeChildExceedsParentLimit = "child_exceeds_parent_limit"
 	CodeUnavailable             = "unavailable"
 	CodeControlPlaneUnavailable = "control_plane_unavailable"
+	CodeMethodNotAllowed        = "method_not_allowed"
 )
 
 // Codes of a body over the size cap: model calls and management calls still name it differently.
