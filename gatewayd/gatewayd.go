@@ -4,8 +4,8 @@
 // own package (docs/architecture.md). Everything it serves comes from the snapshot that the reload package keeps
 // current; the only other thing it reads from Kubernetes is the upstreams' key Secrets.
 //
-// Use Run for a blocking server, or New then Serve on a listener of your own and wait on Ready, as the tests
-// and the local stack do.
+// Use NewWithState then ListenAndServe for a blocking server over the durable state, as cmd/gatewayd and the local
+// stack do, or New then Serve on a listener of your own and wait on Ready, as the tests do.
 package gatewayd
 
 import (
@@ -29,6 +29,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/inference"
 	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/gatewayd/reload"
+	"github.com/modelgate/modelgate/gatewayd/state"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 	"github.com/modelgate/modelgate/gatewayd/view"
 )
@@ -203,12 +204,23 @@ func (g *Gateway) readyz(w http.ResponseWriter, _ *http.Request) {
 	}
 }
 
-// Run listens on opts.Addr and serves until ctx is done.
-func Run(ctx context.Context, opts Options) error {
+// NewWithState opens the durable state that cfg chooses and builds a Gateway over it: the wiring of cmd/gatewayd,
+// which the local stack runs too. Close the State once Serve has returned, so nothing charges it any more.
+func NewWithState(ctx context.Context, opts Options, cfg state.Config) (*Gateway, *state.State, error) {
+	st, err := state.Open(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts.Store, opts.Billing, opts.BillingSpool = st.Limits(), st.Billing(), st.Spool()
 	g, err := New(opts)
 	if err != nil {
-		return err
+		return nil, nil, errors.Join(err, st.Close())
 	}
+	return g, st, nil
+}
+
+// ListenAndServe listens on Addr (and MetricsAddr) and serves until ctx is done.
+func (g *Gateway) ListenAndServe(ctx context.Context) error {
 	ln, err := net.Listen("tcp", g.opts.Addr)
 	if err != nil {
 		return fmt.Errorf("failed to listen on %s: %w", g.opts.Addr, err)

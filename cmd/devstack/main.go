@@ -23,6 +23,7 @@ func main() {
 	opts := stack.Options{Namespace: "default"}
 	flag.StringVar(&opts.GatewayAddr, "gateway-addr", "127.0.0.1:8080", "Address gatewayd listens on.")
 	flag.StringVar(&opts.UpstreamAddr, "upstream-addr", "127.0.0.1:9999", "Address the demo OpenAI-compatible upstream listens on.")
+	flag.StringVar(&opts.MetricsAddr, "metrics-addr", "127.0.0.1:9090", "Address gatewayd serves /metrics on.")
 	flag.StringVar(&opts.DevDir, "dev-dir", ".dev", "Directory for the kubeconfig, the env file and the workspace signing key.")
 	flag.DurationVar(&opts.ReadyTimeout, "ready-timeout", 3*time.Minute, "How long to wait for every component to answer.")
 	zapOpts := zap.Options{Development: true}
@@ -78,7 +79,7 @@ func printUsage(s *stack.Stack) {
 	fmt.Printf(`
 modelgate is running.
 
-  gatewayd        %[1]s
+  gatewayd        %[1]s   (metrics: %[6]s/metrics)
   demo upstream   %[2]s
   namespace       %[3]s
   kubectl         %[4]s
@@ -100,6 +101,10 @@ In another terminal:
   curl -s "$MODELGATE_URL/v1/chat/completions" -H "Authorization: Api-Key $KEY" \
     -H 'Content-Type: application/json' -d '{"model":"demo/echo","messages":[{"role":"user","content":"hello"}]}'
 
+  # Its billing event, and the workspace's own series:
+  curl -s "$MODELGATE_URL/v1/gateway/events" -H "Authorization: Bearer $MODELGATE_API_KEY"
+  curl -s "$MODELGATE_URL/v1/metrics" -H "Authorization: Bearer $MODELGATE_API_KEY"
+
 Press Ctrl-C to stop everything.
-`, s.GatewayURL, s.UpstreamURL, s.Namespace, s.KubectlPath, s.EnvPath)
+`, s.GatewayURL, s.UpstreamURL, s.Namespace, s.KubectlPath, s.EnvPath, s.MetricsURL)
 }

@@ -22,6 +22,7 @@ import (
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers"
+	"github.com/modelgate/modelgate/gatewayd/version"
 	"github.com/modelgate/modelgate/webhooks"
 	"github.com/modelgate/modelgate/webhooks/certs"
 )
@@ -44,9 +45,14 @@ func main() {
 	flag.StringVar(&f.certs.SecretName, "webhook-secret-name", "", "self-managed: the Secret (in POD_NAMESPACE) the CA and serving certificate are kept in.")
 	flag.StringVar(&f.certs.ServiceName, "webhook-service-name", "", "self-managed: the webhook Service (in POD_NAMESPACE); the certificate is for <service>.<namespace>.svc.")
 	flag.StringVar(&f.certs.WebhookConfigurationName, "webhook-configuration-name", "", "self-managed: the ValidatingWebhookConfiguration whose caBundle is filled in.")
+	showVersion := flag.Bool("version", false, "Print the version and exit.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if *showVersion {
+		fmt.Println(version.Version)
+		return
+	}
 	// The downward API sets it in the chart; the self-managed certificate lives in the manager's own namespace.
 	f.certs.Namespace = os.Getenv("POD_NAMESPACE")
 
@@ -130,7 +136,7 @@ func run(f flags) error {
 		return fmt.Errorf("failed to add readiness check: %w", err)
 	}
 
-	ctrl.Log.WithName("setup").Info("Starting manager", "leaderElection", f.leaderElect, "namespaces", namespaces,
+	ctrl.Log.WithName("setup").Info("Starting manager", "version", version.Version, "leaderElection", f.leaderElect, "namespaces", namespaces,
 		"webhookCertMode", f.certs.Mode)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("failed to run manager: %w", err)

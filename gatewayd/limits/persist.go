@@ -2,7 +2,6 @@ package limits
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -44,22 +43,18 @@ type Embedded struct {
 	done chan struct{}
 }
 
-// OpenEmbedded opens (or creates) the bbolt file at path, restores today's DAY counters from it and starts
-// the background flush. A file written on an earlier UTC day restores nothing: usage starts from zero.
-func OpenEmbedded(path string, opts EmbeddedOptions) (*Embedded, error) {
+// NewEmbedded restores today's DAY counters from db and starts the background flush. A file written on an
+// earlier UTC day restores nothing: usage starts from zero. db belongs to the caller (gatewayd/state), which
+// closes it after Close.
+func NewEmbedded(db *bolt.DB, opts EmbeddedOptions) (*Embedded, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
 	if opts.FlushInterval == 0 {
 		opts.FlushInterval = DefaultFlushInterval
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
-	if err != nil {
-		return nil, fmt.Errorf("failed to open the state file %s: %w", path, err)
-	}
 	e := &Embedded{Memory: NewMemory(), db: db, now: opts.Now, stop: make(chan struct{}), done: make(chan struct{})}
 	if err := e.restore(); err != nil {
-		_ = db.Close()
 		return nil, err
 	}
 	if opts.FlushInterval > 0 {
@@ -69,9 +64,6 @@ func OpenEmbedded(path string, opts EmbeddedOptions) (*Embedded, error) {
 	}
 	return e, nil
 }
-
-// DB is the bbolt file, shared with the billing outbox so that one volume holds all durable state.
-func (e *Embedded) DB() *bolt.DB { return e.db }
 
 func (e *Embedded) loop(interval time.Duration) {
 	defer close(e.done)
@@ -194,12 +186,11 @@ func (e *Embedded) seed(k cellKey, t Type, day, n int64) {
 	c.mu.Unlock()
 }
 
-// Close stops the background flush, flushes everything and closes the file. Call it on graceful shutdown,
-// after the server stopped admitting calls.
+// Close stops the background flush and flushes everything; the file stays open for its owner to close. Call it
+// on graceful shutdown, after the server stopped admitting calls.
 func (e *Embedded) Close() error {
 	e.halt()
-	err := e.Flush()
-	return errors.Join(err, e.db.Close())
+	return e.Flush()
 }
 
 func (e *Embedded) halt() {

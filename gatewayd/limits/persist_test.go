@@ -3,6 +3,7 @@ package limits
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -14,14 +15,23 @@ type fakeNow struct{ t time.Time }
 
 func (f *fakeNow) now() time.Time { return f.t }
 
+// openEmbedded opens the bbolt file at path as gatewayd/state does and the store over it; closeEmbedded closes
+// both, store first.
 func openEmbedded(t *testing.T, path string, clock *fakeNow, interval time.Duration) *Embedded {
 	t.Helper()
-	e, err := OpenEmbedded(path, EmbeddedOptions{FlushInterval: interval, Now: clock.now})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
 	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := NewEmbedded(db, EmbeddedOptions{FlushInterval: interval, Now: clock.now})
+	if err != nil {
+		_ = db.Close()
 		t.Fatal(err)
 	}
 	return e
 }
+
+func closeEmbedded(e *Embedded) error { return errors.Join(e.Close(), e.db.Close()) }
 
 // crash stops e as a SIGKILL would: no final flush.
 func (e *Embedded) crash() {
@@ -55,11 +65,11 @@ func TestEmbeddedGracefulRestartKeepsDayCounters(t *testing.T) {
 	if got := admitN(t, e, p, 60, t0); got != 60 {
 		t.Fatalf("admitted %d of 60 below the threshold", got)
 	}
-	if err := e.Close(); err != nil {
+	if err := closeEmbedded(e); err != nil {
 		t.Fatal(err)
 	}
 	e = openEmbedded(t, path, clock, -1)
-	defer e.Close()
+	defer func() { _ = closeEmbedded(e) }()
 	p = usagePlan(t, e, 100)
 	if got := e.Usage(p.Limits[0].Key, t0); got != 60 {
 		t.Fatalf("REQUEST DAY after restart = %d, want 60", got)
@@ -89,7 +99,7 @@ func TestEmbeddedCrashLosesAtMostOneInterval(t *testing.T) {
 	admitN(t, e, p, 20, t0) // admitted within the interval that the crash cuts short
 	e.crash()
 	e = openEmbedded(t, path, clock, -1)
-	defer e.Close()
+	defer func() { _ = closeEmbedded(e) }()
 	if got := e.Usage(p.Limits[0].Key, t0); got != 30 {
 		t.Fatalf("REQUEST DAY after a crash = %d, want 30 (the last flush)", got)
 	}
@@ -130,7 +140,7 @@ func TestEmbeddedDayRollover(t *testing.T) {
 	e := openEmbedded(t, path, clock, -1)
 	p := usagePlan(t, e, 100)
 	admitN(t, e, p, 10, clock.t)
-	if err := e.Close(); err != nil {
+	if err := closeEmbedded(e); err != nil {
 		t.Fatal(err)
 	}
 	clock.t = clock.t.Add(2 * time.Minute) // 00:01 the next day
@@ -140,11 +150,11 @@ func TestEmbeddedDayRollover(t *testing.T) {
 		t.Fatalf("REQUEST DAY on a new day = %d, want 0", got)
 	}
 	admitN(t, e, p, 3, clock.t)
-	if err := e.Close(); err != nil {
+	if err := closeEmbedded(e); err != nil {
 		t.Fatal(err)
 	}
 	e = openEmbedded(t, path, clock, -1)
-	defer e.Close()
+	defer func() { _ = closeEmbedded(e) }()
 	p = usagePlan(t, e, 100)
 	if got := e.Usage(p.Limits[0].Key, clock.t); got != 3 {
 		t.Fatalf("REQUEST DAY after a restart on the new day = %d, want 3", got)

@@ -123,9 +123,6 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 	return r
 }
 
-// Client is the store's Redis client, for the billing events that share it.
-func (r *Redis) Client() redis.UniversalClient { return r.client }
-
 // redisHandle is the bound form of a Plan: one key per (group, slug) and the script arguments of its calls.
 type redisHandle struct {
 	keys []string

@@ -211,7 +211,7 @@ func BenchmarkRedisBatch(b *testing.B) {
 			r, _ := newRedis(b, RedisOptions{})
 			h := bindTo(b, r, chain5("")[:18]...).Handle.(*redisHandle)
 			ctx := context.Background()
-			r.Client().ConfigResetStat(ctx)
+			r.client.ConfigResetStat(ctx)
 			for i := 0; b.Loop(); i++ {
 				items := tc.items(h, t0.Add(time.Duration(i)*100*time.Microsecond))
 				for j, a := range r.run(ctx, items) {
@@ -220,7 +220,7 @@ func BenchmarkRedisBatch(b *testing.B) {
 					}
 				}
 			}
-			b.ReportMetric(serverMicros(b, r.Client(), b.N), "redis-µs/script")
+			b.ReportMetric(serverMicros(b, r.client, b.N), "redis-µs/script")
 		})
 	}
 }

@@ -358,14 +358,14 @@ func benchRedisAdmit(b *testing.B, ls []Limit) {
 	r, _ := newRedis(b, RedisOptions{})
 	p := bindTo(b, r, ls...)
 	ctx := context.Background()
-	r.Client().ConfigResetStat(ctx)
+	r.client.ConfigResetStat(ctx)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		if res, err := r.Admit(ctx, p, t0.Add(time.Duration(i)*time.Millisecond)); err != nil || !res.Allowed {
 			b.Fatal("refused", err)
 		}
 	}
-	b.ReportMetric(serverMicros(b, r.Client(), b.N), "redis-µs/op")
+	b.ReportMetric(serverMicros(b, r.client, b.N), "redis-µs/op")
 }
 
 // BenchmarkRedisAdmit compares one bucket against a five-level chain with one limit per level and against the
@@ -422,7 +422,7 @@ func BenchmarkRedisAdmitParallel(b *testing.B) {
 	r, _ := newRedis(b, RedisOptions{})
 	p := bindTo(b, r, chain5("")[:18]...)
 	ctx := context.Background()
-	r.Client().ConfigResetStat(ctx)
+	r.client.ConfigResetStat(ctx)
 	b.SetParallelism(32 / max(1, runtime.GOMAXPROCS(0)))
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -440,5 +440,5 @@ func BenchmarkRedisAdmitParallel(b *testing.B) {
 	if err := r.Flush(); err != nil {
 		b.Fatal(err)
 	}
-	b.ReportMetric(serverMicros(b, r.Client(), b.N), "redis-µs/op")
+	b.ReportMetric(serverMicros(b, r.client, b.N), "redis-µs/op")
 }

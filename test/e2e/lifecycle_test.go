@@ -76,6 +76,7 @@ func TestLifecycle(t *testing.T) {
 		{"PatchSetSemantics", l.patchSetSemantics},
 		{"UsageLimit429", l.usageLimit},
 		{"UsageEnvelope", l.usageEnvelope},
+		{"BillingEvents", l.billingEvents},
 		{"RevokeKey", l.revoke},
 		{"RegisterKeys", l.registerKeys},
 		{"DeleteRootCascades", l.deleteRoot},
@@ -365,6 +366,31 @@ func (l *lifecycle) usageEnvelope(t *testing.T) {
 	}
 	if len(got.Usage[echo]) != 2 {
 		t.Errorf("root usage = %s, want its two DAY limits on %s", r.raw, echo)
+	}
+}
+
+// billingEvents: the local stack runs gatewayd with cmd/gatewayd's wiring, billing store included, so the calls
+// of the key are billing events at GET /v1/gateway/events.
+func (l *lifecycle) billingEvents(t *testing.T) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := admin(t, l.s, http.MethodGet, "/v1/gateway/events?api_keys="+l.keyPrefix, nil)
+		expect(t, r, http.StatusOK, "")
+		items, _ := r.body["items"].([]any)
+		ok := 0
+		for _, it := range items {
+			ev, _ := it.(map[string]any)
+			if ev["apiKeyPrefix"] == l.keyPrefix && ev["externalEntityId"] == l.ext("grandchild") && ev["statusCode"] == float64(http.StatusOK) {
+				ok++
+			}
+		}
+		if ok == l.admitted {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d billing events of admitted calls for key %s, want %d: %s", ok, l.keyPrefix, l.admitted, r)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -14,13 +13,22 @@ import (
 
 	"github.com/modelgate/modelgate/gatewayd/billing"
 	"github.com/modelgate/modelgate/gatewayd/limits"
+	gwstate "github.com/modelgate/modelgate/gatewayd/state"
 )
 
-// state is a limit store and a billing store, as cmd/gatewayd opens them for one --store choice.
+// state is a limit store and a billing store, opened by gatewayd/state as cmd/gatewayd opens them for one
+// --store choice.
 type state struct {
 	limits  limits.Store
 	billing billing.Store
 	close   func()
+}
+
+func fromStore(st *gwstate.State, cleanup func()) *state {
+	return &state{limits: st.Limits(), billing: st.Billing(), close: func() {
+		_ = st.Close()
+		cleanup()
+	}}
 }
 
 // openEmbedded opens the default single-replica state of cmd/gatewayd (--store=embedded): rolling windows in
@@ -30,15 +38,12 @@ func openEmbedded() (*state, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to create a state directory: %w", err)
 	}
-	e, err := limits.OpenEmbedded(filepath.Join(dir, "gatewayd.db"), limits.EmbeddedOptions{})
+	st, err := gwstate.Open(context.Background(), gwstate.Config{Store: gwstate.Embedded, Dir: dir})
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	return &state{limits: e, billing: billing.NewBolt(e.DB()), close: func() {
-		_ = e.Close()
-		_ = os.RemoveAll(dir)
-	}}, nil
+	return fromStore(st, func() { _ = os.RemoveAll(dir) }), nil
 }
 
 // openRedis starts redis-server on a free loopback port, without persistence, and opens the state of
@@ -80,5 +85,11 @@ func openRedis(ctx context.Context, path string) (*state, error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return &state{limits: limits.NewRedis(client, limits.RedisOptions{}), billing: billing.NewRedis(client, ""), close: stop}, nil
+	_ = client.Close()
+	st, err := gwstate.Open(ctx, gwstate.Config{Store: gwstate.Redis, RedisURL: "redis://127.0.0.1:" + port})
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	return fromStore(st, stop), nil
 }

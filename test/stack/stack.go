@@ -35,6 +35,7 @@ import (
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers"
 	"github.com/modelgate/modelgate/gatewayd"
+	"github.com/modelgate/modelgate/gatewayd/state"
 	"github.com/modelgate/modelgate/webhooks"
 )
 
@@ -55,8 +56,13 @@ type Options struct {
 	ReadyTimeout time.Duration
 	// Controllers is handed to controllers.SetupWithManager.
 	Controllers controllers.Options
-	// Gatewayd is handed to gatewayd.New, with Addr and RESTConfig filled in by the stack.
+	// Gatewayd is handed to gatewayd.NewWithState, with Addr and RESTConfig filled in by the stack.
 	Gatewayd gatewayd.Options
+	// State is gatewayd's durable state, opened as cmd/gatewayd opens it. The zero value is the embedded store
+	// (cmd/gatewayd's default) in DevDir/state.
+	State state.Config
+	// MetricsAddr is where gatewayd serves /metrics. A port of 0 picks a free one. Default 127.0.0.1:0.
+	MetricsAddr string
 }
 
 // Names of the seeded objects. config/samples/endpoint.yaml declares the same Endpoint and upstream Secret, so
@@ -86,6 +92,8 @@ type Stack struct {
 	Gateway *gatewayd.Gateway
 	// GatewayURL is gatewayd's base URL, for example http://127.0.0.1:8080.
 	GatewayURL string
+	// MetricsURL is gatewayd's metrics listener, for example http://127.0.0.1:9090.
+	MetricsURL string
 	// UpstreamURL is the demo upstream's OpenAI base URL, ending in /v1.
 	UpstreamURL string
 	// APIKey is the plaintext of the admin workspace key (WORKSPACE_MANAGE_ALL).
@@ -210,6 +218,9 @@ func (o *Options) defaults() error {
 	if o.UpstreamAddr == "" {
 		o.UpstreamAddr = "127.0.0.1:0"
 	}
+	if o.MetricsAddr == "" {
+		o.MetricsAddr = "127.0.0.1:0"
+	}
 	if o.Namespace == "" {
 		o.Namespace = "default"
 	}
@@ -310,23 +321,42 @@ func (s *Stack) startManager(ctx context.Context, opts Options) error {
 	return nil
 }
 
+// startGatewayd runs gatewayd with the wiring of cmd/gatewayd (gatewayd.NewWithState): the same state store,
+// billing events and webhook delivery, so what works here works in a cluster.
 func (s *Stack) startGatewayd(ctx context.Context, opts Options) error {
 	gopts := opts.Gatewayd
 	gopts.RESTConfig = s.Config
 	gopts.Addr = opts.GatewayAddr
-	g, err := gatewayd.New(gopts)
-	if err != nil {
-		return fmt.Errorf("failed to create gatewayd: %w", err)
-	}
-	// Listening here, rather than in gatewayd.Run, makes a port of 0 safe: the address is known and held.
+	// Listening here, rather than in ListenAndServe, makes a port of 0 safe: the address is known and held.
 	ln, err := net.Listen("tcp", opts.GatewayAddr)
 	if err != nil {
 		return fmt.Errorf("failed to listen on %s for gatewayd: %w", opts.GatewayAddr, err)
 	}
+	if gopts.MetricsListener, err = net.Listen("tcp", opts.MetricsAddr); err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("failed to listen on %s for gatewayd's metrics: %w", opts.MetricsAddr, err)
+	}
+	cfg := opts.State
+	if cfg.Store == "" {
+		cfg.Store = state.Embedded
+	}
+	if cfg.Dir == "" {
+		cfg.Dir = filepath.Join(s.devDir, "state")
+	}
+	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithName("gatewayd"))
+	g, st, err := gatewayd.NewWithState(ctx, gopts, cfg)
+	if err != nil {
+		_, _ = ln.Close(), gopts.MetricsListener.Close()
+		return fmt.Errorf("failed to create gatewayd: %w", err)
+	}
 	s.Gateway = g
 	s.GatewayURL = "http://" + ln.Addr().String()
-	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithName("gatewayd"))
-	s.run(ctx, "gatewayd", func(ctx context.Context) error { return g.Serve(ctx, ln) })
+	s.MetricsURL = "http://" + gopts.MetricsListener.Addr().String()
+	s.run(ctx, "gatewayd", func(ctx context.Context) error {
+		err := g.Serve(ctx, ln)
+		// Serve has returned, so nothing charges the store any more: flush and close it.
+		return errors.Join(err, st.Close())
+	})
 	return nil
 }
 
