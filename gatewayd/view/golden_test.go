@@ -1,0 +1,184 @@
+package view
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	gocmp "github.com/google/go-cmp/cmp"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/modelgate/modelgate/api/snapshot"
+	"github.com/modelgate/modelgate/gatewayd/limits"
+)
+
+// update rewrites the golden files: go test ./gatewayd/view/ -update. Review the diff before committing.
+var update = flag.Bool("update", false, "rewrite testdata/*.out.yaml from the current view")
+
+// TestBuildGolden builds the view of every testdata/*.in.yaml (one snapshot per YAML document, one per
+// workspace) and compares a dump of it with the matching *.out.yaml: per group and slug the limit plan in
+// enforcement order with each bucket's metering group, the keys by prefix, the workspace keys and the routes. A
+// snapshot the view refuses dumps its error instead.
+func TestBuildGolden(t *testing.T) {
+	inputs, err := filepath.Glob(filepath.Join("testdata", "*.in.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inputs) == 0 {
+		t.Fatal("no golden inputs in testdata")
+	}
+	for _, in := range inputs {
+		name := strings.TrimSuffix(filepath.Base(in), ".in.yaml")
+		t.Run(name, func(t *testing.T) {
+			got, err := yaml.Marshal(dumpOf(t, loadSnapshots(t, in)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := strings.TrimSuffix(in, ".in.yaml") + ".out.yaml"
+			if *update {
+				if err := os.WriteFile(out, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatalf("failed to read golden file (run with -update to create it): %v", err)
+			}
+			if diff := gocmp.Diff(string(want), string(got)); diff != "" {
+				t.Errorf("view differs from %s (-want +got):\n%s", out, diff)
+			}
+		})
+	}
+}
+
+func loadSnapshots(t *testing.T, path string) []*snapshot.Snapshot {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*snapshot.Snapshot
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		s := &snapshot.Snapshot{}
+		if err := yaml.UnmarshalStrict(doc, s); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		out = append(out, s)
+	}
+}
+
+// dump is the readable form of a built View.
+type dump struct {
+	Namespaces []namespaceDump `json:"namespaces,omitempty"`
+	// KeysByPrefix lists, per prefix, the keys a lookup compares (namespace/id), across workspaces.
+	KeysByPrefix map[string][]string `json:"keysByPrefix,omitempty"`
+	Error        string              `json:"error,omitempty"`
+}
+
+type namespaceDump struct {
+	Name          string         `json:"name"`
+	Groups        []groupDump    `json:"groups"`
+	WorkspaceKeys []string       `json:"workspaceKeys,omitempty"`
+	Endpoints     []endpointDump `json:"endpoints,omitempty"`
+}
+
+type groupDump struct {
+	ID     string      `json:"id"`
+	Mode   string      `json:"mode"`
+	Models []modelDump `json:"models"`
+}
+
+type modelDump struct {
+	Slug string `json:"slug"`
+	// Plan is one line per limit, in the order a call checks them: "TYPE/UNIT threshold bucket=<metering group>
+	// source=<declaring group>".
+	Plan []string `json:"plan"`
+}
+
+type endpointDump struct {
+	Slug        string `json:"slug"`
+	BaseURL     string `json:"baseURL"`
+	TargetModel string `json:"targetModel,omitempty"`
+	Secret      string `json:"secret,omitempty"`
+	Timeout     string `json:"timeout,omitempty"`
+}
+
+func dumpOf(t *testing.T, snaps []*snapshot.Snapshot) dump {
+	t.Helper()
+	v := Empty()
+	store := limits.NewMemory()
+	for _, s := range snaps {
+		ns, err := Build(s, 1, "checksum", store, nil)
+		if err != nil {
+			return dump{Error: err.Error()}
+		}
+		v = v.With(ns)
+	}
+	var d dump
+	for _, name := range v.Namespaces() {
+		d.Namespaces = append(d.Namespaces, namespaceDumpOf(v.Namespace(name)))
+	}
+	d.KeysByPrefix = map[string][]string{}
+	for prefix, keys := range v.keys {
+		for _, k := range keys {
+			d.KeysByPrefix[prefix] = append(d.KeysByPrefix[prefix], k.Group.Namespace+"/"+k.ID+" -> group "+k.Group.ID)
+		}
+		slices.Sort(d.KeysByPrefix[prefix])
+	}
+	return d
+}
+
+func namespaceDumpOf(ns *Namespace) namespaceDump {
+	nd := namespaceDump{Name: ns.Name}
+	for _, g := range ns.Groups {
+		gd := groupDump{ID: g.ID, Mode: g.Mode}
+		for _, m := range g.Models {
+			md := modelDump{Slug: m.Slug, Plan: []string{}}
+			for _, l := range m.Plan.Limits {
+				md.Plan = append(md.Plan, fmt.Sprintf("%s/%s %d bucket=%s source=%s", l.Key.Type, l.Key.Unit, l.Threshold, l.Key.Group, l.SourceGroup))
+			}
+			gd.Models = append(gd.Models, md)
+		}
+		slices.SortFunc(gd.Models, func(a, b modelDump) int { return cmp.Compare(a.Slug, b.Slug) })
+		nd.Groups = append(nd.Groups, gd)
+	}
+	slices.SortFunc(nd.Groups, func(a, b groupDump) int { return cmp.Compare(a.ID, b.ID) })
+	for _, k := range ns.workspaceKeys {
+		nd.WorkspaceKeys = append(nd.WorkspaceKeys, k.Prefix+" "+k.ID+" "+k.Record.Type)
+	}
+	slices.Sort(nd.WorkspaceKeys)
+	for _, e := range ns.Endpoints {
+		ed := endpointDump{Slug: e.Slug, BaseURL: e.BaseURL, TargetModel: e.TargetModel}
+		if e.Secret != nil {
+			ed.Secret = e.Secret.Name + "/" + e.Secret.Key
+		}
+		if e.Timeout > 0 {
+			ed.Timeout = e.Timeout.String()
+		}
+		nd.Endpoints = append(nd.Endpoints, ed)
+	}
+	slices.SortFunc(nd.Endpoints, func(a, b endpointDump) int { return cmp.Compare(a.Slug, b.Slug) })
+	return nd
+}
