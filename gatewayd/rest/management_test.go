@@ -14,6 +14,7 @@ import (
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/rest"
+	"github.com/modelgate/modelgate/gatewayd/rest/kit"
 	"github.com/modelgate/modelgate/test/apibody"
 )
 
@@ -212,7 +213,7 @@ var _ = Describe("Management rate limits", func() {
 			"POST /v1/models/{model_id}/environments/{env_name}/activate":       {100, time.Second},
 			"GET /v1/gateway/groups": {100, time.Second},
 		} {
-			n, w := rest.ManagementLimit(pattern)
+			n, w := kit.ManagementLimit(pattern)
 			Expect([]any{n, w}).To(Equal([]any{want.n, want.w}), pattern)
 		}
 	})

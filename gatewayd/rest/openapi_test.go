@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -120,9 +121,15 @@ var _ = Describe("GET /v1/spec", func() {
 		Expect(r.code).To(Equal(http.StatusOK))
 		Expect(r.body["openapi"]).To(HavePrefix("3."))
 		paths := r.body["paths"].(map[string]any)
-		src, err := os.ReadFile("api.go")
+		// Every route is registered in api.go or in a resource package's Register.
+		files, err := filepath.Glob("*/*.go")
 		Expect(err).NotTo(HaveOccurred())
-		routes := regexp.MustCompile(`(?:gw|keys|mux\.HandleFunc)\("([A-Z]+) (/v1[^"]*)"`).FindAllStringSubmatch(string(src), -1)
+		var routes [][]string
+		for _, f := range append(files, "api.go") {
+			src, err := os.ReadFile(f)
+			Expect(err).NotTo(HaveOccurred())
+			routes = append(routes, regexp.MustCompile(`(?:k\.Handle\(mux, |mux\.HandleFunc\()"([A-Z]+) (/v1[^"]*)"`).FindAllStringSubmatch(string(src), -1)...)
+		}
 		Expect(len(routes)).To(BeNumerically(">=", 20))
 		for _, m := range routes {
 			ops, ok := paths[m[2]].(map[string]any)

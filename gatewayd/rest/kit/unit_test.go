@@ -1,4 +1,4 @@
-package rest
+package kit
 
 import (
 	"testing"
@@ -41,10 +41,10 @@ func TestFixedWindowLimiter(t *testing.T) {
 
 func TestMintedKeysAndIDs(t *testing.T) {
 	k, err := apikey.Mint(apikey.Federated)
-	if err != nil || !validPrefix(apikey.Prefix(k)) {
+	if err != nil || !ValidPrefix(apikey.Prefix(k)) {
 		t.Fatalf("minted key prefix %q is not a valid path prefix (err %v)", apikey.Prefix(k), err)
 	}
-	if a, b := newID("grp-"), newID("grp-"); a == b || !validName(a) || len(a) != 20 {
+	if a, b := NewID("grp-"), NewID("grp-"); a == b || !ValidName(a) || len(a) != 20 {
 		t.Fatalf("ids %q and %q: want distinct valid names of 20 characters", a, b)
 	}
 }

@@ -1,4 +1,4 @@
-package rest
+package kit
 
 import (
 	"crypto/rand"
@@ -21,29 +21,29 @@ const (
 	maxPageSize     = 1000
 )
 
-type page struct {
+type Page struct {
 	limit int
 	after string // the last key of the previous page, "" for the first
 }
 
-type paginationJSON struct {
+type PaginationJSON struct {
 	HasMore bool    `json:"has_more"`
 	Cursor  *string `json:"cursor"`
 }
 
-type pageJSON[T any] struct {
+type PageJSON[T any] struct {
 	Items      []T            `json:"items"`
-	Pagination paginationJSON `json:"pagination"`
+	Pagination PaginationJSON `json:"pagination"`
 }
 
-// parsePage reads limit and cursor, answering 400 when either is invalid.
-func parsePage(w http.ResponseWriter, r *http.Request) (page, bool) {
-	p := page{limit: defaultPageSize}
+// ParsePage reads limit and cursor, answering 400 when either is invalid.
+func ParsePage(w http.ResponseWriter, r *http.Request) (Page, bool) {
+	p := Page{limit: defaultPageSize}
 	q := r.URL.Query()
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > maxPageSize {
-			badRequest(w, "limit", "limit must be an integer from 1 to 1000.")
+			BadRequest(w, "limit", "limit must be an integer from 1 to 1000.")
 			return p, false
 		}
 		p.limit = n
@@ -52,7 +52,7 @@ func parsePage(w http.ResponseWriter, r *http.Request) (page, bool) {
 		raw, err := base64.RawURLEncoding.DecodeString(s)
 		after, ok := strings.CutPrefix(string(raw), "v1:")
 		if err != nil || !ok || after == "" {
-			badRequest(w, "cursor", "cursor is not one this API returned; pass the previous page's pagination.cursor unchanged.")
+			BadRequest(w, "cursor", "cursor is not one this API returned; pass the previous page's pagination.cursor unchanged.")
 			return p, false
 		}
 		p.after = after
@@ -65,8 +65,8 @@ func encodeCursor(last string) *string {
 	return &s
 }
 
-// slice returns the indexes into keys (sorted ascending) of the page, and whether more follow.
-func (p page) slice(keys []string) ([]int, bool) {
+// Slice returns the indexes into keys (sorted ascending) of the page, and whether more follow.
+func (p Page) Slice(keys []string) ([]int, bool) {
 	start := sort.SearchStrings(keys, p.after)
 	for start < len(keys) && p.after != "" && keys[start] <= p.after {
 		start++
@@ -79,20 +79,20 @@ func (p page) slice(keys []string) ([]int, bool) {
 	return idx, end < len(keys)
 }
 
-// newPage builds the envelope; the cursor is null once the list is drained.
-func newPage[T any](items []T, more bool, keys []string, sel []int) pageJSON[T] {
-	out := pageJSON[T]{Items: items, Pagination: paginationJSON{HasMore: more}}
+// NewPage builds the envelope; the cursor is null once the list is drained.
+func NewPage[T any](items []T, more bool, keys []string, sel []int) PageJSON[T] {
+	out := PageJSON[T]{Items: items, Pagination: PaginationJSON{HasMore: more}}
 	if more && len(sel) > 0 {
 		out.Pagination.Cursor = encodeCursor(keys[sel[len(sel)-1]])
 	}
 	return out
 }
 
+// base36 is the alphabet of NewID.
 const base36 = "0123456789abcdefghijklmnopqrstuvwxyz"
-const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
-// randomString returns n characters of alphabet from crypto/rand, without modulo bias.
-func randomString(alphabet string, n int) string {
+// RandomString returns n characters of alphabet from crypto/rand, without modulo bias.
+func RandomString(alphabet string, n int) string {
 	out := make([]byte, 0, n)
 	buf := make([]byte, 2*n)
 	limit := 256 - 256%len(alphabet)
@@ -109,16 +109,16 @@ func randomString(alphabet string, n int) string {
 	return string(out)
 }
 
-// newID is a service-assigned object name: prefix plus 16 lowercase base36 characters (about 82 bits).
-func newID(prefix string) string { return prefix + randomString(base36, 16) }
+// NewID is a service-assigned object name: prefix plus 16 lowercase base36 characters (about 82 bits).
+func NewID(prefix string) string { return prefix + RandomString(base36, 16) }
 
-// validName is true for a valid Kubernetes object name, the form of every id in a path.
-func validName(id string) bool {
+// ValidName is true for a valid Kubernetes object name, the form of every id in a path.
+func ValidName(id string) bool {
 	return id != "" && len(validation.IsDNS1123Subdomain(id)) == 0
 }
 
-// validPrefix is true for a possible key prefix: 16 printable ASCII characters without spaces.
-func validPrefix(p string) bool {
+// ValidPrefix is true for a possible key prefix: 16 printable ASCII characters without spaces.
+func ValidPrefix(p string) bool {
 	if len(p) != 16 {
 		return false
 	}

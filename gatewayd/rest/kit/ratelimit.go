@@ -1,4 +1,4 @@
-package rest
+package kit
 
 import (
 	"strings"

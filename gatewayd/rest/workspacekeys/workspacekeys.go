@@ -1,4 +1,4 @@
-package rest
+package workspacekeys
 
 import (
 	"fmt"
@@ -15,7 +15,21 @@ import (
 	"github.com/modelgate/modelgate/api/apikey"
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gatewayd/auth"
+	"github.com/modelgate/modelgate/gatewayd/httperr"
+	"github.com/modelgate/modelgate/gatewayd/rest/kit"
 )
+
+// api serves the routes of this package.
+type api struct{ *kit.Kit }
+
+// Register adds the routes of this package to mux.
+func Register(mux *http.ServeMux, k *kit.Kit) {
+	a := &api{k}
+	k.Handle(mux, "POST /v1/api_keys", kit.AccessKeys, a.createWorkspaceKey)
+	k.Handle(mux, "GET /v1/api_keys", kit.AccessKeys, a.listWorkspaceKeys)
+	k.Handle(mux, "DELETE /v1/api_keys/{prefix}", kit.AccessKeys, a.deleteWorkspaceKey)
+}
 
 // AnnotationCreatedBy records who created a workspace key through the API: "user:<id>" for a personal key's
 // owner, "key:<prefix>" for a key-management key. It decides what MEMBER callers may list and revoke.
@@ -49,23 +63,23 @@ type workspaceKeyJSON struct {
 }
 
 // createdBy is the AnnotationCreatedBy value of a caller.
-func (c caller) createdBy() string {
-	if c.key.Type == "PERSONAL" && c.key.Owner != nil {
-		return "user:" + c.key.Owner.UserID
+func createdBy(c auth.Caller) string {
+	if c.Key.Type == "PERSONAL" && c.Key.Owner != nil {
+		return "user:" + c.Key.Owner.UserID
 	}
-	return "key:" + c.key.Prefix
+	return "key:" + c.Key.Prefix
 }
 
 // mayCreate applies SPEC.md "Authentication": organization admins create any type (a PERSONAL key is theirs);
 // key-management keys create team keys of any permission level but no personal or management keys; other
 // members create only their own personal keys (team-admin roles are not modelled yet).
-func (c caller) mayCreate(t gatewayv1.WorkspaceKeyType) bool {
+func mayCreate(c auth.Caller, t gatewayv1.WorkspaceKeyType) bool {
 	switch {
-	case c.isAdmin():
+	case c.IsOrgAdmin():
 		return true
-	case c.key.Type == string(gatewayv1.KeyTypeManageAPIKeys):
+	case c.Key.Type == string(gatewayv1.KeyTypeManageAPIKeys):
 		return t != gatewayv1.KeyTypePersonal && t != gatewayv1.KeyTypeManageAPIKeys
-	case c.key.Type == string(gatewayv1.KeyTypePersonal):
+	case c.Key.Type == string(gatewayv1.KeyTypePersonal):
 		return t == gatewayv1.KeyTypePersonal
 	}
 	return false
@@ -73,22 +87,22 @@ func (c caller) mayCreate(t gatewayv1.WorkspaceKeyType) bool {
 
 // sees applies the visibility rules: admins see every key; key-management keys see team and personal keys;
 // other members see their own personal keys and the keys they created. The same rule decides who may revoke.
-func (c caller) sees(k *gatewayv1.WorkspaceAPIKey) bool {
+func sees(c auth.Caller, k *gatewayv1.WorkspaceAPIKey) bool {
 	switch {
-	case c.isAdmin():
+	case c.IsOrgAdmin():
 		return true
-	case c.key.Type == string(gatewayv1.KeyTypeManageAPIKeys):
+	case c.Key.Type == string(gatewayv1.KeyTypeManageAPIKeys):
 		return k.Spec.Type != gatewayv1.KeyTypeManageAPIKeys
-	case c.key.Type == string(gatewayv1.KeyTypePersonal) && c.key.Owner != nil:
-		own := k.Spec.Type == gatewayv1.KeyTypePersonal && k.Spec.Owner != nil && k.Spec.Owner.UserID == c.key.Owner.UserID
-		return own || k.Annotations[AnnotationCreatedBy] == c.createdBy()
+	case c.Key.Type == string(gatewayv1.KeyTypePersonal) && c.Key.Owner != nil:
+		own := k.Spec.Type == gatewayv1.KeyTypePersonal && k.Spec.Owner != nil && k.Spec.Owner.UserID == c.Key.Owner.UserID
+		return own || k.Annotations[AnnotationCreatedBy] == createdBy(c)
 	}
 	return false
 }
 
-func (a *API) createWorkspaceKey(w http.ResponseWriter, r *http.Request, c caller) {
+func (a *api) createWorkspaceKey(w http.ResponseWriter, r *http.Request, c auth.Caller) {
 	var req createWorkspaceKeyRequest
-	if !decodeBody(w, r, &req, false) {
+	if !kit.DecodeBody(w, r, &req, false) {
 		return
 	}
 	t := gatewayv1.WorkspaceKeyType(req.Type)
@@ -96,32 +110,32 @@ func (a *API) createWorkspaceKey(w http.ResponseWriter, r *http.Request, c calle
 	case gatewayv1.KeyTypePersonal, gatewayv1.KeyTypeManageAll, gatewayv1.KeyTypeInvoke,
 		gatewayv1.KeyTypeExportMetrics, gatewayv1.KeyTypeManageAPIKeys:
 	default:
-		badRequest(w, "type", "type must be one of PERSONAL, WORKSPACE_MANAGE_ALL, WORKSPACE_INVOKE, WORKSPACE_EXPORT_METRICS, WORKSPACE_MANAGE_API_KEYS.")
+		kit.BadRequest(w, "type", "type must be one of PERSONAL, WORKSPACE_MANAGE_ALL, WORKSPACE_INVOKE, WORKSPACE_EXPORT_METRICS, WORKSPACE_MANAGE_API_KEYS.")
 		return
 	}
 	if !keyNamePattern.MatchString(req.Name) {
-		badRequest(w, "name", "name must be 1 to 128 lowercase letters, numbers and hyphens.")
+		kit.BadRequest(w, "name", "name must be 1 to 128 lowercase letters, numbers and hyphens.")
 		return
 	}
 	if (len(req.ModelIDs) > 0 || len(req.Environments) > 0) && t != gatewayv1.KeyTypeManageAll && t != gatewayv1.KeyTypeInvoke {
-		badRequest(w, "model_ids", "model_ids and environments scope WORKSPACE_MANAGE_ALL and WORKSPACE_INVOKE keys only.")
+		kit.BadRequest(w, "model_ids", "model_ids and environments scope WORKSPACE_MANAGE_ALL and WORKSPACE_INVOKE keys only.")
 		return
 	}
-	if !c.mayCreate(t) {
-		writeError(w, http.StatusForbidden, "forbidden",
-			fmt.Sprintf("A %s key may not create %s keys.", c.key.Type, t), map[string]string{"type": req.Type})
+	if !mayCreate(c, t) {
+		httperr.Write(w, http.StatusForbidden, httperr.CodeForbidden,
+			fmt.Sprintf("A %s key may not create %s keys.", c.Key.Type, t), map[string]string{"type": req.Type})
 		return
 	}
 	plain, err := apikey.Mint(apikey.Workspace)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "internal_error", "Failed to mint a key.", nil)
+		httperr.Write(w, http.StatusInternalServerError, httperr.CodeInternal, "Failed to mint a key.", nil)
 		return
 	}
 	prefix := apikey.Prefix(plain)
 	k := &gatewayv1.WorkspaceAPIKey{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: newID("wk-"), Namespace: c.namespace,
-			Annotations: map[string]string{AnnotationCreatedBy: c.createdBy()},
+			Name: kit.NewID("wk-"), Namespace: c.Namespace,
+			Annotations: map[string]string{AnnotationCreatedBy: createdBy(c)},
 		},
 		Spec: gatewayv1.WorkspaceAPIKeySpec{
 			Type:         t,
@@ -134,27 +148,27 @@ func (a *API) createWorkspaceKey(w http.ResponseWriter, r *http.Request, c calle
 	}
 	if t == gatewayv1.KeyTypePersonal {
 		// Only a personal key's owner (or an admin, for themselves) creates personal keys, so the owner is the caller.
-		if c.key.Owner == nil {
-			writeError(w, http.StatusForbidden, "forbidden", "Only a PERSONAL key can create a PERSONAL key.", nil)
+		if c.Key.Owner == nil {
+			httperr.Write(w, http.StatusForbidden, httperr.CodeForbidden, "Only a PERSONAL key can create a PERSONAL key.", nil)
 			return
 		}
-		o := c.key.Owner
+		o := c.Key.Owner
 		k.Spec.Owner = &gatewayv1.KeyOwner{UserID: o.UserID, Email: o.Email, Name: o.Name, Role: gatewayv1.OrgRole(o.Role)}
 	}
-	if err := a.opts.Client.Create(r.Context(), k); err != nil {
-		writeKubeError(w, r, "create workspace api key", err)
+	if err := a.Opts.Client.Create(r.Context(), k); err != nil {
+		kit.WriteKubeError(w, r, "create workspace api key", err)
 		return
 	}
-	a.awaitSnapshot(r.Context(), c.namespace, "workspace key "+prefix, func(s *snapshot.Snapshot) bool {
+	a.AwaitSnapshot(r.Context(), c.Namespace, "workspace key "+prefix, func(s *snapshot.Snapshot) bool {
 		return slices.ContainsFunc(s.WorkspaceAPIKeys, func(sk snapshot.WorkspaceAPIKey) bool { return sk.Prefix == prefix })
 	})
-	writeJSON(w, http.StatusCreated, map[string]string{"api_key": plain})
+	httperr.WriteJSON(w, http.StatusCreated, map[string]string{"api_key": plain})
 }
 
-func (a *API) listWorkspaceKeys(w http.ResponseWriter, r *http.Request, c caller) {
+func (a *api) listWorkspaceKeys(w http.ResponseWriter, r *http.Request, c auth.Caller) {
 	keys, err := a.workspaceKeys(r, c)
 	if err != nil {
-		writeKubeError(w, r, "list workspace api keys", err)
+		kit.WriteKubeError(w, r, "list workspace api keys", err)
 		return
 	}
 	out := make([]workspaceKeyJSON, 0, len(keys))
@@ -169,47 +183,47 @@ func (a *API) listWorkspaceKeys(w http.ResponseWriter, r *http.Request, c caller
 		}
 		out = append(out, kj)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"keys": out})
+	httperr.WriteJSON(w, http.StatusOK, map[string]any{"keys": out})
 }
 
 // deleteWorkspaceKey revokes a key the caller can see; a key it cannot see is reported as not found.
-func (a *API) deleteWorkspaceKey(w http.ResponseWriter, r *http.Request, c caller) {
+func (a *api) deleteWorkspaceKey(w http.ResponseWriter, r *http.Request, c auth.Caller) {
 	prefix := r.PathValue("prefix")
-	if !validPrefix(prefix) {
-		badRequest(w, "prefix", fmt.Sprintf("%q is not a key prefix: a prefix is 16 printable characters.", prefix))
+	if !kit.ValidPrefix(prefix) {
+		kit.BadRequest(w, "prefix", fmt.Sprintf("%q is not a key prefix: a prefix is 16 printable characters.", prefix))
 		return
 	}
 	keys, err := a.workspaceKeys(r, c)
 	if err != nil {
-		writeKubeError(w, r, "list workspace api keys", err)
+		kit.WriteKubeError(w, r, "list workspace api keys", err)
 		return
 	}
 	i := slices.IndexFunc(keys, func(k *gatewayv1.WorkspaceAPIKey) bool { return wsKeyPrefix(k) == prefix })
 	if i < 0 {
-		notFound(w, "API key", prefix)
+		kit.NotFound(w, "API key", prefix)
 		return
 	}
 	k := keys[i]
-	if err := a.opts.Client.Delete(r.Context(), k, client.Preconditions{UID: &k.UID}); err != nil && !apierrors.IsNotFound(err) {
-		writeKubeError(w, r, "delete workspace api key", err)
+	if err := a.Opts.Client.Delete(r.Context(), k, client.Preconditions{UID: &k.UID}); err != nil && !apierrors.IsNotFound(err) {
+		kit.WriteKubeError(w, r, "delete workspace api key", err)
 		return
 	}
-	a.awaitSnapshot(r.Context(), c.namespace, "revoke workspace key "+prefix, func(s *snapshot.Snapshot) bool {
+	a.AwaitSnapshot(r.Context(), c.Namespace, "revoke workspace key "+prefix, func(s *snapshot.Snapshot) bool {
 		return !slices.ContainsFunc(s.WorkspaceAPIKeys, func(sk snapshot.WorkspaceAPIKey) bool { return sk.Prefix == prefix })
 	})
-	writeJSON(w, http.StatusOK, map[string]string{"prefix": prefix})
+	httperr.WriteJSON(w, http.StatusOK, map[string]string{"prefix": prefix})
 }
 
 // workspaceKeys lists the live workspace keys of the caller's namespace that it may see, sorted by prefix.
-func (a *API) workspaceKeys(r *http.Request, c caller) ([]*gatewayv1.WorkspaceAPIKey, error) {
+func (a *api) workspaceKeys(r *http.Request, c auth.Caller) ([]*gatewayv1.WorkspaceAPIKey, error) {
 	var list gatewayv1.WorkspaceAPIKeyList
-	if err := a.opts.Client.List(r.Context(), &list, client.InNamespace(c.namespace)); err != nil {
+	if err := a.Opts.Client.List(r.Context(), &list, client.InNamespace(c.Namespace)); err != nil {
 		return nil, err
 	}
 	var out []*gatewayv1.WorkspaceAPIKey
 	for i := range list.Items {
 		k := &list.Items[i]
-		if k.DeletionTimestamp == nil && wsKeyPrefix(k) != "" && c.sees(k) {
+		if k.DeletionTimestamp == nil && wsKeyPrefix(k) != "" && sees(c, k) {
 			out = append(out, k)
 		}
 	}

@@ -1,4 +1,4 @@
-package rest
+package endpoints
 
 import (
 	"context"
@@ -14,7 +14,23 @@ import (
 
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gatewayd/auth"
+	"github.com/modelgate/modelgate/gatewayd/httperr"
+	"github.com/modelgate/modelgate/gatewayd/rest/kit"
 )
+
+// api serves the routes of this package.
+type api struct{ *kit.Kit }
+
+// Register adds the routes of this package to mux.
+func Register(mux *http.ServeMux, k *kit.Kit) {
+	a := &api{k}
+	k.Handle(mux, "POST /v1/gateway/endpoints", kit.AccessGateway, a.createEndpoint)
+	k.Handle(mux, "GET /v1/gateway/endpoints", kit.AccessGateway, a.listEndpoints)
+	k.Handle(mux, "GET /v1/gateway/endpoints/{endpoint_id}", kit.AccessGateway, a.getEndpoint)
+	k.Handle(mux, "PATCH /v1/gateway/endpoints/{endpoint_id}", kit.AccessGateway, a.patchEndpoint)
+	k.Handle(mux, "DELETE /v1/gateway/endpoints/{endpoint_id}", kit.AccessGateway, a.deleteEndpoint)
+}
 
 type secretRefJSON struct {
 	Name string `json:"name"`
@@ -50,13 +66,13 @@ type patchEndpointRequest struct {
 	Slug *string `json:"slug"`
 }
 
-func (a *API) createEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
+func (a *api) createEndpoint(w http.ResponseWriter, r *http.Request, c auth.Caller) {
 	var req createEndpointRequest
-	if !decodeBody(w, r, &req, false) {
+	if !kit.DecodeBody(w, r, &req, false) {
 		return
 	}
 	if req.Slug == "" {
-		badRequest(w, "slug", "slug is required.")
+		kit.BadRequest(w, "slug", "slug is required.")
 		return
 	}
 	targets, ok := targetsFromJSON(w, req.Targets)
@@ -64,25 +80,25 @@ func (a *API) createEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
 		return
 	}
 	e := &gatewayv1.Endpoint{
-		ObjectMeta: metav1.ObjectMeta{Name: newID("ep-"), Namespace: c.namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: kit.NewID("ep-"), Namespace: c.Namespace},
 		Spec:       gatewayv1.EndpointSpec{Slug: req.Slug, Targets: targets, Timeout: timeoutOf(req.TimeoutMS)},
 	}
-	if err := a.opts.Client.Create(r.Context(), e); err != nil {
-		writeKubeError(w, r, "create endpoint", err)
+	if err := a.Opts.Client.Create(r.Context(), e); err != nil {
+		kit.WriteKubeError(w, r, "create endpoint", err)
 		return
 	}
-	a.awaitEndpoint(r.Context(), c.namespace, e)
-	writeJSON(w, http.StatusCreated, toEndpointJSON(e))
+	a.awaitEndpoint(r.Context(), c.Namespace, e)
+	httperr.WriteJSON(w, http.StatusCreated, toEndpointJSON(e))
 }
 
-func (a *API) listEndpoints(w http.ResponseWriter, r *http.Request, c caller) {
-	p, ok := parsePage(w, r)
+func (a *api) listEndpoints(w http.ResponseWriter, r *http.Request, c auth.Caller) {
+	p, ok := kit.ParsePage(w, r)
 	if !ok {
 		return
 	}
 	var list gatewayv1.EndpointList
-	if err := a.opts.Client.List(r.Context(), &list, client.InNamespace(c.namespace)); err != nil {
-		writeKubeError(w, r, "list endpoints", err)
+	if err := a.Opts.Client.List(r.Context(), &list, client.InNamespace(c.Namespace)); err != nil {
+		kit.WriteKubeError(w, r, "list endpoints", err)
 		return
 	}
 	var eps []*gatewayv1.Endpoint
@@ -96,33 +112,33 @@ func (a *API) listEndpoints(w http.ResponseWriter, r *http.Request, c caller) {
 	for i, e := range eps {
 		ids[i] = e.Name
 	}
-	sel, more := p.slice(ids)
+	sel, more := p.Slice(ids)
 	items := make([]endpointJSON, 0, len(sel))
 	for _, i := range sel {
 		items = append(items, toEndpointJSON(eps[i]))
 	}
-	writeJSON(w, http.StatusOK, newPage(items, more, ids, sel))
+	httperr.WriteJSON(w, http.StatusOK, kit.NewPage(items, more, ids, sel))
 }
 
-func (a *API) getEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
+func (a *api) getEndpoint(w http.ResponseWriter, r *http.Request, c auth.Caller) {
 	e, ok := a.loadEndpoint(w, r, c)
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, toEndpointJSON(e))
+	httperr.WriteJSON(w, http.StatusOK, toEndpointJSON(e))
 }
 
-func (a *API) patchEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
+func (a *api) patchEndpoint(w http.ResponseWriter, r *http.Request, c auth.Caller) {
 	var req patchEndpointRequest
-	if !decodeBody(w, r, &req, false) {
+	if !kit.DecodeBody(w, r, &req, false) {
 		return
 	}
 	if req.Slug != nil {
-		badRequest(w, "slug", "slug is immutable: create another endpoint instead.")
+		kit.BadRequest(w, "slug", "slug is immutable: create another endpoint instead.")
 		return
 	}
 	if req.Targets == nil && req.TimeoutMS == nil {
-		badRequest(w, "targets", "Give targets and/or timeout_ms: at least one is required.")
+		kit.BadRequest(w, "targets", "Give targets and/or timeout_ms: at least one is required.")
 		return
 	}
 	var targets []gatewayv1.EndpointTarget
@@ -140,7 +156,7 @@ func (a *API) patchEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
 		return
 	}
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := a.opts.Client.Get(r.Context(), client.ObjectKeyFromObject(e), e); err != nil {
+		if err := a.Opts.Client.Get(r.Context(), client.ObjectKeyFromObject(e), e); err != nil {
 			return err
 		}
 		if req.Targets != nil {
@@ -149,44 +165,44 @@ func (a *API) patchEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
 		if req.TimeoutMS != nil {
 			e.Spec.Timeout = timeoutOf(*req.TimeoutMS)
 		}
-		return a.opts.Client.Update(r.Context(), e)
+		return a.Opts.Client.Update(r.Context(), e)
 	})
 	if apierrors.IsNotFound(err) {
-		notFound(w, "Endpoint", e.Name)
+		kit.NotFound(w, "Endpoint", e.Name)
 		return
 	}
 	if err != nil {
-		writeKubeError(w, r, "update endpoint", err)
+		kit.WriteKubeError(w, r, "update endpoint", err)
 		return
 	}
-	a.awaitEndpoint(r.Context(), c.namespace, e)
-	writeJSON(w, http.StatusOK, toEndpointJSON(e))
+	a.awaitEndpoint(r.Context(), c.Namespace, e)
+	httperr.WriteJSON(w, http.StatusOK, toEndpointJSON(e))
 }
 
-func (a *API) deleteEndpoint(w http.ResponseWriter, r *http.Request, c caller) {
+func (a *api) deleteEndpoint(w http.ResponseWriter, r *http.Request, c auth.Caller) {
 	e, ok := a.loadEndpoint(w, r, c)
 	if !ok {
 		return
 	}
-	if err := a.opts.Client.Delete(r.Context(), e, client.Preconditions{UID: &e.UID}); err != nil && !apierrors.IsNotFound(err) {
-		writeKubeError(w, r, "delete endpoint", err)
+	if err := a.Opts.Client.Delete(r.Context(), e, client.Preconditions{UID: &e.UID}); err != nil && !apierrors.IsNotFound(err) {
+		kit.WriteKubeError(w, r, "delete endpoint", err)
 		return
 	}
-	a.awaitSnapshot(r.Context(), c.namespace, "delete endpoint "+e.Name, func(s *snapshot.Snapshot) bool {
+	a.AwaitSnapshot(r.Context(), c.Namespace, "delete endpoint "+e.Name, func(s *snapshot.Snapshot) bool {
 		return !slices.ContainsFunc(s.Endpoints, func(se snapshot.Endpoint) bool { return se.ID == e.Name })
 	})
-	writeJSON(w, http.StatusOK, map[string]string{"id": e.Name, "deleted_at": a.opts.Clock().UTC().Format(time.RFC3339)})
+	httperr.WriteJSON(w, http.StatusOK, map[string]string{"id": e.Name, "deleted_at": a.Opts.Clock().UTC().Format(time.RFC3339)})
 }
 
-func (a *API) loadEndpoint(w http.ResponseWriter, r *http.Request, c caller) (*gatewayv1.Endpoint, bool) {
+func (a *api) loadEndpoint(w http.ResponseWriter, r *http.Request, c auth.Caller) (*gatewayv1.Endpoint, bool) {
 	var e gatewayv1.Endpoint
-	return &e, a.loadObject(w, r, c, "endpoint_id", "Endpoint", &e)
+	return &e, a.LoadObject(w, r, c, "endpoint_id", "Endpoint", &e)
 }
 
 // awaitEndpoint waits until the snapshot routes the endpoint's slug to its current first target.
-func (a *API) awaitEndpoint(ctx context.Context, ns string, e *gatewayv1.Endpoint) {
+func (a *api) awaitEndpoint(ctx context.Context, ns string, e *gatewayv1.Endpoint) {
 	want := e.Spec.Targets[0].BaseURL
-	a.awaitSnapshot(ctx, ns, "endpoint "+e.Name, func(s *snapshot.Snapshot) bool {
+	a.AwaitSnapshot(ctx, ns, "endpoint "+e.Name, func(s *snapshot.Snapshot) bool {
 		for _, se := range s.Endpoints {
 			if se.ID == e.Name {
 				return len(se.Targets) > 0 && se.Targets[0].BaseURL == want
@@ -198,22 +214,22 @@ func (a *API) awaitEndpoint(ctx context.Context, ns string, e *gatewayv1.Endpoin
 
 func targetsFromJSON(w http.ResponseWriter, in []targetJSON) ([]gatewayv1.EndpointTarget, bool) {
 	if len(in) != 1 {
-		badRequest(w, "targets", "targets must hold exactly one target.")
+		kit.BadRequest(w, "targets", "targets must hold exactly one target.")
 		return nil, false
 	}
 	t := in[0]
 	if t.Provider != string(gatewayv1.ProviderOpenAI) {
-		badRequest(w, "targets[0].provider", "targets[0].provider must be OPENAI.")
+		kit.BadRequest(w, "targets[0].provider", "targets[0].provider must be OPENAI.")
 		return nil, false
 	}
 	if t.BaseURL == "" {
-		badRequest(w, "targets[0].base_url", "targets[0].base_url is required.")
+		kit.BadRequest(w, "targets[0].base_url", "targets[0].base_url is required.")
 		return nil, false
 	}
 	out := gatewayv1.EndpointTarget{Provider: gatewayv1.ProviderOpenAI, BaseURL: t.BaseURL, TargetModel: t.TargetModel}
 	if ref := t.APIKeySecretRef; ref != nil {
 		if ref.Name == "" {
-			badRequest(w, "targets[0].api_key_secret_ref.name", "targets[0].api_key_secret_ref.name is required.")
+			kit.BadRequest(w, "targets[0].api_key_secret_ref.name", "targets[0].api_key_secret_ref.name is required.")
 			return nil, false
 		}
 		out.APIKeySecretRef = &gatewayv1.SecretKeySelector{Name: ref.Name, Key: ref.Key}
@@ -223,7 +239,7 @@ func targetsFromJSON(w http.ResponseWriter, in []targetJSON) ([]gatewayv1.Endpoi
 
 func validTimeout(w http.ResponseWriter, ms int64) bool {
 	if ms < 0 || ms > 3_600_000 {
-		badRequest(w, "timeout_ms", "timeout_ms must be from 0 (gatewayd's default) to 3600000.")
+		kit.BadRequest(w, "timeout_ms", "timeout_ms must be from 0 (gatewayd's default) to 3600000.")
 		return false
 	}
 	return true

@@ -1,4 +1,4 @@
-package rest
+package groups
 
 import (
 	"context"
@@ -16,7 +16,24 @@ import (
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/api/v1alpha1/hierarchy"
+	"github.com/modelgate/modelgate/gatewayd/auth"
+	"github.com/modelgate/modelgate/gatewayd/httperr"
+	"github.com/modelgate/modelgate/gatewayd/rest/kit"
 )
+
+// api serves the routes of this package.
+type api struct{ *kit.Kit }
+
+// Register adds the routes of this package to mux.
+func Register(mux *http.ServeMux, k *kit.Kit) {
+	a := &api{k}
+	k.Handle(mux, "POST /v1/gateway/groups", kit.AccessGateway, a.createGroup)
+	k.Handle(mux, "GET /v1/gateway/groups", kit.AccessGateway, a.listGroups)
+	k.Handle(mux, "GET /v1/gateway/groups/{group_id}", kit.AccessGateway, a.getGroup)
+	k.Handle(mux, "PATCH /v1/gateway/groups/{group_id}", kit.AccessGateway, a.patchGroup)
+	k.Handle(mux, "DELETE /v1/gateway/groups/{group_id}", kit.AccessGateway, a.deleteGroup)
+	k.Handle(mux, "GET /v1/gateway/groups/{group_id}/usage", kit.AccessGateway, a.groupUsage)
+}
 
 // JSON shapes of SPEC.md "Group".
 
@@ -83,17 +100,17 @@ type patchGroupRequest struct {
 	Hierarchy any `json:"hierarchy"`
 }
 
-func (a *API) createGroup(w http.ResponseWriter, r *http.Request, c caller) {
+func (a *api) createGroup(w http.ResponseWriter, r *http.Request, c auth.Caller) {
 	var req createGroupRequest
-	if !decodeBody(w, r, &req, false) {
+	if !kit.DecodeBody(w, r, &req, false) {
 		return
 	}
 	if req.Metadata == nil || req.Metadata.ExternalEntityID == "" {
-		badRequest(w, "metadata.external_entity_id", "metadata.external_entity_id is required.")
+		kit.BadRequest(w, "metadata.external_entity_id", "metadata.external_entity_id is required.")
 		return
 	}
 	if len(req.Models) == 0 {
-		badRequest(w, "models", "models must be non-empty on create.")
+		kit.BadRequest(w, "models", "models must be non-empty on create.")
 		return
 	}
 	models, ok := modelsFromJSON(w, req.Models)
@@ -101,7 +118,7 @@ func (a *API) createGroup(w http.ResponseWriter, r *http.Request, c caller) {
 		return
 	}
 	g := &gatewayv1.Group{
-		ObjectMeta: metav1.ObjectMeta{Name: newID("grp-"), Namespace: c.namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: kit.NewID("grp-"), Namespace: c.Namespace},
 		Spec: gatewayv1.GroupSpec{
 			DisplayName:      req.Metadata.Name,
 			ExternalEntityID: req.Metadata.ExternalEntityID,
@@ -112,24 +129,24 @@ func (a *API) createGroup(w http.ResponseWriter, r *http.Request, c caller) {
 		switch h.LimitEnforcement {
 		case "", string(gatewayv1.EnforcementIndependent), string(gatewayv1.EnforcementCascading):
 		default:
-			badRequest(w, "hierarchy.limit_enforcement", "hierarchy.limit_enforcement must be INDEPENDENT or CASCADING.")
+			kit.BadRequest(w, "hierarchy.limit_enforcement", "hierarchy.limit_enforcement must be INDEPENDENT or CASCADING.")
 			return
 		}
 		g.Spec.Hierarchy.LimitEnforcement = gatewayv1.LimitEnforcement(h.LimitEnforcement)
 		if h.ParentGroupID != nil && *h.ParentGroupID != "" {
 			pid := *h.ParentGroupID
-			if !validName(pid) {
-				notFound(w, "Parent group", pid)
+			if !kit.ValidName(pid) {
+				kit.NotFound(w, "Parent group", pid)
 				return
 			}
 			var parent gatewayv1.Group
-			err := a.opts.Client.Get(r.Context(), client.ObjectKey{Namespace: c.namespace, Name: pid}, &parent)
+			err := a.Opts.Client.Get(r.Context(), client.ObjectKey{Namespace: c.Namespace, Name: pid}, &parent)
 			if apierrors.IsNotFound(err) || (err == nil && parent.DeletionTimestamp != nil) {
-				notFound(w, "Parent group", pid)
+				kit.NotFound(w, "Parent group", pid)
 				return
 			}
 			if err != nil {
-				writeKubeError(w, r, "get parent group", err)
+				kit.WriteKubeError(w, r, "get parent group", err)
 				return
 			}
 			g.Spec.Hierarchy.ParentGroupID = &pid
@@ -142,24 +159,24 @@ func (a *API) createGroup(w http.ResponseWriter, r *http.Request, c caller) {
 	if g.Spec.Hierarchy.LimitEnforcement == "" {
 		g.Spec.Hierarchy.LimitEnforcement = gatewayv1.EnforcementIndependent
 	}
-	if err := a.opts.Client.Create(r.Context(), g); err != nil {
-		writeKubeError(w, r, "create group", err)
+	if err := a.Opts.Client.Create(r.Context(), g); err != nil {
+		kit.WriteKubeError(w, r, "create group", err)
 		return
 	}
-	a.awaitGroup(r.Context(), c.namespace, g)
+	a.awaitGroup(r.Context(), c.Namespace, g)
 	a.writeGroup(w, r, c, http.StatusCreated, g)
 }
 
-func (a *API) getGroup(w http.ResponseWriter, r *http.Request, c caller) {
-	g, ok := a.loadGroup(w, r, c)
+func (a *api) getGroup(w http.ResponseWriter, r *http.Request, c auth.Caller) {
+	g, ok := a.LoadGroup(w, r, c)
 	if !ok {
 		return
 	}
 	a.writeGroup(w, r, c, http.StatusOK, g)
 }
 
-func (a *API) listGroups(w http.ResponseWriter, r *http.Request, c caller) {
-	page, ok := parsePage(w, r)
+func (a *api) listGroups(w http.ResponseWriter, r *http.Request, c auth.Caller) {
+	page, ok := kit.ParsePage(w, r)
 	if !ok {
 		return
 	}
@@ -167,9 +184,9 @@ func (a *API) listGroups(w http.ResponseWriter, r *http.Request, c caller) {
 		a.findGroupsByExternalID(w, r, c, ext)
 		return
 	}
-	groups, err := a.liveGroups(r.Context(), c.namespace)
+	groups, err := a.liveGroups(r.Context(), c.Namespace)
 	if err != nil {
-		writeKubeError(w, r, "list groups", err)
+		kit.WriteKubeError(w, r, "list groups", err)
 		return
 	}
 	ix := hierarchy.NewIndex(groups)
@@ -177,20 +194,20 @@ func (a *API) listGroups(w http.ResponseWriter, r *http.Request, c caller) {
 	for i, g := range groups {
 		ids[i] = g.Name
 	}
-	sel, more := page.slice(ids)
+	sel, more := page.Slice(ids)
 	items := make([]groupJSON, 0, len(sel))
 	for _, i := range sel {
 		items = append(items, toGroupJSON(groups[i], ix))
 	}
-	writeJSON(w, http.StatusOK, newPage(items, more, ids, sel))
+	httperr.WriteJSON(w, http.StatusOK, kit.NewPage(items, more, ids, sel))
 }
 
 // findGroupsByExternalID answers the groups with an external id, read through the CRD's field selector rather
 // than a list of the whole workspace.
-func (a *API) findGroupsByExternalID(w http.ResponseWriter, r *http.Request, c caller, ext string) {
+func (a *api) findGroupsByExternalID(w http.ResponseWriter, r *http.Request, c auth.Caller, ext string) {
 	var list gatewayv1.GroupList
-	if err := a.opts.Client.List(r.Context(), &list, client.InNamespace(c.namespace), client.MatchingFields{gatewayv1.FieldGroupExternalID: ext}); err != nil {
-		writeKubeError(w, r, "list groups", err)
+	if err := a.Opts.Client.List(r.Context(), &list, client.InNamespace(c.Namespace), client.MatchingFields{gatewayv1.FieldGroupExternalID: ext}); err != nil {
+		kit.WriteKubeError(w, r, "list groups", err)
 		return
 	}
 	items := []groupJSON{}
@@ -199,29 +216,29 @@ func (a *API) findGroupsByExternalID(w http.ResponseWriter, r *http.Request, c c
 		if g.DeletionTimestamp != nil {
 			continue
 		}
-		ancestors, err := a.ancestors(r.Context(), c.namespace, g)
+		ancestors, err := a.ancestors(r.Context(), c.Namespace, g)
 		if err != nil {
-			writeKubeError(w, r, "read ancestors", err)
+			kit.WriteKubeError(w, r, "read ancestors", err)
 			return
 		}
 		items = append(items, toGroupJSON(g, hierarchy.NewIndex(ancestors).With(g)))
 	}
 	slices.SortFunc(items, func(a, b groupJSON) int { return strings.Compare(a.ID, b.ID) })
-	writeJSON(w, http.StatusOK, pageJSON[groupJSON]{Items: items})
+	httperr.WriteJSON(w, http.StatusOK, kit.PageJSON[groupJSON]{Items: items})
 }
 
-func (a *API) patchGroup(w http.ResponseWriter, r *http.Request, c caller) {
+func (a *api) patchGroup(w http.ResponseWriter, r *http.Request, c auth.Caller) {
 	var req patchGroupRequest
-	if !decodeBody(w, r, &req, false) {
+	if !kit.DecodeBody(w, r, &req, false) {
 		return
 	}
 	if req.Hierarchy != nil {
-		badRequest(w, "hierarchy", "hierarchy is immutable after creation: create a new group instead.")
+		kit.BadRequest(w, "hierarchy", "hierarchy is immutable after creation: create a new group instead.")
 		return
 	}
 	name := req.Metadata != nil && req.Metadata.Name != nil
 	if !name && req.Models == nil {
-		badRequest(w, "metadata.name", "Give metadata.name and/or models: at least one is required.")
+		kit.BadRequest(w, "metadata.name", "Give metadata.name and/or models: at least one is required.")
 		return
 	}
 	var models []gatewayv1.ModelConfig
@@ -232,13 +249,13 @@ func (a *API) patchGroup(w http.ResponseWriter, r *http.Request, c caller) {
 		}
 	}
 	id := r.PathValue("group_id")
-	if !validName(id) {
-		badRequest(w, "group_id", fmt.Sprintf("%q is not a valid group id.", id))
+	if !kit.ValidName(id) {
+		kit.BadRequest(w, "group_id", fmt.Sprintf("%q is not a valid group id.", id))
 		return
 	}
 	var g gatewayv1.Group
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := a.opts.Client.Get(r.Context(), client.ObjectKey{Namespace: c.namespace, Name: id}, &g); err != nil {
+		if err := a.Opts.Client.Get(r.Context(), client.ObjectKey{Namespace: c.Namespace, Name: id}, &g); err != nil {
 			return err
 		}
 		if g.DeletionTimestamp != nil {
@@ -250,42 +267,42 @@ func (a *API) patchGroup(w http.ResponseWriter, r *http.Request, c caller) {
 		if req.Models != nil {
 			g.Spec.Models = models
 		}
-		return a.opts.Client.Update(r.Context(), &g)
+		return a.Opts.Client.Update(r.Context(), &g)
 	})
 	if apierrors.IsNotFound(err) {
-		notFound(w, "Group", id)
+		kit.NotFound(w, "Group", id)
 		return
 	}
 	if err != nil {
-		writeKubeError(w, r, "update group", err)
+		kit.WriteKubeError(w, r, "update group", err)
 		return
 	}
-	a.awaitGroup(r.Context(), c.namespace, &g)
+	a.awaitGroup(r.Context(), c.Namespace, &g)
 	a.writeGroup(w, r, c, http.StatusOK, &g)
 }
 
-func (a *API) deleteGroup(w http.ResponseWriter, r *http.Request, c caller) {
-	g, ok := a.loadGroup(w, r, c)
+func (a *api) deleteGroup(w http.ResponseWriter, r *http.Request, c auth.Caller) {
+	g, ok := a.LoadGroup(w, r, c)
 	if !ok {
 		return
 	}
 	// The UID precondition makes sure a group re-created under the same id in between is not deleted.
-	err := a.opts.Client.Delete(r.Context(), g, client.Preconditions{UID: &g.UID})
+	err := a.Opts.Client.Delete(r.Context(), g, client.Preconditions{UID: &g.UID})
 	if apierrors.IsNotFound(err) {
-		notFound(w, "Group", g.Name)
+		kit.NotFound(w, "Group", g.Name)
 		return
 	}
 	if err != nil {
-		writeKubeError(w, r, "delete group", err)
+		kit.WriteKubeError(w, r, "delete group", err)
 		return
 	}
-	a.awaitSnapshot(r.Context(), c.namespace, "delete group "+g.Name, func(s *snapshot.Snapshot) bool {
+	a.AwaitSnapshot(r.Context(), c.Namespace, "delete group "+g.Name, func(s *snapshot.Snapshot) bool {
 		return !slices.ContainsFunc(s.Groups, func(sg snapshot.Group) bool { return sg.ID == g.Name })
 	})
-	writeJSON(w, http.StatusOK, map[string]any{
+	httperr.WriteJSON(w, http.StatusOK, map[string]any{
 		"id":         g.Name,
 		"metadata":   groupMetaJSON{Name: g.Spec.DisplayName, ExternalEntityID: g.Spec.ExternalEntityID},
-		"deleted_at": a.opts.Clock().UTC().Format(time.RFC3339),
+		"deleted_at": a.Opts.Clock().UTC().Format(time.RFC3339),
 	})
 }
 
@@ -298,16 +315,16 @@ type usageEntryJSON struct {
 }
 
 // groupUsage reports the group's own DAY limits with the live counters charged to the group.
-func (a *API) groupUsage(w http.ResponseWriter, r *http.Request, c caller) {
-	g, ok := a.loadGroup(w, r, c)
+func (a *api) groupUsage(w http.ResponseWriter, r *http.Request, c auth.Caller) {
+	g, ok := a.LoadGroup(w, r, c)
 	if !ok {
 		return
 	}
-	if a.opts.Usage == nil {
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "Usage counters are not available on this gatewayd.", nil)
+	if a.Opts.Usage == nil {
+		httperr.Write(w, http.StatusServiceUnavailable, httperr.CodeUnavailable, "Usage counters are not available on this gatewayd.", nil)
 		return
 	}
-	now := a.opts.Clock().UTC()
+	now := a.Opts.Clock().UTC()
 	reset := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, time.UTC).Format(time.RFC3339)
 	usage := map[string][]usageEntryJSON{}
 	for _, m := range g.Spec.Models {
@@ -315,9 +332,9 @@ func (a *API) groupUsage(w http.ResponseWriter, r *http.Request, c caller) {
 			if l.Unit != gatewayv1.UnitDay {
 				continue
 			}
-			n, err := a.opts.Usage.DailyUsage(r.Context(), c.namespace, g.Name, m.Slug, string(l.Type), now)
+			n, err := a.Opts.Usage.DailyUsage(r.Context(), c.Namespace, g.Name, m.Slug, string(l.Type), now)
 			if err != nil {
-				writeError(w, http.StatusServiceUnavailable, "unavailable", "Usage counters are unavailable; retry shortly.", nil)
+				httperr.Write(w, http.StatusServiceUnavailable, httperr.CodeUnavailable, "Usage counters are unavailable; retry shortly.", nil)
 				return
 			}
 			usage[m.Slug] = append(usage[m.Slug], usageEntryJSON{
@@ -325,45 +342,17 @@ func (a *API) groupUsage(w http.ResponseWriter, r *http.Request, c caller) {
 			})
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
+	httperr.WriteJSON(w, http.StatusOK, map[string]any{
 		"group_id":           g.Name,
 		"external_entity_id": g.Spec.ExternalEntityID,
 		"usage":              usage,
 	})
 }
 
-// loadGroup reads the group of the path, answering 400 for an invalid id and 404 for a missing one or one
-// being deleted.
-func (a *API) loadGroup(w http.ResponseWriter, r *http.Request, c caller) (*gatewayv1.Group, bool) {
-	var g gatewayv1.Group
-	return &g, a.loadObject(w, r, c, "group_id", "Group", &g)
-}
-
-// loadObject reads the object named by path parameter param into obj, answering 400 for an invalid id and 404
-// for a missing one or one being deleted.
-func (a *API) loadObject(w http.ResponseWriter, r *http.Request, c caller, param, kind string, obj client.Object) bool {
-	id := r.PathValue(param)
-	noun := strings.ToLower(kind)
-	if !validName(id) {
-		badRequest(w, param, fmt.Sprintf("%q is not a valid %s id.", id, noun))
-		return false
-	}
-	err := a.opts.Client.Get(r.Context(), client.ObjectKey{Namespace: c.namespace, Name: id}, obj)
-	if apierrors.IsNotFound(err) || (err == nil && obj.GetDeletionTimestamp() != nil) {
-		notFound(w, kind, id)
-		return false
-	}
-	if err != nil {
-		writeKubeError(w, r, "get "+noun, err)
-		return false
-	}
-	return true
-}
-
 // liveGroups lists the namespace's groups that are not being deleted, sorted by id.
-func (a *API) liveGroups(ctx context.Context, ns string) ([]*gatewayv1.Group, error) {
+func (a *api) liveGroups(ctx context.Context, ns string) ([]*gatewayv1.Group, error) {
 	var list gatewayv1.GroupList
-	if err := a.opts.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+	if err := a.Opts.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
 		return nil, err
 	}
 	out := make([]*gatewayv1.Group, 0, len(list.Items))
@@ -377,21 +366,21 @@ func (a *API) liveGroups(ctx context.Context, ns string) ([]*gatewayv1.Group, er
 }
 
 // writeGroup answers g with its effective models, resolved over its ancestors.
-func (a *API) writeGroup(w http.ResponseWriter, r *http.Request, c caller, status int, g *gatewayv1.Group) {
-	ancestors, err := a.ancestors(r.Context(), c.namespace, g)
+func (a *api) writeGroup(w http.ResponseWriter, r *http.Request, c auth.Caller, status int, g *gatewayv1.Group) {
+	ancestors, err := a.ancestors(r.Context(), c.Namespace, g)
 	if err != nil {
-		writeKubeError(w, r, "read ancestors", err)
+		kit.WriteKubeError(w, r, "read ancestors", err)
 		return
 	}
-	writeJSON(w, status, toGroupJSON(g, hierarchy.NewIndex(ancestors).With(g)))
+	httperr.WriteJSON(w, status, toGroupJSON(g, hierarchy.NewIndex(ancestors).With(g)))
 }
 
 // ancestors reads the live ancestors of g one Get each (at most MaxDepth), so that answering a write costs the
 // same in a workspace of any size.
-func (a *API) ancestors(ctx context.Context, ns string, g *gatewayv1.Group) ([]*gatewayv1.Group, error) {
+func (a *api) ancestors(ctx context.Context, ns string, g *gatewayv1.Group) ([]*gatewayv1.Group, error) {
 	return hierarchy.FetchAncestors(g, func(id string) (*gatewayv1.Group, error) {
 		p := &gatewayv1.Group{}
-		err := a.opts.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: id}, p)
+		err := a.Opts.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: id}, p)
 		if apierrors.IsNotFound(err) || (err == nil && p.DeletionTimestamp != nil) {
 			return nil, nil
 		}
@@ -400,14 +389,14 @@ func (a *API) ancestors(ctx context.Context, ns string, g *gatewayv1.Group) ([]*
 }
 
 // awaitGroup waits until the snapshot holds g with exactly the effective models the write implies.
-func (a *API) awaitGroup(ctx context.Context, ns string, g *gatewayv1.Group) {
+func (a *api) awaitGroup(ctx context.Context, ns string, g *gatewayv1.Group) {
 	ancestors, err := a.ancestors(ctx, ns, g)
 	if err != nil {
 		return
 	}
 	chain, _ := hierarchy.NewIndex(ancestors).With(g).Chain(g)
 	want := fingerprintEffective(hierarchy.Resolve(chain))
-	a.awaitSnapshot(ctx, ns, "group "+g.Name, func(s *snapshot.Snapshot) bool {
+	a.AwaitSnapshot(ctx, ns, "group "+g.Name, func(s *snapshot.Snapshot) bool {
 		for _, sg := range s.Groups {
 			if sg.ID == g.Name {
 				return fingerprintSnapshot(sg.Models) == want
@@ -490,11 +479,11 @@ func modelsFromJSON(w http.ResponseWriter, in []modelJSON) ([]gatewayv1.ModelCon
 	for i, m := range in {
 		path := fmt.Sprintf("models[%d]", i)
 		if m.Slug == "" {
-			badRequest(w, path+".slug", path+".slug is required.")
+			kit.BadRequest(w, path+".slug", path+".slug is required.")
 			return nil, false
 		}
 		if seen[m.Slug] {
-			badRequest(w, path+".slug", fmt.Sprintf("%s.slug %q appears twice; each slug may appear once.", path, m.Slug))
+			kit.BadRequest(w, path+".slug", fmt.Sprintf("%s.slug %q appears twice; each slug may appear once.", path, m.Slug))
 			return nil, false
 		}
 		seen[m.Slug] = true
@@ -516,17 +505,17 @@ func limitsFromJSON(w http.ResponseWriter, path string, in []limitJSON) ([]gatew
 	for j, l := range in {
 		p := fmt.Sprintf("%s[%d]", path, j)
 		if l.Type != string(gatewayv1.LimitTypeToken) && l.Type != string(gatewayv1.LimitTypeRequest) {
-			badRequest(w, p+".type", p+".type must be TOKEN or REQUEST.")
+			kit.BadRequest(w, p+".type", p+".type must be TOKEN or REQUEST.")
 			return nil, false
 		}
 		switch gatewayv1.LimitUnit(l.Unit) {
 		case gatewayv1.UnitSecond, gatewayv1.UnitMinute, gatewayv1.UnitDay:
 		default:
-			badRequest(w, p+".unit", p+".unit must be SECOND or MINUTE (rate limits) or DAY (usage limits).")
+			kit.BadRequest(w, p+".unit", p+".unit must be SECOND or MINUTE (rate limits) or DAY (usage limits).")
 			return nil, false
 		}
 		if l.Threshold < 1 {
-			badRequest(w, p+".threshold", p+".threshold must be at least 1.")
+			kit.BadRequest(w, p+".threshold", p+".threshold must be at least 1.")
 			return nil, false
 		}
 		out = append(out, gatewayv1.Limit{Type: gatewayv1.LimitType(l.Type), Unit: gatewayv1.LimitUnit(l.Unit), Threshold: l.Threshold})

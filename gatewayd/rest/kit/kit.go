@@ -1,0 +1,191 @@
+// Package kit is the plumbing every /v1 management route shares: the request wrapper (authenticate, rate limit,
+// check the key type, cap the body), strict JSON decoding, the mapping of API-server refusals onto the error
+// envelope, paging, ids, the management rate limiter and the read-your-writes wait. Each resource lives in a
+// package of its own under gatewayd/rest that registers its routes with a Kit; gatewayd/rest assembles them.
+package kit
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/modelgate/modelgate/api/snapshot"
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gatewayd/auth"
+	"github.com/modelgate/modelgate/gatewayd/httperr"
+)
+
+// Directory answers from the snapshot gatewayd has loaded.
+type Directory interface {
+	// WorkspaceKey authenticates a workspace API key (full plaintext; constant-time hash compare inside).
+	WorkspaceKey(apiKey string) (namespace string, key snapshot.WorkspaceAPIKey, ok bool)
+	// WaitFor blocks until the snapshot loaded for namespace satisfies pred, or ctx ends.
+	WaitFor(ctx context.Context, namespace string, pred func(*snapshot.Snapshot) bool) error
+}
+
+// UsageReader reads the live daily usage counters.
+type UsageReader interface {
+	// DailyUsage is the current DAY-window count of the bucket (namespace, group, slug, type) charged to that group.
+	DailyUsage(ctx context.Context, namespace, groupID, slug, limitType string, now time.Time) (int64, error)
+}
+
+// Options configures the API.
+type Options struct {
+	// Client reads and writes the custom resources. It should read from the API server directly (not through
+	// an informer cache), so that a read right after a write sees it and uniqueness pre-checks are current.
+	Client client.Client
+	// Directory authenticates workspace keys and tells when the local snapshot reflects a write.
+	Directory Directory
+	// Usage reads daily usage counters for GET .../usage.
+	Usage UsageReader
+	// Clock is the time source of rate limits, usage windows and timestamps. Defaults to time.Now.
+	Clock func() time.Time
+	// ReadYourWritesTimeout bounds the wait for the snapshot after a write. Defaults to 5 s.
+	ReadYourWritesTimeout time.Duration
+	// MaxBodyBytes caps request bodies. Defaults to 1 MiB.
+	MaxBodyBytes int64
+	// Logger is the base logger, put into each request's context. Defaults to the context's logger, if any.
+	Logger logr.Logger
+}
+
+// Kit is the shared state of the management routes.
+type Kit struct {
+	Opts    Options
+	limiter *fixedWindowLimiter
+}
+
+// New returns a Kit with defaults filled in.
+func New(opts Options) *Kit {
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if opts.ReadYourWritesTimeout <= 0 {
+		opts.ReadYourWritesTimeout = 5 * time.Second
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 1 << 20
+	}
+	return &Kit{Opts: opts, limiter: newFixedWindowLimiter()}
+}
+
+// Access says which workspace key types may call a route.
+type Access int
+
+const (
+	// AccessGateway: groups, federated keys, endpoints, usage (auth.Caller.MayManageGateway).
+	AccessGateway Access = iota
+	// AccessKeys: workspace key management (auth.Caller.MayManageKeys); each handler narrows what a caller may
+	// see and do.
+	AccessKeys
+)
+
+func (acc Access) allows(c auth.Caller) bool {
+	switch acc {
+	case AccessGateway:
+		return c.MayManageGateway()
+	case AccessKeys:
+		return c.MayManageKeys()
+	}
+	return false
+}
+
+// HandlerFunc serves one authenticated management call.
+type HandlerFunc func(w http.ResponseWriter, r *http.Request, c auth.Caller)
+
+// Handle registers h at pattern on mux behind Wrap.
+func (k *Kit) Handle(mux *http.ServeMux, pattern string, acc Access, h HandlerFunc) {
+	mux.Handle(pattern, k.Wrap(acc, h))
+}
+
+// Wrap authenticates, rate limits, checks the key type and caps the body, in that order: a caller learns that
+// its key is of the wrong type only once it has proven it holds one, and every authenticated call, even a
+// refused one, counts against its key's rate limit.
+func (k *Kit) Wrap(acc Access, h HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		log := k.Opts.Logger
+		if log.GetSink() == nil {
+			log = logr.FromContextOrDiscard(r.Context())
+		}
+		log = log.WithValues("method", r.Method, "route", r.Pattern)
+		r = r.WithContext(logr.NewContext(r.Context(), log))
+
+		defer func() {
+			// A handler bug must not take the process down or leak a stack to the client.
+			if p := recover(); p != nil {
+				log.Error(nil, "Handler panicked", "panic", p)
+				httperr.Write(w, http.StatusInternalServerError, httperr.CodeInternal, "Internal error.", nil)
+			}
+		}()
+
+		if k.Opts.Directory == nil {
+			httperr.Write(w, http.StatusServiceUnavailable, httperr.CodeUnavailable, "The key directory is not loaded yet; retry shortly.", nil)
+			return
+		}
+		c, refusal := auth.Workspace(r, k.Opts.Directory.WorkspaceKey)
+		if refusal != nil {
+			httperr.WriteError(w, refusal)
+			return
+		}
+		if retry, limited := k.limiter.allow(c.Namespace+"/"+c.Key.Prefix, r.Pattern, k.Opts.Clock()); limited {
+			httperr.RateLimited(w, retry)
+			return
+		}
+		if !acc.allows(c) {
+			httperr.Write(w, http.StatusForbidden, httperr.CodeForbidden,
+				"API keys of type "+c.Key.Type+" may not call "+r.Pattern+"; see docs/rest-api.md for which key types may call which route.",
+				map[string]any{"key_type": c.Key.Type})
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, k.Opts.MaxBodyBytes)
+		log.V(1).Info("Serving management call", "namespace", c.Namespace, "keyPrefix", c.Key.Prefix)
+		h(w, r, c)
+	})
+}
+
+// AwaitSnapshot waits until the namespace's snapshot satisfies pred, so that the gatewayd that answers a write
+// already enforces it. On timeout the write still succeeded: it is logged and the caller gets its answer.
+func (k *Kit) AwaitSnapshot(ctx context.Context, ns, what string, pred func(*snapshot.Snapshot) bool) {
+	start := k.Opts.Clock()
+	wctx, cancel := context.WithTimeout(ctx, k.Opts.ReadYourWritesTimeout)
+	defer cancel()
+	if err := k.Opts.Directory.WaitFor(wctx, ns, pred); err != nil {
+		logr.FromContextOrDiscard(ctx).Info("Snapshot did not reflect the write in time; answering anyway",
+			"namespace", ns, "write", what, "timeout", k.Opts.ReadYourWritesTimeout, "error", err.Error())
+		return
+	}
+	logr.FromContextOrDiscard(ctx).V(1).Info("Snapshot reflects the write", "namespace", ns, "write", what,
+		"waited", k.Opts.Clock().Sub(start))
+}
+
+// LoadObject reads the object named by path parameter param into obj, answering 400 for an invalid id and 404
+// for a missing one or one being deleted.
+func (k *Kit) LoadObject(w http.ResponseWriter, r *http.Request, c auth.Caller, param, kind string, obj client.Object) bool {
+	id := r.PathValue(param)
+	noun := strings.ToLower(kind)
+	if !ValidName(id) {
+		BadRequest(w, param, fmt.Sprintf("%q is not a valid %s id.", id, noun))
+		return false
+	}
+	err := k.Opts.Client.Get(r.Context(), client.ObjectKey{Namespace: c.Namespace, Name: id}, obj)
+	if apierrors.IsNotFound(err) || (err == nil && obj.GetDeletionTimestamp() != nil) {
+		NotFound(w, kind, id)
+		return false
+	}
+	if err != nil {
+		WriteKubeError(w, r, "get "+noun, err)
+		return false
+	}
+	return true
+}
+
+// LoadGroup reads the Group of path parameter group_id, as LoadObject does.
+func (k *Kit) LoadGroup(w http.ResponseWriter, r *http.Request, c auth.Caller) (*gatewayv1.Group, bool) {
+	var g gatewayv1.Group
+	return &g, k.LoadObject(w, r, c, "group_id", "Group", &g)
+}
