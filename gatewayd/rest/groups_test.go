@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"time"
@@ -304,6 +305,13 @@ func (u fixedUsage) DailyUsage(_ context.Context, _, _, _, _ string, _ time.Time
 	return u.n, nil
 }
 
+// usageByGroup answers each group's counters from a table, so a test sees which group's counter was read.
+type usageByGroup map[string]int64
+
+func (u usageByGroup) DailyUsage(_ context.Context, _, group, _, _ string, _ time.Time) (int64, error) {
+	return u[group], nil
+}
+
 var _ = Describe("Group usage", func() {
 	It("reports the group's own DAY limits with current usage and the next UTC midnight", func() {
 		now := time.Date(2026, 3, 14, 15, 9, 26, 0, time.UTC)
@@ -328,8 +336,49 @@ var _ = Describe("Group usage", func() {
 		Expect(got.ExternalEntityID).To(Equal("cust-usage"))
 		Expect(got.Usage).To(HaveLen(1), "only slugs with usage limits appear")
 		Expect(got.Usage["demo/echo"]).To(ConsistOf(
-			map[string]any{"type": "TOKEN", "unit": "DAY", "threshold": 5000.0, "current_usage": 42.0, "reset_at": "2026-03-15T00:00:00Z"},
-			map[string]any{"type": "REQUEST", "unit": "DAY", "threshold": 100.0, "current_usage": 42.0, "reset_at": "2026-03-15T00:00:00Z"},
+			map[string]any{"type": "TOKEN", "unit": "DAY", "threshold": 5000.0, "current_usage": 42.0, "reset_at": "2026-03-15T00:00:00Z", "source_group": id},
+			map[string]any{"type": "REQUEST", "unit": "DAY", "threshold": 100.0, "current_usage": 42.0, "reset_at": "2026-03-15T00:00:00Z", "source_group": id},
+		))
+	})
+
+	It("reports inherited DAY limits with their source group and the counter each one charges", func() {
+		now := time.Date(2026, 3, 14, 15, 9, 26, 0, time.UTC)
+		_, admin := workspace(gatewayv1.KeyTypeManageAll, "")
+		create := func(srv *httptest.Server, ext, mode string, parent any, models ...map[string]any) string {
+			GinkgoHelper()
+			r := call(srv, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group(ext, mode, parent, models...))
+			Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
+			return r.body["id"].(string)
+		}
+		usageOf := func(srv *httptest.Server, id string) []map[string]any {
+			GinkgoHelper()
+			r := call(srv, admin, http.MethodGet, "/v1/gateway/groups/"+id+"/usage", nil)
+			Expect(r.code).To(Equal(http.StatusOK), "%s", r)
+			conform("GroupUsage", r.raw)
+			var got struct {
+				Usage map[string][]map[string]any `json:"usage"`
+			}
+			Expect(json.Unmarshal(r.raw, &got)).To(Succeed())
+			return got.Usage["demo/echo"]
+		}
+		counters := usageByGroup{}
+		srv := serve(rest.Options{Usage: counters, Clock: func() time.Time { return now }})
+		daily := apibody.Model("demo/echo", nil, []map[string]any{apibody.Limit("REQUEST", "DAY", 20)})
+
+		By("INDEPENDENT: the child meters its own counter against the parent's threshold")
+		parent := create(srv, "usage-ind-parent", "INDEPENDENT", nil, daily)
+		child := create(srv, "usage-ind-child", "INDEPENDENT", parent, apibody.Model("demo/echo", nil, nil))
+		counters[parent], counters[child] = 3, 20
+		Expect(usageOf(srv, child)).To(ConsistOf(map[string]any{"type": "REQUEST", "unit": "DAY", "threshold": 20.0,
+			"current_usage": 20.0, "reset_at": "2026-03-15T00:00:00Z", "source_group": parent}))
+
+		By("CASCADING: the child's calls charge the parent's shared pool")
+		root := create(srv, "usage-cas-root", "CASCADING", nil, daily)
+		leaf := create(srv, "usage-cas-leaf", "CASCADING", root, apibody.Model("demo/echo", nil, []map[string]any{apibody.Limit("REQUEST", "DAY", 5)}))
+		counters[root], counters[leaf] = 17, 4
+		Expect(usageOf(srv, leaf)).To(ConsistOf(
+			map[string]any{"type": "REQUEST", "unit": "DAY", "threshold": 5.0, "current_usage": 4.0, "reset_at": "2026-03-15T00:00:00Z", "source_group": leaf},
+			map[string]any{"type": "REQUEST", "unit": "DAY", "threshold": 20.0, "current_usage": 17.0, "reset_at": "2026-03-15T00:00:00Z", "source_group": root},
 		))
 	})
 })

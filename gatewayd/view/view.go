@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/modelgate/modelgate/api/snapshot"
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/api/v1alpha1/hierarchy"
 	"github.com/modelgate/modelgate/gatewayd/limits"
 )
 
@@ -285,10 +287,7 @@ func planFor(namespace string, g snapshot.Group, m snapshot.Model, depth map[str
 			return nil, fmt.Errorf("groups[%s].models[%s] limit %d: threshold must not be negative", g.ID, m.Slug, i)
 		}
 		source := cmp.Or(l.SourceGroup, g.ID)
-		metered := g.ID
-		if g.Mode == "CASCADING" {
-			metered = source
-		}
+		metered := hierarchy.MeteringGroup(gatewayv1.LimitEnforcement(g.Mode), g.ID, source)
 		plan.Limits = append(plan.Limits, limits.Limit{
 			Key:       limits.BucketKey{Namespace: namespace, Group: metered, Slug: m.Slug, Type: t, Unit: u},
 			Threshold: l.Threshold, SourceGroup: source,

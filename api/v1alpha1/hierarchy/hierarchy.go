@@ -227,3 +227,14 @@ func FetchAncestors(g *gatewayv1.Group, get func(id string) (*gatewayv1.Group, e
 	}
 	return out, nil
 }
+
+// MeteringGroup is the group whose counter a limit charges, for a call of group: the group itself in INDEPENDENT
+// mode (each group meters its own usage against the closest declared threshold), and the declaring group source
+// in CASCADING mode (descendants share an ancestor's pool). The data plane binds its limit plans with it, and the
+// usage report reads the same counters.
+func MeteringGroup(mode gatewayv1.LimitEnforcement, group, source string) string {
+	if mode == gatewayv1.EnforcementCascading && source != "" {
+		return source
+	}
+	return group
+}

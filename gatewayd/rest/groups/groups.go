@@ -312,9 +312,13 @@ type usageEntryJSON struct {
 	Threshold    int64  `json:"threshold"`
 	CurrentUsage int64  `json:"current_usage"`
 	ResetAt      string `json:"reset_at"`
+	SourceGroup  string `json:"source_group"`
 }
 
-// groupUsage reports the group's own DAY limits with the live counters charged to the group.
+// groupUsage reports every DAY limit in force for the group, its own and those it inherits (its effective
+// models), each with source_group and the usage of the counter that limit charges for the group's calls
+// (hierarchy.MeteringGroup): the group's own in INDEPENDENT mode, the declaring ancestor's shared pool in
+// CASCADING mode. A child held at 20 of 20 by an inherited limit therefore shows 20 of 20.
 func (a *api) groupUsage(w http.ResponseWriter, r *http.Request, c auth.Caller) {
 	g, ok := a.LoadGroup(w, r, c)
 	if !ok {
@@ -327,18 +331,26 @@ func (a *api) groupUsage(w http.ResponseWriter, r *http.Request, c auth.Caller) 
 	now := a.Opts.Clock().UTC()
 	reset := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, time.UTC).Format(time.RFC3339)
 	usage := map[string][]usageEntryJSON{}
-	for _, m := range g.Spec.Models {
+	ancestors, err := a.ancestors(r.Context(), c.Namespace, g)
+	if err != nil {
+		kit.WriteKubeError(w, r, "read ancestors", err)
+		return
+	}
+	chain, _ := hierarchy.NewIndex(ancestors).With(g).Chain(g)
+	for _, m := range hierarchy.Resolve(chain) {
 		for _, l := range m.UsageLimits {
 			if l.Unit != gatewayv1.UnitDay {
 				continue
 			}
-			n, err := a.Opts.Usage.DailyUsage(r.Context(), c.Namespace, g.Name, m.Slug, string(l.Type), now)
+			metered := hierarchy.MeteringGroup(g.Enforcement(), g.Name, l.SourceGroup)
+			n, err := a.Opts.Usage.DailyUsage(r.Context(), c.Namespace, metered, m.Slug, string(l.Type), now)
 			if err != nil {
 				httperr.Write(w, http.StatusServiceUnavailable, httperr.CodeUnavailable, "Usage counters are unavailable; retry shortly.", nil)
 				return
 			}
 			usage[m.Slug] = append(usage[m.Slug], usageEntryJSON{
 				Type: string(l.Type), Unit: string(l.Unit), Threshold: l.Threshold, CurrentUsage: n, ResetAt: reset,
+				SourceGroup: l.SourceGroup,
 			})
 		}
 	}
