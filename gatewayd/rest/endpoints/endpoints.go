@@ -9,7 +9,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/modelgate/modelgate/api/snapshot"
@@ -155,7 +154,7 @@ func (a *api) patchEndpoint(w http.ResponseWriter, r *http.Request, c auth.Calle
 	if !ok {
 		return
 	}
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := kit.UpdateOnConflict(func() error {
 		if err := a.Opts.Client.Get(r.Context(), client.ObjectKeyFromObject(e), e); err != nil {
 			return err
 		}

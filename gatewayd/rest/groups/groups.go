@@ -10,7 +10,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/modelgate/modelgate/api/snapshot"
@@ -254,7 +253,7 @@ func (a *api) patchGroup(w http.ResponseWriter, r *http.Request, c auth.Caller) 
 		return
 	}
 	var g gatewayv1.Group
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := kit.UpdateOnConflict(func() error {
 		if err := a.Opts.Client.Get(r.Context(), client.ObjectKey{Namespace: c.Namespace, Name: id}, &g); err != nil {
 			return err
 		}

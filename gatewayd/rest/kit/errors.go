@@ -144,6 +144,10 @@ var apiPaths = strings.NewReplacer(
 //     request, is at fault.
 func WriteKubeError(w http.ResponseWriter, r *http.Request, what string, err error) {
 	log := logr.FromContextOrDiscard(r.Context())
+	if errors.Is(err, ErrBusy) {
+		httperr.Write(w, http.StatusConflict, httperr.CodeConflict, "The object changed too often while this update was applied; retry it.", nil)
+		return
+	}
 	var st apierrors.APIStatus
 	if !errors.As(err, &st) {
 		log.Error(err, "Kubernetes API call failed", "op", what)

@@ -6,6 +6,7 @@ package kit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/modelgate/modelgate/api/snapshot"
@@ -189,3 +192,21 @@ func (k *Kit) LoadGroup(w http.ResponseWriter, r *http.Request, c auth.Caller) (
 	var g gatewayv1.Group
 	return &g, k.LoadObject(w, r, c, "group_id", "Group", &g)
 }
+
+// updateBackoff spreads concurrent writers of one object: each round one of them wins, so it allows about as
+// many rounds as concurrent callers a route should absorb (tens), with jitter so the losers do not collide again.
+var updateBackoff = wait.Backoff{Steps: 30, Duration: 5 * time.Millisecond, Factor: 1.5, Jitter: 1, Cap: 500 * time.Millisecond}
+
+// UpdateOnConflict runs update (read the object, change it, write it) again on a resourceVersion conflict, with
+// the fresh object each time, so concurrent PATCHes of one object each apply and answer 200. Only a writer that
+// still loses after every round gets ErrBusy, which WriteKubeError answers as a 409 in the API's own words.
+func UpdateOnConflict(update func() error) error {
+	err := retry.RetryOnConflict(updateBackoff, update)
+	if apierrors.IsConflict(err) {
+		return ErrBusy
+	}
+	return err
+}
+
+// ErrBusy is an update that lost every round to concurrent writers of the same object.
+var ErrBusy = errors.New("the object kept changing while this update was applied")
