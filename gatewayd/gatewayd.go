@@ -59,9 +59,9 @@ type Options struct {
 	UpstreamTimeout time.Duration
 	// MaxBodyBytes caps request bodies; DefaultMaxBodyBytes when zero.
 	MaxBodyBytes int64
-	// MaxInFlightPerKey caps the model calls of one federated key whose bodies are held at once; more answer 429.
-	// inference.DefaultMaxInFlightPerKey when zero.
-	MaxInFlightPerKey int
+	// MaxInFlightBytesPerKey caps the body bytes of one federated key's model calls held at once; a call past it
+	// answers 429. inference.DefaultMaxInFlightBytesPerKey when zero.
+	MaxInFlightBytesPerKey int64
 	// SecretTTL is how long an upstream key read from its Secret is reused; DefaultSecretTTL when zero.
 	SecretTTL time.Duration
 	// Store keeps the limit counters; an in-memory store when nil.
@@ -165,14 +165,14 @@ func New(opts Options) (*Gateway, error) {
 		g.mux.Handle("GET /v1/gateway/events", billing.Handler(opts.Billing, g.billingCaller))
 	}
 	inference.New(inference.Options{
-		View:              loader.View,
-		Limits:            opts.Store,
-		Clock:             opts.Clock,
-		Upstream:          upstream.New(upstream.Options{Transport: opts.Transport, Secrets: g.secrets, Timeout: opts.UpstreamTimeout}),
-		Metrics:           m,
-		MaxBodyBytes:      opts.MaxBodyBytes,
-		Billing:           g.billing,
-		MaxInFlightPerKey: opts.MaxInFlightPerKey,
+		View:                   loader.View,
+		Limits:                 opts.Store,
+		Clock:                  opts.Clock,
+		Upstream:               upstream.New(upstream.Options{Transport: opts.Transport, Secrets: g.secrets, Timeout: opts.UpstreamTimeout}),
+		Metrics:                m,
+		MaxBodyBytes:           opts.MaxBodyBytes,
+		Billing:                g.billing,
+		MaxInFlightBytesPerKey: opts.MaxInFlightBytesPerKey,
 	}).Register(g.mux)
 	if !opts.DisableManagementAPI {
 		if err := g.mountManagement(); err != nil {

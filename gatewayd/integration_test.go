@@ -779,25 +779,30 @@ func getWith(t *testing.T, url, auth string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
-// TestInFlightCapPerKey: one key holds at most MaxInFlightPerKey calls with bodies at once; one more answers 429
-// at once, and the place is free again when a call ends.
+// TestInFlightCapPerKey: one key holds at most MaxInFlightBytesPerKey of bodies at once; a call past it answers
+// 429 at once, another key is not held to it, and the bytes are free again when the calls end.
 func TestInFlightCapPerKey(t *testing.T) {
-	f := newFixture(t, fixtureOpts{mode: "INDEPENDENT", maxInFlight: 2, upstream: upstream.Options{Delay: time.Second},
+	body, _ := json.Marshal(map[string]any{"model": slug, "messages": []any{map[string]any{"role": "user", "content": "hello world"}}})
+	// Two such bodies fit, a third does not.
+	f := newFixture(t, fixtureOpts{mode: "INDEPENDENT", maxInFlightBytes: int64(2*len(body) + len(body)/2), upstream: upstream.Options{Delay: time.Second},
 		groups: []gatewaytest.Group{{ID: "root", Models: models(slug)}, {ID: "other", Models: models(slug)}}})
+	call := func(group string) result {
+		return f.post("/v1/chat/completions", "Api-Key "+f.keys[group], json.RawMessage(body))
+	}
 	statuses := make(chan int, 2)
 	for range 2 {
-		go func() { statuses <- f.chat("root", slug).status }()
+		go func() { statuses <- call("root").status }()
 	}
-	// Wait until both calls hold their places: the upstream has seen both.
+	// Wait until both calls hold their bytes: the upstream has seen both.
 	deadline := time.Now().Add(loadDeadline)
 	for len(f.upstream.Requests()) < 2 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	r := f.chat("root", slug)
+	r := call("root")
 	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" {
 		t.Fatalf("third call in flight: status %d, Retry-After %q, want 429 with Retry-After: %s", r.status, r.header.Get("Retry-After"), r.body)
 	}
-	if r := f.chat("other", slug); r.status != http.StatusOK {
+	if r := call("other"); r.status != http.StatusOK {
 		t.Errorf("another key is not held to root's cap: status %d: %s", r.status, r.body)
 	}
 	for range 2 {
@@ -805,7 +810,7 @@ func TestInFlightCapPerKey(t *testing.T) {
 			t.Errorf("a call within the cap: status %d", s)
 		}
 	}
-	if r := f.chat("root", slug); r.status != http.StatusOK {
+	if r := call("root"); r.status != http.StatusOK {
 		t.Errorf("after the calls ended: status %d, want 200: %s", r.status, r.body)
 	}
 }

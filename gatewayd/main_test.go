@@ -98,8 +98,8 @@ type fixtureOpts struct {
 	// endpoints beyond the default one for slug.
 	endpoints []snapshot.Endpoint
 	workspace []snapshot.WorkspaceAPIKey
-	// maxInFlight is gatewayd's MaxInFlightPerKey; its default when zero.
-	maxInFlight int
+	// maxInFlightBytes is gatewayd's MaxInFlightBytesPerKey; its default when zero.
+	maxInFlightBytes int64
 }
 
 // tree is a three-level tree: root <- mid <- {leafA, leafB}. limitsOf gives each group's own models.
@@ -144,7 +144,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	}
 	f.metricsURL = "http://" + metricsLn.Addr().String()
 	f.gw, err = gatewayd.New(gatewayd.Options{RESTConfig: cfg, Namespaces: []string{ns}, Store: f.store, Clock: f.clock, MetricsListener: metricsLn,
-		MaxInFlightPerKey: o.maxInFlight})
+		MaxInFlightBytesPerKey: o.maxInFlightBytes})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,9 +35,9 @@ type Options struct {
 	// BodyReadTimeout bounds the read of a request body, so a client that trickles one cannot hold a call open;
 	// DefaultBodyReadTimeout when zero.
 	BodyReadTimeout time.Duration
-	// MaxInFlightPerKey caps the calls of one key whose bodies are held in memory at once; more answer 429.
-	// DefaultMaxInFlightPerKey when zero.
-	MaxInFlightPerKey int
+	// MaxInFlightBytesPerKey caps the body bytes one key holds in memory at once (a call without Content-Length
+	// reserves MaxBodyBytes); a call past it answers 429. DefaultMaxInFlightBytesPerKey when zero.
+	MaxInFlightBytesPerKey int64
 	// Billing records one event per call made with a federated key; off when nil.
 	Billing *billing.Recorder
 }
@@ -50,8 +50,8 @@ type Handler struct {
 
 // Defaults of Options.
 const (
-	DefaultBodyReadTimeout   = time.Minute
-	DefaultMaxInFlightPerKey = 64
+	DefaultBodyReadTimeout        = time.Minute
+	DefaultMaxInFlightBytesPerKey = 128 << 20
 )
 
 // New returns a Handler.
@@ -59,10 +59,10 @@ func New(opts Options) *Handler {
 	if opts.BodyReadTimeout <= 0 {
 		opts.BodyReadTimeout = DefaultBodyReadTimeout
 	}
-	if opts.MaxInFlightPerKey <= 0 {
-		opts.MaxInFlightPerKey = DefaultMaxInFlightPerKey
+	if opts.MaxInFlightBytesPerKey <= 0 {
+		opts.MaxInFlightBytesPerKey = DefaultMaxInFlightBytesPerKey
 	}
-	return &Handler{opts: opts, inflight: newInflight(opts.MaxInFlightPerKey)}
+	return &Handler{opts: opts, inflight: newInflight(opts.MaxInFlightBytesPerKey)}
 }
 
 // Register adds the model-call routes to mux.

@@ -51,16 +51,19 @@ func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c
 		w.Header().Set("X-Request-Id", billingRequestID())
 		defer func() { h.recordBilling(key, c, w, u) }()
 	}
-	slot := key.Group.Namespace + "/" + key.Prefix
-	if !h.inflight.acquire(slot) {
+	slot, size := key.Group.Namespace+"/"+key.Prefix, h.opts.MaxBodyBytes
+	if r.ContentLength >= 0 && r.ContentLength < size {
+		size = r.ContentLength
+	}
+	if !h.inflight.acquire(slot, size) {
 		e := httperr.New(http.StatusTooManyRequests, httperr.CodeRateLimited,
-			fmt.Sprintf("Too many calls in flight for this key: at most %d at once.", h.opts.MaxInFlightPerKey),
-			map[string]any{"max_in_flight": h.opts.MaxInFlightPerKey})
+			fmt.Sprintf("Too many request bytes in flight for this key: at most %d at once.", h.opts.MaxInFlightBytesPerKey),
+			map[string]any{"max_in_flight_bytes": h.opts.MaxInFlightBytesPerKey})
 		e.RetryAfter = 1
 		httperr.WriteError(w, e)
 		return
 	}
-	defer h.inflight.release(slot)
+	defer h.inflight.release(slot, size)
 	body, berr := h.readBody(w, r)
 	if berr != nil {
 		httperr.WriteError(w, berr)

@@ -166,7 +166,8 @@ func freePort(t *testing.T) int {
 func startGatewayd(t *testing.T, ns string, flags ...string) *gatewayd {
 	t.Helper()
 	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	args := append([]string{"--addr=" + addr, "--namespaces=" + ns, "--zap-log-level=info"}, flags...)
+	// Each process its own metrics port: several run at once.
+	args := append([]string{"--addr=" + addr, "--metrics-addr=127.0.0.1:0", "--namespaces=" + ns, "--zap-log-level=info"}, flags...)
 	cmd := exec.Command(binary, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	g := &gatewayd{t: t, url: "http://" + addr, cmd: cmd, logs: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan struct{})}
