@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -839,5 +840,23 @@ func TestUnroutedAnswersInTheEnvelope(t *testing.T) {
 		if resp.StatusCode != tc.status || json.Unmarshal(b, &env) != nil || env["error_code"] != tc.code || resp.Header.Get("Allow") != tc.allow {
 			t.Errorf("%s %s: %d %q Allow %q, want %d %s Allow %q", tc.method, tc.path, resp.StatusCode, b, resp.Header.Get("Allow"), tc.status, tc.code, tc.allow)
 		}
+	}
+}
+
+// TestUpstreamTextErrorsGetTheEnvelope: an upstream that answers an error status with a text page (a misrouted
+// path, a proxy's error) does not reach the client raw: the client gets the envelope with the upstream's status.
+func TestUpstreamTextErrorsGetTheEnvelope(t *testing.T) {
+	text := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		http.Error(w, "<html>404 page not found</html>", http.StatusNotFound)
+	}))
+	t.Cleanup(text.Close)
+	f := newFixture(t, fixtureOpts{mode: "INDEPENDENT", groups: []gatewaytest.Group{{ID: "root", Models: models(slug, "misrouted")}},
+		endpoints: []snapshot.Endpoint{{ID: "misrouted", Slug: "misrouted", Targets: []snapshot.Target{{Provider: "OPENAI", BaseURL: text.URL + "/v1"}}}}})
+	r := f.chat("root", "misrouted")
+	body := r.json(t)
+	detail, _ := body["detail"].(map[string]any)
+	if r.status != http.StatusNotFound || body["error_code"] != "model_does_not_exist" || detail["upstream_status"] != 404.0 {
+		t.Fatalf("status %d body %s, want 404 model_does_not_exist with upstream_status 404", r.status, r.body)
 	}
 }

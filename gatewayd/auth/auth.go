@@ -131,5 +131,5 @@ func (c Caller) MayCallModel(modelID string) bool {
 }
 
 func unauthorized(msg string) *httperr.Error {
-	return httperr.New(http.StatusUnauthorized, httperr.CodeUnauthorized, msg, "")
+	return httperr.New(http.StatusUnauthorized, httperr.CodeUnauthorized, msg, nil)
 }

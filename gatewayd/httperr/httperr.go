@@ -37,11 +37,8 @@ const (
 	CodeMethodNotAllowed        = "method_not_allowed"
 )
 
-// Codes of a body over the size cap: model calls and management calls still name it differently.
-const (
-	CodeRequestTooLarge = "request_too_large"
-	CodeBodyTooLarge    = "body_too_large"
-)
+// CodePayloadTooLarge answers a body over its cap (413), on every route.
+const CodePayloadTooLarge = "payload_too_large"
 
 // MsgRateLimited is the exact error of a management 429 (SPEC.md "Errors").
 const MsgRateLimited = "Rate limit exceeded. Please try again later."

@@ -2,6 +2,7 @@ package inference
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/go-logr/logr"
@@ -26,6 +27,10 @@ func writeForwardError(w http.ResponseWriter, r *http.Request, name string, err 
 	case upstream.KindCanceled:
 		// The client left; nobody reads an answer.
 		w.WriteHeader(statusClientClosed)
+	case upstream.KindStatus:
+		status, code := upstreamStatus(ue.Status)
+		httperr.Write(w, status, code, fmt.Sprintf("The model answered %d.", ue.Status),
+			map[string]any{"upstream_status": ue.Status, "upstream_body": ue.Snippet})
 	case upstream.KindCredentials:
 		log.Error(ue.Err, "Failed to prepare the upstream call", "target", name)
 		httperr.Write(w, http.StatusBadGateway, httperr.CodeModelUnavailable, "The model is unavailable.", "upstream credentials unavailable")
@@ -33,4 +38,24 @@ func writeForwardError(w http.ResponseWriter, r *http.Request, name string, err 
 		log.Error(ue.Err, "Upstream unreachable", "target", name)
 		httperr.Write(w, http.StatusBadGateway, httperr.CodeModelUnavailable, "The model is unavailable.", "upstream unreachable")
 	}
+}
+
+// upstreamStatus maps an upstream's error status onto the model-call errors: a 4xx stays the client's, with its
+// code; a 5xx is the model's, 503 and 504 as not ready and timeout, any other as unavailable (502).
+func upstreamStatus(status int) (int, string) {
+	switch {
+	case status == http.StatusNotFound:
+		return status, httperr.CodeModelDoesNotExist
+	case status == http.StatusRequestEntityTooLarge:
+		return status, httperr.CodePayloadTooLarge
+	case status == http.StatusTooManyRequests:
+		return status, httperr.CodeRateLimited
+	case status < 500:
+		return status, httperr.CodeClientError
+	case status == http.StatusServiceUnavailable:
+		return status, httperr.CodeModelNotReady
+	case status == http.StatusGatewayTimeout:
+		return status, httperr.CodeTimeout
+	}
+	return http.StatusBadGateway, httperr.CodeModelUnavailable
 }

@@ -31,7 +31,7 @@ func (h *Handler) admit(ctx context.Context, m *view.Model) *httperr.Error {
 	res, err := h.opts.Limits.Admit(ctx, m.Plan, h.opts.Clock.Now())
 	if err != nil {
 		logr.FromContextOrDiscard(ctx).Error(err, "Failed to check limits", "slug", m.Slug)
-		return httperr.New(http.StatusServiceUnavailable, httperr.CodeLimitsUnavailable, "Limits could not be checked; retry shortly.", "")
+		return httperr.New(http.StatusServiceUnavailable, httperr.CodeLimitsUnavailable, "Limits could not be checked; retry shortly.", nil)
 	}
 	if res.Allowed {
 		return nil

@@ -14,7 +14,7 @@ import (
 // large body costs its own size in memory and no copy. A declared length over the cap is refused before a byte is
 // read.
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *httperr.Error) {
-	tooLarge := httperr.New(http.StatusRequestEntityTooLarge, httperr.CodeRequestTooLarge,
+	tooLarge := httperr.New(http.StatusRequestEntityTooLarge, httperr.CodePayloadTooLarge,
 		fmt.Sprintf("Request body exceeds %d bytes.", h.opts.MaxBodyBytes), "")
 	if r.ContentLength > h.opts.MaxBodyBytes {
 		return nil, tooLarge

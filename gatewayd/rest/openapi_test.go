@@ -12,6 +12,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 )
 
 // The OpenAPI document is checked two ways: every route the API registers is in it, and real responses of the
@@ -136,5 +138,64 @@ var _ = Describe("GET /v1/spec", func() {
 			Expect(ok).To(BeTrue(), "path %s missing from the spec", m[2])
 			Expect(ops).To(HaveKey(strings.ToLower(m[1])), "%s %s missing from the spec", m[1], m[2])
 		}
+	})
+})
+
+var _ = Describe("Error answers of every route", func() {
+	It("are the Error envelope of the OpenAPI document, for a missing key, an unknown key, a missing object and a malformed body", func() {
+		var spec struct {
+			Paths map[string]map[string]any `json:"paths"`
+		}
+		raw, err := os.ReadFile("openapi.json")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(json.Unmarshal(raw, &spec)).To(Succeed())
+		_, admin := workspace(gatewayv1.KeyTypeManageAll, "")
+		_, personal := workspace(gatewayv1.KeyTypePersonal, gatewayv1.OrgRoleAdmin)
+		param := regexp.MustCompile(`\{[a-z_]+\}`)
+		walked := 0
+		for path, ops := range spec.Paths {
+			if path == "/v1/spec" {
+				continue
+			}
+			for method := range ops {
+				method = strings.ToUpper(method)
+				// Ids no object has: valid names, and a valid 16-character prefix.
+				url := param.ReplaceAllStringFunc(path, func(p string) string {
+					if strings.Contains(p, "prefix") {
+						return "mgk_NoSuchKey000"
+					}
+					return "no-such-object"
+				})
+				key := admin
+				if strings.HasPrefix(path, "/v1/api_keys") {
+					key = personal
+				}
+				expectEnvelope := func(r response, want int, what string) {
+					GinkgoHelper()
+					Expect(r.code).To(Equal(want), "%s %s, %s: %s", method, url, what, r)
+					conform("Error", r.raw)
+					Expect(r.body).To(HaveKey("detail"), "%s %s, %s: detail is always present", method, url, what)
+					if d, ok := r.body["detail"].([]any); ok {
+						for _, f := range d {
+							Expect(f.(map[string]any)["field"]).NotTo(BeElementOf("", "<nil>"), "%s %s: a field entry names no field", method, url)
+						}
+					}
+				}
+				expectEnvelope(call(server, "", method, url, nil), http.StatusUnauthorized, "no key")
+				expectEnvelope(call(server, "mgw_NoSuchKey000.abcdefghijklmnopqrstuvwxyz012345", method, url, nil), http.StatusUnauthorized, "unknown key")
+				if strings.Contains(path, "{") {
+					r := call(server, key, method, url, nil)
+					Expect(r.code).To(BeNumerically(">=", 400), "%s %s of a missing object: %s", method, url, r)
+					expectEnvelope(r, r.code, "missing object")
+				}
+				if method == http.MethodPost || method == http.MethodPatch {
+					r := call(server, key, method, url, []byte(`{"oops"`))
+					Expect(r.code).To(BeNumerically(">=", 400), "%s %s with malformed JSON: %s", method, url, r)
+					expectEnvelope(r, r.code, "malformed body")
+				}
+				walked++
+			}
+		}
+		Expect(walked).To(BeNumerically(">=", 19), "every documented route was walked")
 	})
 })

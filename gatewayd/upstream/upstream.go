@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -100,13 +101,23 @@ const (
 	KindCredentials
 	// KindCanceled: the caller's context ended first (a client that left).
 	KindCanceled
+	// KindStatus: the upstream answered an error status with a body that is not JSON (a proxy's or a web
+	// server's page, say). It is not relayed: the caller answers in its own envelope. JSON error bodies, such
+	// as an OpenAI-compatible server's, are relayed as they are.
+	KindStatus
 )
+
+// maxErrorSnippet bounds the part of a non-JSON error body kept in an Error.
+const maxErrorSnippet = 256
 
 // Error is a failure before the upstream answered; nothing was written to the sink.
 type Error struct {
 	Kind    Kind
 	Timeout time.Duration
 	Err     error
+	// Status and Snippet are the upstream's status and the start of its body, for KindStatus.
+	Status  int
+	Snippet string
 }
 
 func (e *Error) Error() string {
@@ -117,6 +128,8 @@ func (e *Error) Error() string {
 		return "upstream credentials unavailable: " + e.Err.Error()
 	case KindCanceled:
 		return "call canceled: " + e.Err.Error()
+	case KindStatus:
+		return fmt.Sprintf("upstream answered %d", e.Status)
 	}
 	return "upstream unreachable: " + e.Err.Error()
 }
@@ -180,13 +193,19 @@ func (c *Client) Forward(ctx context.Context, req Request, sink Sink) (Result, e
 		return Result{}, &Error{Kind: KindUnavailable, Err: err}
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode >= 400 && !isJSON(resp) {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorSnippet))
+		return Result{}, &Error{Kind: KindStatus, Status: resp.StatusCode, Snippet: strings.ToValidUTF8(string(b), "?"),
+			Err: fmt.Errorf("upstream %s answered %d", req.Target.Name, resp.StatusCode)}
+	}
 	res := Result{Status: resp.StatusCode}
 	if ct := resp.Header.Get("Content-Type"); ct != "" {
 		sink.Header().Set("Content-Type", ct)
 	}
 	switch {
 	case resp.StatusCode >= 400:
-		// Upstream errors pass through as they are: status and body.
+		// JSON error answers pass through as they are, status and body: a client of an OpenAI-compatible
+		// server reads its error object.
 		sink.WriteHeader(resp.StatusCode)
 		_, err = copyAnswer(sink, resp.Body)
 		res.Complete = err == nil
@@ -233,6 +252,11 @@ func (c *Client) request(ctx context.Context, req Request) (*http.Request, error
 		hreq.Header.Set("Authorization", "Bearer "+key)
 	}
 	return hreq, nil
+}
+
+func isJSON(resp *http.Response) bool {
+	ct := resp.Header.Get("Content-Type")
+	return strings.HasPrefix(ct, "application/json") || strings.HasPrefix(ct, "application/problem+json")
 }
 
 func isEventStream(resp *http.Response) bool {

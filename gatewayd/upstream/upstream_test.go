@@ -23,6 +23,12 @@ func TestForwardWithoutClient(t *testing.T) {
 		switch r.URL.Path {
 		case "/hang":
 			<-r.Context().Done()
+		case "/text-404":
+			http.Error(w, "404 page not found", http.StatusNotFound)
+		case "/json-400":
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"error":{"message":"bad"}}`))
 		default:
 			if r.Header.Get("Content-Type") != "application/json" {
 				http.Error(w, "content type not forwarded", http.StatusBadRequest)
@@ -48,6 +54,7 @@ func TestForwardWithoutClient(t *testing.T) {
 		{"answer", Target{URL: srv.URL + "/ok"}, 0, `"prompt_tokens":2`},
 		{"hang", Target{URL: srv.URL + "/hang", Timeout: 50 * time.Millisecond}, KindTimeout, ""},
 		{"down", Target{URL: closed}, KindUnavailable, ""},
+		{"text error", Target{URL: srv.URL + "/text-404"}, KindStatus, ""},
 		{"no secret reader", Target{URL: srv.URL, Secret: &snapshot.SecretRef{Name: "s"}}, KindCredentials, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -68,9 +75,15 @@ func TestForwardWithoutClient(t *testing.T) {
 			}
 		})
 	}
+	// A JSON error answer is the upstream's own and is relayed as it is.
+	sink := httptest.NewRecorder()
+	res, err := c.Forward(context.Background(), Request{Target: Target{URL: srv.URL + "/json-400"}}, sink)
+	if err != nil || res.Status != 400 || sink.Code != 400 || sink.Body.String() != `{"error":{"message":"bad"}}` {
+		t.Fatalf("JSON error: %+v, %v, relayed %d %q", res, err, sink.Code, sink.Body.String())
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
-	_, err := c.Forward(ctx, Request{Target: Target{URL: srv.URL + "/hang"}}, httptest.NewRecorder())
+	_, err = c.Forward(ctx, Request{Target: Target{URL: srv.URL + "/hang"}}, httptest.NewRecorder())
 	if ue := (*Error)(nil); !errors.As(err, &ue) || ue.Kind != KindCanceled {
 		t.Fatalf("a caller that leaves: got %v, want KindCanceled", err)
 	}

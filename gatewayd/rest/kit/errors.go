@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
+	"strconv"
 	"strings"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,7 +46,7 @@ func ReadBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			httperr.Write(w, http.StatusRequestEntityTooLarge, httperr.CodeBodyTooLarge,
+			httperr.Write(w, http.StatusRequestEntityTooLarge, httperr.CodePayloadTooLarge,
 				fmt.Sprintf("The request body exceeds %d bytes.", tooBig.Limit), map[string]int64{"max_bytes": tooBig.Limit})
 			return nil, false
 		}
@@ -80,10 +83,7 @@ func DecodeBytes(w http.ResponseWriter, raw []byte, v any, allowEmpty bool) bool
 	var syntaxErr *json.SyntaxError
 	switch {
 	case errors.As(err, &typeErr):
-		f := typeErr.Field
-		if f == "" {
-			f = "(body)"
-		}
+		f := fieldPath(raw, v, typeErr.Field)
 		msg := fmt.Sprintf("%s must be of type %s, not %s.", f, jsonType(typeErr.Type.Kind().String()), typeErr.Value)
 		httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidType, msg, []httperr.FieldError{{Field: f, Message: msg}})
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
@@ -176,7 +176,10 @@ func writeRefusal(w http.ResponseWriter, status metav1.Status) {
 	duplicate, cascading := false, strings.Contains(status.Message, hierarchy.MsgChildExceedsParent)
 	if status.Details != nil {
 		for _, c := range status.Details.Causes {
-			fields = append(fields, httperr.FieldError{Field: apiPaths.Replace(c.Field), Message: apiPaths.Replace(c.Message)})
+			if c.Field != "" && c.Field != "<nil>" {
+				// A cause about no field in particular (an empty or nil path) stays in the message only.
+				fields = append(fields, httperr.FieldError{Field: apiPaths.Replace(c.Field), Message: apiPaths.Replace(c.Message)})
+			}
 			duplicate = duplicate || c.Type == metav1.CauseTypeFieldValueDuplicate
 			cascading = cascading || strings.Contains(c.Message, hierarchy.MsgChildExceedsParent)
 		}
@@ -193,4 +196,30 @@ func writeRefusal(w http.ResponseWriter, status metav1.Status) {
 	default:
 		httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidRequest, msg, fields)
 	}
+}
+
+// fieldPath names the field of a type error with its indexes ("models[0].rate_limits[1].threshold"), which
+// encoding/json's dotted Field leaves out: the same body is decoded again with go-json-experiment, whose
+// semantic errors carry a JSON pointer. dotted is the fallback, "(body)" for the body itself.
+func fieldPath(raw []byte, v any, dotted string) string {
+	var semantic *jsonv2.SemanticError
+	target := reflect.New(reflect.TypeOf(v).Elem()).Interface()
+	if err := jsonv2.Unmarshal(raw, target); errors.As(err, &semantic) && semantic.JSONPointer != "" {
+		var b strings.Builder
+		for tok := range semantic.JSONPointer.Tokens() {
+			if _, err := strconv.Atoi(tok); err == nil {
+				b.WriteString("[" + tok + "]")
+				continue
+			}
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(tok)
+		}
+		return b.String()
+	}
+	if dotted == "" {
+		return "(body)"
+	}
+	return dotted
 }

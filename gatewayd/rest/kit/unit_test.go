@@ -48,3 +48,22 @@ func TestMintedKeysAndIDs(t *testing.T) {
 		t.Fatalf("ids %q and %q: want distinct valid names of 20 characters", a, b)
 	}
 }
+
+func TestFieldPathKeepsIndexes(t *testing.T) {
+	type limit struct {
+		Threshold int64 `json:"threshold"`
+	}
+	type model struct {
+		RateLimits []limit `json:"rate_limits"`
+	}
+	type body struct {
+		Models []model `json:"models"`
+	}
+	raw := []byte(`{"models":[{"rate_limits":[]},{"rate_limits":[{"threshold":1},{"threshold":"x"}]}]}`)
+	if got := fieldPath(raw, &body{}, "models.rate_limits.threshold"); got != "models[1].rate_limits[1].threshold" {
+		t.Errorf("got %q, want models[1].rate_limits[1].threshold", got)
+	}
+	if got := fieldPath([]byte(`"x"`), &body{}, ""); got != "(body)" {
+		t.Errorf("the body itself: got %q, want (body)", got)
+	}
+}
