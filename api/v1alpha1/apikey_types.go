@@ -19,6 +19,7 @@ type APIKeySpec struct {
 	// displayName is an optional label (name in the REST API).
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="!self.matches('[[:cntrl:]]') && !self.startsWith(' ') && !self.endsWith(' ')",message="must not contain control characters, nor begin or end with a space"
 	DisplayName string `json:"displayName,omitempty"`
 
 	KeySource `json:",inline"`

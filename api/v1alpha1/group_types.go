@@ -104,6 +104,7 @@ type GroupSpec struct {
 	// displayName is an optional human-readable name (metadata.name in the REST API).
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="!self.matches('[[:cntrl:]]') && !self.startsWith(' ') && !self.endsWith(' ')",message="must not contain control characters, nor begin or end with a space"
 	DisplayName string `json:"displayName,omitempty"`
 
 	// externalEntityID is the caller's own identifier of the customer, unique within the workspace. It is
@@ -111,6 +112,7 @@ type GroupSpec struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="!self.matches('[[:cntrl:]]') && !self.startsWith(' ') && !self.endsWith(' ')",message="must not contain control characters, nor begin or end with a space"
 	ExternalEntityID string `json:"externalEntityID"`
 
 	// models is the complete set of slugs this group may call. Non-empty on create; an empty list on update

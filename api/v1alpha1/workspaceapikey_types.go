@@ -36,6 +36,7 @@ type KeyOwner struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="!self.matches('[[:cntrl:]]') && !self.startsWith(' ') && !self.endsWith(' ')",message="must not contain control characters, nor begin or end with a space"
 	UserID string `json:"userID"`
 
 	// email is the owner's email address.
@@ -46,6 +47,7 @@ type KeyOwner struct {
 	// name is the owner's display name.
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="!self.matches('[[:cntrl:]]') && !self.startsWith(' ') && !self.endsWith(' ')",message="must not contain control characters, nor begin or end with a space"
 	Name string `json:"name,omitempty"`
 
 	// role is the owner's organization role. Defaults to MEMBER.

@@ -97,6 +97,33 @@ func TestCRDValidation(t *testing.T) {
 		// Group.
 		{name: "group: valid object accepted", object: validGroup},
 		{name: "group: valid cascading child accepted", object: childGroup},
+		{name: "group: externalEntityID with NUL refused", object: `
+kind: Group
+spec: {externalEntityID: "cust\u0000x", models: [{slug: m}]}`,
+			wantPath: "spec.externalEntityID", wantMsg: "must not contain control characters, nor begin or end with a space"},
+		{name: "group: externalEntityID with BEL refused", object: `
+kind: Group
+spec: {externalEntityID: "cust\u0007", models: [{slug: m}]}`,
+			wantPath: "spec.externalEntityID", wantMsg: "must not contain control characters, nor begin or end with a space"},
+		{name: "group: externalEntityID with CR refused", object: `
+kind: Group
+spec: {externalEntityID: "cust\r", models: [{slug: m}]}`,
+			wantPath: "spec.externalEntityID", wantMsg: "must not contain control characters, nor begin or end with a space"},
+		{name: "group: externalEntityID with leading space refused", object: `
+kind: Group
+spec: {externalEntityID: " cust", models: [{slug: m}]}`,
+			wantPath: "spec.externalEntityID", wantMsg: "must not contain control characters, nor begin or end with a space"},
+		{name: "group: externalEntityID with trailing space refused", object: `
+kind: Group
+spec: {externalEntityID: "cust ", models: [{slug: m}]}`,
+			wantPath: "spec.externalEntityID", wantMsg: "must not contain control characters, nor begin or end with a space"},
+		{name: "group: displayName with a newline refused", object: `
+kind: Group
+spec: {externalEntityID: ok, displayName: "Acme\nCorp", models: [{slug: m}]}`,
+			wantPath: "spec.displayName", wantMsg: "must not contain control characters"},
+		{name: "group: inner spaces and unicode accepted", object: `
+kind: Group
+spec: {externalEntityID: "cust 42 – Zürich", displayName: "Acme Corp", models: [{slug: m}]}`},
 		{name: "group: parentGroupID change refused", object: childGroup,
 			update:   `spec: {hierarchy: {limitEnforcement: CASCADING, parentGroupID: other}}`,
 			wantPath: "spec.hierarchy", wantMsg: "hierarchy is immutable after creation"},
