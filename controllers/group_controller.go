@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -25,7 +26,14 @@ import (
 // cascades its deletion to its subtree and keys.
 type GroupReconciler struct {
 	client.Client
+	// APIReader reads past the cache: the finalizer's last look for children before it lets a group go.
+	APIReader client.Reader
 }
+
+// admissionGrace is how long after a group's deletion began its finalizer keeps looking for children. Admission
+// refuses a child of a group being deleted, but a child admitted just before the deletion began may reach etcd
+// a moment later; an uncached list after this grace sees it.
+const admissionGrace = time.Second
 
 func (r *GroupReconciler) setup(mgr ctrl.Manager, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
@@ -147,13 +155,19 @@ func (r *GroupReconciler) reconcileDelete(ctx context.Context, g *gatewayv1.Grou
 	if !controllerutil.ContainsFinalizer(g, gatewayv1.Finalizer) {
 		return ctrl.Result{}, nil
 	}
-	var children gatewayv1.GroupList
-	if err := r.List(ctx, &children, client.InNamespace(g.Namespace), client.MatchingFields{gatewayv1.FieldGroupParent: g.Name}); err != nil {
-		return ctrl.Result{}, fmt.Errorf("failed to list children of Group %s/%s: %w", g.Namespace, g.Name, err)
+	children, keys, err := r.subtree(ctx, r.Client, g)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
-	var keys gatewayv1.APIKeyList
-	if err := r.List(ctx, &keys, client.InNamespace(g.Namespace), client.MatchingFields{gatewayv1.FieldAPIKeyGroup: g.Name}); err != nil {
-		return ctrl.Result{}, fmt.Errorf("failed to list APIKeys of Group %s/%s: %w", g.Namespace, g.Name, err)
+	if len(children.Items)+len(keys.Items) == 0 && r.APIReader != nil {
+		// The cache may not hold a child created a moment ago: look past it, once admission can no longer let one
+		// in, before letting the group go.
+		if wait := admissionGrace - time.Since(g.DeletionTimestamp.Time); wait > 0 {
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
+		if children, keys, err = r.subtree(ctx, r.APIReader, g); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	var errs []error
 	for i := range children.Items {
@@ -181,6 +195,19 @@ func (r *GroupReconciler) reconcileDelete(ctx context.Context, g *gatewayv1.Grou
 	}
 	log.Info("Deleted group and its subtree")
 	return ctrl.Result{}, nil
+}
+
+// subtree lists g's direct children and its APIKeys through reader.
+func (r *GroupReconciler) subtree(ctx context.Context, reader client.Reader, g *gatewayv1.Group) (*gatewayv1.GroupList, *gatewayv1.APIKeyList, error) {
+	var children gatewayv1.GroupList
+	if err := reader.List(ctx, &children, client.InNamespace(g.Namespace), client.MatchingFields{gatewayv1.FieldGroupParent: g.Name}); err != nil {
+		return nil, nil, fmt.Errorf("failed to list children of Group %s/%s: %w", g.Namespace, g.Name, err)
+	}
+	var keys gatewayv1.APIKeyList
+	if err := reader.List(ctx, &keys, client.InNamespace(g.Namespace), client.MatchingFields{gatewayv1.FieldAPIKeyGroup: g.Name}); err != nil {
+		return nil, nil, fmt.Errorf("failed to list APIKeys of Group %s/%s: %w", g.Namespace, g.Name, err)
+	}
+	return &children, &keys, nil
 }
 
 func (r *GroupReconciler) deleteOnce(ctx context.Context, obj client.Object) error {

@@ -31,7 +31,32 @@ var _ admission.Validator[*gatewayv1.Group] = &GroupValidator{}
 // ValidateCreate checks every rule. The whole subtree is read: a group created above groups that already name
 // it as their parent is checked against all of them (depth, enforcement, thresholds).
 func (v *GroupValidator) ValidateCreate(ctx context.Context, g *gatewayv1.Group) (admission.Warnings, error) {
+	if err := v.parentNotDeleting(ctx, g); err != nil {
+		return nil, err
+	}
 	return nil, v.validate(ctx, g, treeCheck{ancestors: true, descendants: true}, true)
+}
+
+// parentNotDeleting refuses a child of a group being deleted: the parent's finalizer is removing its subtree,
+// and a child created now would be left without a parent, unserved. A parent that does not exist yet is fine
+// (GitOps applies in any order); only one on its way out refuses.
+func (v *GroupValidator) parentNotDeleting(ctx context.Context, g *gatewayv1.Group) error {
+	pid := g.ParentID()
+	if pid == "" {
+		return nil
+	}
+	parent := &gatewayv1.Group{}
+	err := v.Reader.Get(ctx, client.ObjectKey{Namespace: g.Namespace, Name: pid}, parent)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return apierrors.NewInternalError(fmt.Errorf("admission of group %s: failed to read parent %s: %w", g.Name, pid, err))
+	case parent.DeletionTimestamp != nil:
+		return refuse(ctx, "Group", g.Name, field.ErrorList{field.Forbidden(field.NewPath("spec", "hierarchy", "parentGroupID"),
+			fmt.Sprintf("parent group %s is being deleted; a child cannot be created under it", pid))})
+	}
+	return nil
 }
 
 // ValidateUpdate checks the hierarchy when models change and uniqueness when the external id changes. A group
