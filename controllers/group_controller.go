@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,6 +32,8 @@ type GroupReconciler struct {
 	client.Client
 	// APIReader reads past the cache: the finalizer's last look for children before it lets a group go.
 	APIReader client.Reader
+	// Recorder receives the Events of groups; none are sent when nil.
+	Recorder record.EventRecorder
 }
 
 // admissionGrace is how long after a group's deletion began its finalizer keeps looking for children. Admission
@@ -90,7 +96,25 @@ func (r *GroupReconciler) reconcileStatus(ctx context.Context, g *gatewayv1.Grou
 		g.Status.EffectiveModels = hierarchy.Resolve(v.Chain)
 	}
 	setReady(&g.Status.Conditions, check{reason: v.Reason, message: v.Message, failed: !v.Ready}, g.Generation)
+	r.setLimitConflict(g, v.Conflict)
 	return nil
+}
+
+// setLimitConflict reports a threshold above an ancestor's as the LimitConflict condition, with an Event when the
+// conflict appears, and clears it once the conflict is gone. The condition is absent on a group that never had one.
+func (r *GroupReconciler) setLimitConflict(g *gatewayv1.Group, conflict string) {
+	had := meta.IsStatusConditionTrue(g.Status.Conditions, gatewayv1.ConditionLimitConflict)
+	switch {
+	case conflict != "":
+		meta.SetStatusCondition(&g.Status.Conditions, metav1.Condition{Type: gatewayv1.ConditionLimitConflict, Status: metav1.ConditionTrue,
+			Reason: gatewayv1.ReasonChildExceedsParentLimit, Message: conflict, ObservedGeneration: g.Generation})
+		if !had && r.Recorder != nil {
+			r.Recorder.Event(g, corev1.EventTypeWarning, gatewayv1.ReasonChildExceedsParentLimit, conflict)
+		}
+	case meta.FindStatusCondition(g.Status.Conditions, gatewayv1.ConditionLimitConflict) != nil:
+		meta.SetStatusCondition(&g.Status.Conditions, metav1.Condition{Type: gatewayv1.ConditionLimitConflict, Status: metav1.ConditionFalse,
+			Reason: gatewayv1.ReasonNoConflict, Message: "No declared limit is above an ancestor's.", ObservedGeneration: g.Generation})
+	}
 }
 
 // relevant gathers the groups that g's verdict depends on, which gives the same verdict as judging against the

@@ -67,7 +67,9 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		name  string
 		setup func() error
 	}{
-		{"Group", func() error { return (&GroupReconciler{Client: c, APIReader: mgr.GetAPIReader()}).setup(mgr, copts) }},
+		{"Group", func() error {
+			return (&GroupReconciler{Client: c, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorderFor("modelgate-manager")}).setup(mgr, copts)
+		}},
 		{"APIKey", func() error { return newAPIKeyReconciler(mgr).setup(mgr, copts) }},
 		{"WorkspaceAPIKey", func() error { return newWorkspaceAPIKeyReconciler(mgr).setup(mgr, copts) }},
 		{"Endpoint", func() error { return (&EndpointReconciler{Client: c}).setup(mgr, copts) }},

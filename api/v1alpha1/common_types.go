@@ -19,6 +19,14 @@ const (
 	ReasonDuplicateExternal = "DuplicateExternalEntityID"
 	ReasonDeleting          = "Deleting"
 
+	// ConditionLimitConflict is True on a CASCADING group that declares a limit above an ancestor's: admission
+	// refuses that, but two racing writes can store it. The group stays served; the ancestor's limit binds.
+	ConditionLimitConflict = "LimitConflict"
+	// ReasonChildExceedsParentLimit is the reason of a True LimitConflict, and of its Event.
+	ReasonChildExceedsParentLimit = "ChildExceedsParentLimit"
+	// ReasonNoConflict is the reason of a False LimitConflict.
+	ReasonNoConflict = "NoConflict"
+
 	// Reasons of a Workspace's Ready condition.
 	ReasonDuplicateWorkspace = "DuplicateWorkspace"
 	ReasonSnapshotPending    = "SnapshotPending"

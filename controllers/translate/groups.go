@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/api/v1alpha1/hierarchy"
 )
@@ -21,6 +23,9 @@ type Verdict struct {
 	Chain hierarchy.Chain
 	// Resolved is true when the chain reaches a root without a cycle, so depth and effective models are known.
 	Resolved bool
+	// Conflict, when not empty, says which declared limit of the group is above an ancestor's in its CASCADING
+	// tree (two racing writes can store that). The group is served all the same: the ancestor's limit binds.
+	Conflict string
 }
 
 // Groups judges the groups of one workspace. Build it once per pass over a workspace; judging a group memoizes
@@ -40,6 +45,8 @@ type Groups struct {
 type check struct {
 	reason, message string
 	failed          bool
+	// conflict reports a threshold above an ancestor's, which does not fail the group (Verdict.Conflict).
+	conflict string
 }
 
 // NewGroups indexes groups for judging. groups are not modified.
@@ -108,6 +115,7 @@ func (gs *Groups) Judge(g *gatewayv1.Group) Verdict {
 	}
 	v.Ready, v.Reason = true, gatewayv1.ReasonReady
 	v.Message = fmt.Sprintf("Group is resolved at depth %d under root %s and served.", len(chain), chain.Root().Name)
+	v.Conflict = gs.ownCheck(g).conflict
 	return v
 }
 
@@ -124,17 +132,26 @@ func (gs *Groups) ownCheck(g *gatewayv1.Group) check {
 	}
 	var c check
 	chain, _ := gs.live.Chain(g)
-	if errs := hierarchy.Validate(g, hierarchy.NewIndex(chain)); len(errs) > 0 {
-		msgs := make([]string, len(errs))
-		for i, e := range errs {
-			msgs[i] = e.Error()
-		}
-		c = check{reason: gatewayv1.ReasonInvalid, message: "Group is invalid: " + strings.Join(msgs, "; ") + ".", failed: true}
+	ix := hierarchy.NewIndex(chain)
+	if errs := hierarchy.ValidateStructure(g, ix); len(errs) > 0 {
+		c = check{reason: gatewayv1.ReasonInvalid, message: "Group is invalid: " + joinErrors(errs) + ".", failed: true}
 	} else if owner := gs.externalOwner[g.Spec.ExternalEntityID]; owner != g.Name {
 		c = check{reason: gatewayv1.ReasonDuplicateExternal, failed: true,
 			message: fmt.Sprintf("spec.externalEntityID %q is already held by the older group %s; it must be unique within the workspace.",
 				g.Spec.ExternalEntityID, owner)}
 	}
+	if errs := hierarchy.ThresholdConflicts(g, ix); len(errs) > 0 && !c.failed {
+		c.conflict = "A declared limit is above an ancestor's, which two concurrent writes can store: " + joinErrors(errs) +
+			". The group is served; the ancestor's limit binds, since every call charges the ancestor too. Lower this limit to clear the conflict."
+	}
 	gs.own[g.Name] = c
 	return c
+}
+
+func joinErrors(errs field.ErrorList) string {
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	return strings.Join(msgs, "; ")
 }

@@ -27,6 +27,15 @@ var (
 // unit). ix must hold g as written (see Index.With). A missing parent is not an error: GitOps applies objects in
 // any order, and the reconciler reports it as a condition.
 func Validate(g *gatewayv1.Group, ix *Index) field.ErrorList {
+	if errs := ValidateStructure(g, ix); len(errs) > 0 {
+		return errs
+	}
+	return ThresholdConflicts(g, ix)
+}
+
+// ValidateStructure checks the rules whose breach leaves a group without a meaning: no cycle, at most MaxDepth
+// levels, the root's limitEnforcement. A group that breaks one is not served.
+func ValidateStructure(g *gatewayv1.Group, ix *Index) field.ErrorList {
 	var errs field.ErrorList
 	chain, status := ix.Chain(g)
 	if status.Cycle {
@@ -53,8 +62,18 @@ func Validate(g *gatewayv1.Group, ix *Index) field.ErrorList {
 			break
 		}
 	}
-	if len(errs) > 0 || root.Enforcement() != gatewayv1.EnforcementCascading {
-		return errs
+	return errs
+}
+
+// ThresholdConflicts returns, in a CASCADING tree, each declared limit of g above the same (slug, type, unit) of
+// an ancestor or below that of a descendant. Admission refuses them; but two racing writes (a parent lowered
+// while a child is raised) can both be stored. Such a group is still served: in CASCADING mode every call
+// charges every ancestor's bucket too, so the ancestor's lower limit binds whatever the child declares, and taking
+// the child out of service would only turn its customers' calls into 401s.
+func ThresholdConflicts(g *gatewayv1.Group, ix *Index) field.ErrorList {
+	chain, status := ix.Chain(g)
+	if status.Cycle || chain.Root().Enforcement() != gatewayv1.EnforcementCascading {
+		return nil
 	}
 	return validateCascading(g, chain[1:], ix.Descendants(g.Name))
 }
