@@ -2,6 +2,9 @@ package webhooks
 
 import (
 	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -10,7 +13,7 @@ import (
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 )
 
-// +kubebuilder:webhook:path=/validate-gateway-modelgate-io-v1alpha1-apikey,mutating=false,failurePolicy=fail,sideEffects=None,groups=gateway.modelgate.io,resources=apikeys,verbs=create;update,versions=v1alpha1,name=vapikey-v1alpha1.gateway.modelgate.io,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/validate-gateway-modelgate-io-v1alpha1-apikey,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=gateway.modelgate.io,resources=apikeys,verbs=create;update;delete,versions=v1alpha1,name=vapikey-v1alpha1.gateway.modelgate.io,admissionReviewVersions=v1
 
 var prefixPath = field.NewPath("spec", "prefix")
 
@@ -19,6 +22,9 @@ var prefixPath = field.NewPath("spec", "prefix")
 // prefix, so two keys with one prefix would make one of them unreachable.
 type APIKeyValidator struct {
 	Reader client.Reader
+	// Claims makes the prefix's uniqueness across both key kinds atomic, and keeps revoked prefixes (see
+	// claimer); only the list checks run when nil.
+	Claims *claimer
 }
 
 var _ admission.Validator[*gatewayv1.APIKey] = &APIKeyValidator{}
@@ -37,7 +43,14 @@ func (v *APIKeyValidator) ValidateUpdate(ctx context.Context, old, k *gatewayv1.
 }
 
 // ValidateDelete admits every deletion: deleting a key revokes it.
-func (v *APIKeyValidator) ValidateDelete(context.Context, *gatewayv1.APIKey) (admission.Warnings, error) {
+func (v *APIKeyValidator) ValidateDelete(ctx context.Context, k *gatewayv1.APIKey) (admission.Warnings, error) {
+	if k.Spec.Prefix == "" || v.Claims == nil {
+		return nil, nil
+	}
+	// Deleting a key revokes it for good: its prefix claim becomes a tombstone.
+	if err := v.Claims.revoke(ctx, k.Namespace, k.Spec.Prefix, k.Spec.Hash, claimantOf("APIKey", k)); err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("revocation of APIKey %s: %w", k.Name, err))
+	}
 	return nil, nil
 }
 
@@ -51,6 +64,24 @@ func (v *APIKeyValidator) validate(ctx context.Context, k *gatewayv1.APIKey) err
 	}
 	if o != nil {
 		return refuse(ctx, "APIKey", k.Name, field.ErrorList{duplicate(prefixPath, k.Spec.Prefix, "APIKey", o.GetName(), "among the APIKeys of the namespace")})
+	}
+	// The other kind of key shares the prefix space: gatewayd finds either kind by its prefix.
+	o, err = holder(ctx, v.Reader, &gatewayv1.WorkspaceAPIKeyList{}, k, k.Spec.Prefix, gatewayv1.FieldSpecPrefix, gatewayv1.FieldStatusPrefix)
+	if err != nil {
+		return listFailed("WorkspaceAPIKeys", k.Namespace, err)
+	}
+	if o != nil {
+		return refuse(ctx, "APIKey", k.Name, field.ErrorList{duplicate(prefixPath, k.Spec.Prefix, "WorkspaceAPIKey", o.GetName(), "among the keys of the namespace")})
+	}
+	if v.Claims == nil {
+		return nil
+	}
+	refusal, err := v.Claims.take(ctx, k.Namespace, claimKeyPrefix, k.Spec.Prefix, claimantOf("APIKey", k))
+	if err != nil {
+		return apierrors.NewInternalError(fmt.Errorf("admission of APIKey %s: %w", k.Name, err))
+	}
+	if refusal != nil {
+		return refuse(ctx, "APIKey", k.Name, field.ErrorList{refusal.fieldError(prefixPath, k.Spec.Prefix, "among the keys of the namespace")})
 	}
 	return nil
 }

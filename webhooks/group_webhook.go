@@ -16,7 +16,7 @@ import (
 	"github.com/modelgate/modelgate/api/v1alpha1/hierarchy"
 )
 
-// +kubebuilder:webhook:path=/validate-gateway-modelgate-io-v1alpha1-group,mutating=false,failurePolicy=fail,sideEffects=None,groups=gateway.modelgate.io,resources=groups,verbs=create;update,versions=v1alpha1,name=vgroup-v1alpha1.gateway.modelgate.io,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/validate-gateway-modelgate-io-v1alpha1-group,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=gateway.modelgate.io,resources=groups,verbs=create;update,versions=v1alpha1,name=vgroup-v1alpha1.gateway.modelgate.io,admissionReviewVersions=v1
 
 var externalIDPath = field.NewPath("spec", "externalEntityID")
 
@@ -24,6 +24,8 @@ var externalIDPath = field.NewPath("spec", "externalEntityID")
 // hierarchy.Validate and the uniqueness of spec.externalEntityID.
 type GroupValidator struct {
 	Reader client.Reader
+	// Claims makes the external id's uniqueness atomic (see claimer); only the list check runs when nil.
+	Claims *claimer
 }
 
 var _ admission.Validator[*gatewayv1.Group] = &GroupValidator{}
@@ -160,6 +162,16 @@ func (v *GroupValidator) validate(ctx context.Context, g *gatewayv1.Group, tree 
 			return err
 		}
 		errs = append(errs, hierarchy.Validate(g, hierarchy.NewIndex(related).With(g))...)
+	}
+	if len(errs) == 0 && checkID && v.Claims != nil {
+		// Last, so a write refused for another reason claims nothing.
+		refusal, err := v.Claims.take(ctx, g.Namespace, claimExternalID, g.Spec.ExternalEntityID, claimantOf("Group", g))
+		if err != nil {
+			return apierrors.NewInternalError(fmt.Errorf("admission of group %s: %w", g.Name, err))
+		}
+		if refusal != nil {
+			errs = append(errs, refusal.fieldError(externalIDPath, g.Spec.ExternalEntityID, "within the namespace"))
+		}
 	}
 	return refuse(ctx, "Group", g.Name, errs)
 }

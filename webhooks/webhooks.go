@@ -35,15 +35,16 @@ import (
 // workspace of ten groups or of ten thousand.
 func SetupWithManager(mgr manager.Manager) error {
 	r := mgr.GetAPIReader()
+	claims := &claimer{Writer: mgr.GetClient(), Reader: r, current: currentValue(r)}
 	steps := []struct {
 		kind string
 		add  func() error
 	}{
 		{"Group", func() error {
-			return builder.WebhookManagedBy(mgr, &gatewayv1.Group{}).WithValidator(&GroupValidator{Reader: r}).Complete()
+			return builder.WebhookManagedBy(mgr, &gatewayv1.Group{}).WithValidator(&GroupValidator{Reader: r, Claims: claims}).Complete()
 		}},
 		{"APIKey", func() error {
-			return builder.WebhookManagedBy(mgr, &gatewayv1.APIKey{}).WithValidator(&APIKeyValidator{Reader: r}).Complete()
+			return builder.WebhookManagedBy(mgr, &gatewayv1.APIKey{}).WithValidator(&APIKeyValidator{Reader: r, Claims: claims}).Complete()
 		}},
 		{"Endpoint", func() error {
 			return builder.WebhookManagedBy(mgr, &gatewayv1.Endpoint{}).WithValidator(&EndpointValidator{Reader: r}).Complete()
@@ -52,7 +53,7 @@ func SetupWithManager(mgr manager.Manager) error {
 			return builder.WebhookManagedBy(mgr, &gatewayv1.Workspace{}).WithValidator(&WorkspaceValidator{Reader: r}).Complete()
 		}},
 		{"WorkspaceAPIKey", func() error {
-			return builder.WebhookManagedBy(mgr, &gatewayv1.WorkspaceAPIKey{}).WithValidator(&WorkspaceAPIKeyValidator{Reader: r}).Complete()
+			return builder.WebhookManagedBy(mgr, &gatewayv1.WorkspaceAPIKey{}).WithValidator(&WorkspaceAPIKeyValidator{Reader: r, Claims: claims}).Complete()
 		}},
 	}
 	for _, s := range steps {

@@ -254,12 +254,21 @@ var _ = Describe("APIKey webhook", func() {
 		expectRefused(k8s.Create(ctx, key("k2", "user_key_0123456", 2)), "spec.prefix", "already used by APIKey brought")
 	})
 
-	It("frees a prefix once its key is being deleted", func() {
+	It("keeps a deleted key's prefix as a tombstone: revocation is irreversible, in any group", func() {
 		held := key("held", "mgk_CCCCCCCCCCCC", 1)
 		held.Finalizers = []string{holdFinalizer}
 		Expect(k8s.Create(ctx, held)).To(Succeed())
 		Expect(k8s.Delete(ctx, held)).To(Succeed())
-		Expect(k8s.Create(ctx, key("next", "mgk_CCCCCCCCCCCC", 2))).To(Succeed())
+		expectRefused(k8s.Create(ctx, key("next", "mgk_CCCCCCCCCCCC", 2)), "spec.prefix", "was revoked")
+
+		By("a replay of the revoked key itself, under another name and group, is refused too")
+		replay := key("replayed", "mgk_CCCCCCCCCCCC", 1)
+		replay.Spec.GroupID = "other-group"
+		expectRefused(k8s.Create(ctx, replay), "spec.prefix", "was revoked")
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(held), held)).To(Succeed())
+		held.Finalizers = nil
+		Expect(k8s.Update(ctx, held)).To(Succeed())
+		expectRefused(k8s.Create(ctx, key("held", "mgk_CCCCCCCCCCCC", 1)), "spec.prefix", "was revoked")
 	})
 })
 

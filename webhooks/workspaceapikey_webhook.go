@@ -2,6 +2,9 @@ package webhooks
 
 import (
 	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -10,12 +13,15 @@ import (
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 )
 
-// +kubebuilder:webhook:path=/validate-gateway-modelgate-io-v1alpha1-workspaceapikey,mutating=false,failurePolicy=fail,sideEffects=None,groups=gateway.modelgate.io,resources=workspaceapikeys,verbs=create;update,versions=v1alpha1,name=vworkspaceapikey-v1alpha1.gateway.modelgate.io,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/validate-gateway-modelgate-io-v1alpha1-workspaceapikey,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=gateway.modelgate.io,resources=workspaceapikeys,verbs=create;update;delete,versions=v1alpha1,name=vworkspaceapikey-v1alpha1.gateway.modelgate.io,admissionReviewVersions=v1
 
 // WorkspaceAPIKeyValidator refuses a WorkspaceAPIKey whose spec.prefix another WorkspaceAPIKey of the namespace
 // already uses, in its spec or its status.
 type WorkspaceAPIKeyValidator struct {
 	Reader client.Reader
+	// Claims makes the prefix's uniqueness across both key kinds atomic, and keeps revoked prefixes (see
+	// claimer); only the list checks run when nil.
+	Claims *claimer
 }
 
 var _ admission.Validator[*gatewayv1.WorkspaceAPIKey] = &WorkspaceAPIKeyValidator{}
@@ -34,7 +40,14 @@ func (v *WorkspaceAPIKeyValidator) ValidateUpdate(ctx context.Context, old, k *g
 }
 
 // ValidateDelete admits every deletion.
-func (v *WorkspaceAPIKeyValidator) ValidateDelete(context.Context, *gatewayv1.WorkspaceAPIKey) (admission.Warnings, error) {
+func (v *WorkspaceAPIKeyValidator) ValidateDelete(ctx context.Context, k *gatewayv1.WorkspaceAPIKey) (admission.Warnings, error) {
+	if k.Spec.Prefix == "" || v.Claims == nil {
+		return nil, nil
+	}
+	// Deleting a key revokes it for good: its prefix claim becomes a tombstone.
+	if err := v.Claims.revoke(ctx, k.Namespace, k.Spec.Prefix, k.Spec.Hash, claimantOf("WorkspaceAPIKey", k)); err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("revocation of WorkspaceAPIKey %s: %w", k.Name, err))
+	}
 	return nil, nil
 }
 
@@ -48,6 +61,24 @@ func (v *WorkspaceAPIKeyValidator) validate(ctx context.Context, k *gatewayv1.Wo
 	}
 	if o != nil {
 		return refuse(ctx, "WorkspaceAPIKey", k.Name, field.ErrorList{duplicate(prefixPath, k.Spec.Prefix, "WorkspaceAPIKey", o.GetName(), "among the WorkspaceAPIKeys of the namespace")})
+	}
+	// The other kind of key shares the prefix space: gatewayd finds either kind by its prefix.
+	o, err = holder(ctx, v.Reader, &gatewayv1.APIKeyList{}, k, k.Spec.Prefix, gatewayv1.FieldSpecPrefix, gatewayv1.FieldStatusPrefix)
+	if err != nil {
+		return listFailed("APIKeys", k.Namespace, err)
+	}
+	if o != nil {
+		return refuse(ctx, "WorkspaceAPIKey", k.Name, field.ErrorList{duplicate(prefixPath, k.Spec.Prefix, "APIKey", o.GetName(), "among the keys of the namespace")})
+	}
+	if v.Claims == nil {
+		return nil
+	}
+	refusal, err := v.Claims.take(ctx, k.Namespace, claimKeyPrefix, k.Spec.Prefix, claimantOf("WorkspaceAPIKey", k))
+	if err != nil {
+		return apierrors.NewInternalError(fmt.Errorf("admission of WorkspaceAPIKey %s: %w", k.Name, err))
+	}
+	if refusal != nil {
+		return refuse(ctx, "WorkspaceAPIKey", k.Name, field.ErrorList{refusal.fieldError(prefixPath, k.Spec.Prefix, "among the keys of the namespace")})
 	}
 	return nil
 }

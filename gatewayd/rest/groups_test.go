@@ -419,3 +419,34 @@ var _ = Describe("Concurrent PATCHes of one group", func() {
 		}
 	})
 })
+
+var _ = Describe("Concurrent creates with one external id", func() {
+	It("answer one 201 and 409 to every other caller, so no answered group goes unserved", func() {
+		_, admin := workspace(gatewayv1.KeyTypeManageAll, "")
+		codes := make(chan response, 20)
+		var wg sync.WaitGroup
+		for range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer GinkgoRecover()
+				codes <- call(server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-contested", "", nil, apibody.Model("demo/echo", nil, nil)))
+			}()
+		}
+		wg.Wait()
+		close(codes)
+		created, conflicts := 0, 0
+		for r := range codes {
+			switch r.code {
+			case http.StatusCreated:
+				created++
+			case http.StatusConflict:
+				conflicts++
+				Expect(r.body["error_code"]).To(Equal("conflict"), "%s", r)
+			default:
+				Fail(fmt.Sprintf("unexpected answer %s", r))
+			}
+		}
+		Expect([]int{created, conflicts}).To(Equal([]int{1, 19}))
+	})
+})

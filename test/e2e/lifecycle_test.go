@@ -339,10 +339,29 @@ func (l *lifecycle) usageEnvelope(t *testing.T) {
 	if err := json.Unmarshal(r.raw, &got); err != nil {
 		t.Fatalf("usage envelope does not decode: %v: %s", err, r)
 	}
+	// Every DAY limit in force for the grandchild: its own, and the root's that it inherits in its CASCADING tree,
+	// each with the counter it charges (the root's pool for the root's limits).
 	want := map[string]any{"type": "REQUEST", "unit": "DAY", "threshold": float64(dailyRequests),
-		"current_usage": float64(l.admitted), "reset_at": nextMidnight}
-	if len(got.Usage) != 1 || len(got.Usage[echo]) != 1 || !mapsEqual(got.Usage[echo][0], want) {
-		t.Fatalf("grandchild usage = %s, want only %s: [%v]", r.raw, echo, want)
+		"current_usage": float64(l.admitted), "reset_at": nextMidnight, "source_group": l.grandchild}
+	var own, inherited int
+	for _, u := range got.Usage[echo] {
+		switch u["source_group"] {
+		case l.grandchild:
+			own++
+			if !mapsEqual(u, want) {
+				t.Fatalf("grandchild's own usage entry = %v, want %v", u, want)
+			}
+		case l.root:
+			inherited++
+			if u["type"] == "REQUEST" && u["current_usage"] != float64(l.admitted) {
+				t.Errorf("inherited root REQUEST/DAY current_usage = %v, want the %d calls admitted below the root", u["current_usage"], l.admitted)
+			}
+		default:
+			t.Errorf("usage entry of an unexpected source: %v", u)
+		}
+	}
+	if len(got.Usage) != 1 || own != 1 || inherited != 2 {
+		t.Fatalf("grandchild usage = %s, want on %s its own limit and the root's two", r.raw, echo)
 	}
 
 	// Cascading: the grandchild's admitted calls also count against the root's daily pool.

@@ -1,0 +1,111 @@
+package webhooks_test
+
+import (
+	"fmt"
+	"sync"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+)
+
+// race runs create for each of n writers at once and returns how many succeeded; every refusal must be a
+// Duplicate cause on path.
+func race(n int, path string, create func(i int) client.Object) int {
+	GinkgoHelper()
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = k8s.Create(ctx, create(i))
+		}()
+	}
+	wg.Wait()
+	won := 0
+	for _, err := range errs {
+		if err == nil {
+			won++
+			continue
+		}
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "a loser must be refused as invalid, got %v", err)
+		Expect(err.Error()).To(ContainSubstring(path))
+		Expect(err.Error()).To(Or(ContainSubstring("Duplicate value"), ContainSubstring("already used")))
+	}
+	return won
+}
+
+var _ = Describe("Uniqueness claims", func() {
+	It("admit exactly one of 20 concurrent Groups with one external id, in each of 20 races", func() {
+		ns := newNamespace()
+		for trial := range 20 {
+			won := race(20, "spec.externalEntityID", func(i int) client.Object {
+				g := group(ns, fmt.Sprintf("g-%d-%d", trial, i), "", indep)
+				g.Spec.ExternalEntityID = fmt.Sprintf("contested-%d", trial)
+				return g
+			})
+			Expect(won).To(Equal(1), "race %d", trial)
+		}
+	})
+
+	It("admit exactly one of an APIKey and a WorkspaceAPIKey with one prefix, in each of 20 races", func() {
+		ns := newNamespace()
+		for trial := range 20 {
+			prefix := fmt.Sprintf("mgk_Race%08d", trial)
+			won := race(2, "spec.prefix", func(i int) client.Object {
+				name := fmt.Sprintf("k-%d-%d", trial, i)
+				if i == 0 {
+					k := &gatewayv1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+					k.Spec.GroupID, k.Spec.Prefix, k.Spec.Hash = "acme", prefix, hash64(trial)
+					return k
+				}
+				k := &gatewayv1.WorkspaceAPIKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+				k.Spec.Type, k.Spec.Prefix, k.Spec.Hash = gatewayv1.KeyTypeManageAll, prefix, hash64(1000+trial)
+				return k
+			})
+			Expect(won).To(Equal(1), "race %d", trial)
+		}
+	})
+
+	It("refuse a key whose prefix a key of the other kind holds, with no race at all", func() {
+		ns := newNamespace()
+		w := &gatewayv1.WorkspaceAPIKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "admin"}}
+		w.Spec.Type, w.Spec.Prefix, w.Spec.Hash = gatewayv1.KeyTypeManageAll, "mgw_SharedPrefix", hash64(1)
+		Expect(k8s.Create(ctx, w)).To(Succeed())
+		k := &gatewayv1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "registered"}}
+		k.Spec.GroupID, k.Spec.Prefix, k.Spec.Hash = "acme", "mgw_SharedPrefix", hash64(2)
+		expectRefused(k8s.Create(ctx, k), "spec.prefix", "WorkspaceAPIKey admin")
+	})
+
+	It("let a group take an external id its holder gave up or is giving up", func() {
+		ns := newNamespace()
+		a := group(ns, "a", "", indep)
+		a.Spec.ExternalEntityID = "moving"
+		Expect(k8s.Create(ctx, a)).To(Succeed())
+		expectRefused(k8s.Create(ctx, func() *gatewayv1.Group { g := group(ns, "b", "", indep); g.Spec.ExternalEntityID = "moving"; return g }()),
+			"spec.externalEntityID", "already used by Group a")
+
+		By("the holder moves to another id: the old one is free")
+		a.Spec.ExternalEntityID = "moved"
+		Expect(k8s.Update(ctx, a)).To(Succeed())
+		b := group(ns, "b", "", indep)
+		b.Spec.ExternalEntityID = "moving"
+		Expect(k8s.Create(ctx, b)).To(Succeed())
+
+		By("the holder is being deleted: its id is free at once")
+		b.Finalizers = []string{holdFinalizer}
+		Expect(k8s.Update(ctx, b)).To(Succeed())
+		Expect(k8s.Delete(ctx, b)).To(Succeed())
+		c := group(ns, "c", "", indep)
+		c.Spec.ExternalEntityID = "moving"
+		Expect(k8s.Create(ctx, c)).To(Succeed())
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(b), b)).To(Succeed())
+		b.Finalizers = nil
+		Expect(k8s.Update(ctx, b)).To(Succeed())
+	})
+})
