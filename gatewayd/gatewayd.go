@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/billing"
@@ -105,6 +106,8 @@ type Gateway struct {
 	secrets *upstream.Secrets
 	mux     *http.ServeMux
 	billing *billing.Recorder
+	// lists serves the management API's list routes; nil when the management API is off.
+	lists cache.Cache
 }
 
 // New builds a Gateway without starting anything.
@@ -241,6 +244,14 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	loaderDone := make(chan error, 1)
 	go func() { loaderDone <- g.loader.Run(ctx) }()
+	if g.lists != nil {
+		// Informers start on a list route's first call and are kept from then on.
+		go func() {
+			if err := g.lists.Start(ctx); err != nil {
+				log.Error(err, "The management API's list cache stopped")
+			}
+		}()
+	}
 
 	// Calls in flight outlive ctx: a stop (SIGTERM) lets them finish, streams included, for up to ShutdownGrace,
 	// and only then cuts them. Had they inherited ctx, every call would be cancelled the moment the stop began.

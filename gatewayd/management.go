@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/modelgate/modelgate/api/snapshot"
@@ -18,8 +19,9 @@ import (
 )
 
 // mountManagement serves the /v1 management API on the gateway's mux. It writes the custom resources through
-// the API server directly (no cache), so the admission webhooks judge every write, and it answers from the
-// same snapshots the data plane serves.
+// the API server directly, so the admission webhooks judge every write, and reads single objects the same way,
+// so a read right after a write sees it. The namespace-wide lists of the list routes come from an informer cache
+// of the served namespaces (started by Serve), so paging through a large workspace costs the API server nothing.
 func (g *Gateway) mountManagement() error {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -32,8 +34,19 @@ func (g *Gateway) mountManagement() error {
 	if err != nil {
 		return fmt.Errorf("failed to build the management API client: %w", err)
 	}
+	opts := cache.Options{Scheme: scheme}
+	if len(g.opts.Namespaces) > 0 {
+		opts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range g.opts.Namespaces {
+			opts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	if g.lists, err = cache.New(g.opts.RESTConfig, opts); err != nil {
+		return fmt.Errorf("failed to build the management API's list cache: %w", err)
+	}
 	rest.New(rest.Options{
 		Client:                c,
+		Lister:                g.lists,
 		Directory:             directory{g.loader},
 		Usage:                 usageReader{g.opts.Store},
 		Clock:                 g.opts.Clock.Now,

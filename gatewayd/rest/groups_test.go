@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -448,5 +449,36 @@ var _ = Describe("Concurrent creates with one external id", func() {
 			}
 		}
 		Expect([]int{created, conflicts}).To(Equal([]int{1, 19}))
+	})
+})
+
+// countingLister answers lists from the API server and counts them, standing for the informer cache gatewayd
+// hands the API as its Lister.
+type countingLister struct {
+	client.Reader
+	lists atomic.Int64
+}
+
+func (l *countingLister) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	l.lists.Add(1)
+	return l.Reader.List(ctx, list, opts...)
+}
+
+var _ = Describe("Listing groups", func() {
+	It("reads the namespace through the Lister (gatewayd's informer cache), not the API server, page after page", func() {
+		lister := &countingLister{Reader: k8s}
+		srv := serve(rest.Options{Lister: lister})
+		_, admin := workspace(gatewayv1.KeyTypeManageAll, "")
+		for i := range 3 {
+			r := call(srv, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group(fmt.Sprintf("cust-listed-%d", i), "", nil, apibody.Model("demo/echo", nil, nil)))
+			Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
+		}
+		before := lister.lists.Load()
+		r := call(srv, admin, http.MethodGet, "/v1/gateway/groups?limit=2", nil)
+		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
+		cursor := r.body["pagination"].(map[string]any)["cursor"].(string)
+		r = call(srv, admin, http.MethodGet, "/v1/gateway/groups?limit=2&cursor="+cursor, nil)
+		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
+		Expect(lister.lists.Load()-before).To(Equal(int64(2)), "one Lister read per page")
 	})
 })

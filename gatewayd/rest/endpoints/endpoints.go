@@ -96,7 +96,7 @@ func (a *api) listEndpoints(w http.ResponseWriter, r *http.Request, c auth.Calle
 		return
 	}
 	var list gatewayv1.EndpointList
-	if err := a.Opts.Client.List(r.Context(), &list, client.InNamespace(c.Namespace)); err != nil {
+	if err := a.ListReader().List(r.Context(), &list, client.InNamespace(c.Namespace)); err != nil {
 		kit.WriteKubeError(w, r, "list endpoints", err)
 		return
 	}

@@ -363,7 +363,8 @@ func (a *api) groupUsage(w http.ResponseWriter, r *http.Request, c auth.Caller) 
 // liveGroups lists the namespace's groups that are not being deleted, sorted by id.
 func (a *api) liveGroups(ctx context.Context, ns string) ([]*gatewayv1.Group, error) {
 	var list gatewayv1.GroupList
-	if err := a.Opts.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+	// Read only: the items may be the cache's own objects.
+	if err := a.ListReader().List(ctx, &list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	out := make([]*gatewayv1.Group, 0, len(list.Items))

@@ -43,6 +43,9 @@ type Options struct {
 	// Client reads and writes the custom resources. It should read from the API server directly (not through
 	// an informer cache), so that a read right after a write sees it and uniqueness pre-checks are current.
 	Client client.Client
+	// Lister serves the namespace-wide lists of the list routes, from an informer cache, so a client paging
+	// through thousands of groups costs the API server nothing. Client when nil.
+	Lister client.Reader
 	// Directory authenticates workspace keys and tells when the local snapshot reflects a write.
 	Directory Directory
 	// Usage reads daily usage counters for GET .../usage.
@@ -185,6 +188,14 @@ func (k *Kit) LoadObject(w http.ResponseWriter, r *http.Request, c auth.Caller, 
 		return false
 	}
 	return true
+}
+
+// ListReader is what the list routes read whole namespaces from: Options.Lister, or Client.
+func (k *Kit) ListReader() client.Reader {
+	if k.Opts.Lister != nil {
+		return k.Opts.Lister
+	}
+	return k.Opts.Client
 }
 
 // LoadGroup reads the Group of path parameter group_id, as LoadObject does.

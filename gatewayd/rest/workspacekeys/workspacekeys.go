@@ -217,7 +217,7 @@ func (a *api) deleteWorkspaceKey(w http.ResponseWriter, r *http.Request, c auth.
 // workspaceKeys lists the live workspace keys of the caller's namespace that it may see, sorted by prefix.
 func (a *api) workspaceKeys(r *http.Request, c auth.Caller) ([]*gatewayv1.WorkspaceAPIKey, error) {
 	var list gatewayv1.WorkspaceAPIKeyList
-	if err := a.Opts.Client.List(r.Context(), &list, client.InNamespace(c.Namespace)); err != nil {
+	if err := a.ListReader().List(r.Context(), &list, client.InNamespace(c.Namespace)); err != nil {
 		return nil, err
 	}
 	var out []*gatewayv1.WorkspaceAPIKey
