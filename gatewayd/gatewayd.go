@@ -60,6 +60,8 @@ type Options struct {
 	UpstreamTimeout time.Duration
 	// MaxBodyBytes caps request bodies; DefaultMaxBodyBytes when zero.
 	MaxBodyBytes int64
+	// BodyReadTimeout bounds the read of a model call's body; inference.DefaultBodyReadTimeout when zero.
+	BodyReadTimeout time.Duration
 	// MaxInFlightBytesPerKey caps the body bytes of one federated key's model calls held at once; a call past it
 	// answers 429. inference.DefaultMaxInFlightBytesPerKey when zero.
 	MaxInFlightBytesPerKey int64
@@ -176,6 +178,7 @@ func New(opts Options) (*Gateway, error) {
 		MaxBodyBytes:           opts.MaxBodyBytes,
 		Billing:                g.billing,
 		MaxInFlightBytesPerKey: opts.MaxInFlightBytesPerKey,
+		BodyReadTimeout:        opts.BodyReadTimeout,
 	}).Register(g.mux)
 	if !opts.DisableManagementAPI {
 		if err := g.mountManagement(); err != nil {

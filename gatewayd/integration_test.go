@@ -10,17 +10,21 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd"
 	"github.com/modelgate/modelgate/gatewayd/gatewaytest"
 	"github.com/modelgate/modelgate/gatewayd/limits"
+	gwupstream "github.com/modelgate/modelgate/gatewayd/upstream"
 	"github.com/modelgate/modelgate/test/upstream"
 )
 
@@ -860,3 +864,63 @@ func TestUpstreamTextErrorsGetTheEnvelope(t *testing.T) {
 		t.Fatalf("status %d body %s, want 404 model_does_not_exist with upstream_status 404", r.status, r.body)
 	}
 }
+
+// TestSlowBodyIsCut: a client that sends its headers and then trickles, or stalls, its body cannot hold a call
+// open: the read of the body has a deadline, and the connection is cut when it passes.
+func TestSlowBodyIsCut(t *testing.T) {
+	f := newFixture(t, fixtureOpts{mode: "INDEPENDENT", bodyReadTimeout: 300 * time.Millisecond,
+		groups: []gatewaytest.Group{{ID: "root", Models: models(slug)}}})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(f.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// Headers and the start of a 1000-byte body, then nothing more.
+	_, _ = fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Api-Key %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"model\":", f.keys["root"])
+	_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode < 400 {
+			t.Fatalf("a stalled body got %d: %s", resp.StatusCode, b)
+		}
+		return
+	}
+	// Or the server cut the connection: either way the call did not wait for the client's read deadline.
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("the server held the stalled call for 20 s")
+	}
+}
+
+// TestAbsentSecretIsCached: calls to an Endpoint whose Secret was deleted do not each read the API server.
+func TestAbsentSecretIsCached(t *testing.T) {
+	startEnv(t)
+	var gets atomic.Int64
+	c := rest.CopyConfig(cfg)
+	c.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/secrets/") {
+				gets.Add(1)
+			}
+			return rt.RoundTrip(r)
+		})
+	}
+	secrets := gwupstream.NewSecrets(kubernetes.NewForConfigOrDie(c), time.Minute)
+	ns, err := gatewaytest.CreateNamespace(context.Background(), cs, "absent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		if _, err := secrets.Upstream(context.Background(), ns, &snapshot.SecretRef{Name: "deleted", Key: "api_key"}); err == nil {
+			t.Fatal("an absent Secret answered")
+		}
+	}
+	if n := gets.Load(); n != 1 {
+		t.Fatalf("50 calls read the absent Secret %d times, want once per TTL", n)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

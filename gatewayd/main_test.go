@@ -100,6 +100,8 @@ type fixtureOpts struct {
 	workspace []snapshot.WorkspaceAPIKey
 	// maxInFlightBytes is gatewayd's MaxInFlightBytesPerKey; its default when zero.
 	maxInFlightBytes int64
+	// bodyReadTimeout is gatewayd's BodyReadTimeout; its default when zero.
+	bodyReadTimeout time.Duration
 }
 
 // tree is a three-level tree: root <- mid <- {leafA, leafB}. limitsOf gives each group's own models.
@@ -144,7 +146,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	}
 	f.metricsURL = "http://" + metricsLn.Addr().String()
 	f.gw, err = gatewayd.New(gatewayd.Options{RESTConfig: cfg, Namespaces: []string{ns}, Store: f.store, Clock: f.clock, MetricsListener: metricsLn,
-		MaxInFlightBytesPerKey: o.maxInFlightBytes})
+		MaxInFlightBytesPerKey: o.maxInFlightBytes, BodyReadTimeout: o.bodyReadTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
