@@ -24,11 +24,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "service_model_api_inference_requests_total",
-			Help: "Inference calls by the calling group's external id, model slug and HTTP status.",
+			Help: "Inference calls by workspace, the calling group's external id, model slug and HTTP status.",
 		}, []string{WorkspaceLabel, "external_entity_id", "model", "status_code"}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "service_model_api_tokens_total",
-			Help: "Tokens reported by upstreams, by the calling group's external id, model slug and token type (input, output).",
+			Help: "Tokens reported by upstreams, by workspace, the calling group's external id, model slug and token type (input, output).",
 		}, []string{WorkspaceLabel, "external_entity_id", "model", "token_type"}),
 		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "modelgate_gateway_request_duration_seconds",
@@ -37,7 +37,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"route", "status_code"}),
 		upstream: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "modelgate_gateway_upstream_duration_seconds",
-			Help:    "Time an upstream took to answer (until its whole body), by model slug.",
+			Help:    "Time an upstream took to answer (until its whole body), by workspace and model slug.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14),
 		}, []string{WorkspaceLabel, "model"}),
 	}
