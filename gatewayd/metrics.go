@@ -3,7 +3,6 @@ package gatewayd
 import (
 	"net/http"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -67,5 +66,3 @@ func ofWorkspace(families []*dto.MetricFamily, ns string) []*dto.MetricFamily {
 	}
 	return out
 }
-
-var _ prometheus.Gatherer = (*prometheus.Registry)(nil)
