@@ -162,7 +162,7 @@ func Decide(p Principal, a Action, r Resource) Decision {
 const (
 	reasonDeprovisioned = "This PERSONAL key's owner is no longer a member of the workspace, so the key may do nothing."
 	reasonUnknown       = "Unknown key type or action."
-	reasonMemberNoAdmin = "Only organization admins' PERSONAL keys and WORKSPACE_MANAGE_ALL keys may do this; this key's owner is a MEMBER."
+	reasonMemberNoAdmin = "This PERSONAL key's owner is a MEMBER, and only organization admins may do this with a PERSONAL key."
 	reasonManageAllOnly = "WORKSPACE_MANAGE_ALL keys deploy, call endpoints and manage resources, but do not manage workspace keys."
 	reasonInvokeOnly    = "WORKSPACE_INVOKE keys call model endpoints only."
 	reasonMetricsOnly   = "WORKSPACE_EXPORT_METRICS keys export metrics only."
@@ -170,7 +170,7 @@ const (
 
 	reasonOrgAdmin      = "Organization admins act anywhere in the workspace."
 	reasonMemberTeams   = "Members act within the teams they belong to, and call models that belong to no team."
-	reasonTeamKey       = "A team key acts within its team (the whole workspace when it has none), inside its model and environment scope."
+	reasonTeamKey       = "A team key acts within its team, or across the workspace when it has none."
 	reasonGateway       = "WORKSPACE_MANAGE_ALL keys manage the gateway: groups, federated keys, endpoints and usage."
 	reasonMetrics       = "The key exports the workspace's series and those of the teams it acts for."
 	reasonKeysList      = "Key-management keys list teams and models to find scoping ids."
