@@ -73,3 +73,17 @@ var specOrLifecycleChanged = predicate.Funcs{
 
 // unsafeNoCopy lists from the cache without deep copies. Only for read-only use of the listed objects.
 var unsafeNoCopy = client.UnsafeDisableDeepCopy
+
+// routingChanged passes what specOrLifecycleChanged passes, and ModelDeployment status writes that change what
+// the snapshot says of it (its status or resolved port), but not those that only move a replica count or a
+// condition's message.
+var routingChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		if specOrLifecycleChanged.Update(e) {
+			return true
+		}
+		o, ok1 := e.ObjectOld.(*gatewayv1.ModelDeployment)
+		n, ok2 := e.ObjectNew.(*gatewayv1.ModelDeployment)
+		return !ok1 || !ok2 || o.Status.Status != n.Status.Status || o.Status.PortName != n.Status.PortName
+	},
+}

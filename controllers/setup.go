@@ -8,6 +8,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -33,6 +34,11 @@ type Options struct {
 	// SnapshotChunkBytes caps the payload bytes of one snapshot ConfigMap. Zero means snapshot.MaxChunkBytes.
 	SnapshotChunkBytes int
 
+	// Probe checks the readiness of url-source deployments; HTTPProber(nil) when nil.
+	Probe Prober
+	// ProbeInterval is how often a url source is probed; DefaultProbeInterval when zero.
+	ProbeInterval time.Duration
+
 	// SkipNameValidation lets a test process start more than one manager with these controllers. The manager's
 	// own Controller.SkipNameValidation is honoured as well.
 	SkipNameValidation bool
@@ -44,6 +50,13 @@ type Options struct {
 // +kubebuilder:rbac:groups=gateway.modelgate.io,resources=workspaces;workspaceapikeys;endpoints,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=gateway.modelgate.io,resources=groups/status;apikeys/status;workspaces/status;workspaceapikeys/status;endpoints/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=gateway.modelgate.io,resources=groups/finalizers,verbs=update
+// +kubebuilder:rbac:groups=gateway.modelgate.io,resources=models;modeldeployments,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=gateway.modelgate.io,resources=models/status;modeldeployments/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=gateway.modelgate.io,resources=modeldeployments/finalizers,verbs=update
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=deployments/scale,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
@@ -74,6 +87,11 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		{"WorkspaceAPIKey", func() error { return newWorkspaceAPIKeyReconciler(mgr).setup(mgr, copts) }},
 		{"Endpoint", func() error { return (&EndpointReconciler{Client: c}).setup(mgr, copts) }},
 		{"Workspace", func() error { return (&WorkspaceReconciler{Client: c}).setup(mgr, copts) }},
+		{"Model", func() error { return (&ModelReconciler{Client: c}).setup(mgr, copts) }},
+		{"ModelDeployment", func() error {
+			return (&ModelDeploymentReconciler{Client: c, Recorder: mgr.GetEventRecorderFor("modelgate-manager"),
+				Probe: opts.Probe, ProbeInterval: opts.ProbeInterval}).setup(mgr, copts)
+		}},
 		{"snapshot", func() error {
 			return (&SnapshotReconciler{Client: c, Reader: mgr.GetAPIReader(), ChunkBytes: opts.SnapshotChunkBytes}).setup(mgr, copts)
 		}},
@@ -120,6 +138,12 @@ func setupIndexes(ctx context.Context, mgr ctrl.Manager) error {
 				return nonEmpty(ref.Name)
 			}
 			return nil
+		}},
+		{&gatewayv1.ModelDeployment{}, gatewayv1.FieldDeploymentModel, func(o client.Object) []string {
+			return nonEmpty(o.(*gatewayv1.ModelDeployment).Spec.ModelID)
+		}},
+		{&gatewayv1.ModelDeployment{}, IndexDeploymentService, func(o client.Object) []string {
+			return nonEmpty(routedService(o.(*gatewayv1.ModelDeployment)))
 		}},
 		{&gatewayv1.Endpoint{}, gatewayv1.FieldEndpointSlug, func(o client.Object) []string {
 			return nonEmpty(o.(*gatewayv1.Endpoint).Spec.Slug)

@@ -54,6 +54,9 @@ func (r *SnapshotReconciler) setup(mgr ctrl.Manager, opts controller.Options) er
 		Watches(&gatewayv1.APIKey{}, enqueue).
 		Watches(&gatewayv1.WorkspaceAPIKey{}, enqueue).
 		Watches(&gatewayv1.Endpoint{}, enqueue, specOnly).
+		Watches(&gatewayv1.Model{}, enqueue, specOnly).
+		// A deployment's status decides whether a url deployment is served and which port a service one uses.
+		Watches(&gatewayv1.ModelDeployment{}, enqueue, builder.WithPredicates(routingChanged)).
 		WithOptions(opts).
 		Complete(r)
 }
@@ -107,15 +110,17 @@ func (r *SnapshotReconciler) gather(ctx context.Context, ns string) (translate.I
 		keys   gatewayv1.APIKeyList
 		wkeys  gatewayv1.WorkspaceAPIKeyList
 		eps    gatewayv1.EndpointList
+		models gatewayv1.ModelList
+		deps   gatewayv1.ModelDeploymentList
 	)
-	for _, l := range []client.ObjectList{&ws, &groups, &keys, &wkeys, &eps} {
+	for _, l := range []client.ObjectList{&ws, &groups, &keys, &wkeys, &eps, &models, &deps} {
 		if err := r.List(ctx, l, opts...); err != nil {
 			return translate.Input{}, fmt.Errorf("failed to list %T: %w", l, err)
 		}
 	}
 	return translate.Input{
 		Namespace: ns, Workspaces: ws.Items, Groups: groups.Items, APIKeys: keys.Items,
-		WorkspaceAPIKeys: wkeys.Items, Endpoints: eps.Items,
+		WorkspaceAPIKeys: wkeys.Items, Endpoints: eps.Items, Models: models.Items, ModelDeployments: deps.Items,
 	}, nil
 }
 

@@ -25,6 +25,59 @@ type Snapshot struct {
 	WorkspaceAPIKeys []WorkspaceAPIKey `json:"workspaceAPIKeys"`
 	// Endpoints are the routable slugs, sorted by Slug.
 	Endpoints []Endpoint `json:"endpoints"`
+	// Models are the workspace's models with the deployment each environment points at, sorted by ID.
+	Models []ServedModel `json:"models"`
+	// Deployments are the model deployments and where they are served, sorted by ID.
+	Deployments []Deployment `json:"deployments"`
+}
+
+// ServedModel is a model and its environments.
+type ServedModel struct {
+	ID     string `json:"id"`
+	TeamID string `json:"teamID,omitempty"`
+	// Environments point at deployments by ID; an empty Deployment has none promoted yet.
+	Environments []EnvironmentRoute `json:"environments"`
+	// Development is the deployment of the development routes, empty when none.
+	Development string `json:"development,omitempty"`
+}
+
+// EnvironmentRoute is one environment of a model.
+type EnvironmentRoute struct {
+	Name       string `json:"name"`
+	Deployment string `json:"deployment,omitempty"`
+}
+
+// Deployment kinds: how gatewayd reaches a deployment.
+const (
+	// DeploymentURL is called at URL.
+	DeploymentURL = "url"
+	// DeploymentService is called at a ready address of Service's EndpointSlices, on the port named PortName.
+	DeploymentService = "service"
+)
+
+// Deployment is one model deployment and how to reach it.
+type Deployment struct {
+	ID      string `json:"id"`
+	ModelID string `json:"modelID"`
+	// Kind is DeploymentURL or DeploymentService.
+	Kind string `json:"kind"`
+	// URL is the base address of a url deployment, without a trailing slash.
+	URL string `json:"url,omitempty"`
+	// Service and PortName locate a service deployment's EndpointSlices and port ("" when the Service has one
+	// unnamed port).
+	Service  string `json:"service,omitempty"`
+	PortName string `json:"portName,omitempty"`
+	// PredictPath is appended to the address of a predict call.
+	PredictPath string `json:"predictPath"`
+	// Active is false for a deactivated deployment, whose routes answer 404.
+	Active bool `json:"active"`
+	// Ready is true when the manager saw it able to serve; a service deployment is served by the ready
+	// addresses gatewayd itself watches, whatever this says.
+	Ready bool `json:"ready"`
+	// Status is the deployment's status as the manager last wrote it.
+	Status string `json:"status,omitempty"`
+	// StartupTimeoutSeconds bounds how long a call waits for the deployment to start.
+	StartupTimeoutSeconds int32 `json:"startupTimeoutSeconds,omitempty"`
 }
 
 // Workspace is the settings of a workspace.

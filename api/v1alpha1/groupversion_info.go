@@ -1,6 +1,6 @@
-// Package v1alpha1 holds the gateway.modelgate.io/v1alpha1 API: the Workspace, Group, APIKey, Endpoint and
-// WorkspaceAPIKey custom resources that kubectl, GitOps and the REST API all write. It imports nothing
-// beyond apimachinery, so clients can depend on it cheaply.
+// Package v1alpha1 holds the gateway.modelgate.io/v1alpha1 API: the Workspace, Group, APIKey, Endpoint,
+// WorkspaceAPIKey, Model and ModelDeployment custom resources that kubectl, GitOps and the REST API all write.
+// It imports nothing beyond apimachinery, so clients can depend on it cheaply.
 //
 // +kubebuilder:object:generate=true
 // +groupName=gateway.modelgate.io
@@ -29,6 +29,8 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&APIKey{}, &APIKeyList{},
 		&Endpoint{}, &EndpointList{},
 		&WorkspaceAPIKey{}, &WorkspaceAPIKeyList{},
+		&Model{}, &ModelList{},
+		&ModelDeployment{}, &ModelDeploymentList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

@@ -30,6 +30,8 @@ type Input struct {
 	APIKeys          []gatewayv1.APIKey
 	WorkspaceAPIKeys []gatewayv1.WorkspaceAPIKey
 	Endpoints        []gatewayv1.Endpoint
+	Models           []gatewayv1.Model
+	ModelDeployments []gatewayv1.ModelDeployment
 }
 
 // Translate builds the snapshot of one workspace. Only what can be served is in it: Ready groups (see
@@ -44,6 +46,8 @@ func Translate(in Input) *snapshot.Snapshot {
 		APIKeys:          []snapshot.APIKey{},
 		WorkspaceAPIKeys: []snapshot.WorkspaceAPIKey{},
 		Endpoints:        []snapshot.Endpoint{},
+		Models:           translateModels(in.Models),
+		Deployments:      translateDeployments(in.ModelDeployments),
 	}
 
 	groups := make([]*gatewayv1.Group, len(in.Groups))

@@ -102,6 +102,10 @@ func loadInput(t *testing.T, path string) Input {
 			in.WorkspaceAPIKeys = append(in.WorkspaceAPIKeys, *o)
 		case *gatewayv1.Endpoint:
 			in.Endpoints = append(in.Endpoints, *o)
+		case *gatewayv1.Model:
+			in.Models = append(in.Models, *o)
+		case *gatewayv1.ModelDeployment:
+			in.ModelDeployments = append(in.ModelDeployments, *o)
 		default:
 			t.Fatalf("%s: document %d: unexpected kind %T", path, i, obj)
 		}
