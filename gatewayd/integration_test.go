@@ -605,51 +605,6 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
-// TestPredict: workspace keys that may invoke forward any body unchanged to the Endpoint's /predict.
-func TestPredict(t *testing.T) {
-	invoke, invokeRec := gatewaytest.NewWorkspaceKey("invoke", "WORKSPACE_INVOKE")
-	metrics, metricsRec := gatewaytest.NewWorkspaceKey("metrics", "WORKSPACE_EXPORT_METRICS")
-	f := newFixture(t, fixtureOpts{mode: "INDEPENDENT", groups: []gatewaytest.Group{{ID: "root", Models: models(slug)}},
-		endpoints: []snapshot.Endpoint{{ID: "m1", Slug: "m1", Targets: []snapshot.Target{{Provider: "OPENAI", BaseURL: "http://placeholder/v1"}}}},
-		workspace: []snapshot.WorkspaceAPIKey{invokeRec, metricsRec}})
-	f.snap.Endpoints[1].Targets[0].BaseURL = f.upstream.BaseURL()
-	f.publish()
-	payload := "\x00\x01binary\xffpayload"
-	for _, tc := range []struct {
-		name, auth, model string
-		status            int
-	}{
-		{"Bearer", "Bearer " + invoke, "m1", 200},
-		{"Api-Key", "Api-Key " + invoke, "m1", 200},
-		{"metrics key", "Bearer " + metrics, "m1", 403},
-		{"federated key", "Bearer " + f.keys["root"], "m1", 401},
-		{"unknown model", "Bearer " + invoke, "nope", 404},
-	} {
-		req, _ := http.NewRequest(http.MethodPost, f.url+"/models/"+tc.model+"/production/predict", strings.NewReader(payload))
-		req.Header.Set("Content-Type", "application/octet-stream")
-		req.Header.Set("Authorization", tc.auth)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != tc.status {
-			t.Errorf("%s: status %d, want %d: %s", tc.name, resp.StatusCode, tc.status, b)
-			continue
-		}
-		if tc.status == 200 {
-			got, _ := f.upstream.Last()
-			if string(got.Body) != payload || got.Path != "/v1/predict" || string(b) != payload {
-				t.Errorf("%s: upstream got %q at %s, client got %q", tc.name, got.Body, got.Path, b)
-			}
-			if ct := got.Header.Get("Content-Type"); ct != "application/octet-stream" {
-				t.Errorf("%s: content type %q not forwarded", tc.name, ct)
-			}
-		}
-	}
-}
-
 // TestClientDisconnectCancelsUpstream: a streaming client that goes away cancels the upstream call.
 func TestClientDisconnectCancelsUpstream(t *testing.T) {
 	gate := make(chan struct{}, 1)

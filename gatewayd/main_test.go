@@ -102,6 +102,8 @@ type fixtureOpts struct {
 	maxInFlightBytes int64
 	// bodyReadTimeout is gatewayd's BodyReadTimeout; its default when zero.
 	bodyReadTimeout time.Duration
+	// upstreamTimeout is gatewayd's UpstreamTimeout; its default when zero.
+	upstreamTimeout time.Duration
 }
 
 // tree is a three-level tree: root <- mid <- {leafA, leafB}. limitsOf gives each group's own models.
@@ -146,7 +148,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	}
 	f.metricsURL = "http://" + metricsLn.Addr().String()
 	f.gw, err = gatewayd.New(gatewayd.Options{RESTConfig: cfg, Namespaces: []string{ns}, Store: f.store, Clock: f.clock, MetricsListener: metricsLn,
-		MaxInFlightBytesPerKey: o.maxInFlightBytes, BodyReadTimeout: o.bodyReadTimeout})
+		MaxInFlightBytesPerKey: o.maxInFlightBytes, BodyReadTimeout: o.bodyReadTimeout, UpstreamTimeout: o.upstreamTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}

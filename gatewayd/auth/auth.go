@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gatewayd/authz"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/view"
 )
@@ -132,4 +133,17 @@ func (c Caller) MayCallModel(modelID string) bool {
 
 func unauthorized(msg string) *httperr.Error {
 	return httperr.New(http.StatusUnauthorized, httperr.CodeUnauthorized, msg, nil)
+}
+
+// Principal is the caller as gatewayd/authz.Decide sees it. A PERSONAL key acts with its owner's role as the
+// snapshot records it; until the Workspace lists its members, every owner of a served key counts as a member.
+func (c Caller) Principal() authz.Principal {
+	p := authz.Principal{
+		KeyType: gatewayv1.WorkspaceKeyType(c.Key.Type), KeyPrefix: c.Key.Prefix, KeyTeamID: c.Key.TeamID,
+		KeyModels: c.Key.Models, KeyEnvironments: c.Key.Environments, Member: true,
+	}
+	if o := c.Key.Owner; o != nil {
+		p.UserID, p.OrgRole = o.UserID, gatewayv1.OrgRole(o.Role)
+	}
+	return p
 }

@@ -40,6 +40,9 @@ type Options struct {
 	MaxInFlightBytesPerKey int64
 	// Billing records one event per call made with a federated key; off when nil.
 	Billing *billing.Recorder
+	// Addresses picks the ready addresses of model deployments served by a Service; such deployments answer 503
+	// model_not_ready when nil.
+	Addresses Addresses
 }
 
 // Handler serves the model-call routes.
@@ -70,7 +73,9 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	for _, suffix := range []string{"/chat/completions", "/completions", "/embeddings"} {
 		mux.Handle("POST /v1"+suffix, h.openAI(suffix))
 	}
-	mux.HandleFunc("POST /models/{model_id}/production/predict", h.predict)
+	for _, route := range []string{RouteProductionPredict, RouteDevelopmentPredict, RouteEnvironmentPredict, RouteDeploymentPredict} {
+		mux.HandleFunc(route, h.predict)
+	}
 }
 
 // workspaceLookup authenticates workspace keys against the view in force.

@@ -6,39 +6,81 @@ import (
 	"time"
 
 	"github.com/modelgate/modelgate/gatewayd/auth"
+	"github.com/modelgate/modelgate/gatewayd/authz"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 )
 
-// predict serves POST /models/{model_id}/production/predict for workspace keys. The body (JSON, octet-stream or
-// multipart) is streamed through unchanged with its Content-Type, and so is the answer.
+// Predict routes: the four ways a call names a deployment of {model_id} (DESIGN.md "Model routes").
+const (
+	RouteProductionPredict  = "POST /models/{model_id}/production/predict"
+	RouteDevelopmentPredict = "POST /models/{model_id}/development/predict"
+	RouteEnvironmentPredict = "POST /models/{model_id}/environments/{env_name}/predict"
+	RouteDeploymentPredict  = "POST /models/{model_id}/deployment/{deployment_id}/predict"
+)
+
+// predictSelector reads which deployment the route of r names.
+func predictSelector(r *http.Request) modelSelector {
+	switch r.Pattern {
+	case RouteProductionPredict:
+		return modelSelector{environment: "production"}
+	case RouteDevelopmentPredict:
+		return modelSelector{environment: "development"}
+	case RouteEnvironmentPredict:
+		return modelSelector{environment: r.PathValue("env_name")}
+	}
+	return modelSelector{deployment: r.PathValue("deployment_id")}
+}
+
+// predict serves the predict routes for workspace keys. The body (JSON, octet-stream or multipart) is streamed
+// through unchanged with its Content-Type, and so is the answer.
 func (h *Handler) predict(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
+	workspace, model := "", ""
 	defer func() {
-		h.opts.Metrics.requestDuration.WithLabelValues("/models/{model_id}/production/predict", strconv.Itoa(sw.code())).
-			Observe(time.Since(start).Seconds())
+		code := strconv.Itoa(sw.code())
+		h.opts.Metrics.requestDuration.WithLabelValues(r.Pattern, code).Observe(time.Since(start).Seconds())
+		if model != "" {
+			h.opts.Metrics.requests.WithLabelValues(workspace, "", model, code).Inc()
+		}
 	}()
 	caller, aerr := auth.Workspace(r, h.workspaceLookup())
 	if aerr != nil {
 		httperr.WriteError(sw, aerr)
 		return
 	}
-	if !caller.MayInvoke() {
-		httperr.Write(sw, http.StatusForbidden, httperr.CodeForbidden,
-			"This workspace key type cannot call models: use a WORKSPACE_MANAGE_ALL, WORKSPACE_INVOKE or PERSONAL key.", "type: "+caller.Key.Type)
+	modelID, sel := r.PathValue("model_id"), predictSelector(r)
+	ns := h.opts.View().Namespace(caller.Namespace)
+	m, d, rerr := resolveModel(ns, modelID, sel)
+	if m != nil {
+		// A label value only once the snapshot knows the model, so callers cannot mint series.
+		workspace, model = caller.Namespace, m.ID
+		dec := authz.Decide(caller.Principal(), authz.ActionInvoke, authz.Resource{TeamID: m.TeamID, ModelID: m.ID, Environment: sel.environment})
+		if dec.Hidden {
+			workspace, model = "", ""
+			httperr.Write(sw, http.StatusNotFound, httperr.CodeModelDoesNotExist, "The model does not exist.", "model_id: "+modelID)
+			return
+		}
+		if !dec.Allowed {
+			httperr.Write(sw, http.StatusForbidden, httperr.CodeForbidden, dec.Reason, map[string]any{"key_type": caller.Key.Type, "model_id": m.ID})
+			return
+		}
+	} else if dec := authz.Decide(caller.Principal(), authz.ActionInvoke, authz.Resource{ModelID: modelID, Environment: sel.environment}); !dec.Allowed && !dec.Hidden {
+		// A key that may not invoke at all learns that before whether a model exists.
+		httperr.Write(sw, http.StatusForbidden, httperr.CodeForbidden, dec.Reason, map[string]any{"key_type": caller.Key.Type})
 		return
 	}
-	modelID := r.PathValue("model_id")
-	if !caller.MayCallModel(modelID) {
-		httperr.Write(sw, http.StatusForbidden, httperr.CodeForbidden, "This key is not scoped to the model.", "model_id: "+modelID)
-		return
-	}
-	target, rerr := routePredict(h.opts.View().Namespace(caller.Namespace), modelID)
 	if rerr != nil {
 		httperr.WriteError(sw, rerr)
 		return
 	}
+	target, release, rerr := routeDeployment(caller.Namespace, d, h.opts.Addresses)
+	if rerr != nil {
+		httperr.WriteError(sw, rerr)
+		return
+	}
+	defer release()
 	header := http.Header{}
 	for _, name := range []string{"Content-Type", "Accept"} {
 		if val := r.Header.Get(name); val != "" {

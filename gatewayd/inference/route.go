@@ -2,6 +2,10 @@ package inference
 
 import (
 	"net/http"
+	"strings"
+
+	"github.com/modelgate/modelgate/api/snapshot"
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
@@ -31,20 +35,86 @@ func routeSlug(ns *view.Namespace, slug, suffix string) (slugRoute, *httperr.Err
 	return slugRoute{target: endpointTarget(ns.Name, ep, suffix), targetModel: ep.TargetModel}, nil
 }
 
-// routePredict resolves model modelID of namespace ns to its predict address. Until Model objects with
-// environments exist, the model id is the slug of an Endpoint of the workspace, and the call goes to that
-// Endpoint's target at baseURL + "/predict".
-func routePredict(ns *view.Namespace, modelID string) (upstream.Target, *httperr.Error) {
-	var ep *view.Endpoint
-	if ns != nil {
-		ep = ns.Endpoints[modelID]
-	}
-	if ep == nil {
-		return upstream.Target{}, httperr.New(http.StatusNotFound, httperr.CodeModelDoesNotExist, "The model does not exist.", "model_id: "+modelID)
-	}
-	return endpointTarget(ns.Name, ep, "/predict"), nil
-}
-
 func endpointTarget(namespace string, ep *view.Endpoint, path string) upstream.Target {
 	return upstream.Target{URL: ep.BaseURL + path, Name: ep.Slug, Namespace: namespace, Secret: ep.Secret, Timeout: ep.Timeout}
+}
+
+// Addresses picks a ready address of a Service's EndpointSlices (gatewayd/discovery).
+type Addresses interface {
+	// Pick returns "host:port" of a ready address of namespace/service on the port named portName, and a release
+	// to call once when the call ends; ok is false when none is ready.
+	Pick(namespace, service, portName string) (addr string, release func(), ok bool)
+}
+
+// modelSelector is which deployment of a model a call names: an environment ("production", "development" or a
+// named one) or a deployment id.
+type modelSelector struct {
+	environment string
+	deployment  string
+}
+
+// what names the selector in an error's detail.
+func (s modelSelector) what() string {
+	if s.deployment != "" {
+		return "deployment_id: " + s.deployment
+	}
+	return "environment: " + s.environment
+}
+
+// resolveModel finds the model a call names, and the deployment its selector points at; 404
+// model_does_not_exist for an unknown model, environment or deployment, one that is not promoted, or one that is
+// not active (a deactivated deployment answers 404).
+func resolveModel(ns *view.Namespace, modelID string, sel modelSelector) (*snapshot.ServedModel, *snapshot.Deployment, *httperr.Error) {
+	var m *snapshot.ServedModel
+	if ns != nil {
+		m = ns.Models[modelID]
+	}
+	if m == nil {
+		return nil, nil, httperr.New(http.StatusNotFound, httperr.CodeModelDoesNotExist, "The model does not exist.", "model_id: "+modelID)
+	}
+	id := sel.deployment
+	if sel.environment == gatewayv1.EnvironmentDevelopment {
+		id = m.Development
+	} else if sel.environment != "" {
+		for _, e := range m.Environments {
+			if e.Name == sel.environment {
+				id = e.Deployment
+			}
+		}
+	}
+	d := ns.Deployments[id]
+	if id == "" || d == nil || d.ModelID != m.ID {
+		return m, nil, httperr.New(http.StatusNotFound, httperr.CodeModelDoesNotExist, "No deployment of the model serves this route.", sel.what())
+	}
+	if !d.Active {
+		return m, nil, httperr.New(http.StatusNotFound, httperr.CodeModelDoesNotExist, "The deployment is not active: activate it to call it.", "deployment_id: "+d.ID)
+	}
+	return m, d, nil
+}
+
+// routeDeployment is the address of a predict call to d: its URL, or a ready address of its Service chosen by
+// addrs. release ends the call's count on that address. 503 model_not_ready when no address is ready.
+func routeDeployment(namespace string, d *snapshot.Deployment, addrs Addresses) (upstream.Target, func(), *httperr.Error) {
+	notReady := httperr.New(http.StatusServiceUnavailable, httperr.CodeModelNotReady, "The model is not ready yet; retry shortly.", "deployment_id: "+d.ID)
+	notReady.RetryAfter = 1
+	t := upstream.Target{Name: d.ModelID, Namespace: namespace}
+	switch d.Kind {
+	case snapshot.DeploymentURL:
+		if !d.Ready {
+			return t, nil, notReady
+		}
+		t.URL = strings.TrimRight(d.URL, "/") + d.PredictPath
+		return t, func() {}, nil
+	case snapshot.DeploymentService:
+		if addrs == nil {
+			return t, nil, notReady
+		}
+		addr, release, ok := addrs.Pick(namespace, d.Service, d.PortName)
+		if !ok {
+			return t, nil, notReady
+		}
+		t.URL = "http://" + addr + d.PredictPath
+		return t, release, nil
+	}
+	return t, nil, notReady
 }

@@ -41,6 +41,9 @@ type Namespace struct {
 	Groups map[string]*Group
 	// Endpoints by slug.
 	Endpoints map[string]*Endpoint
+	// Models and Deployments of the model platform, by ID. Read only.
+	Models      map[string]*snapshot.ServedModel
+	Deployments map[string]*snapshot.Deployment
 	// Snapshot is the decoded snapshot this view was built from. The management API reads it to answer with
 	// full records and to tell when a write has reached this replica. Read only.
 	Snapshot      *snapshot.Snapshot
@@ -184,6 +187,9 @@ func Build(s *snapshot.Snapshot, version int64, checksum string, store limits.St
 		Endpoints: make(map[string]*Endpoint, len(s.Endpoints)),
 		Snapshot:  s,
 	}
+	if err := ns.indexModels(s); err != nil {
+		return nil, err
+	}
 	depth := make(map[string]int, len(s.Groups))
 	for _, g := range s.Groups {
 		depth[g.ID] = g.Depth
@@ -304,4 +310,30 @@ func depthOf(depth map[string]int, id string, self snapshot.Group) int {
 		return self.Depth
 	}
 	return depth[id]
+}
+
+// indexModels indexes the models and deployments of s, refusing a deployment gatewayd could not reach.
+func (ns *Namespace) indexModels(s *snapshot.Snapshot) error {
+	ns.Models = make(map[string]*snapshot.ServedModel, len(s.Models))
+	for i := range s.Models {
+		ns.Models[s.Models[i].ID] = &s.Models[i]
+	}
+	ns.Deployments = make(map[string]*snapshot.Deployment, len(s.Deployments))
+	for i := range s.Deployments {
+		d := &s.Deployments[i]
+		switch d.Kind {
+		case snapshot.DeploymentURL:
+			if u, err := url.Parse(d.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return fmt.Errorf("deployments[%s].url: %q is not an absolute http(s) URL", d.ID, d.URL)
+			}
+		case snapshot.DeploymentService:
+			if d.Service == "" {
+				return fmt.Errorf("deployments[%s].service: must not be empty", d.ID)
+			}
+		default:
+			return fmt.Errorf("deployments[%s].kind: %q is neither %q nor %q", d.ID, d.Kind, snapshot.DeploymentURL, snapshot.DeploymentService)
+		}
+		ns.Deployments[d.ID] = d
+	}
+	return nil
 }
