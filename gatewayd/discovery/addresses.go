@@ -30,32 +30,45 @@ func build(old *service, from []*discoveryv1.EndpointSlice) *service {
 	if len(from) == 0 {
 		return nil
 	}
-	pool := old.byAddr()
-	s := &service{ports: map[string][]*endpoint{}}
-	seen := map[string]map[string]bool{} // addresses already added, by port name
+	b := builder{s: &service{ports: map[string][]*endpoint{}}, pool: old.byAddr(), seen: map[portAddr]bool{}}
 	for _, sl := range from {
-		if sl.AddressType != discoveryv1.AddressTypeIPv4 && sl.AddressType != discoveryv1.AddressTypeIPv6 {
-			continue
-		}
-		for name, port := range portsOf(sl) {
-			if seen[name] == nil {
-				seen[name] = map[string]bool{}
-				s.ports[name] = nil // a known port with no ready address yet
-			}
-			for _, ip := range readyIPs(sl) {
-				addr := net.JoinHostPort(ip, strconv.Itoa(int(port)))
-				if seen[name][addr] {
-					continue // the same endpoint in two slices, while the controller moves it
-				}
-				seen[name][addr] = true
-				s.ports[name] = append(s.ports[name], reuse(pool, addr))
-			}
-		}
+		b.add(sl)
 	}
-	for _, eps := range s.ports {
+	for _, eps := range b.s.ports {
 		slices.SortFunc(eps, func(a, b *endpoint) int { return strings.Compare(a.addr, b.addr) })
 	}
-	return s
+	return b.s
+}
+
+// portAddr is an address under a port name.
+type portAddr struct{ port, addr string }
+
+// builder collects the ready endpoints of one Service's slices.
+type builder struct {
+	s    *service
+	pool map[string]*endpoint // endpoints by address, old ones first
+	seen map[portAddr]bool
+}
+
+// add adds the ready endpoints of an IPv4 or IPv6 slice. The same endpoint may be in two slices for a while, as
+// the EndpointSlice controller moves it: it is added once.
+func (b *builder) add(sl *discoveryv1.EndpointSlice) {
+	if sl.AddressType != discoveryv1.AddressTypeIPv4 && sl.AddressType != discoveryv1.AddressTypeIPv6 {
+		return
+	}
+	ips := readyIPs(sl)
+	for name, port := range portsOf(sl) {
+		if _, ok := b.s.ports[name]; !ok {
+			b.s.ports[name] = nil // a known port, even with no ready address
+		}
+		for _, ip := range ips {
+			k := portAddr{port: name, addr: net.JoinHostPort(ip, strconv.Itoa(int(port)))}
+			if !b.seen[k] {
+				b.seen[k] = true
+				b.s.ports[name] = append(b.s.ports[name], reuse(b.pool, k.addr))
+			}
+		}
+	}
 }
 
 // portsOf returns the TCP ports of a slice by the names Pick finds them under: its name, and "" too when it is
