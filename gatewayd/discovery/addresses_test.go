@@ -31,7 +31,10 @@ func TestBuildMergesSlices(t *testing.T) {
 		ep{ip: "10.0.0.2"}, ep{ip: "10.0.0.3", ready: ptr.To(false)})
 	// Ports that cannot be dialled over TCP are left out.
 	c := slice(testNS, "c", testSvc, discoveryv1.AddressTypeIPv4, nil, ep{ip: "10.0.0.9"})
-	c.Ports = []discoveryv1.EndpointPort{{Name: ptr.To("dns"), Port: ptr.To[int32](53), Protocol: ptr.To(corev1.ProtocolUDP)}, {Name: ptr.To("all")}}
+	c.Ports = []discoveryv1.EndpointPort{
+		{Name: ptr.To("dns"), Port: ptr.To[int32](53), Protocol: ptr.To(corev1.ProtocolUDP)},
+		{Name: ptr.To("all")},
+	}
 	six := slice(testNS, "six", testSvc, discoveryv1.AddressTypeIPv6, []port{{name: "http", port: 80}}, ep{ip: "fd00::1"})
 
 	got := build(nil, []*discoveryv1.EndpointSlice{a, b, c, six})
