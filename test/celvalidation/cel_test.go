@@ -90,6 +90,27 @@ spec:
   prefix: mgw_AAAAAAAAAAAA
   hash: "0000000000000000000000000000000000000000000000000000000000000001"
 `
+	validModel = `
+kind: Model
+spec:
+  displayName: Sentiment
+  environments: [{name: production, deployment: v2}, {name: staging, deployment: v3, autoscaling: {minReplica: 1, maxReplica: 4}}]
+  development: v4
+`
+	urlDeployment = `
+kind: ModelDeployment
+spec:
+  modelID: sentiment
+  source: {url: "https://models.example.com/sentiment"}
+`
+	containerDeployment = `
+kind: ModelDeployment
+spec:
+  modelID: sentiment
+  source:
+    container: {image: "registry.example.com/sentiment:1.2", port: 9000, env: [{name: MODEL, value: small}]}
+  autoscaling: {minReplica: 0, maxReplica: 3, concurrencyTarget: 2}
+`
 )
 
 func TestCRDValidation(t *testing.T) {
@@ -383,6 +404,111 @@ spec:
 			wantPath: "spec", wantMsg: "prefix and hash are immutable"},
 		{name: "workspace key: scoping change accepted", object: hashedWorkspaceKey,
 			update: `spec: {models: [demo/echo, demo/other]}`},
+
+		// Model.
+		{name: "model: valid object accepted", object: validModel},
+		{name: "model: production alone, not yet promoted, accepted", object: `
+kind: Model
+spec: {environments: [{name: production}]}`},
+		{name: "model: no production environment refused", object: `
+kind: Model
+spec: {environments: [{name: staging, deployment: v1}]}`,
+			wantPath: "spec.environments", wantMsg: "a production environment is required"},
+		{name: "model: no environments refused", object: `
+kind: Model
+spec: {environments: []}`,
+			wantPath: "spec.environments", wantMsg: "should have at least 1 items"},
+		{name: "model: removing production refused", object: validModel,
+			update:   `spec: {environments: [{name: staging, deployment: v3}]}`,
+			wantPath: "spec.environments", wantMsg: "a production environment is required"},
+		{name: "model: development as an environment refused", object: `
+kind: Model
+spec: {environments: [{name: production}, {name: development, deployment: v1}]}`,
+			wantPath: "spec.environments", wantMsg: "development is not an environment: set spec.development"},
+		{name: "model: duplicate environment names refused", object: `
+kind: Model
+spec: {environments: [{name: production, deployment: v1}, {name: production, deployment: v2}]}`,
+			wantPath: "spec.environments[1]", wantMsg: "Duplicate value"},
+		{name: "model: uppercase environment name refused", object: `
+kind: Model
+spec: {environments: [{name: production}, {name: Staging}]}`,
+			wantPath: "spec.environments[1].name", wantMsg: "should match"},
+		{name: "model: promotion accepted", object: validModel,
+			update: `spec: {environments: [{name: production, deployment: v3}, {name: staging, deployment: v3}]}`},
+		{name: "model: environment autoscaling minReplica above maxReplica refused", object: `
+kind: Model
+spec: {environments: [{name: production, autoscaling: {minReplica: 3, maxReplica: 2}}]}`,
+			wantPath: "spec.environments[0].autoscaling.minReplica", wantMsg: "minReplica must not exceed maxReplica"},
+
+		// ModelDeployment.
+		{name: "deployment: url source accepted", object: urlDeployment},
+		{name: "deployment: container source accepted", object: containerDeployment},
+		{name: "deployment: service source accepted", object: `
+kind: ModelDeployment
+spec:
+  modelID: sentiment
+  source: {service: {name: vllm, port: 8000, scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: vllm}}}`},
+		{name: "deployment: no source refused", object: `
+kind: ModelDeployment
+spec: {modelID: sentiment, source: {}}`,
+			wantPath: "spec.source", wantMsg: "exactly one of container, service and url must be set"},
+		{name: "deployment: two sources refused", object: `
+kind: ModelDeployment
+spec:
+  modelID: sentiment
+  source: {url: "https://models.example.com/x", service: {name: vllm, port: 8000}}`,
+			wantPath: "spec.source", wantMsg: "exactly one of container, service and url must be set"},
+		{name: "deployment: ftp url refused", object: `
+kind: ModelDeployment
+spec: {modelID: sentiment, source: {url: "ftp://models.example.com/x"}}`,
+			wantPath: "spec.source.url", wantMsg: "url must be an absolute http or https URL"},
+		{name: "deployment: relative url refused", object: `
+kind: ModelDeployment
+spec: {modelID: sentiment, source: {url: "models.example.com/x"}}`,
+			wantPath: "spec.source.url", wantMsg: "url must be an absolute http or https URL"},
+		{name: "deployment: credentials in url refused", object: `
+kind: ModelDeployment
+spec: {modelID: sentiment, source: {url: "https://user:pass@models.example.com/x"}}`,
+			wantPath: "spec.source.url", wantMsg: "url must not carry credentials (user:password@)"},
+		{name: "deployment: an @ in the url path is no credential", object: `
+kind: ModelDeployment
+spec: {modelID: sentiment, source: {url: "http://10.0.0.7:8080/models/@v2"}}`},
+		{name: "deployment: modelID change refused", object: urlDeployment,
+			update:   `spec: {modelID: other}`,
+			wantPath: "spec.modelID", wantMsg: "modelID is immutable"},
+		{name: "deployment: source change refused", object: urlDeployment,
+			update:   `spec: {source: {url: "https://models.example.com/elsewhere"}}`,
+			wantPath: "spec.source", wantMsg: "source is immutable"},
+		{name: "deployment: container image change refused", object: containerDeployment,
+			update:   `spec: {source: {container: {image: "registry.example.com/sentiment:1.3"}}}`,
+			wantPath: "spec.source", wantMsg: "source is immutable"},
+		{name: "deployment: startupTimeoutSeconds change refused", object: urlDeployment,
+			update:   `spec: {startupTimeoutSeconds: 30}`,
+			wantPath: "spec.startupTimeoutSeconds", wantMsg: "startupTimeoutSeconds is immutable"},
+		{name: "deployment: predictPath change refused", object: urlDeployment,
+			update:   `spec: {predictPath: /v2/predict}`,
+			wantPath: "spec.predictPath", wantMsg: "predictPath is immutable"},
+		{name: "deployment: readinessPath change refused", object: urlDeployment,
+			update:   `spec: {readinessPath: /ready}`,
+			wantPath: "spec.readinessPath", wantMsg: "readinessPath is immutable"},
+		{name: "deployment: deactivation accepted", object: urlDeployment, update: `spec: {active: false}`},
+		{name: "deployment: autoscaling change accepted", object: containerDeployment,
+			update: `spec: {autoscaling: {minReplica: 1, maxReplica: 8, concurrencyTarget: 4, scaleDownDelaySeconds: 60}}`},
+		{name: "deployment: retryNonce change accepted", object: urlDeployment, update: `spec: {retryNonce: 1}`},
+		{name: "deployment: minReplica above maxReplica refused", object: `
+kind: ModelDeployment
+spec: {modelID: sentiment, source: {url: "https://models.example.com/x"}, autoscaling: {minReplica: 3, maxReplica: 2}}`,
+			wantPath: "spec.autoscaling.minReplica", wantMsg: "minReplica must not exceed maxReplica"},
+		{name: "deployment: minReplica above the default maxReplica of 1 refused", object: `
+kind: ModelDeployment
+spec: {modelID: sentiment, source: {url: "https://models.example.com/x"}, autoscaling: {minReplica: 2}}`,
+			wantPath: "spec.autoscaling.minReplica", wantMsg: "minReplica must not exceed maxReplica"},
+		{name: "deployment: raising minReplica above maxReplica refused", object: containerDeployment,
+			update:   `spec: {autoscaling: {minReplica: 4}}`,
+			wantPath: "spec.autoscaling.minReplica", wantMsg: "minReplica must not exceed maxReplica"},
+		{name: "deployment: minReplica equal to maxReplica accepted", object: `
+kind: ModelDeployment
+spec: {modelID: sentiment, source: {url: "https://models.example.com/x"}, autoscaling: {minReplica: 2, maxReplica: 2}}`},
 	}
 
 	ctx := context.Background()

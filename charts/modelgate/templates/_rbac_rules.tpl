@@ -12,14 +12,29 @@ per-namespace Roles (namespaces listed). docs/rbac.md explains every rule and wh
   resources: [apikeys, groups]
   verbs: [get, list, watch, update, patch, delete]
 - apiGroups: [gateway.modelgate.io]
-  resources: [endpoints, workspaceapikeys, workspaces]
+  resources: [endpoints, modeldeployments, models, workspaceapikeys, workspaces]
   verbs: [get, list, watch, update, patch]
 - apiGroups: [gateway.modelgate.io]
-  resources: [apikeys/status, endpoints/status, groups/status, workspaceapikeys/status, workspaces/status]
+  resources: [apikeys/status, endpoints/status, groups/status, modeldeployments/status, models/status, workspaceapikeys/status, workspaces/status]
   verbs: [get, update, patch]
 - apiGroups: [gateway.modelgate.io]
-  resources: [groups/finalizers]
+  resources: [groups/finalizers, modeldeployments/finalizers]
   verbs: [update]
+# A ModelDeployment with a container source runs as a Deployment and a Service the manager owns. Activation and
+# the autoscaler scale it, or a service source's scaleTargetRef, through the scale subresource; the autoscaler
+# finds every gatewayd replica through its EndpointSlices.
+- apiGroups: [apps]
+  resources: [deployments]
+  verbs: [get, list, watch, create, update, patch, delete]
+- apiGroups: [apps]
+  resources: [deployments/scale]
+  verbs: [get, update, patch]
+- apiGroups: [""]
+  resources: [services]
+  verbs: [get, list, watch, create, update, patch, delete]
+- apiGroups: [discovery.k8s.io]
+  resources: [endpointslices]
+  verbs: [get, list, watch]
 # The materializer publishes the snapshot ConfigMaps (modelgate-snapshot and its chunks, whose count varies, so
 # resourceNames cannot list them) and deletes chunks it no longer needs.
 - apiGroups: [""]
