@@ -20,6 +20,33 @@ per-namespace Roles (namespaces listed). docs/rbac.md explains every rule and wh
 - apiGroups: [gateway.modelgate.io]
   resources: [groups/finalizers]
   verbs: [update]
+# The Model and ModelDeployment reconcilers label deployments and write their status; neither creates nor deletes them.
+- apiGroups: [gateway.modelgate.io]
+  resources: [models, modeldeployments]
+  verbs: [get, list, watch, update, patch]
+- apiGroups: [gateway.modelgate.io]
+  resources: [models/status, modeldeployments/status]
+  verbs: [get, update, patch]
+# The ModelDeployment finalizer removes a container source's Deployment and Service before the object goes.
+- apiGroups: [gateway.modelgate.io]
+  resources: [modeldeployments/finalizers]
+  verbs: [update]
+# A container source runs as a Deployment the manager creates, scales (replicas) and deletes.
+- apiGroups: [apps]
+  resources: [deployments]
+  verbs: [get, list, watch, create, update, patch, delete]
+# Activation and scale to zero of a service source's scaleTargetRef go through the scale subresource.
+- apiGroups: [apps]
+  resources: [deployments/scale]
+  verbs: [get, update, patch]
+# The Service of a container source, created and deleted with it; a service source's Service is only read.
+- apiGroups: [""]
+  resources: [services]
+  verbs: [get, list, watch, create, update, patch, delete]
+# Ready endpoint addresses of the Services that deployments run behind decide their status.
+- apiGroups: [discovery.k8s.io]
+  resources: [endpointslices]
+  verbs: [get, list, watch]
 # The materializer publishes the snapshot ConfigMaps (modelgate-snapshot and its chunks, whose count varies, so
 # resourceNames cannot list them) and deletes chunks it no longer needs.
 - apiGroups: [""]
