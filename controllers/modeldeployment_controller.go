@@ -93,6 +93,8 @@ func (r *ModelDeploymentReconciler) setup(mgr ctrl.Manager, opts controller.Opti
 		// A promotion changes which environments a deployment serves.
 		Watches(&gatewayv1.Model{}, handler.EnqueueRequestsFromMapFunc(r.deploymentsOfModel)).
 		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.deploymentsOfSlice)).
+		// A service source's Service is not owned: its creation, or a port renamed, must reach the deployment too.
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.deploymentsOfService)).
 		WithOptions(opts).
 		Complete(r)
 }
@@ -498,8 +500,17 @@ func (r *ModelDeploymentReconciler) deploymentsOfSlice(ctx context.Context, obj 
 	if svc == "" {
 		return nil
 	}
+	return r.deploymentsBehind(ctx, obj.GetNamespace(), svc)
+}
+
+func (r *ModelDeploymentReconciler) deploymentsOfService(ctx context.Context, obj client.Object) []reconcile.Request {
+	return r.deploymentsBehind(ctx, obj.GetNamespace(), obj.GetName())
+}
+
+// deploymentsBehind lists the deployments that gatewayd routes to Service svc.
+func (r *ModelDeploymentReconciler) deploymentsBehind(ctx context.Context, namespace, svc string) []reconcile.Request {
 	var list gatewayv1.ModelDeploymentList
-	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{IndexDeploymentService: svc}, unsafeNoCopy); err != nil {
+	if err := r.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{IndexDeploymentService: svc}, unsafeNoCopy); err != nil {
 		logf.FromContext(ctx).Error(err, "Failed to list the deployments of a Service", "service", svc)
 		return nil
 	}

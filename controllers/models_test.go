@@ -438,6 +438,43 @@ var _ = Describe("ModelDeployment reconciler", func() {
 		Eventually(statusOf(ns, md.Name), timeout, poll).Should(Equal(gatewayv1.StatusDeploying))
 	})
 
+	It("follows a service source's Service when it is created after the deployment, and a port renamed", func() {
+		ns := newNamespace()
+		md := &gatewayv1.ModelDeployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "early"},
+			Spec: gatewayv1.ModelDeploymentSpec{ModelID: "late", Source: gatewayv1.DeploymentSource{
+				Service: &gatewayv1.ServiceSource{Name: "late", Port: 8000}}},
+		}
+		Expect(k8s.Create(ctx, md)).To(Succeed())
+		Eventually(func(g Gomega) {
+			got := getDeployment(ns, md.Name)(g)
+			g.Expect(got.Status.Status).To(Equal(gatewayv1.StatusDeployFailed))
+			c := meta.FindStatusCondition(got.Status.Conditions, gatewayv1.ConditionReady)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Message).To(ContainSubstring("Service late does not exist."))
+		}, timeout, poll).Should(Succeed())
+
+		// No selector, so no EndpointSlice ever changes: only the Service itself can wake the reconciler.
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "late"},
+			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "web", Port: 8000}}},
+		}
+		Expect(k8s.Create(ctx, svc)).To(Succeed())
+		Eventually(func(g Gomega) {
+			got := getDeployment(ns, md.Name)(g)
+			g.Expect(got.Status.Status).To(Equal(gatewayv1.StatusDeploying))
+			g.Expect(got.Status.PortName).To(Equal("web"))
+		}, timeout, poll).Should(Succeed())
+
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(svc), svc)).To(Succeed())
+			svc.Spec.Ports[0].Name = "predict"
+			g.Expect(k8s.Update(ctx, svc)).To(Succeed())
+		}, timeout, poll).Should(Succeed())
+		Eventually(func(g Gomega) string { return getDeployment(ns, md.Name)(g).Status.PortName }, timeout, poll).
+			Should(Equal("predict"))
+	})
+
 	It("probes a url source's readiness path", func() {
 		ns := newNamespace()
 		srv, healthy := healthServer()
