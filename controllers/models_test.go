@@ -297,15 +297,26 @@ var _ = Describe("ModelDeployment reconciler", func() {
 		Eventually(statusOf(ns, md.Name), timeout, poll).Should(Equal(gatewayv1.StatusActive))
 
 		By("SCALED_TO_ZERO when asked to scale down an ever-ready deployment")
-		patchDeployment(ns, md.Name, `{"metadata":{"annotations":{"`+gatewayv1.AnnotationScaledDownAt+`":"`+time.Now().UTC().Format(time.RFC3339)+`"}}}`)
+		scaledDownAt := time.Now().UTC().Add(-time.Minute)
+		patchDeployment(ns, md.Name, `{"metadata":{"annotations":{"`+gatewayv1.AnnotationScaledDownAt+`":"`+scaledDownAt.Format(time.RFC3339)+`"}}}`)
 		Eventually(replicasOf(ns, wl), timeout, poll).Should(BeEquivalentTo(0))
 		reportWorkload(ns, wl, 0, 0)
 		Eventually(func(g Gomega) {
 			got := getDeployment(ns, md.Name)(g)
 			g.Expect(got.Status.Status).To(Equal(gatewayv1.StatusScaledToZero))
 			g.Expect(got.Status.ActiveReplicaCount).To(BeEquivalentTo(0))
+			// Not Ready (no replica serves a call now), yet no failure: the next call wakes it.
+			g.Expect(readyReason(got.Status.Conditions)).To(Equal("False/ScaledToZero"))
 		}, timeout, poll).Should(Succeed())
 		expectEvent(ns, md.Name, "ScaledToZero", "ACTIVE → SCALED_TO_ZERO")
+
+		By("WAKING_UP when a wake is asked after the scale-down, ACTIVE once a replica is ready")
+		patchDeployment(ns, md.Name, `{"metadata":{"annotations":{"`+gatewayv1.AnnotationWakeRequestedAt+`":"`+scaledDownAt.Add(time.Second).Format(time.RFC3339)+`"}}}`)
+		Eventually(replicasOf(ns, wl), timeout, poll).Should(BeEquivalentTo(1))
+		Eventually(statusOf(ns, md.Name), timeout, poll).Should(Equal(gatewayv1.StatusWakingUp))
+		expectEvent(ns, md.Name, "WakingUp", "SCALED_TO_ZERO → WAKING_UP")
+		reportWorkload(ns, wl, 1, 1)
+		Eventually(statusOf(ns, md.Name), timeout, poll).Should(Equal(gatewayv1.StatusActive))
 	})
 
 	It("never scales down a deployment that has not been ready once", func() {
