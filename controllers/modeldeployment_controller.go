@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -92,6 +93,8 @@ func (r *ModelDeploymentReconciler) setup(mgr ctrl.Manager, opts controller.Opti
 		// A promotion changes which environments a deployment serves.
 		Watches(&gatewayv1.Model{}, handler.EnqueueRequestsFromMapFunc(r.deploymentsOfModel)).
 		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.deploymentsOfSlice)).
+		// A service source's Service is not owned: its creation, or a port renamed, must reach the deployment too.
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.deploymentsOfService)).
 		WithOptions(opts).
 		Complete(r)
 }
@@ -128,13 +131,15 @@ func (r *ModelDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	obs.Deleting = !md.DeletionTimestamp.IsZero()
 	obs.Active = md.Spec.IsActive()
 	obs.ScaledDown, obs.WakePending = scaledDown, wakePending
+	// Ready now counts as ready once: a replica that became ready while its rollout reports a failure is not
+	// DEPLOY_FAILED.
+	if obs.ReadyReplicas > 0 && md.Status.ReadySince == nil {
+		md.Status.ReadySince = &metav1.Time{Time: now}
+	}
 	obs.EverReady = md.Status.ReadySince != nil
 	obs.DeployingSince = md.Status.DeployingSince.Time
 	obs.StartupTimeout = time.Duration(md.Spec.StartupTimeoutSeconds) * time.Second
 	obs.Now = now
-	if obs.ReadyReplicas > 0 && md.Status.ReadySince == nil {
-		md.Status.ReadySince = &metav1.Time{Time: now}
-	}
 	r.report(md, deploystatus.Derive(obs), obs.ReadyReplicas)
 	return r.requeue(md, obs), nil
 }
@@ -291,8 +296,11 @@ func (r *ModelDeploymentReconciler) observeContainer(ctx context.Context, md *ga
 	s := dep.Status
 	obs := deploystatus.Observed{Replicas: s.Replicas, ReadyReplicas: s.ReadyReplicas, UpdatedReplicas: s.UpdatedReplicas}
 	if s.ObservedGeneration < dep.Generation {
-		// The Deployment controller has not seen the latest spec: report what it saw as a rollout in progress.
-		obs.UpdatedReplicas = min(obs.UpdatedReplicas, max(obs.Replicas-1, 0))
+		// The Deployment controller has not seen the latest spec yet. Its counts still say what runs, but its
+		// conditions judge the old spec: a retry would fail again at once on the ProgressDeadlineExceeded it
+		// means to clear. Nor is this a rollout: most new generations only change replicas (activation, scale
+		// to zero), and a template change shows in updatedReplicas once the Deployment controller acts on it.
+		return obs, nil
 	}
 	for _, c := range s.Conditions {
 		if (c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse && c.Reason == "ProgressDeadlineExceeded") ||
@@ -325,7 +333,9 @@ func (r *ModelDeploymentReconciler) ensureOwned(ctx context.Context, md *gateway
 			return fmt.Errorf("failed to create %s %s/%s: %w", kind, obj.GetNamespace(), obj.GetName(), err)
 		}
 		r.Recorder.Eventf(md, corev1.EventTypeNormal, "Created"+kind, "Created %s %s.", kind, obj.GetName())
-		return r.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+		// The cache may not hold the new object yet: take what the API server answered.
+		reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(desired).Elem())
+		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("failed to read %s %s/%s: %w", kind, obj.GetNamespace(), obj.GetName(), err)
@@ -390,15 +400,23 @@ func (r *ModelDeploymentReconciler) scale(ctx context.Context, md *gatewayv1.Mod
 	target.SetKind(ref.Kind)
 	target.SetNamespace(md.Namespace)
 	target.SetName(ref.Name)
-	sc := &autoscalingv1.Scale{}
+	// The client reads and writes a subresource of an unstructured object only as unstructured, so the Scale
+	// is one too (autoscaling/v1, whatever the target's group).
+	sc := &unstructured.Unstructured{}
+	sc.SetGroupVersionKind(autoscalingv1.SchemeGroupVersion.WithKind("Scale"))
 	if err := r.SubResource("scale").Get(ctx, target, sc); err != nil {
 		return fmt.Errorf("failed to read the scale of %s %s/%s: %w", ref.Kind, md.Namespace, ref.Name, err)
 	}
-	if sc.Spec.Replicas == replicas {
+	from, _, err := unstructured.NestedInt64(sc.Object, "spec", "replicas")
+	if err != nil {
+		return fmt.Errorf("failed to read the scale of %s %s/%s: %w", ref.Kind, md.Namespace, ref.Name, err)
+	}
+	if from == int64(replicas) {
 		return nil
 	}
-	from := sc.Spec.Replicas
-	sc.Spec.Replicas = replicas
+	if err := unstructured.SetNestedField(sc.Object, int64(replicas), "spec", "replicas"); err != nil {
+		return err
+	}
 	if err := r.SubResource("scale").Update(ctx, target, client.WithSubResourceBody(sc)); err != nil {
 		return fmt.Errorf("failed to scale %s %s/%s to %d: %w", ref.Kind, md.Namespace, ref.Name, replicas, err)
 	}
@@ -482,8 +500,17 @@ func (r *ModelDeploymentReconciler) deploymentsOfSlice(ctx context.Context, obj 
 	if svc == "" {
 		return nil
 	}
+	return r.deploymentsBehind(ctx, obj.GetNamespace(), svc)
+}
+
+func (r *ModelDeploymentReconciler) deploymentsOfService(ctx context.Context, obj client.Object) []reconcile.Request {
+	return r.deploymentsBehind(ctx, obj.GetNamespace(), obj.GetName())
+}
+
+// deploymentsBehind lists the deployments that gatewayd routes to Service svc.
+func (r *ModelDeploymentReconciler) deploymentsBehind(ctx context.Context, namespace, svc string) []reconcile.Request {
 	var list gatewayv1.ModelDeploymentList
-	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{IndexDeploymentService: svc}, unsafeNoCopy); err != nil {
+	if err := r.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{IndexDeploymentService: svc}, unsafeNoCopy); err != nil {
 		logf.FromContext(ctx).Error(err, "Failed to list the deployments of a Service", "service", svc)
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"testing"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -38,7 +39,10 @@ var _ = BeforeSuite(func() {
 	var cancel context.CancelFunc
 	ctx, cancel = context.WithCancel(context.Background())
 	DeferCleanup(cancel)
-	env.RunManager(ctx, func(mgr ctrl.Manager) error { return controllers.SetupWithManager(mgr, controllers.Options{}) })
+	env.RunManager(ctx, func(mgr ctrl.Manager) error {
+		// url sources are probed every 200 ms, so a server that stops answering shows within a few polls.
+		return controllers.SetupWithManager(mgr, controllers.Options{ProbeInterval: 200 * time.Millisecond})
+	})
 })
 
 // newNamespace creates a fresh workspace for one spec, so that snapshots of different specs never mix.
