@@ -1,5 +1,6 @@
 // Package gatewayd assembles modelgate's data plane: the snapshot loader (reload), the model-call handlers
-// (inference, over the forwarding core in upstream), the /v1 management API (rest), billing, health and metrics,
+// (inference, over the forwarding core in upstream, and the EndpointSlice watch of discovery for model
+// deployments behind a Service), the /v1 management API (rest), billing, health and metrics,
 // on one mux and one server with a graceful stop. It owns wiring and lifecycle only; each concern lives in its
 // own package (docs/architecture.md). Everything it serves comes from the snapshot that the reload package keeps
 // current; the only other thing it reads from Kubernetes is the upstreams' key Secrets.
@@ -26,6 +27,7 @@ import (
 
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/billing"
+	"github.com/modelgate/modelgate/gatewayd/discovery"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/inference"
 	"github.com/modelgate/modelgate/gatewayd/limits"
@@ -108,6 +110,8 @@ type Gateway struct {
 	secrets *upstream.Secrets
 	mux     *http.ServeMux
 	billing *billing.Recorder
+	// addrs are the ready addresses of the Services that model deployments run behind.
+	addrs *discovery.Watcher
 	// lists serves the management API's list routes; nil when the management API is off.
 	lists cache.Cache
 }
@@ -159,6 +163,7 @@ func New(opts Options) (*Gateway, error) {
 		loader:  loader,
 		secrets: upstream.NewSecrets(cs, opts.SecretTTL),
 		mux:     http.NewServeMux(),
+		addrs:   discovery.New(cs, opts.Namespaces),
 	}
 	g.routes()
 	if opts.Billing != nil {
@@ -179,6 +184,7 @@ func New(opts Options) (*Gateway, error) {
 		Billing:                g.billing,
 		MaxInFlightBytesPerKey: opts.MaxInFlightBytesPerKey,
 		BodyReadTimeout:        opts.BodyReadTimeout,
+		Addresses:              g.addrs,
 	}).Register(g.mux)
 	if !opts.DisableManagementAPI {
 		if err := g.mountManagement(); err != nil {
@@ -247,6 +253,11 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	loaderDone := make(chan error, 1)
 	go func() { loaderDone <- g.loader.Run(ctx) }()
+	go func() {
+		if err := g.addrs.Run(ctx); err != nil {
+			log.Error(err, "The EndpointSlice watch stopped: deployments behind a Service answer 503 until a restart")
+		}
+	}()
 	if g.lists != nil {
 		// Informers start on a list route's first call and are kept from then on.
 		go func() {

@@ -63,6 +63,18 @@ per-namespace Roles (namespaces listed). docs/rbac.md explains every rule and wh
 - apiGroups: [gateway.modelgate.io]
   resources: [workspaces]
   verbs: [get, list, watch]
+# Model deployments behind a Service are called at the ready addresses of its EndpointSlices, with no kube-proxy hop.
+- apiGroups: [discovery.k8s.io]
+  resources: [endpointslices]
+  verbs: [get, list, watch]
+# The model management routes activate, deactivate, promote, retry and delete models and deployments.
+- apiGroups: [gateway.modelgate.io]
+  resources: [models, modeldeployments]
+  verbs: [get, list, watch, update, patch, delete]
+# The logs route reads a deployment's Events.
+- apiGroups: [""]
+  resources: [events]
+  verbs: [get, list, watch]
 {{- if eq .Values.gatewayd.secretAccess "namespace" }}
 # secretAccess=namespace: every Secret of a served namespace (Endpoints created through the REST API).
 - apiGroups: [""]
