@@ -44,6 +44,11 @@ func (g *Gateway) mountManagement() error {
 	if g.lists, err = cache.New(g.opts.RESTConfig, opts); err != nil {
 		return fmt.Errorf("failed to build the management API's list cache: %w", err)
 	}
+	// The same field the CRD declares selectable, so a list reads alike from the cache and the API server.
+	if err := g.lists.IndexField(context.Background(), &gatewayv1.ModelDeployment{}, gatewayv1.FieldDeploymentModel,
+		func(o client.Object) []string { return []string{o.(*gatewayv1.ModelDeployment).Spec.ModelID} }); err != nil {
+		return fmt.Errorf("failed to index the management API's list cache: %w", err)
+	}
 	rest.New(rest.Options{
 		Client:                c,
 		Lister:                g.lists,

@@ -43,6 +43,9 @@ func conform(schema string, raw []byte) {
 
 func validate(schema map[string]any, v any, path string) []string {
 	doc := loadOpenAPI()
+	if v == nil && schema["nullable"] == true {
+		return nil
+	}
 	if ref, ok := schema["$ref"].(string); ok {
 		name := strings.TrimPrefix(ref, "#/components/schemas/")
 		s, ok := doc["components"].(map[string]any)["schemas"].(map[string]any)[name].(map[string]any)

@@ -21,6 +21,7 @@ import (
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/auth"
+	"github.com/modelgate/modelgate/gatewayd/authz"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 )
 
@@ -89,6 +90,9 @@ const (
 	// AccessKeys: workspace key management (auth.Caller.MayManageKeys); each handler narrows what a caller may
 	// see and do.
 	AccessKeys
+	// AccessModels: the model routes, for the key types that may list models (authz.ActionListModels); each
+	// handler asks authz.Decide about the model it reads or changes.
+	AccessModels
 )
 
 func (acc Access) allows(c auth.Caller) bool {
@@ -97,6 +101,8 @@ func (acc Access) allows(c auth.Caller) bool {
 		return c.MayManageGateway()
 	case AccessKeys:
 		return c.MayManageKeys()
+	case AccessModels:
+		return authz.Decide(c.Principal(), authz.ActionListModels, authz.Resource{}).Allowed
 	}
 	return false
 }

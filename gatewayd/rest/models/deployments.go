@@ -1,0 +1,319 @@
+package models
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/fields"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gatewayd/auth"
+	"github.com/modelgate/modelgate/gatewayd/authz"
+	"github.com/modelgate/modelgate/gatewayd/httperr"
+	"github.com/modelgate/modelgate/gatewayd/rest/kit"
+)
+
+// resolveDeployment names the deployment that path parameter deployment_id means: "production" and
+// "development" are the deployments those environments serve. It answers 404 when there is none.
+func resolveDeployment(w http.ResponseWriter, r *http.Request, m *gatewayv1.Model) (string, bool) {
+	id := r.PathValue("deployment_id")
+	if id == gatewayv1.EnvironmentProduction || id == gatewayv1.EnvironmentDevelopment {
+		served, _ := m.Environment(id)
+		if served == "" {
+			httperr.Write(w, http.StatusNotFound, httperr.CodeNotFound,
+				fmt.Sprintf("Model %q has no %s deployment.", m.Name, id), map[string]string{"id": id})
+			return "", false
+		}
+		return served, true
+	}
+	return id, true
+}
+
+// loadDeployment reads the deployment named by deployment_id of model m, straight from the API server, so a
+// write that follows carries its current resourceVersion.
+func (a *api) loadDeployment(w http.ResponseWriter, r *http.Request, c auth.Caller, m *gatewayv1.Model) (*gatewayv1.ModelDeployment, bool) {
+	id, ok := resolveDeployment(w, r, m)
+	if !ok {
+		return nil, false
+	}
+	if !kit.ValidName(id) {
+		kit.BadRequest(w, "deployment_id", fmt.Sprintf("%q is not a valid deployment id.", id))
+		return nil, false
+	}
+	d := &gatewayv1.ModelDeployment{}
+	err := a.Opts.Client.Get(r.Context(), client.ObjectKey{Namespace: c.Namespace, Name: id}, d)
+	if apierrors.IsNotFound(err) || (err == nil && (d.DeletionTimestamp != nil || d.Spec.ModelID != m.Name)) {
+		kit.NotFound(w, "Deployment", id)
+		return nil, false
+	}
+	if err != nil {
+		kit.WriteKubeError(w, r, "get deployment", err)
+		return nil, false
+	}
+	return d, true
+}
+
+func (a *api) listDeployments(w http.ResponseWriter, r *http.Request, c auth.Caller) {
+	m, ok := a.loadModel(w, r, c, authz.ActionListModels, "")
+	if !ok {
+		return
+	}
+	deps, err := a.deploymentsOf(r, c, m.Name)
+	if err != nil {
+		kit.WriteKubeError(w, r, "list deployments", err)
+		return
+	}
+	out := make([]deploymentJSON, len(deps))
+	for i := range deps {
+		out[i] = toDeploymentJSON(m, &deps[i])
+	}
+	httperr.WriteJSON(w, http.StatusOK, map[string]any{"deployments": out})
+}
+
+func (a *api) getDeployment(w http.ResponseWriter, r *http.Request, c auth.Caller) {
+	m, ok := a.loadModel(w, r, c, authz.ActionListModels, "")
+	if !ok {
+		return
+	}
+	if d, ok := a.loadDeployment(w, r, c, m); ok {
+		httperr.WriteJSON(w, http.StatusOK, toDeploymentJSON(m, d))
+	}
+}
+
+// deleteDeployment deletes a deployment; the admission webhook refuses one that an environment still serves.
+func (a *api) deleteDeployment(w http.ResponseWriter, r *http.Request, c auth.Caller) {
+	m, ok := a.loadModel(w, r, c, authz.ActionManageModels, "")
+	if !ok {
+		return
+	}
+	d, ok := a.loadDeployment(w, r, c, m)
+	if !ok {
+		return
+	}
+	if err := a.Opts.Client.Delete(r.Context(), d, client.Preconditions{UID: &d.UID}); client.IgnoreNotFound(err) != nil {
+		kit.WriteKubeError(w, r, "delete deployment", err)
+		return
+	}
+	httperr.WriteJSON(w, http.StatusOK, deletedJSON{ID: d.Name, Deleted: true})
+}
+
+func (a *api) activateDeployment(active bool) kit.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, c auth.Caller) {
+		m, ok := a.loadModel(w, r, c, authz.ActionManageModels, "")
+		if !ok {
+			return
+		}
+		if d, ok := a.loadDeployment(w, r, c, m); ok {
+			a.setActive(w, r, d, active)
+		}
+	}
+}
+
+// setActive sets spec.active of d. The write carries the resourceVersion d was read at, so of concurrent callers
+// exactly one changes it and answers no_op false; the others, finding on their fresh read that it is already in
+// the asked state, answer no_op true. Scaled to zero counts as active: activation is not a wake.
+func (a *api) setActive(w http.ResponseWriter, r *http.Request, d *gatewayv1.ModelDeployment, active bool) {
+	for range 30 {
+		if d.Spec.IsActive() == active {
+			httperr.WriteJSON(w, http.StatusOK, activationJSON{Success: true, NoOp: true})
+			return
+		}
+		d.Spec.Active = &active
+		err := a.Opts.Client.Update(r.Context(), d)
+		if err == nil {
+			httperr.WriteJSON(w, http.StatusOK, activationJSON{Success: true, NoOp: false})
+			return
+		}
+		if !apierrors.IsConflict(err) {
+			kit.WriteKubeError(w, r, "update deployment", err)
+			return
+		}
+		if err := a.Opts.Client.Get(r.Context(), client.ObjectKeyFromObject(d), d); err != nil {
+			kit.WriteKubeError(w, r, "get deployment", err)
+			return
+		}
+	}
+	kit.WriteKubeError(w, r, "update deployment", kit.ErrBusy)
+}
+
+// retryDeployment redeploys a failed deployment by bumping spec.retryNonce.
+func (a *api) retryDeployment(w http.ResponseWriter, r *http.Request, c auth.Caller) {
+	m, ok := a.loadModel(w, r, c, authz.ActionManageModels, "")
+	if !ok {
+		return
+	}
+	d, ok := a.loadDeployment(w, r, c, m)
+	if !ok {
+		return
+	}
+	type retryJSON struct {
+		Retried    bool           `json:"retried"`
+		Reason     string         `json:"reason"`
+		Deployment deploymentJSON `json:"deployment"`
+	}
+	if !d.Status.Status.Retryable() {
+		httperr.WriteJSON(w, http.StatusOK, retryJSON{Retried: false, Deployment: toDeploymentJSON(m, d),
+			Reason: fmt.Sprintf("Only a deployment in DEPLOY_FAILED, BUILD_FAILED or FAILED can be retried; this one is %s.", cmp.Or(d.Status.Status, gatewayv1.StatusDeploying))})
+		return
+	}
+	d.Spec.RetryNonce++
+	if err := a.Opts.Client.Update(r.Context(), d); err != nil {
+		if apierrors.IsConflict(err) {
+			err = kit.ErrBusy
+		}
+		kit.WriteKubeError(w, r, "retry deployment", err)
+		return
+	}
+	httperr.WriteJSON(w, http.StatusOK, retryJSON{Retried: true, Reason: "The deployment is being deployed again.", Deployment: toDeploymentJSON(m, d)})
+}
+
+// logsRequest is the body of the logs route.
+type logsRequest struct {
+	StartEpochMillis *int64 `json:"start_epoch_millis"`
+	EndEpochMillis   *int64 `json:"end_epoch_millis"`
+	Direction        string `json:"direction"`
+	Limit            *int   `json:"limit"`
+	MinLevel         string `json:"min_level"`
+	SearchPattern    string `json:"search_pattern"`
+}
+
+type logJSON struct {
+	Timestamp string  `json:"timestamp"`
+	Message   string  `json:"message"`
+	Replica   *string `json:"replica"`
+	RequestID *string `json:"request_id"`
+	Level     string  `json:"level"`
+}
+
+const maxLogs = 1000
+
+var levels = map[string]int{"DEBUG": 0, "INFO": 1, "WARNING": 2, "ERROR": 3}
+
+// deploymentLogs answers a deployment's log lines from its Events, newest first unless direction is "asc".
+func (a *api) deploymentLogs(w http.ResponseWriter, r *http.Request, c auth.Caller) {
+	var req logsRequest
+	if !kit.DecodeBody(w, r, &req, true) {
+		return
+	}
+	q, ok := parseLogQuery(w, req, a.Opts.Clock())
+	if !ok {
+		return
+	}
+	m, ok := a.loadModel(w, r, c, authz.ActionListModels, "")
+	if !ok {
+		return
+	}
+	d, ok := a.loadDeployment(w, r, c, m)
+	if !ok {
+		return
+	}
+	var events corev1.EventList
+	sel := fields.SelectorFromSet(fields.Set{"involvedObject.name": d.Name, "involvedObject.kind": "ModelDeployment"})
+	if err := a.Opts.Client.List(r.Context(), &events, client.InNamespace(c.Namespace), client.MatchingFieldsSelector{Selector: sel}); err != nil {
+		kit.WriteKubeError(w, r, "list events", err)
+		return
+	}
+	httperr.WriteJSON(w, http.StatusOK, map[string]any{"logs": q.apply(events.Items)})
+}
+
+// logQuery is a validated logs request.
+type logQuery struct {
+	start, end time.Time
+	asc        bool
+	limit      int
+	minLevel   int
+	pattern    *regexp.Regexp
+}
+
+func parseLogQuery(w http.ResponseWriter, req logsRequest, now time.Time) (logQuery, bool) {
+	q := logQuery{end: now, start: now.Add(-24 * time.Hour), limit: 100}
+	if req.EndEpochMillis != nil {
+		q.end = time.UnixMilli(*req.EndEpochMillis)
+	}
+	if req.StartEpochMillis != nil {
+		q.start = time.UnixMilli(*req.StartEpochMillis)
+	}
+	if q.start.After(q.end) {
+		kit.BadRequest(w, "start_epoch_millis", "start_epoch_millis must not be after end_epoch_millis.")
+		return q, false
+	}
+	switch strings.ToLower(req.Direction) {
+	case "", "desc":
+	case "asc":
+		q.asc = true
+	default:
+		kit.BadRequest(w, "direction", `direction must be "asc" or "desc".`)
+		return q, false
+	}
+	if req.Limit != nil {
+		if *req.Limit < 1 || *req.Limit > maxLogs {
+			kit.BadRequest(w, "limit", fmt.Sprintf("limit must be between 1 and %d.", maxLogs))
+			return q, false
+		}
+		q.limit = *req.Limit
+	}
+	if req.MinLevel != "" {
+		lvl, ok := levels[strings.ToUpper(req.MinLevel)]
+		if !ok {
+			kit.BadRequest(w, "min_level", "min_level must be one of DEBUG, INFO, WARNING, ERROR.")
+			return q, false
+		}
+		q.minLevel = lvl
+	}
+	if req.SearchPattern != "" {
+		re, err := regexp.Compile(req.SearchPattern)
+		if err != nil {
+			kit.BadRequest(w, "search_pattern", "search_pattern is not a valid regular expression: "+errors.Unwrap(err).Error())
+			return q, false
+		}
+		q.pattern = re
+	}
+	return q, true
+}
+
+// apply turns Events into log lines: Warning events are WARNING, others INFO.
+func (q logQuery) apply(events []corev1.Event) []logJSON {
+	type line struct {
+		at time.Time
+		logJSON
+	}
+	var lines []line
+	for _, e := range events {
+		at := e.LastTimestamp.Time
+		if at.IsZero() {
+			at = e.EventTime.Time
+		}
+		if at.IsZero() {
+			at = e.CreationTimestamp.Time
+		}
+		level := "INFO"
+		if e.Type == corev1.EventTypeWarning {
+			level = "WARNING"
+		}
+		msg := e.Reason + ": " + e.Message
+		if at.Before(q.start) || at.After(q.end) || levels[level] < q.minLevel || (q.pattern != nil && !q.pattern.MatchString(msg)) {
+			continue
+		}
+		lines = append(lines, line{at, logJSON{Timestamp: at.UTC().Format(time.RFC3339), Message: msg, Level: level}})
+	}
+	slices.SortStableFunc(lines, func(x, y line) int {
+		if q.asc {
+			return x.at.Compare(y.at)
+		}
+		return y.at.Compare(x.at)
+	})
+	out := make([]logJSON, 0, min(len(lines), q.limit))
+	for i := range min(len(lines), q.limit) {
+		out = append(out, lines[i].logJSON)
+	}
+	return out
+}
