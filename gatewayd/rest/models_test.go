@@ -115,7 +115,9 @@ var _ = Describe("Model routes", func() {
 		results := make([]response, len(keys))
 		var wg sync.WaitGroup
 		for i, k := range keys {
-			wg.Go(func() { results[i] = call(server, k, http.MethodPost, "/v1/models/sentiment/deployments/v2/activate", nil) })
+			wg.Go(func() {
+				results[i] = call(server, k, http.MethodPost, "/v1/models/sentiment/deployments/v2/activate", nil)
+			})
 		}
 		wg.Wait()
 		changed := 0
