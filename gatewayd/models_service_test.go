@@ -22,6 +22,7 @@ import (
 
 	"github.com/modelgate/modelgate/api/snapshot"
 	"github.com/modelgate/modelgate/gatewayd/gatewaytest"
+	"github.com/modelgate/modelgate/test/kubetest"
 )
 
 // Service deployments: a model deployment of kind "service" is called at a ready address of its Service's
@@ -77,23 +78,6 @@ func newSvcServer(t *testing.T, ip netip.Addr, name string, delay time.Duration)
 	s.Start()
 	t.Cleanup(s.Close)
 	return s
-}
-
-// hostAddr returns an address of this host that an EndpointSlice accepts (not loopback, not link-local), and
-// skips the test when the host has none. It is gatewayd/discovery's hostIP.
-func hostAddr(t *testing.T) netip.Addr {
-	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Fatalf("failed to list the host's addresses: %v", err)
-	}
-	for _, a := range addrs {
-		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().IsGlobalUnicast() {
-			return p.Addr()
-		}
-	}
-	t.Skip("the host has no non-loopback address for an EndpointSlice to point at")
-	return netip.Addr{}
 }
 
 // serviceFixture is a gatewayd whose model "sentiment" has its production environment on a service deployment
@@ -179,7 +163,7 @@ func (f *serviceFixture) poll(what string, cond func() bool) {
 // EndpointSlices with bodies unchanged, leave an address once it is not ready, and answer 503 model_not_ready
 // with Retry-After once no slice is left.
 func TestPredictServiceDeployment(t *testing.T) {
-	ip := hostAddr(t)
+	ip := kubetest.EndpointAddress(t)
 	f := newServiceFixture(t)
 	one, two := newSvcServer(t, ip, "one", 0), newSvcServer(t, ip, "two", 0)
 
@@ -279,7 +263,7 @@ func wantNotReady(t *testing.T, when string, status int, body []byte, h http.Hea
 // addresses, power of two choices compares both on every call, so the slow one gets a call only when it has no
 // more in flight than the fast one. This asserts that behaviour (a ratio of calls), not a latency threshold.
 func TestPredictServicePowerOfTwoChoices(t *testing.T) {
-	ip := hostAddr(t)
+	ip := kubetest.EndpointAddress(t)
 	f := newServiceFixture(t)
 	slow, fast := newSvcServer(t, ip, "slow", 200*time.Millisecond), newSvcServer(t, ip, "fast", 0)
 	f.slice(slow, true)

@@ -12,6 +12,8 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/modelgate/modelgate/test/kubetest"
 )
 
 func TestWatchReadyAddresses(t *testing.T) {
@@ -102,7 +104,7 @@ func TestWatchPortByName(t *testing.T) {
 // host. Both listen on that one address on different ports, and a slice has one port list, so each gets a slice
 // of its own, with the same port name.
 func TestWatchRealSockets(t *testing.T) {
-	ip := hostIP(t)
+	ip := kubetest.EndpointAddress(t)
 	ns := namespace(t)
 	w := start(t)                  // all namespaces
 	servers := map[string]string{} // address -> name
@@ -131,23 +133,6 @@ func TestWatchRealSockets(t *testing.T) {
 	if answered["one"] == 0 || answered["two"] == 0 {
 		t.Fatalf("answers %v, want both servers", answered)
 	}
-}
-
-// hostIP returns an address of this host that an EndpointSlice accepts (not loopback, not link-local), and
-// skips the test when the host has none.
-func hostIP(t *testing.T) netip.Addr {
-	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Fatalf("failed to list the host's addresses: %v", err)
-	}
-	for _, a := range addrs {
-		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().IsGlobalUnicast() {
-			return p.Addr()
-		}
-	}
-	t.Skip("the host has no non-loopback address for an EndpointSlice to point at")
-	return netip.Addr{}
 }
 
 // serve starts an HTTP server on ip that answers every request with name.

@@ -11,9 +11,11 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -174,4 +176,22 @@ func NewNamespace(ctx context.Context, c client.Client, prefix string) (string, 
 		return "", fmt.Errorf("failed to create a namespace %s*: %w", prefix, err)
 	}
 	return ns.Name, nil
+}
+
+// EndpointAddress returns an address of this host that an EndpointSlice accepts (the API server refuses loopback
+// and link-local ones), for tests that write slices pointing at real servers as the EndpointSlice controller
+// would. It skips the test when the host has none.
+func EndpointAddress(tb testing.TB) netip.Addr {
+	tb.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		tb.Fatalf("failed to list the host's addresses: %v", err)
+	}
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().IsGlobalUnicast() {
+			return p.Addr()
+		}
+	}
+	tb.Skip("the host has no non-loopback address for an EndpointSlice to point at")
+	return netip.Addr{}
 }

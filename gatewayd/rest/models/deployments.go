@@ -63,13 +63,8 @@ func (a *api) loadDeployment(w http.ResponseWriter, r *http.Request, c auth.Call
 }
 
 func (a *api) listDeployments(w http.ResponseWriter, r *http.Request, c auth.Caller) {
-	m, ok := a.loadModel(w, r, c, authz.ActionListModels, "")
+	m, deps, ok := a.loadModelWithDeployments(w, r, c, "")
 	if !ok {
-		return
-	}
-	deps, err := a.deploymentsOf(r, c, m.Name)
-	if err != nil {
-		kit.WriteKubeError(w, r, "list deployments", err)
 		return
 	}
 	out := make([]deploymentJSON, len(deps))

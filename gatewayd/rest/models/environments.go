@@ -64,13 +64,8 @@ func (a *api) loadEnvironment(w http.ResponseWriter, r *http.Request, c auth.Cal
 }
 
 func (a *api) listEnvironments(w http.ResponseWriter, r *http.Request, c auth.Caller) {
-	m, ok := a.loadModel(w, r, c, authz.ActionListModels, "")
+	m, deps, ok := a.loadModelWithDeployments(w, r, c, "")
 	if !ok {
-		return
-	}
-	deps, err := a.deploymentsOf(r, c, m.Name)
-	if err != nil {
-		kit.WriteKubeError(w, r, "list deployments", err)
 		return
 	}
 	out := []environmentJSON{}

@@ -170,6 +170,20 @@ func (a *api) deploymentsOf(r *http.Request, c auth.Caller, model string) ([]gat
 	return out, nil
 }
 
+// loadModelWithDeployments is loadModel for a read, with the model's deployments.
+func (a *api) loadModelWithDeployments(w http.ResponseWriter, r *http.Request, c auth.Caller, env string) (*gatewayv1.Model, []gatewayv1.ModelDeployment, bool) {
+	m, ok := a.loadModel(w, r, c, authz.ActionListModels, env)
+	if !ok {
+		return nil, nil, false
+	}
+	deps, err := a.deploymentsOf(r, c, m.Name)
+	if err != nil {
+		kit.WriteKubeError(w, r, "list deployments", err)
+		return nil, nil, false
+	}
+	return m, deps, true
+}
+
 func (a *api) listModels(w http.ResponseWriter, r *http.Request, c auth.Caller) {
 	var models gatewayv1.ModelList
 	if err := a.ListReader().List(r.Context(), &models, client.InNamespace(c.Namespace)); err != nil {
@@ -201,16 +215,9 @@ func (a *api) listModels(w http.ResponseWriter, r *http.Request, c auth.Caller) 
 }
 
 func (a *api) getModel(w http.ResponseWriter, r *http.Request, c auth.Caller) {
-	m, ok := a.loadModel(w, r, c, authz.ActionListModels, "")
-	if !ok {
-		return
+	if m, deps, ok := a.loadModelWithDeployments(w, r, c, ""); ok {
+		httperr.WriteJSON(w, http.StatusOK, toModelJSON(m, len(deps)))
 	}
-	deps, err := a.deploymentsOf(r, c, m.Name)
-	if err != nil {
-		kit.WriteKubeError(w, r, "list deployments", err)
-		return
-	}
-	httperr.WriteJSON(w, http.StatusOK, toModelJSON(m, len(deps)))
 }
 
 // deleteModel deletes the Model and then its deployments; a second DELETE is a 404 at once, even while a
