@@ -1,6 +1,6 @@
 // Command devstack is what `make run` runs: the whole product on a local control plane (etcd, kube-apiserver,
-// the CRDs, the manager with its webhooks, gatewayd and a demo upstream), seeded with a Workspace, an admin key
-// and a demo Endpoint in namespace default. It runs until interrupted and then stops every process it started.
+// the CRDs, the manager with its webhooks, gatewayd, a demo upstream and a demo model server), seeded with a
+// Workspace, an admin key, a demo Endpoint and a demo Model in namespace default. It runs until interrupted and then stops every process it started.
 package main
 
 import (
@@ -23,6 +23,7 @@ func main() {
 	opts := stack.Options{Namespace: "default"}
 	flag.StringVar(&opts.GatewayAddr, "gateway-addr", "127.0.0.1:8080", "Address gatewayd listens on.")
 	flag.StringVar(&opts.UpstreamAddr, "upstream-addr", "127.0.0.1:9999", "Address the demo OpenAI-compatible upstream listens on.")
+	flag.StringVar(&opts.ModelAddr, "model-addr", "127.0.0.1:9998", "Address the demo model server listens on.")
 	flag.StringVar(&opts.MetricsAddr, "metrics-addr", "127.0.0.1:9090", "Address gatewayd serves /metrics on.")
 	flag.StringVar(&opts.DevDir, "dev-dir", ".dev", "Directory for the kubeconfig, the env file and the workspace signing key.")
 	flag.DurationVar(&opts.ReadyTimeout, "ready-timeout", 3*time.Minute, "How long to wait for every component to answer.")
@@ -54,7 +55,7 @@ func run(opts stack.Options) error {
 	log := ctrl.Log.WithName("devstack")
 	ctx = ctrl.LoggerInto(ctx, log)
 
-	log.Info("Starting etcd, kube-apiserver, the manager, gatewayd and the demo upstream")
+	log.Info("Starting etcd, kube-apiserver, the manager, gatewayd, the demo upstream and the demo model")
 	s, err := stack.Start(ctx, opts)
 	if err != nil {
 		return err
@@ -81,6 +82,7 @@ modelgate is running.
 
   gatewayd        %[1]s   (metrics: %[6]s/metrics)
   demo upstream   %[2]s
+  demo model      %[7]s   (Model %[8]s, deployment %[9]s)
   namespace       %[3]s
   kubectl         %[4]s
 
@@ -105,6 +107,17 @@ In another terminal:
   curl -s "$MODELGATE_URL/v1/gateway/events" -H "Authorization: Bearer $MODELGATE_API_KEY"
   curl -s "$MODELGATE_URL/v1/metrics" -H "Authorization: Bearer $MODELGATE_API_KEY"
 
+  # Models: %[8]s serves its production and staging environments from %[9]s, a url deployment at the demo model:
+  kubectl get models,modeldeployments
+  curl -s "$MODELGATE_URL/models/%[8]s/production/predict" -H "Authorization: Bearer $MODELGATE_API_KEY" \
+    -H 'Content-Type: application/json' -d '{"text":"I love it"}'
+  # Any other body passes through unchanged (the demo model echoes it):
+  printf 'raw bytes' | curl -s "$MODELGATE_URL/models/%[8]s/production/predict" -H "Authorization: Bearer $MODELGATE_API_KEY" \
+    -H 'Content-Type: application/octet-stream' --data-binary @-
+  # Activate an environment (no_op is true while its deployment is already active):
+  curl -s -X POST "$MODELGATE_URL/v1/models/%[8]s/environments/%[10]s/activate" -H "Authorization: Bearer $MODELGATE_API_KEY"
+
 Press Ctrl-C to stop everything.
-`, s.GatewayURL, s.UpstreamURL, s.Namespace, s.KubectlPath, s.EnvPath, s.MetricsURL)
+`, s.GatewayURL, s.UpstreamURL, s.Namespace, s.KubectlPath, s.EnvPath, s.MetricsURL,
+		s.ModelURL, stack.ModelName, stack.ModelDeploymentName, stack.ModelStagingEnv)
 }

@@ -90,6 +90,20 @@ func TestSamplesApply(t *testing.T) {
 		if len(ws.Items) != 1 {
 			t.Errorf("Namespace %s has %d Workspaces after applying workspace.yaml, want 1", ns, len(ws.Items))
 		}
+		// models-url.yaml and models-container.yaml: one Model and one ModelDeployment each, admitted by the
+		// webhooks. Neither serves here (nothing listens at the url, no kubelet runs the container).
+		var models gatewayv1.ModelList
+		var deployments gatewayv1.ModelDeploymentList
+		if err := s.Client.List(ctx, &models, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Client.List(ctx, &deployments, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		if len(models.Items) != 2 || len(deployments.Items) != 2 {
+			t.Errorf("Namespace %s has %d Models and %d ModelDeployments after applying the model samples, want 2 and 2",
+				ns, len(models.Items), len(deployments.Items))
+		}
 	})
 }
 

@@ -18,8 +18,9 @@ import (
 // SigningKeyFile is the name, inside the dev directory, of the Workspace's Ed25519 private key (PKCS#8 PEM).
 const SigningKeyFile = "workspace-ed25519.pem"
 
-// seed creates the Workspace, the admin workspace key with its Secret, and the demo Endpoint with its upstream
-// Secret. Each create is retried until the deadline, because the webhooks may refuse connections for a moment
+// seed creates the Workspace, the admin workspace key with its Secret, the demo Endpoint with its upstream
+// Secret, and the demo Model with its deployment at the demo model server (the deployment first, so the Model's
+// admission finds what it points at). Each create is retried until the deadline, because the webhooks may refuse connections for a moment
 // after their server starts.
 func (s *Stack) seed(ctx context.Context) error {
 	signing, err := loadOrCreateSigningKey(filepath.Join(s.devDir, SigningKeyFile))
@@ -66,6 +67,23 @@ func (s *Stack) seed(ctx context.Context) error {
 					APIKeySecretRef: &gatewayv1.SecretKeySelector{Name: UpstreamSecretName, Key: "api_key"},
 					TargetModel:     EndpointModel,
 				}},
+			},
+		},
+		&gatewayv1.ModelDeployment{
+			ObjectMeta: metav1.ObjectMeta{Name: ModelDeploymentName, Namespace: ns},
+			Spec: gatewayv1.ModelDeploymentSpec{
+				ModelID: ModelName,
+				Source:  gatewayv1.DeploymentSource{URL: s.ModelURL},
+			},
+		},
+		&gatewayv1.Model{
+			ObjectMeta: metav1.ObjectMeta{Name: ModelName, Namespace: ns},
+			Spec: gatewayv1.ModelSpec{
+				DisplayName: "Demo sentiment model",
+				Environments: []gatewayv1.ModelEnvironment{
+					{Name: gatewayv1.EnvironmentProduction, Deployment: ModelDeploymentName},
+					{Name: ModelStagingEnv, Deployment: ModelDeploymentName},
+				},
 			},
 		},
 	}

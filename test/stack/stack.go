@@ -1,7 +1,7 @@
 // Package stack runs the whole product in one process on a local control plane: etcd and kube-apiserver
 // (envtest) with the CRDs, the manager (controllers and admission webhooks, called over TLS by the API server),
-// gatewayd and a demo OpenAI-compatible upstream, seeded with a Workspace, an admin workspace key and a demo
-// Endpoint. `make run` (cmd/devstack) and the end-to-end suites share it, so what a developer tries by hand is
+// gatewayd, a demo OpenAI-compatible upstream and a demo model server, seeded with a Workspace, an admin workspace
+// key, a demo Endpoint and a demo Model whose production deployment is the demo model server. `make run` (cmd/devstack) and the end-to-end suites share it, so what a developer tries by hand is
 // what the tests exercise.
 package stack
 
@@ -47,6 +47,8 @@ type Options struct {
 	GatewayAddr string
 	// UpstreamAddr is where the demo upstream listens. A port of 0 picks a free one. Default 127.0.0.1:0.
 	UpstreamAddr string
+	// ModelAddr is where the demo model server listens. A port of 0 picks a free one. Default 127.0.0.1:0.
+	ModelAddr string
 	// Namespace is the workspace that gets seeded. Default "default".
 	Namespace string
 	// DevDir receives kubeconfig, env and the workspace signing key. Empty uses a temporary directory that
@@ -76,6 +78,11 @@ const (
 	EndpointName       = "demo-echo"
 	EndpointSlug       = "demo/echo"
 	EndpointModel      = "echo"
+	// ModelName is the seeded Model, served by ModelDeploymentName (a url deployment at the demo model server)
+	// in its production and staging environments.
+	ModelName           = "demo-model"
+	ModelDeploymentName = "demo-model-v1"
+	ModelStagingEnv     = "staging"
 )
 
 // Stack is a running local product. Its exported fields are set once Start returns.
@@ -96,6 +103,9 @@ type Stack struct {
 	MetricsURL string
 	// UpstreamURL is the demo upstream's OpenAI base URL, ending in /v1.
 	UpstreamURL string
+	// ModelURL is the demo model server's base URL (GET /health, POST /predict), for example
+	// http://127.0.0.1:9998.
+	ModelURL string
 	// APIKey is the plaintext of the admin workspace key (WORKSPACE_MANAGE_ALL).
 	APIKey string
 	// SigningKey is the private half of the Workspace's key-registration public key.
@@ -111,6 +121,7 @@ type Stack struct {
 	cancel        context.CancelFunc
 	running       []<-chan struct{}
 	stopUpstream  func()
+	stopModel     func()
 	failed        chan error
 	webhookServer webhook.Server
 }
@@ -146,6 +157,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	if err := s.startUpstream(opts.UpstreamAddr); err != nil {
+		return nil, err
+	}
+	if err := s.startModel(opts.ModelAddr); err != nil {
 		return nil, err
 	}
 
@@ -189,6 +203,10 @@ func (s *Stack) Stop() error {
 		s.stopUpstream()
 		s.stopUpstream = nil
 	}
+	if s.stopModel != nil {
+		s.stopModel()
+		s.stopModel = nil
+	}
 	if s.Env != nil {
 		if err := s.Env.Stop(); err != nil {
 			errs = append(errs, fmt.Errorf("failed to stop the control plane: %w", err))
@@ -217,6 +235,9 @@ func (o *Options) defaults() error {
 	}
 	if o.UpstreamAddr == "" {
 		o.UpstreamAddr = "127.0.0.1:0"
+	}
+	if o.ModelAddr == "" {
+		o.ModelAddr = "127.0.0.1:0"
 	}
 	if o.MetricsAddr == "" {
 		o.MetricsAddr = "127.0.0.1:0"
@@ -394,7 +415,8 @@ func (s *Stack) waitManager(ctx context.Context) error {
 	logger.Info("Seeded the workspace", "namespace", s.Namespace, "adminKeyPrefix", apikey.Prefix(s.APIKey))
 
 	prefix := apikey.Prefix(s.APIKey)
-	if err := s.poll(ctx, "the manager to publish a snapshot with the admin key and the demo Endpoint", func() error {
+	// The demo model server answers before the seed, so its deployment is ACTIVE at the first probe.
+	if err := s.poll(ctx, "the manager to publish a snapshot with the admin key, the demo Endpoint and the demo model", func() error {
 		snap, version, err := ReadSnapshot(ctx, s.Client, s.Namespace)
 		if err != nil {
 			return err
@@ -404,6 +426,12 @@ func (s *Stack) waitManager(ctx context.Context) error {
 		}
 		if !slices.ContainsFunc(snap.Endpoints, func(e snapshot.Endpoint) bool { return e.Slug == EndpointSlug }) {
 			return fmt.Errorf("snapshot version %d lacks Endpoint %s", version, EndpointSlug)
+		}
+		if !slices.ContainsFunc(snap.Models, func(m snapshot.ServedModel) bool { return m.ID == ModelName }) {
+			return fmt.Errorf("snapshot version %d lacks Model %s", version, ModelName)
+		}
+		if !slices.ContainsFunc(snap.Deployments, func(d snapshot.Deployment) bool { return d.ID == ModelDeploymentName && d.Ready }) {
+			return fmt.Errorf("snapshot version %d lacks a ready ModelDeployment %s", version, ModelDeploymentName)
 		}
 		return nil
 	}); err != nil {
