@@ -23,6 +23,15 @@ func TestModelsTour(t *testing.T) {
 	waitDeploymentActive(t, s, stack.ModelDeploymentName)
 	predict := s.GatewayURL + "/models/" + stack.ModelName + "/production/predict"
 
+	t.Run("EnvironmentActivation", func(t *testing.T) {
+		// The README's step: activating an environment whose deployment is active is a no-op.
+		env := "/v1/models/" + stack.ModelName + "/environments/staging/"
+		r := admin(t, s, http.MethodPost, env+"activate", nil)
+		if r.code != http.StatusOK || !mapsEqual(r.body, map[string]any{"success": true, "no_op": true}) {
+			t.Fatalf("activate: %s", r)
+		}
+	})
+
 	t.Run("JSONPrediction", func(t *testing.T) {
 		r := predictUntilServed(t, predict, "Bearer "+s.APIKey, []byte(`{"text":"I love it"}`), "application/json")
 		expect(t, r, http.StatusOK, "")
