@@ -1,6 +1,7 @@
 // Package layers checks that imports in the module only point down the layers of docs/architecture.md:
 //
-//	api -> controllers, webhooks -> gatewayd/{httperr, limits, view, reload, auth, billing, state} -> gatewayd/upstream
+//	api -> controllers, webhooks -> gatewayd/{httperr, limits, view, reload, auth, authz, discovery, billing, state}
+//	    -> gatewayd/upstream
 //	    -> gatewayd/inference, gatewayd/rest -> gatewayd -> cmd
 //
 // The control plane (controllers, webhooks) and the data plane (gatewayd) meet only in api/: rules the webhook,
@@ -37,10 +38,10 @@ var layers = []layer{
 	{name: controlPlane, prefixes: []string{"controllers", "webhooks"}},
 	{name: "data-plane state and views", prefixes: []string{
 		"gatewayd/httperr", "gatewayd/limits", "gatewayd/view", "gatewayd/reload", "gatewayd/auth",
-		"gatewayd/billing", "gatewayd/state", "gatewayd/version",
+		"gatewayd/authz", "gatewayd/discovery", "gatewayd/billing", "gatewayd/state", "gatewayd/version",
 	}, peers: []string{
 		"gatewayd/httperr", "gatewayd/limits", "gatewayd/view", "gatewayd/reload", "gatewayd/auth",
-		"gatewayd/billing", "gatewayd/state", "gatewayd/version",
+		"gatewayd/authz", "gatewayd/discovery", "gatewayd/billing", "gatewayd/state", "gatewayd/version",
 	}, dataPlane: true},
 	{name: "forwarding core", prefixes: []string{"gatewayd/upstream"}, dataPlane: true},
 	{name: "handlers", prefixes: []string{"gatewayd/inference", "gatewayd/rest"}, dataPlane: true},
