@@ -470,6 +470,14 @@ spec: {modelID: sentiment, source: {url: "models.example.com/x"}}`,
 kind: ModelDeployment
 spec: {modelID: sentiment, source: {url: "https://user:pass@models.example.com/x"}}`,
 			wantPath: "spec.source.url", wantMsg: "url must not carry credentials (user:password@)"},
+		{name: "deployment: env secretKeyRef without key refused", object: `
+kind: ModelDeployment
+spec: {modelID: sentiment, source: {container: {image: "x:1", env: [{name: TOKEN, secretKeyRef: {name: hf}}]}}}`,
+			wantPath: "spec.source.container.env[0].secretKeyRef.key", wantMsg: "secretKeyRef.key is required"},
+		{name: "deployment: env with value and secretKeyRef refused", object: `
+kind: ModelDeployment
+spec: {modelID: sentiment, source: {container: {image: "x:1", env: [{name: TOKEN, value: v, secretKeyRef: {name: hf, key: t}}]}}}`,
+			wantPath: "spec.source.container.env[0]", wantMsg: "give value or secretKeyRef, not both"},
 		{name: "deployment: an @ in the url path is no credential", object: `
 kind: ModelDeployment
 spec: {modelID: sentiment, source: {url: "http://10.0.0.7:8080/models/@v2"}}`},
