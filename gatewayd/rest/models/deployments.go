@@ -62,6 +62,16 @@ func (a *api) loadDeployment(w http.ResponseWriter, r *http.Request, c auth.Call
 	return d, true
 }
 
+// loadModelDeployment is loadModel for action, then loadDeployment.
+func (a *api) loadModelDeployment(w http.ResponseWriter, r *http.Request, c auth.Caller, action authz.Action) (*gatewayv1.Model, *gatewayv1.ModelDeployment, bool) {
+	m, ok := a.loadModel(w, r, c, action, "")
+	if !ok {
+		return nil, nil, false
+	}
+	d, ok := a.loadDeployment(w, r, c, m)
+	return m, d, ok
+}
+
 func (a *api) listDeployments(w http.ResponseWriter, r *http.Request, c auth.Caller) {
 	m, deps, ok := a.loadModelWithDeployments(w, r, c, "")
 	if !ok {
@@ -75,22 +85,14 @@ func (a *api) listDeployments(w http.ResponseWriter, r *http.Request, c auth.Cal
 }
 
 func (a *api) getDeployment(w http.ResponseWriter, r *http.Request, c auth.Caller) {
-	m, ok := a.loadModel(w, r, c, authz.ActionListModels, "")
-	if !ok {
-		return
-	}
-	if d, ok := a.loadDeployment(w, r, c, m); ok {
+	if m, d, ok := a.loadModelDeployment(w, r, c, authz.ActionListModels); ok {
 		httperr.WriteJSON(w, http.StatusOK, toDeploymentJSON(m, d))
 	}
 }
 
 // deleteDeployment deletes a deployment; the admission webhook refuses one that an environment still serves.
 func (a *api) deleteDeployment(w http.ResponseWriter, r *http.Request, c auth.Caller) {
-	m, ok := a.loadModel(w, r, c, authz.ActionManageModels, "")
-	if !ok {
-		return
-	}
-	d, ok := a.loadDeployment(w, r, c, m)
+	_, d, ok := a.loadModelDeployment(w, r, c, authz.ActionManageModels)
 	if !ok {
 		return
 	}
@@ -103,11 +105,7 @@ func (a *api) deleteDeployment(w http.ResponseWriter, r *http.Request, c auth.Ca
 
 func (a *api) activateDeployment(active bool) kit.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, c auth.Caller) {
-		m, ok := a.loadModel(w, r, c, authz.ActionManageModels, "")
-		if !ok {
-			return
-		}
-		if d, ok := a.loadDeployment(w, r, c, m); ok {
+		if _, d, ok := a.loadModelDeployment(w, r, c, authz.ActionManageModels); ok {
 			a.setActive(w, r, d, active)
 		}
 	}
@@ -142,11 +140,7 @@ func (a *api) setActive(w http.ResponseWriter, r *http.Request, d *gatewayv1.Mod
 
 // retryDeployment redeploys a failed deployment by bumping spec.retryNonce.
 func (a *api) retryDeployment(w http.ResponseWriter, r *http.Request, c auth.Caller) {
-	m, ok := a.loadModel(w, r, c, authz.ActionManageModels, "")
-	if !ok {
-		return
-	}
-	d, ok := a.loadDeployment(w, r, c, m)
+	m, d, ok := a.loadModelDeployment(w, r, c, authz.ActionManageModels)
 	if !ok {
 		return
 	}
@@ -203,11 +197,7 @@ func (a *api) deploymentLogs(w http.ResponseWriter, r *http.Request, c auth.Call
 	if !ok {
 		return
 	}
-	m, ok := a.loadModel(w, r, c, authz.ActionListModels, "")
-	if !ok {
-		return
-	}
-	d, ok := a.loadDeployment(w, r, c, m)
+	_, d, ok := a.loadModelDeployment(w, r, c, authz.ActionListModels)
 	if !ok {
 		return
 	}
