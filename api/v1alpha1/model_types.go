@@ -154,8 +154,8 @@ type ContainerSource struct {
 
 // EnvVar is one environment variable of a model server.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.secretKeyRef) || (has(self.secretKeyRef.key) && self.secretKeyRef.key != ”)",message="secretKeyRef.key is required: name the Secret entry that holds the value",fieldPath=".secretKeyRef.key"
-// +kubebuilder:validation:XValidation:rule="!(has(self.secretKeyRef) && has(self.value) && self.value != ”)",message="give value or secretKeyRef, not both"
+// +kubebuilder:validation:XValidation:rule="!has(self.secretKeyRef) || (has(self.secretKeyRef.key) && size(self.secretKeyRef.key) > 0)",message="secretKeyRef.key is required: name the Secret entry that holds the value",fieldPath=".secretKeyRef.key"
+// +kubebuilder:validation:XValidation:rule="!(has(self.secretKeyRef) && has(self.value) && size(self.value) > 0)",message="give value or secretKeyRef, not both"
 type EnvVar struct {
 	// name is the variable's name.
 	// +required
