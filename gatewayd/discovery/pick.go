@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"context"
 	"math/rand/v2"
 	"sync/atomic"
 )
@@ -58,6 +59,25 @@ func (e *endpoint) acquire() func() {
 	return func() {
 		if done.CompareAndSwap(false, true) {
 			e.inflight.Add(-1)
+		}
+	}
+}
+
+// WaitReady blocks until the Service namespace/service has a ready address on the port named portName, or ctx
+// is done, and then returns ctx's error. It wakes on each change of an address set (Changed), never by polling,
+// so a held call costs a parked goroutine and nothing else. An address seen ready may be gone again by the time
+// the caller picks: pick, and wait again when Pick finds none.
+func (w *Watcher) WaitReady(ctx context.Context, namespace, service, portName string) error {
+	for {
+		// The signal first, then the check: a change between the two closes the signal taken.
+		changed := w.Changed()
+		if len(w.endpoints(namespace, service, portName)) > 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
 		}
 	}
 }

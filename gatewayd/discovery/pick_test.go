@@ -1,8 +1,11 @@
 package discovery
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -114,4 +117,38 @@ func BenchmarkPick(b *testing.B) {
 			release()
 		}
 	})
+}
+
+// TestWaitReady: a waiter parks until an address of its Service and port arrives, ignores changes of other
+// Services, and leaves with ctx's error when ctx ends first.
+func TestWaitReady(t *testing.T) {
+	w := watcherWith()
+	done := make(chan error, 1)
+	go func() { done <- w.WaitReady(context.Background(), testNS, testSvc, "http") }()
+
+	// Another Service's change wakes the waiter, which finds nothing for its own and waits again.
+	other := slice(testNS, "o1", "other", discoveryv1.AddressTypeIPv4, []port{{name: "http", port: 8080}}, ep{ip: "10.0.9.1"})
+	w.update(logr.Discard(), serviceKey{namespace: testNS, name: "other"}, []*discoveryv1.EndpointSlice{other})
+	select {
+	case err := <-done:
+		t.Fatalf("WaitReady returned %v after another Service's change; want it still waiting", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+
+	setIPs(w, "10.0.0.1")
+	if err := <-done; err != nil {
+		t.Fatalf("WaitReady = %v once an address is ready, want nil", err)
+	}
+	// Ready already: at once.
+	if err := w.WaitReady(context.Background(), testNS, testSvc, "http"); err != nil {
+		t.Fatalf("WaitReady with an address ready = %v, want nil", err)
+	}
+
+	// Another port of the Service never becomes ready: ctx's error.
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { done <- w.WaitReady(ctx, testNS, testSvc, "grpc") }()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("WaitReady after cancel = %v, want context.Canceled", err)
+	}
 }
