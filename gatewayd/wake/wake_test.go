@@ -271,6 +271,7 @@ func TestColdStartClock(t *testing.T) {
 		t.Fatalf("cold starts after waking a ready deployment = %d, want still 1", n)
 	}
 }
+
 // dtoHistogram reads a histogram's count and sum.
 type dtoHistogram struct {
 	count uint64
