@@ -20,11 +20,14 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/billing"
 	"github.com/modelgate/modelgate/gatewayd/discovery"
@@ -35,6 +38,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/state"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 	"github.com/modelgate/modelgate/gatewayd/view"
+	"github.com/modelgate/modelgate/gatewayd/wake"
 )
 
 // Defaults of Options.
@@ -101,6 +105,11 @@ type Options struct {
 	ShutdownGrace time.Duration
 	// Logger reports what background work (billing writes) cannot do; discarded when zero.
 	Logger logr.Logger
+	// HoldTimeout bounds how long a predict call waits for a deployment with no ready address to start (less
+	// when its startupTimeoutSeconds is shorter); inference.DefaultHoldTimeout when zero.
+	HoldTimeout time.Duration
+	// WakeMinInterval spaces two wake requests of one deployment; wake.DefaultMinInterval when zero.
+	WakeMinInterval time.Duration
 }
 
 // Gateway is a configured data plane.
@@ -112,6 +121,8 @@ type Gateway struct {
 	billing *billing.Recorder
 	// addrs are the ready addresses of the Services that model deployments run behind.
 	addrs *discovery.Watcher
+	// waker asks the manager to start deployments that calls wait for.
+	waker *wake.Waker
 	// lists serves the management API's list routes; nil when the management API is off.
 	lists cache.Cache
 }
@@ -165,6 +176,9 @@ func New(opts Options) (*Gateway, error) {
 		mux:     http.NewServeMux(),
 		addrs:   discovery.New(cs, opts.Namespaces),
 	}
+	if g.waker, err = newWaker(opts, g.addrs); err != nil {
+		return nil, err
+	}
 	g.routes()
 	if opts.Billing != nil {
 		log := opts.Logger.WithName("billing")
@@ -185,6 +199,8 @@ func New(opts Options) (*Gateway, error) {
 		MaxInFlightBytesPerKey: opts.MaxInFlightBytesPerKey,
 		BodyReadTimeout:        opts.BodyReadTimeout,
 		Addresses:              g.addrs,
+		Waker:                  g.waker,
+		HoldTimeout:            opts.HoldTimeout,
 	}).Register(g.mux)
 	if !opts.DisableManagementAPI {
 		if err := g.mountManagement(); err != nil {
@@ -258,6 +274,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 			log.Error(err, "The EndpointSlice watch stopped: deployments behind a Service answer 503 until a restart")
 		}
 	}()
+	go g.waker.Run(ctx)
 	if g.lists != nil {
 		// Informers start on a list route's first call and are kept from then on.
 		go func() {
@@ -352,4 +369,22 @@ func (g *Gateway) billingTargets() map[string]billing.Target {
 		}}
 	}
 	return out
+}
+
+// newWaker builds the Waker of held calls and the wake routes, over a client that only patches ModelDeployments.
+func newWaker(opts Options, addrs *discovery.Watcher) (*wake.Waker, error) {
+	scheme := runtime.NewScheme()
+	if err := gatewayv1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("failed to build the wake client's scheme: %w", err)
+	}
+	c, err := client.New(opts.RESTConfig, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("failed to build the wake client: %w", err)
+	}
+	m, err := wake.NewMetrics(opts.Registry)
+	if err != nil {
+		return nil, err
+	}
+	return wake.New(wake.Options{Client: c, Addresses: addrs, Metrics: m, MinInterval: opts.WakeMinInterval,
+		Logger: opts.Logger.WithName("wake")}), nil
 }

@@ -37,6 +37,7 @@ func main() {
 	flag.Int64Var(&opts.MaxInFlightBytesPerKey, "max-in-flight-bytes-per-key", inference.DefaultMaxInFlightBytesPerKey, "Most request body bytes of one federated key's model calls gatewayd holds at once; a call past it answers 429.")
 	flag.DurationVar(&opts.ShutdownGrace, "shutdown-grace", gatewayd.DefaultShutdownGrace, "How long a stop (SIGTERM) lets calls in flight, streams included, finish before cutting them. Keep it below the pod's terminationGracePeriodSeconds.")
 	flag.DurationVar(&opts.SecretTTL, "secret-ttl", gatewayd.DefaultSecretTTL, "How long an upstream key read from its Secret is reused before it is read again.")
+	flag.DurationVar(&opts.HoldTimeout, "model-hold-timeout", inference.DefaultHoldTimeout, "Longest a predict call waits for a deployment with no ready replica to start (scale from zero); a deployment's shorter startupTimeoutSeconds wins. Then 503 model_not_ready.")
 	st.BindFlags(flag.CommandLine)
 	flag.BoolVar(&showVer, "version", false, "Print the version and exit.")
 	flag.DurationVar(&opts.BillingDelivery.Retention, "billing-retention", 30*24*time.Hour, "How long billing events are kept for GET /v1/gateway/events.")

@@ -16,6 +16,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 	"github.com/modelgate/modelgate/gatewayd/view"
+	"github.com/modelgate/modelgate/gatewayd/wake"
 )
 
 // Options configure the handlers. Every field but Billing is required.
@@ -43,6 +44,12 @@ type Options struct {
 	// Addresses picks the ready addresses of model deployments served by a Service; such deployments answer 503
 	// model_not_ready when nil.
 	Addresses Addresses
+	// Waker asks for a deployment with no ready address to be started, for held calls and the wake routes; no
+	// wake is asked when nil (held calls still wait).
+	Waker *wake.Waker
+	// HoldTimeout bounds how long a call waits for a deployment to start (less when the deployment's
+	// startupTimeoutSeconds is shorter); DefaultHoldTimeout when zero.
+	HoldTimeout time.Duration
 }
 
 // Handler serves the model-call routes.
@@ -62,6 +69,9 @@ func New(opts Options) *Handler {
 	if opts.BodyReadTimeout <= 0 {
 		opts.BodyReadTimeout = DefaultBodyReadTimeout
 	}
+	if opts.HoldTimeout <= 0 {
+		opts.HoldTimeout = DefaultHoldTimeout
+	}
 	if opts.MaxInFlightBytesPerKey <= 0 {
 		opts.MaxInFlightBytesPerKey = DefaultMaxInFlightBytesPerKey
 	}
@@ -75,6 +85,9 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	}
 	for _, route := range []string{RouteProductionPredict, RouteDevelopmentPredict, RouteEnvironmentPredict, RouteDeploymentPredict} {
 		mux.HandleFunc(route, h.predict)
+	}
+	for _, route := range []string{RouteProductionWake, RouteDevelopmentWake, RouteEnvironmentWake, RouteDeploymentWake} {
+		mux.HandleFunc(route, h.wake)
 	}
 }
 

@@ -17,6 +17,7 @@ type Metrics struct {
 	tokens          *prometheus.CounterVec
 	requestDuration *prometheus.HistogramVec
 	upstream        *prometheus.HistogramVec
+	held            *prometheus.GaugeVec
 }
 
 // NewMetrics registers the series on reg.
@@ -40,8 +41,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help:    "Time an upstream took to answer (until its whole body), by workspace and model slug.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14),
 		}, []string{WorkspaceLabel, "model"}),
+		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "modelgate_model_held_calls",
+			Help: "Predict calls waiting for their deployment to have a ready address (scale from zero), by workspace and model.",
+		}, []string{WorkspaceLabel, "model"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.tokens, m.requestDuration, m.upstream} {
+	for _, c := range []prometheus.Collector{m.requests, m.tokens, m.requestDuration, m.upstream, m.held} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("failed to register gateway metrics: %w", err)
 		}

@@ -1,6 +1,7 @@
 package inference
 
 import (
+	"context"
 	"net/http"
 	"strings"
 
@@ -44,6 +45,9 @@ type Addresses interface {
 	// Pick returns "host:port" of a ready address of namespace/service on the port named portName, and a release
 	// to call once when the call ends; ok is false when none is ready.
 	Pick(namespace, service, portName string) (addr string, release func(), ok bool)
+	// WaitReady blocks, without polling, until namespace/service has a ready address on the port named
+	// portName, or ctx is done.
+	WaitReady(ctx context.Context, namespace, service, portName string) error
 }
 
 // modelSelector is which deployment of a model a call names: an environment ("production", "development" or a
@@ -93,7 +97,8 @@ func resolveModel(ns *view.Namespace, modelID string, sel modelSelector) (*snaps
 }
 
 // routeDeployment is the address of a predict call to d: its URL, or a ready address of its Service chosen by
-// addrs. release ends the call's count on that address. 503 model_not_ready when no address is ready.
+// addrs. release ends the call's count on that address. 503 model_not_ready when no address is ready (the
+// predict route then holds a call to a Service instead: hold.go).
 func routeDeployment(namespace string, d *snapshot.Deployment, addrs Addresses) (upstream.Target, func(), *httperr.Error) {
 	notReady := httperr.New(http.StatusServiceUnavailable, httperr.CodeModelNotReady, "The model is not ready yet; retry shortly.", "deployment_id: "+d.ID)
 	notReady.RetryAfter = 1

@@ -1,0 +1,56 @@
+package inference
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/modelgate/modelgate/api/snapshot"
+	"github.com/modelgate/modelgate/gatewayd/httperr"
+)
+
+// Wake routes: ask for the deployment a route names to be started, without a call to hold (DESIGN.md "Model
+// routes": the predict prefixes serve wake too).
+const (
+	RouteProductionWake  = "POST /models/{model_id}/production/wake"
+	RouteDevelopmentWake = "POST /models/{model_id}/development/wake"
+	RouteEnvironmentWake = "POST /models/{model_id}/environments/{env_name}/wake"
+	RouteDeploymentWake  = "POST /models/{model_id}/deployment/{deployment_id}/wake"
+)
+
+// wake serves the wake routes: the caller must be allowed to invoke the model, as for predict. It answers 202
+// with {} once the wake is asked (the manager then scales the deployment to at least one replica), also when the
+// deployment is running already. A url deployment has no replicas to start: its wake is a no-op, still 202.
+// Any body is ignored.
+func (h *Handler) wake(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	var lbl callLabels
+	defer func() {
+		code := strconv.Itoa(sw.code())
+		h.opts.Metrics.requestDuration.WithLabelValues(r.Pattern, code).Observe(time.Since(start).Seconds())
+		if lbl.model != "" {
+			h.opts.Metrics.requests.WithLabelValues(lbl.workspace, "", lbl.model, code).Inc()
+		}
+	}()
+	caller, d, ok := h.authorizeCall(sw, r, &lbl)
+	if !ok {
+		return
+	}
+	if d.Kind == snapshot.DeploymentService && h.opts.Waker != nil {
+		// The Waker logs a failed patch once for every caller that shares it.
+		if err := h.opts.Waker.Wake(r.Context(), wakeTarget(caller.Namespace, d)); err != nil {
+			if r.Context().Err() != nil {
+				sw.WriteHeader(statusClientClosed)
+				return
+			}
+			e := httperr.New(http.StatusServiceUnavailable, httperr.CodeModelNotReady, "The wake could not be requested; retry shortly.", "deployment_id: "+d.ID)
+			e.RetryAfter = 1
+			httperr.WriteError(sw, e)
+			return
+		}
+	}
+	sw.Header().Set("Content-Type", "application/json")
+	sw.WriteHeader(http.StatusAccepted)
+	_, _ = sw.Write([]byte("{}"))
+}
