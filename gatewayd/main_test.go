@@ -104,6 +104,8 @@ type fixtureOpts struct {
 	bodyReadTimeout time.Duration
 	// upstreamTimeout is gatewayd's UpstreamTimeout; its default when zero.
 	upstreamTimeout time.Duration
+	// holdTimeout is gatewayd's HoldTimeout; its default when zero.
+	holdTimeout time.Duration
 }
 
 // tree is a three-level tree: root <- mid <- {leafA, leafB}. limitsOf gives each group's own models.
@@ -148,7 +150,8 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	}
 	f.metricsURL = "http://" + metricsLn.Addr().String()
 	f.gw, err = gatewayd.New(gatewayd.Options{RESTConfig: cfg, Namespaces: []string{ns}, Store: f.store, Clock: f.clock, MetricsListener: metricsLn,
-		MaxInFlightBytesPerKey: o.maxInFlightBytes, BodyReadTimeout: o.bodyReadTimeout, UpstreamTimeout: o.upstreamTimeout})
+		MaxInFlightBytesPerKey: o.maxInFlightBytes, BodyReadTimeout: o.bodyReadTimeout, UpstreamTimeout: o.upstreamTimeout,
+		HoldTimeout: o.holdTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}

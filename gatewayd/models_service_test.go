@@ -88,15 +88,22 @@ type serviceFixture struct {
 	client *http.Client
 }
 
+// A call that finds no ready address is held for the deployment's startup timeout, 1 s here, then answers 503.
 func newServiceFixture(t *testing.T) *serviceFixture {
+	return newServiceFixtureWith(t, 1, 0)
+}
+
+// newServiceFixtureWith is newServiceFixture with the deployment's startupTimeoutSeconds and gatewayd's hold
+// timeout (its default when zero).
+func newServiceFixtureWith(t *testing.T, startupTimeoutSeconds int32, holdTimeout time.Duration) *serviceFixture {
 	t.Helper()
 	key, rec := gatewaytest.NewWorkspaceKey("invoke", "WORKSPACE_INVOKE")
-	f := newFixture(t, fixtureOpts{mode: "INDEPENDENT", workspace: []snapshot.WorkspaceAPIKey{rec}})
+	f := newFixture(t, fixtureOpts{mode: "INDEPENDENT", workspace: []snapshot.WorkspaceAPIKey{rec}, holdTimeout: holdTimeout})
 	f.snap.Models = []snapshot.ServedModel{{ID: svcModel, Environments: []snapshot.EnvironmentRoute{{Name: "production", Deployment: "svc"}}}}
 	// Ready stays false: a service deployment is served by the ready addresses gatewayd watches, whatever the
 	// manager last saw.
 	f.snap.Deployments = []snapshot.Deployment{{ID: "svc", ModelID: svcModel, Kind: snapshot.DeploymentService,
-		Service: svcName, PortName: svcPort, PredictPath: "/predict", Active: true}}
+		Service: svcName, PortName: svcPort, PredictPath: "/predict", Active: true, StartupTimeoutSeconds: startupTimeoutSeconds}}
 	f.publish()
 	// Enough idle connections to gatewayd for the concurrent callers, so they do not churn through ports.
 	tr := &http.Transport{MaxIdleConnsPerHost: 64}
@@ -161,7 +168,7 @@ func (f *serviceFixture) poll(what string, cond func() bool) {
 
 // TestPredictServiceDeployment: calls to a service deployment reach every ready address of its Service's
 // EndpointSlices with bodies unchanged, leave an address once it is not ready, and answer 503 model_not_ready
-// with Retry-After once no slice is left.
+// with Retry-After once no slice is left (after a hold of the deployment's 1 s startup timeout).
 func TestPredictServiceDeployment(t *testing.T) {
 	ip := kubetest.EndpointAddress(t)
 	f := newServiceFixture(t)
