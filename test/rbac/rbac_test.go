@@ -9,8 +9,10 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -24,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gatewayd/wake"
 	"github.com/modelgate/modelgate/test/chart/helmtest"
 )
 
@@ -70,6 +73,7 @@ func TestChartRBAC(t *testing.T) {
 			check{"watch ConfigMaps in another namespace", false, watch(&corev1.ConfigMapList{}, other)},
 			check{"list ConfigMaps in every namespace", false, list(&corev1.ConfigMapList{}, "")},
 			check{"create a Group in another namespace", false, createDeleteGroup(other)},
+			check{"request a wake in another namespace", false, patchWake(other)},
 		))
 	})
 
@@ -189,6 +193,19 @@ func gatewaydChecks(ns string) []check {
 		{"write a snapshot ConfigMap", false, createDeleteConfigMap(ns, false)},
 		{"delete the snapshot ConfigMap", false, func(ctx context.Context, c client.WithWatch) error {
 			return c.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "modelgate-snapshot"}})
+		}},
+		{"request a wake (the wake annotation of a ModelDeployment)", true, patchWake(ns)},
+		{"write ModelDeployment status", false, func(ctx context.Context, c client.WithWatch) error {
+			md := &gatewayv1.ModelDeployment{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "seeded"}, md); err != nil {
+				return fmt.Errorf("setup: %w", err)
+			}
+			md.Status.ObservedGeneration = md.Generation
+			return c.Status().Update(ctx, md)
+		}},
+		{"scale a Deployment (the manager's half of a wake)", false, func(ctx context.Context, c client.WithWatch) error {
+			return c.SubResource("scale").Patch(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "seeded"}},
+				client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"replicas":1}}`)))
 		}},
 		{"write Group status", false, func(ctx context.Context, c client.WithWatch) error {
 			g := &gatewayv1.Group{}
@@ -368,6 +385,8 @@ func seed(ctx context.Context, t *testing.T, admin client.Client) {
 		must(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "modelgate-snapshot", Labels: map[string]string{snapshotLabel: "index"}}})
 		must(&gatewayv1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}})
 		must(group(ns, "seeded"))
+		must(&gatewayv1.ModelDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "seeded"},
+			Spec: gatewayv1.ModelDeploymentSpec{ModelID: "m", Source: gatewayv1.DeploymentSource{URL: "http://model.example"}}})
 	}
 	must(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: releaseNS, Name: otherSecret}})
 	for _, fullname := range []string{"mg-modelgate", "mgall-modelgate", "mgns-modelgate", "modelgate"} {
@@ -477,6 +496,14 @@ func createDeleteConfigMap(ns string, update bool) func(context.Context, client.
 			}
 		}
 		return c.Delete(ctx, cm)
+	}
+}
+
+// patchWake is gatewayd's wake request (gatewayd/wake.Patch): a merge patch of the wake annotation of a
+// ModelDeployment, and nothing else.
+func patchWake(ns string) func(context.Context, client.WithWatch) error {
+	return func(ctx context.Context, c client.WithWatch) error {
+		return wake.Patch(ctx, c, ns, "seeded", time.Now())
 	}
 }
 
