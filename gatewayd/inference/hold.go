@@ -85,8 +85,9 @@ func (h *Handler) hold(w http.ResponseWriter, r *http.Request, caller auth.Calle
 	}()
 
 	if h.opts.Waker != nil {
-		// One patch for every call held for d; its error is the Waker's to log, and the call waits regardless.
-		_ = h.opts.Waker.Wake(ctx, wakeTarget(caller.Namespace, d))
+		// One patch for every call held for d. The call waits for an address, not for the patch; a failed patch
+		// is the Waker's to log.
+		h.opts.Waker.Ask(wakeTarget(caller.Namespace, d))
 	}
 	for {
 		if err := h.opts.Addresses.WaitReady(ctx, caller.Namespace, d.Service, d.PortName); err != nil {

@@ -97,6 +97,9 @@ type entry struct {
 	clock bool
 }
 
+// Asked is a wake patch as Ask returns it.
+type Asked = patch
+
 // patch is one wake patch; err is its result once done is closed.
 type patch struct {
 	at   time.Time
@@ -129,8 +132,20 @@ func (w *Waker) Run(ctx context.Context) {
 // one in flight, or the last one when it began less than MinInterval ago. ctx bounds only the wait: a patch
 // outlives the caller that began it, so a caller that leaves costs no second patch.
 func (w *Waker) Wake(ctx context.Context, t Target) error {
+	p := w.Ask(t)
+	select {
+	case <-p.done:
+		return p.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Ask is Wake without the wait, for a held call, which waits for an address rather than for the patch.
+func (w *Waker) Ask(t Target) *Asked {
 	now := w.opts.Clock.Now()
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	k := key{t.Namespace, t.Deployment}
 	e := w.entries[k]
 	if e == nil {
@@ -138,23 +153,16 @@ func (w *Waker) Wake(ctx context.Context, t Target) error {
 		w.entries[k] = e
 	}
 	w.startClockLocked(e, t, now)
-	p := e.inflight
-	if p == nil {
-		if e.last != nil && now.Sub(e.last.at) < w.opts.MinInterval {
-			p = e.last
-		} else {
-			p = &patch{at: now, done: make(chan struct{})}
-			e.inflight, e.last = p, p
-			go w.send(e, t, p)
-		}
+	if e.inflight != nil {
+		return e.inflight
 	}
-	w.mu.Unlock()
-	select {
-	case <-p.done:
-		return p.err
-	case <-ctx.Done():
-		return ctx.Err()
+	if e.last != nil && now.Sub(e.last.at) < w.opts.MinInterval {
+		return e.last
 	}
+	p := &patch{at: now, done: make(chan struct{})}
+	e.inflight, e.last = p, p
+	go w.send(e, t, p)
+	return p
 }
 
 // send makes patch p of t and publishes its result.

@@ -16,9 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
-	"github.com/modelgate/modelgate/gatewayd/gatewaytest"
+	"github.com/modelgate/modelgate/test/kubetest"
 )
 
 // These tests patch real ModelDeployments on envtest's API server; no manager runs, so nothing reacts to the
@@ -31,14 +32,15 @@ func TestMain(m *testing.M) {
 		// The pure tests still run; the ones that need the API server fail with a clear message.
 		os.Exit(m.Run())
 	}
-	env, err := gatewaytest.StartEnv()
+	env := &envtest.Environment{CRDDirectoryPaths: []string{kubetest.CRDDir()}, ErrorIfCRDPathMissing: true}
+	cfg, err := env.Start()
 	if err != nil {
 		panic(err)
 	}
 	scheme := runtime.NewScheme()
 	_ = corev1.AddToScheme(scheme)
 	_ = gatewayv1.AddToScheme(scheme)
-	if k8s, err = client.NewWithWatch(env.Config, client.Options{Scheme: scheme}); err != nil {
+	if k8s, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme}); err != nil {
 		panic(err)
 	}
 	code := m.Run()
