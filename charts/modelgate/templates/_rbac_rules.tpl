@@ -68,6 +68,7 @@ per-namespace Roles (namespaces listed). docs/rbac.md explains every rule and wh
   resources: [endpointslices]
   verbs: [get, list, watch]
 # The model management routes activate, deactivate, promote, retry and delete models and deployments.
+# patch also carries the wake that held calls and the wake routes ask for: the wake-requested-at annotation only.
 - apiGroups: [gateway.modelgate.io]
   resources: [models, modeldeployments]
   verbs: [get, list, watch, update, patch, delete]
