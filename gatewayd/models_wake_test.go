@@ -293,3 +293,70 @@ func TestWakeHeldClientLeaves(t *testing.T) {
 		t.Fatalf("wake requests = %v, want 1: the clients that left cost no second wake", n)
 	}
 }
+
+// TestWakeRoutes: the wake routes answer 202 {} and ask for one wake between them (read back from the API);
+// whoever may not invoke the model may not wake it either; a url deployment's wake is a no-op.
+func TestWakeRoutes(t *testing.T) {
+	f := newServiceFixtureWith(t, 600, time.Minute)
+	c := crClient(t)
+	changes := f.wakeObjects(c)
+	wake := func(path, auth string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, f.url+path, nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := f.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, path := range []string{"/models/sentiment/production/wake", "/models/sentiment/environments/production/wake", "/models/sentiment/deployment/svc/wake"} {
+		if status, body := wake(path, f.auth); status != http.StatusAccepted || body != "{}" {
+			t.Fatalf("POST %s: %d %s, want 202 {}", path, status, body)
+		}
+	}
+	md := &gatewayv1.ModelDeployment{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "svc"}, md); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := time.Parse(time.RFC3339Nano, md.Annotations[gatewayv1.AnnotationWakeRequestedAt]); err != nil {
+		t.Fatalf("wake annotation after the wake routes: %q (%v)", md.Annotations[gatewayv1.AnnotationWakeRequestedAt], err)
+	}
+	if n := modifications(changes); n != 1 {
+		t.Fatalf("three wakes changed the ModelDeployment %d times, want 1", n)
+	}
+	for _, tc := range []struct {
+		path, auth string
+		status     int
+	}{
+		{"/models/sentiment/production/wake", "", http.StatusUnauthorized},
+		{"/models/nope/production/wake", f.auth, http.StatusNotFound},
+		{"/models/sentiment/deployment/other/wake", f.auth, http.StatusNotFound},
+		{"/models/sentiment/development/wake", f.auth, http.StatusNotFound}, // no development deployment
+	} {
+		if status, body := wake(tc.path, tc.auth); status != tc.status {
+			t.Errorf("POST %s: %d %s, want %d", tc.path, status, body, tc.status)
+		}
+	}
+}
+
+// TestWakeRouteURLDeployment: a url deployment has no replicas to start; its wake answers 202 and patches
+// nothing; a key scoped to another model is refused as predict refuses it.
+func TestWakeRouteURLDeployment(t *testing.T) {
+	f := newModelFixture(t, 0)
+	for _, tc := range []struct {
+		key    string
+		status int
+	}{{"invoke", http.StatusAccepted}, {"invoke-other-model", http.StatusForbidden}} {
+		r := f.post("/models/sentiment/production/wake", "Bearer "+f.keys[tc.key], nil)
+		if r.status != tc.status {
+			t.Errorf("wake as %s: %d %s, want %d", tc.key, r.status, r.body, tc.status)
+		}
+	}
+	if n := f.metric(`modelgate_model_wake_requests_total{model="sentiment",result="ok",workspace="` + f.ns + `"}`); n != 0 {
+		t.Fatalf("wake requests for a url deployment = %v, want 0", n)
+	}
+}
