@@ -125,10 +125,11 @@ func holdVerdict(client context.Context, cause error, d *snapshot.Deployment, ti
 		e.RetryAfter = 1
 		return e
 	case client.Err() != nil:
+		// The client left, or its connection failed (the server cancels the call's context on a failed read).
 		return errClientGone
 	}
-	// Any other read error means the client's connection failed.
-	return errClientGone
+	// The client is there but its body is not HTTP (a broken chunked encoding).
+	return httperr.New(http.StatusBadRequest, httperr.CodeClientError, "Failed to read the request body.", cause.Error())
 }
 
 // heldReadAhead is how far heldBody reads ahead of the forward once the hold has ended.

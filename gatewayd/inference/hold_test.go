@@ -2,6 +2,7 @@ package inference
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"errors"
 	"io"
@@ -12,6 +13,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/modelgate/modelgate/api/snapshot"
+	"github.com/modelgate/modelgate/gatewayd/httperr"
 )
 
 // heldServer runs handler behind a real HTTP server and returns its address.
@@ -130,4 +134,36 @@ func TestHeldBodyStopUnblocks(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("stop did not return while the client was still sending")
 	}
+}
+
+// TestHoldVerdict: why a hold ended decides the answer.
+func TestHoldVerdict(t *testing.T) {
+	d := &snapshot.Deployment{ID: "d1"}
+	live, gone := context.Background(), canceled()
+	for _, tc := range []struct {
+		name       string
+		client     context.Context
+		cause      error
+		status     int
+		code       string
+		retryAfter int64
+	}{
+		{"hold timeout", live, errHoldTimeout, 503, httperr.CodeModelNotReady, holdRetryAfter},
+		{"body over the cap", live, &http.MaxBytesError{Limit: 10}, 413, httperr.CodePayloadTooLarge, 0},
+		{"key holds too many bytes", live, errHeldBytes, 429, httperr.CodeRateLimited, 1},
+		{"client left", gone, context.Canceled, statusClientClosed, httperr.CodeClientError, 0},
+		{"connection failed", gone, io.ErrUnexpectedEOF, statusClientClosed, httperr.CodeClientError, 0},
+		{"broken chunked body", live, errors.New("malformed chunked encoding"), 400, httperr.CodeClientError, 0},
+	} {
+		e := holdVerdict(tc.client, tc.cause, d, time.Minute, 1<<20, 1<<27)
+		if e.Status != tc.status || e.Code != tc.code || e.RetryAfter != tc.retryAfter {
+			t.Errorf("%s: %d %s Retry-After %d, want %d %s %d", tc.name, e.Status, e.Code, e.RetryAfter, tc.status, tc.code, tc.retryAfter)
+		}
+	}
+}
+
+func canceled() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
 }
