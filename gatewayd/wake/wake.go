@@ -97,9 +97,6 @@ type entry struct {
 	clock bool
 }
 
-// Asked is a wake patch as Ask returns it.
-type Asked = patch
-
 // patch is one wake patch; err is its result once done is closed.
 type patch struct {
 	at   time.Time
@@ -132,7 +129,7 @@ func (w *Waker) Run(ctx context.Context) {
 // one in flight, or the last one when it began less than MinInterval ago. ctx bounds only the wait: a patch
 // outlives the caller that began it, so a caller that leaves costs no second patch.
 func (w *Waker) Wake(ctx context.Context, t Target) error {
-	p := w.Ask(t)
+	p := w.ask(t)
 	select {
 	case <-p.done:
 		return p.err
@@ -142,7 +139,10 @@ func (w *Waker) Wake(ctx context.Context, t Target) error {
 }
 
 // Ask is Wake without the wait, for a held call, which waits for an address rather than for the patch.
-func (w *Waker) Ask(t Target) *Asked {
+func (w *Waker) Ask(t Target) { w.ask(t) }
+
+// ask returns the patch that asks for t: the one in flight, the last one within MinInterval, or a new one.
+func (w *Waker) ask(t Target) *patch {
 	now := w.opts.Clock.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
