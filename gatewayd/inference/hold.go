@@ -84,6 +84,20 @@ func (h *Handler) hold(w http.ResponseWriter, r *http.Request, caller auth.Calle
 		}
 	}()
 
+	// Right after gatewayd starts, the watch may not have listed the addresses yet: none seen is not none there.
+	// Wake only a deployment that truly has none.
+	verdict := func() *httperr.Error {
+		return holdVerdict(r.Context(), context.Cause(ctx), d, timeout, h.opts.MaxBodyBytes, h.opts.MaxInFlightBytesPerKey)
+	}
+	select {
+	case <-h.opts.Addresses.Synced():
+	case <-ctx.Done():
+		return upstream.Target{}, nil, hb, verdict()
+	}
+	if t, release, rerr := routeDeployment(caller.Namespace, d, h.opts.Addresses); rerr == nil {
+		hb.endHold()
+		return t, release, hb, nil
+	}
 	if h.opts.Waker != nil {
 		// One patch for every call held for d. The call waits for an address, not for the patch; a failed patch
 		// is the Waker's to log.
@@ -91,7 +105,7 @@ func (h *Handler) hold(w http.ResponseWriter, r *http.Request, caller auth.Calle
 	}
 	for {
 		if err := h.opts.Addresses.WaitReady(ctx, caller.Namespace, d.Service, d.PortName); err != nil {
-			return upstream.Target{}, nil, hb, holdVerdict(r.Context(), context.Cause(ctx), d, timeout, h.opts.MaxBodyBytes, h.opts.MaxInFlightBytesPerKey)
+			return upstream.Target{}, nil, hb, verdict()
 		}
 		// The address may be gone again by now: pick, or wait for the next one.
 		if t, release, rerr := routeDeployment(caller.Namespace, d, h.opts.Addresses); rerr == nil {

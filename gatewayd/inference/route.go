@@ -48,6 +48,8 @@ type Addresses interface {
 	// WaitReady blocks, without polling, until namespace/service has a ready address on the port named
 	// portName, or ctx is done.
 	WaitReady(ctx context.Context, namespace, service, portName string) error
+	// Synced is closed once the watch has listed every address, so that no address means none.
+	Synced() <-chan struct{}
 }
 
 // modelSelector is which deployment of a model a call names: an environment ("production", "development" or a
