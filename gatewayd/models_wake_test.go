@@ -158,7 +158,13 @@ func TestWakeHoldsCallsUntilReady(t *testing.T) {
 	var wg sync.WaitGroup
 	// A failing test leaves no call behind to report after it ended.
 	callCtx, cancelCalls := context.WithCancel(context.Background())
-	t.Cleanup(func() { cancelCalls(); wg.Wait() })
+	t.Cleanup(func() {
+		cancelCalls()
+		for _, pw := range tails {
+			_ = pw.CloseWithError(context.Canceled) // a transport waits for its body writer to end
+		}
+		wg.Wait()
+	})
 	for i := range calls {
 		bodies[i] = []byte(fmt.Sprintf(`{"call":%d,"text":"%s"}`, i, bytes.Repeat([]byte{'a' + byte(i%26)}, 100+i*37)))
 		var body io.Reader = bytes.NewReader(bodies[i])
