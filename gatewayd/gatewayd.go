@@ -31,7 +31,9 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/inference"
 	"github.com/modelgate/modelgate/gatewayd/limits"
+	"github.com/modelgate/modelgate/gatewayd/podlogs"
 	"github.com/modelgate/modelgate/gatewayd/reload"
+	"github.com/modelgate/modelgate/gatewayd/requestlog"
 	"github.com/modelgate/modelgate/gatewayd/state"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 	"github.com/modelgate/modelgate/gatewayd/view"
@@ -114,6 +116,10 @@ type Gateway struct {
 	addrs *discovery.Watcher
 	// lists serves the management API's list routes; nil when the management API is off.
 	lists cache.Cache
+	// requests is this replica's log of predict calls per deployment, and pods reads deployments' pod logs: the
+	// sources of the logs route beyond Events.
+	requests *requestlog.Log
+	pods     podlogs.Reader
 }
 
 // New builds a Gateway without starting anything.
@@ -164,6 +170,9 @@ func New(opts Options) (*Gateway, error) {
 		secrets: upstream.NewSecrets(cs, opts.SecretTTL),
 		mux:     http.NewServeMux(),
 		addrs:   discovery.New(cs, opts.Namespaces),
+		// The host name of a pod is its name: the replica a request line names.
+		requests: requestlog.New(hostname(), 0, 0),
+		pods:     podlogs.New(cs),
 	}
 	g.routes()
 	if opts.Billing != nil {
@@ -185,6 +194,7 @@ func New(opts Options) (*Gateway, error) {
 		MaxInFlightBytesPerKey: opts.MaxInFlightBytesPerKey,
 		BodyReadTimeout:        opts.BodyReadTimeout,
 		Addresses:              g.addrs,
+		RequestLog:             g.requests,
 	}).Register(g.mux)
 	if !opts.DisableManagementAPI {
 		if err := g.mountManagement(); err != nil {

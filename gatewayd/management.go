@@ -3,6 +3,7 @@ package gatewayd
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -56,6 +57,8 @@ func (g *Gateway) mountManagement() error {
 		Usage:                 usageReader{g.opts.Store},
 		Clock:                 g.opts.Clock.Now,
 		ReadYourWritesTimeout: g.opts.ReadYourWritesTimeout,
+		RequestLog:            g.requests,
+		PodLogs:               g.pods,
 	}).Register(g.mux)
 	return nil
 }
@@ -93,4 +96,13 @@ func (u usageReader) DailyUsage(ctx context.Context, namespace, groupID, slug, l
 		return 0, err
 	}
 	return u.store.Count(ctx, limits.BucketKey{Namespace: namespace, Group: groupID, Slug: slug, Type: t, Unit: limits.Day}, now)
+}
+
+// hostname names this replica in the request log: the pod's name in a cluster.
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return "gatewayd"
+	}
+	return h
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/billing"
 	"github.com/modelgate/modelgate/gatewayd/limits"
+	"github.com/modelgate/modelgate/gatewayd/requestlog"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 	"github.com/modelgate/modelgate/gatewayd/view"
 )
@@ -43,6 +44,8 @@ type Options struct {
 	// Addresses picks the ready addresses of model deployments served by a Service; such deployments answer 503
 	// model_not_ready when nil.
 	Addresses Addresses
+	// RequestLog records each predict call that reached a deployment, for the logs route; off when nil.
+	RequestLog *requestlog.Log
 }
 
 // Handler serves the model-call routes.

@@ -37,6 +37,7 @@ func predictSelector(r *http.Request) modelSelector {
 func (h *Handler) predict(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
+	reqID := stampRequestID(sw, r)
 	workspace, model := "", ""
 	defer func() {
 		code := strconv.Itoa(sw.code())
@@ -75,6 +76,7 @@ func (h *Handler) predict(w http.ResponseWriter, r *http.Request) {
 		httperr.WriteError(sw, rerr)
 		return
 	}
+	defer h.logPredict(sw, r, reqID, caller.Namespace, d.ID, start)
 	target, release, rerr := routeDeployment(caller.Namespace, d, h.opts.Addresses)
 	if rerr != nil {
 		httperr.WriteError(sw, rerr)
@@ -87,6 +89,7 @@ func (h *Handler) predict(w http.ResponseWriter, r *http.Request) {
 			header.Set(name, val)
 		}
 	}
+	header.Set(requestIDHeader, reqID)
 	// The body streams to the model as it arrives; bound how long that may take.
 	_ = http.NewResponseController(sw).SetReadDeadline(time.Now().Add(h.opts.BodyReadTimeout))
 	_, err := h.opts.Upstream.Forward(r.Context(), upstream.Request{

@@ -1,6 +1,7 @@
 // Package layers checks that imports in the module only point down the layers of docs/architecture.md:
 //
-//	api -> controllers, webhooks -> gatewayd/{httperr, limits, view, reload, auth, authz, discovery, billing, state}
+//	api -> controllers, webhooks -> gatewayd/{httperr, limits, view, reload, auth, authz, discovery, billing, state,
+//	    requestlog, podlogs}
 //	    -> gatewayd/upstream
 //	    -> gatewayd/inference, gatewayd/rest -> gatewayd -> cmd
 //
@@ -39,9 +40,11 @@ var layers = []layer{
 	{name: "data-plane state and views", prefixes: []string{
 		"gatewayd/httperr", "gatewayd/limits", "gatewayd/view", "gatewayd/reload", "gatewayd/auth",
 		"gatewayd/authz", "gatewayd/discovery", "gatewayd/billing", "gatewayd/state", "gatewayd/version",
+		"gatewayd/requestlog", "gatewayd/podlogs",
 	}, peers: []string{
 		"gatewayd/httperr", "gatewayd/limits", "gatewayd/view", "gatewayd/reload", "gatewayd/auth",
 		"gatewayd/authz", "gatewayd/discovery", "gatewayd/billing", "gatewayd/state", "gatewayd/version",
+		"gatewayd/requestlog", "gatewayd/podlogs",
 	}, dataPlane: true},
 	{name: "forwarding core", prefixes: []string{"gatewayd/upstream"}, dataPlane: true},
 	{name: "handlers", prefixes: []string{"gatewayd/inference", "gatewayd/rest"}, dataPlane: true},

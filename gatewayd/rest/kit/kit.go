@@ -23,6 +23,8 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/authz"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
+	"github.com/modelgate/modelgate/gatewayd/podlogs"
+	"github.com/modelgate/modelgate/gatewayd/requestlog"
 )
 
 // Directory answers from the snapshot gatewayd has loaded.
@@ -59,6 +61,10 @@ type Options struct {
 	MaxBodyBytes int64
 	// Logger is the base logger, put into each request's context. Defaults to the context's logger, if any.
 	Logger logr.Logger
+	// RequestLog is this replica's log of predict calls per deployment, a source of the logs route; none when nil.
+	RequestLog *requestlog.Log
+	// PodLogs reads what a deployment's pods print, a source of the logs route; none when nil.
+	PodLogs podlogs.Reader
 }
 
 // Kit is the shared state of the management routes.
