@@ -1,7 +1,6 @@
 package models
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -149,7 +148,8 @@ func parseLogQuery(req logsRequest, now time.Time) (q logQuery, field, msg strin
 		}
 		re, err := regexp.Compile(req.SearchPattern)
 		if err != nil {
-			return q, "search_pattern", "search_pattern is not a valid regular expression (RE2 syntax): " + errors.Unwrap(err).Error()
+			// A *syntax.Error wraps nothing: its own text says what is wrong, and where.
+			return q, "search_pattern", "search_pattern must be a regular expression in RE2 syntax: " + err.Error()
 		}
 		q.pattern = re
 	}
