@@ -75,6 +75,17 @@ per-namespace Roles (namespaces listed). docs/rbac.md explains every rule and wh
 - apiGroups: [""]
   resources: [events]
   verbs: [get, list, watch]
+# The logs route also reads what a container source's pods print: the manager's Deployment md-<name> (for its
+# selector and controller reference), its pods, and their logs.
+- apiGroups: [apps]
+  resources: [deployments]
+  verbs: [get]
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [list]
+- apiGroups: [""]
+  resources: [pods/log]
+  verbs: [get]
 {{- if eq .Values.gatewayd.secretAccess "namespace" }}
 # secretAccess=namespace: every Secret of a served namespace (Endpoints created through the REST API).
 - apiGroups: [""]
