@@ -82,6 +82,11 @@ bench: ## Run the Go micro-benchmarks, then the side-by-side load harness, which
 	go build -o $(LOCALBIN)/loadbench ./test/loadbench/cmd/loadbench
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" $(LOCALBIN)/loadbench -docs docs/benchmarks.md $(LOADBENCH_FLAGS)
 
+.PHONY: bench-load
+bench-load: ## Only the harness's load rounds (OpenAI route, /production/predict, bare proxy, direct): about 1 minute, prints the table, leaves docs alone.
+	go build -o $(LOCALBIN)/loadbench ./test/loadbench/cmd/loadbench
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" $(LOCALBIN)/loadbench -skip-propagation -skip-scale -stream-duration 200ms $(LOADBENCH_FLAGS)
+
 ##@ Build
 
 .PHONY: build
