@@ -108,6 +108,17 @@ func TestKubeFindsThePods(t *testing.T) {
 	if len(asked) != 2 || asked[0] != "owned-a?"+want || asked[1] != "owned-b?"+want {
 		t.Errorf("owned: pods/log asked for %q, want owned-a and owned-b with %s", asked, want)
 	}
+	// Newest first, the read takes each pod's last lines rather than its first bytes.
+	asked = nil
+	q.Newest = true
+	if _, err := r.Read(ctx, owned, q); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(asked)
+	want = "container=model&sinceTime=2026-03-16T10%3A00%3A00Z&tailLines=5000&timestamps=true"
+	if len(asked) != 2 || asked[0] != "owned-a?"+want || asked[1] != "owned-b?"+want {
+		t.Errorf("owned, newest first: pods/log asked for %q, want owned-a and owned-b with %s", asked, want)
+	}
 	for _, md := range []*gatewayv1.ModelDeployment{foreign, missing, url} {
 		asked = nil
 		if lines, err := r.Read(ctx, md, q); err != nil || len(lines) != 0 || len(asked) != 0 {

@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 )
@@ -47,12 +48,18 @@ type Reader interface {
 	Read(ctx context.Context, md *gatewayv1.ModelDeployment, q Query) ([]Line, error)
 }
 
-// Defaults of Kube.
+// Bounds of what Kube reads per call.
 const (
-	// MaxPods bounds the pods read per call.
+	// MaxPods bounds the pods read.
 	MaxPods = 20
-	// MaxBytesPerPod bounds what is read from one pod's log (pods/log limitBytes).
+	// MaxBytesPerPod bounds what an oldest-first read takes from one pod's log, from the window's start
+	// (pods/log limitBytes).
 	MaxBytesPerPod = 4 << 20
+	// MaxTailLines bounds what a newest-first read takes from one pod's log: its last lines in the window
+	// (pods/log tailLines), so the newest lines are never the ones cut.
+	MaxTailLines = 5000
+	// maxReadPerPod stops a read whatever the server sends.
+	maxReadPerPod = 16 << 20
 )
 
 // Kube reads pod logs with client-go. It needs get on apps deployments, list on pods and get on pods/log.
@@ -61,8 +68,10 @@ type Kube struct{ cs kubernetes.Interface }
 // New returns a Reader over cs.
 func New(cs kubernetes.Interface) *Kube { return &Kube{cs: cs} }
 
-// Read returns the matching lines of every pod of md's Deployment, at most q.Limit per pod. A pod whose log
-// cannot be read (its container has not started) is left out and named in the error, with the others' lines.
+// Read returns the matching lines of every pod of md's Deployment, at most q.Limit per pod: newest first, from
+// the last MaxTailLines lines of each pod in the window; oldest first, from the first MaxBytesPerPod bytes. A pod
+// whose log cannot be read (its container has not started) is left out and named in the error, with the others'
+// lines.
 func (k *Kube) Read(ctx context.Context, md *gatewayv1.ModelDeployment, q Query) ([]Line, error) {
 	if md.Spec.Source.Container == nil {
 		return nil, nil
@@ -104,16 +113,19 @@ func (k *Kube) Read(ctx context.Context, md *gatewayv1.ModelDeployment, q Query)
 
 func (k *Kube) readPod(ctx context.Context, p *corev1.Pod, q Query) ([]Line, error) {
 	since := metav1.NewTime(q.Since)
-	limitBytes := int64(MaxBytesPerPod)
 	// The model's container is the first: the manager makes one container per pod.
-	rc, err := k.cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{
-		Container: p.Spec.Containers[0].Name, Timestamps: true, SinceTime: &since, LimitBytes: &limitBytes,
-	}).Stream(ctx)
+	opts := &corev1.PodLogOptions{Container: p.Spec.Containers[0].Name, Timestamps: true, SinceTime: &since}
+	if q.Newest {
+		opts.TailLines = ptr.To(int64(MaxTailLines))
+	} else {
+		opts.LimitBytes = ptr.To(int64(MaxBytesPerPod))
+	}
+	rc, err := k.cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, opts).Stream(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer rc.Close()
-	return Scan(rc, p.Name, q)
+	return Scan(io.LimitReader(rc, maxReadPerPod), p.Name, q)
 }
 
 // Scan reads a pods/log stream with timestamps (each line "<RFC 3339 time> <message>") and returns the lines of

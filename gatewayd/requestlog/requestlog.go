@@ -40,7 +40,7 @@ type Entry struct {
 // Defaults of New.
 const (
 	DefaultPerDeployment  = 1000
-	DefaultMaxDeployments = 4096
+	DefaultMaxDeployments = 256
 )
 
 // Log holds a ring of entries per (namespace, deployment). It is safe for concurrent use; a write takes the
