@@ -17,7 +17,9 @@ import (
 
 // BenchmarkProxyOverhead compares a non-streamed chat completion sent straight to the fake upstream with the
 // same call through gatewayd (auth, a 5-limit plan, forwarding, usage settling, metrics). The difference is
-// gatewayd's added latency over loopback.
+// gatewayd's added latency over loopback. predict sends the same body to the same server through
+// /models/{model_id}/production/predict with a workspace key (a url deployment with predict path
+// /chat/completions): auth, authz, the route step, the request log and the streamed forward.
 func BenchmarkProxyOverhead(b *testing.B) {
 	startEnv(b)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -36,6 +38,11 @@ func BenchmarkProxyOverhead(b *testing.B) {
 	key, rec := gatewaytest.NewKey("k", "root")
 	s.APIKeys = []snapshot.APIKey{rec}
 	s.Endpoints = []snapshot.Endpoint{{ID: "e", Slug: slug, Targets: []snapshot.Target{{Provider: "OPENAI", BaseURL: up.BaseURL()}}}}
+	invoke, invokeRec := gatewaytest.NewWorkspaceKey("invoke", "WORKSPACE_INVOKE")
+	s.WorkspaceAPIKeys = []snapshot.WorkspaceAPIKey{invokeRec}
+	s.Models = []snapshot.ServedModel{{ID: "bench", Environments: []snapshot.EnvironmentRoute{{Name: "production", Deployment: "v1"}}}}
+	s.Deployments = []snapshot.Deployment{{ID: "v1", ModelID: "bench", Kind: snapshot.DeploymentURL, URL: up.BaseURL(),
+		PredictPath: "/chat/completions", Active: true, Ready: true}}
 	if err := gatewaytest.Publish(ctx, cs, s, 1, 0); err != nil {
 		b.Fatal(err)
 	}
@@ -72,6 +79,11 @@ func BenchmarkProxyOverhead(b *testing.B) {
 	b.Run("gatewayd", func(b *testing.B) {
 		for b.Loop() {
 			call(b, url+"/v1/chat/completions", "Api-Key "+key)
+		}
+	})
+	b.Run("predict", func(b *testing.B) {
+		for b.Loop() {
+			call(b, url+"/models/bench/production/predict", "Api-Key "+invoke)
 		}
 	})
 }
