@@ -409,5 +409,13 @@ func (r *Report) addPredict(cfg Config, rs *rounds) {
 	r.info(fmt.Sprintf("throughput /production/predict ÷ OpenAI route, concurrency %d", c), fmt.Sprintf("%.2f", po))
 	r.info(fmt.Sprintf("throughput /production/predict, concurrency %d", c), fmt.Sprintf("%.0f req/s",
 		withPredict(rs.throughput, rs.predictThroughput, func(_ []Result, pred Result) float64 { return pred.Throughput() })))
-	r.Notes = append(r.Notes, "/production/predict: a WORKSPACE_INVOKE key calls the production environment of a model whose url deployment is the zero-delay upstream with predict path /chat/completions, so the call carries the OpenAI target's body to the same server and the answer (usage included, checked) streams back unchanged. It pays for workspace-key auth, authz, the route step, the request log line and the forward; predict has no limits and no token accounting. Its runs take a place in each round's rotation of the plain targets, and each figure is taken against direct, the bare proxy and the OpenAI route of the same round.")
+	cpu := func(of func(round []Result, pred Result) Result) float64 {
+		return withPredict(rs.throughput, rs.predictThroughput, func(round []Result, pred Result) float64 {
+			return float64(of(round, pred).CPUPerRequest())
+		})
+	}
+	r.info(fmt.Sprintf("CPU per call, concurrency %d (whole process): direct / bare proxy / OpenAI route / /production/predict", c),
+		fmt.Sprintf("%.0f / %.0f / %.0f / %.0f µs", cpu(func(round []Result, _ Result) Result { return round[direct] })/1e3,
+			cpu(func(round []Result, _ Result) Result { return round[proxy] })/1e3, cpu(openAI)/1e3, cpu(predict)/1e3))
+	r.Notes = append(r.Notes, "/production/predict: a WORKSPACE_INVOKE key calls the production environment of a model whose url deployment is the zero-delay upstream with predict path /chat/completions, so the call carries the OpenAI target's body to the same server and the answer (usage included, checked) streams back unchanged. It pays for workspace-key auth, authz, the route step, the request log line and the forward; predict has no limits and no token accounting. Its runs take a place in each round's rotation of the plain targets, and each figure is taken against direct, the bare proxy and the OpenAI route of the same round. CPU per call is the harness process's user and system time over a throughput run divided by its calls (load generator, target and upstream together, so the difference between two targets is their own cost); on a shared machine it moves far less than the wall-time figures.")
 }
