@@ -93,7 +93,7 @@ func (h *Handler) predict(w http.ResponseWriter, r *http.Request) {
 	// The body streams to the model as it arrives; bound how long that may take.
 	_ = http.NewResponseController(sw).SetReadDeadline(time.Now().Add(h.opts.BodyReadTimeout))
 	_, err := h.opts.Upstream.Forward(r.Context(), upstream.Request{
-		Target: target, Body: http.MaxBytesReader(sw, r.Body, h.opts.MaxBodyBytes), ContentLength: r.ContentLength, Header: header,
+		Target: target, Body: predictBody(http.MaxBytesReader(sw, r.Body, h.opts.MaxBodyBytes), r.ContentLength), ContentLength: r.ContentLength, Header: header,
 	}, sw)
 	if err != nil {
 		writeForwardError(sw, r, target.Name, err)
