@@ -82,3 +82,26 @@ func TestScan(t *testing.T) {
 		})
 	}
 }
+
+// FuzzScan: any stream parses without a panic, and every line kept is in the window, matches, and fits the limit.
+func FuzzScan(f *testing.F) {
+	f.Add([]byte(log), int64(0), int64(3), uint8(2), true)
+	f.Add([]byte("2026-03-16T10:00:00.5Z \x00\n\n 2026-03-16T10:00:00Z\n"), int64(-1), int64(1), uint8(1), false)
+	base := time.Date(2026, 3, 16, 10, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, stream []byte, since, until int64, limit uint8, newest bool) {
+		q := Query{Since: base.Add(time.Duration(since) * time.Second), Until: base.Add(time.Duration(until) * time.Second),
+			Limit: int(limit%8) + 1, Newest: newest, Match: func(l Line) bool { return l.Level != "DEBUG" }}
+		lines, err := Scan(strings.NewReader(string(stream)), "p", q)
+		if err != nil {
+			return // a line longer than the scanner's buffer
+		}
+		if len(lines) > q.Limit {
+			t.Fatalf("%d lines, limit %d", len(lines), q.Limit)
+		}
+		for _, l := range lines {
+			if l.Time.Before(q.Since) || l.Time.After(q.Until) || l.Level == "DEBUG" || l.Pod != "p" {
+				t.Fatalf("line %+v is outside the query %+v", l, q)
+			}
+		}
+	})
+}

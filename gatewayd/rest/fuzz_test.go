@@ -88,6 +88,7 @@ func FuzzHandlers(f *testing.F) {
 		{"POST", "api_keys", "", `{"type":"PERSONAL","name":"me"}`},
 		{"DELETE", "api_keys/mgw_fuzzfuzzfuzz", "", ""},
 		{"GET", "spec", "", ""},
+		{"POST", "models/m/deployments/production/logs", "", `{"search_pattern":"(","min_level":"ERROR","direction":"asc","limit":5,"start_epoch_millis":0}`},
 	} {
 		f.Add(s.method, s.path, s.query, []byte(s.body))
 	}
