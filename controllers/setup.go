@@ -50,7 +50,7 @@ type Options struct {
 // +kubebuilder:rbac:groups=gateway.modelgate.io,resources=workspaces;workspaceapikeys;endpoints,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=gateway.modelgate.io,resources=groups/status;apikeys/status;workspaces/status;workspaceapikeys/status;endpoints/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=gateway.modelgate.io,resources=groups/finalizers,verbs=update
-// +kubebuilder:rbac:groups=gateway.modelgate.io,resources=models;modeldeployments,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=gateway.modelgate.io,resources=models;modeldeployments;teams,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=gateway.modelgate.io,resources=models/status;modeldeployments/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=gateway.modelgate.io,resources=modeldeployments/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete

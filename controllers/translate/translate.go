@@ -32,6 +32,7 @@ type Input struct {
 	Endpoints        []gatewayv1.Endpoint
 	Models           []gatewayv1.Model
 	ModelDeployments []gatewayv1.ModelDeployment
+	Teams            []gatewayv1.Team
 }
 
 // Translate builds the snapshot of one workspace. Only what can be served is in it: Ready groups (see
@@ -48,6 +49,7 @@ func Translate(in Input) *snapshot.Snapshot {
 		Endpoints:        []snapshot.Endpoint{},
 		Models:           translateModels(in.Models),
 		Deployments:      translateDeployments(in.ModelDeployments),
+		Teams:            translateTeams(in.Teams),
 	}
 
 	groups := make([]*gatewayv1.Group, len(in.Groups))
@@ -148,16 +150,54 @@ func translateWorkspace(all []gatewayv1.Workspace) snapshot.Workspace {
 	if b := ws.Spec.BillingWebhook; b != nil {
 		out.BillingWebhook = &snapshot.BillingWebhook{URL: b.URL, Secret: secretRef(b.SecretRef, DefaultWebhookSecretEntry)}
 	}
-	if t := ws.Spec.ModelAPITier; t != nil {
-		out.ModelAPITier = &snapshot.ModelAPITier{RequestsPerMinute: t.RequestsPerMinute, TokensPerMinute: t.TokensPerMinute}
+	limits := ws.Spec.ModelAPILimits
+	if limits == nil {
+		limits = ws.Spec.ModelAPITier //nolint:staticcheck // the former name is honoured until it is removed
+	}
+	if limits != nil {
+		out.ModelAPILimits = &snapshot.ModelAPILimits{RequestsPerMinute: limits.RequestsPerMinute, TokensPerMinute: limits.TokensPerMinute}
+	}
+	if ws.Spec.Members != nil {
+		out.MembershipManaged = true
+		out.Members = make([]snapshot.Member, len(ws.Spec.Members))
+		for i, m := range ws.Spec.Members {
+			out.Members[i] = snapshot.Member{UserID: m.UserID, Role: string(m.Role)}
+		}
+		sortMembers(out.Members)
 	}
 	return out
+}
+
+// translateTeams lists the teams that are not being deleted, sorted by ID.
+func translateTeams(in []gatewayv1.Team) []snapshot.Team {
+	var out []snapshot.Team
+	for i := range in {
+		t := &in[i]
+		if t.DeletionTimestamp != nil {
+			continue
+		}
+		st := snapshot.Team{ID: t.Name, Name: t.Spec.DisplayName, Default: t.Spec.Default}
+		for _, m := range t.Spec.Members {
+			st.Members = append(st.Members, snapshot.Member{UserID: m.UserID, Role: string(m.Role)})
+		}
+		sortMembers(st.Members)
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b snapshot.Team) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+func sortMembers(ms []snapshot.Member) {
+	slices.SortFunc(ms, func(a, b snapshot.Member) int { return strings.Compare(a.UserID, b.UserID) })
 }
 
 func translateWorkspaceKey(k *gatewayv1.WorkspaceAPIKey, prefix, hash string) snapshot.WorkspaceAPIKey {
 	out := snapshot.WorkspaceAPIKey{
 		ID: k.Name, Prefix: prefix, Hash: hash, Type: string(k.Spec.Type), Name: k.Spec.DisplayName, TeamID: k.Spec.TeamID,
 		Models: sortedCopy(k.Spec.Models), Environments: sortedCopy(k.Spec.Environments),
+	}
+	if c := k.Spec.CreatedBy; c != nil {
+		out.CreatedBy = &snapshot.KeyCreator{UserID: c.UserID, APIKeyPrefix: c.APIKeyPrefix}
 	}
 	if o := k.Spec.Owner; o != nil {
 		role := o.Role
@@ -170,7 +210,7 @@ func translateWorkspaceKey(k *gatewayv1.WorkspaceAPIKey, prefix, hash string) sn
 }
 
 func translateEndpoint(e *gatewayv1.Endpoint) snapshot.Endpoint {
-	out := snapshot.Endpoint{ID: e.Name, Slug: e.Spec.Slug, Targets: make([]snapshot.Target, len(e.Spec.Targets))}
+	out := snapshot.Endpoint{ID: e.Name, Slug: e.Spec.Slug, Targets: make([]snapshot.Target, len(e.Spec.Targets)), SharedModelAPI: e.Spec.SharedModelAPI}
 	for i, t := range e.Spec.Targets {
 		out.Targets[i] = snapshot.Target{Provider: string(t.Provider), BaseURL: t.BaseURL, TargetModel: t.TargetModel}
 		if t.APIKeySecretRef != nil {

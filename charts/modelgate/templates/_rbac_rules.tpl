@@ -12,7 +12,7 @@ per-namespace Roles (namespaces listed). docs/rbac.md explains every rule and wh
   resources: [apikeys, groups]
   verbs: [get, list, watch, update, patch, delete]
 - apiGroups: [gateway.modelgate.io]
-  resources: [endpoints, modeldeployments, models, workspaceapikeys, workspaces]
+  resources: [endpoints, modeldeployments, models, teams, workspaceapikeys, workspaces]
   verbs: [get, list, watch, update, patch]
 - apiGroups: [gateway.modelgate.io]
   resources: [apikeys/status, endpoints/status, groups/status, modeldeployments/status, models/status, workspaceapikeys/status, workspaces/status]
@@ -61,7 +61,7 @@ per-namespace Roles (namespaces listed). docs/rbac.md explains every rule and wh
   resources: [groups, apikeys, endpoints, workspaceapikeys]
   verbs: [get, list, watch, create, update, patch, delete]
 - apiGroups: [gateway.modelgate.io]
-  resources: [workspaces]
+  resources: [workspaces, teams]
   verbs: [get, list, watch]
 # Model deployments behind a Service are called at the ready addresses of its EndpointSlices, with no kube-proxy hop.
 - apiGroups: [discovery.k8s.io]
