@@ -159,10 +159,11 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, c auth.Caller, req 
 		},
 	}
 	if t == gatewayv1.KeyTypePersonal {
-		// Decide lets only a PERSONAL key create a PERSONAL key, and it is the caller's own.
+		// Decide lets only a member's PERSONAL key create a PERSONAL key, and it is the caller's own; a PERSONAL
+		// key without an owner acts as no member, so o is never nil here.
 		o, p := c.Key.Owner, c.Principal()
 		if o == nil {
-			kit.Forbidden(w, c, authz.Decision{Reason: "Only a PERSONAL key creates a PERSONAL key, for its own owner."})
+			httperr.Write(w, http.StatusInternalServerError, httperr.CodeInternal, "The calling key has no owner.", nil)
 			return
 		}
 		k.Spec.Owner = &gatewayv1.KeyOwner{UserID: o.UserID, Email: o.Email, Name: o.Name, Role: p.OrgRole}
