@@ -36,7 +36,8 @@ type Recorder struct {
 	now   func() time.Time
 	log   logr.Logger
 	mu    sync.Mutex
-	last  map[string]time.Time
+	// last is keyed by (namespace, prefix): a composite key, so the hot path builds no string.
+	last map[[2]string]time.Time
 }
 
 // NewRecorder writes to store, reading the time from now (time.Now when nil) and logging failed writes to log.
@@ -44,7 +45,7 @@ func NewRecorder(store Store, now func() time.Time, log logr.Logger) *Recorder {
 	if now == nil {
 		now = time.Now
 	}
-	return &Recorder{store: store, now: now, log: log, last: map[string]time.Time{}}
+	return &Recorder{store: store, now: now, log: log, last: map[[2]string]time.Time{}}
 }
 
 // sweepAt is the size of the throttle map past which entries older than Interval are dropped.
@@ -58,7 +59,7 @@ func (r *Recorder) Used(namespace, prefix string) {
 		return
 	}
 	now := r.now()
-	id := namespace + "/" + prefix
+	id := [2]string{namespace, prefix}
 	r.mu.Lock()
 	if t, ok := r.last[id]; ok && now.Sub(t) < Interval {
 		r.mu.Unlock()
