@@ -26,10 +26,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/modelgate/modelgate/gatewayd/auth"
+	"github.com/modelgate/modelgate/gatewayd/authz"
 	"github.com/modelgate/modelgate/gatewayd/billing"
 	"github.com/modelgate/modelgate/gatewayd/discovery"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/inference"
+	"github.com/modelgate/modelgate/gatewayd/keyuse"
 	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/gatewayd/reload"
 	"github.com/modelgate/modelgate/gatewayd/state"
@@ -88,6 +90,8 @@ type Options struct {
 	// Registry receives gatewayd's metrics and is served at /metrics; a new registry with the Go and process
 	// collectors when nil.
 	Registry *prometheus.Registry
+	// KeyUse keeps when each workspace key was last used (GET /v1/api_keys last_used_at); in memory when nil.
+	KeyUse keyuse.Store
 	// Billing stores billing events. When set, gatewayd records one per call made with a federated key, serves
 	// GET /v1/gateway/events and delivers the events to each Workspace's billing webhook. Off when nil.
 	Billing billing.Store
@@ -114,6 +118,10 @@ type Gateway struct {
 	addrs *discovery.Watcher
 	// lists serves the management API's list routes; nil when the management API is off.
 	lists cache.Cache
+	// keyUse records workspace keys' last uses; workspaceKeys authenticates workspace keys on every route and
+	// records through it.
+	keyUse        *keyuse.Recorder
+	workspaceKeys auth.Lookup
 }
 
 // New builds a Gateway without starting anything.
@@ -142,6 +150,9 @@ func New(opts Options) (*Gateway, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	if opts.KeyUse == nil {
+		opts.KeyUse = keyuse.NewMemory()
+	}
 	if opts.Registry == nil {
 		opts.Registry = prometheus.NewRegistry()
 		opts.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -164,7 +175,9 @@ func New(opts Options) (*Gateway, error) {
 		secrets: upstream.NewSecrets(cs, opts.SecretTTL),
 		mux:     http.NewServeMux(),
 		addrs:   discovery.New(cs, opts.Namespaces),
+		keyUse:  keyuse.NewRecorder(opts.KeyUse, opts.Clock.Now, opts.Logger.WithName("keyuse")),
 	}
+	g.workspaceKeys = auth.ViewLookup(loader.View).Recording(g.keyUse)
 	g.routes()
 	if opts.Billing != nil {
 		log := opts.Logger.WithName("billing")
@@ -185,6 +198,7 @@ func New(opts Options) (*Gateway, error) {
 		MaxInFlightBytesPerKey: opts.MaxInFlightBytesPerKey,
 		BodyReadTimeout:        opts.BodyReadTimeout,
 		Addresses:              g.addrs,
+		WorkspaceKeys:          g.workspaceKeys,
 	}).Register(g.mux)
 	if !opts.DisableManagementAPI {
 		if err := g.mountManagement(); err != nil {
@@ -223,7 +237,7 @@ func NewWithState(ctx context.Context, opts Options, cfg state.Config) (*Gateway
 	if err != nil {
 		return nil, nil, err
 	}
-	opts.Store, opts.Billing, opts.BillingSpool = st.Limits(), st.Billing(), st.Spool()
+	opts.Store, opts.Billing, opts.BillingSpool, opts.KeyUse = st.Limits(), st.Billing(), st.Spool(), st.KeyUse()
 	g, err := New(opts)
 	if err != nil {
 		return nil, nil, errors.Join(err, st.Close())
@@ -325,13 +339,12 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 // billingCaller authenticates GET /v1/gateway/events with a workspace key allowed to manage the gateway, as
 // the other /v1/gateway routes do.
 func (g *Gateway) billingCaller(r *http.Request) (string, *httperr.Error) {
-	c, refusal := auth.Workspace(r, auth.ViewLookup(g.loader.View))
+	c, refusal := auth.Workspace(r, g.workspaceKeys)
 	if refusal != nil {
 		return "", refusal
 	}
-	if !c.MayManageGateway() {
-		return "", httperr.New(http.StatusForbidden, httperr.CodeForbidden,
-			"This key type may not read billing events; use a WORKSPACE_MANAGE_ALL key or an admin's PERSONAL key.", nil)
+	if dec := c.Decide(authz.ActionManageGateway, authz.Resource{}); !dec.Allowed {
+		return "", httperr.New(http.StatusForbidden, httperr.CodeForbidden, dec.Reason, map[string]string{"key_type": c.Key.Type})
 	}
 	return c.Namespace, nil
 }

@@ -40,6 +40,9 @@ type Options struct {
 	MaxInFlightBytesPerKey int64
 	// Billing records one event per call made with a federated key; off when nil.
 	Billing *billing.Recorder
+	// WorkspaceKeys authenticates workspace keys (gatewayd records their last use through it);
+	// auth.ViewLookup(View) when nil.
+	WorkspaceKeys auth.Lookup
 	// Addresses picks the ready addresses of model deployments served by a Service; such deployments answer 503
 	// model_not_ready when nil.
 	Addresses Addresses
@@ -79,4 +82,9 @@ func (h *Handler) Register(mux *http.ServeMux) {
 }
 
 // workspaceLookup authenticates workspace keys against the view in force.
-func (h *Handler) workspaceLookup() auth.Lookup { return auth.ViewLookup(h.opts.View) }
+func (h *Handler) workspaceLookup() auth.Lookup {
+	if h.opts.WorkspaceKeys != nil {
+		return h.opts.WorkspaceKeys
+	}
+	return auth.ViewLookup(h.opts.View)
+}
