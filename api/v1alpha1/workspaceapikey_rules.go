@@ -80,3 +80,17 @@ func (k *WorkspaceAPIKey) DescribeNameScope() string {
 	}
 	return "among the WORKSPACE_MANAGE_API_KEYS keys of the workspace"
 }
+
+// Reasons of the Events and conditions of teams and membership.
+const (
+	// ReasonKeyRevoked is the Event, on the Workspace, of a PERSONAL key deleted because its owner is no longer a
+	// member.
+	ReasonKeyRevoked = "KeyRevoked"
+	// ReasonCreatedByMigrated is the Event, on a WorkspaceAPIKey, of spec.createdBy filled from AnnotationCreatedBy.
+	ReasonCreatedByMigrated = "CreatedByMigrated"
+	// ReasonCreatedByNotMigrated is the Warning Event of a key whose spec.createdBy could not be filled: the
+	// annotation is unreadable, or the key's stored spec breaks a rule added since (the key keeps working).
+	ReasonCreatedByNotMigrated = "CreatedByNotMigrated"
+	// ReasonDuplicateDefault is the reason of a Team's Ready=False when an older Team is the workspace's default.
+	ReasonDuplicateDefault = "DuplicateDefault"
+)
