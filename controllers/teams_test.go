@@ -332,4 +332,3 @@ func withoutKeyRules(fn func()) {
 	}()
 	fn()
 }
-
