@@ -1,8 +1,10 @@
 package controllers_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"net/http"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -16,6 +18,8 @@ import (
 
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gatewayd"
+	"github.com/modelgate/modelgate/gatewayd/gatewaytest"
 )
 
 // workspaceKey is a WorkspaceAPIKey with a spec prefix and hash (as REST mints them), so it is served without
@@ -28,6 +32,9 @@ func workspaceKey(ns, name string, typ gatewayv1.WorkspaceKeyType, prefix string
 			KeySource: gatewayv1.KeySource{Prefix: prefix, Hash: hex.EncodeToString(sum[:])}},
 	}
 }
+
+// plaintext is the key whose prefix and hash workspaceKey stored.
+func plaintext(k *gatewayv1.WorkspaceAPIKey) string { return k.Spec.Prefix + ".secret-of-" + k.Name }
 
 func personalKey(ns, name, owner, prefix string) *gatewayv1.WorkspaceAPIKey {
 	k := workspaceKey(ns, name, gatewayv1.KeyTypePersonal, prefix)
@@ -115,6 +122,24 @@ var _ = Describe("Deprovisioning", func() {
 		Eventually(servedPrefixes(ns), timeout, poll).Should(ConsistOf(
 			"mgw_alice0000001", "mgw_carol0000001", "mgw_carol0000002", "mgw_teamkey00001"))
 
+		By("calling a real gatewayd, which loads the published snapshots, with carol's key")
+		gw, err := gatewayd.New(gatewayd.Options{RESTConfig: restConfig, Namespaces: []string{ns}})
+		Expect(err).NotTo(HaveOccurred())
+		gctx, stop := context.WithCancel(ctx)
+		DeferCleanup(stop)
+		base, err := gatewaytest.Serve(gctx, gw)
+		Expect(err).NotTo(HaveOccurred())
+		carolStatus := func() int {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/api_keys", nil)
+			Expect(err).NotTo(HaveOccurred())
+			req.Header.Set("Authorization", "Bearer "+plaintext(carol1))
+			resp, err := http.DefaultClient.Do(req)
+			Expect(err).NotTo(HaveOccurred())
+			_ = resp.Body.Close()
+			return resp.StatusCode
+		}
+		Eventually(carolStatus, timeout, poll).Should(Equal(http.StatusOK), "carol's key lists keys while she is a member")
+
 		By("removing carol from the Workspace")
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(ws), ws)).To(Succeed())
 		ws.Spec.Members = members("alice")
@@ -124,6 +149,7 @@ var _ = Describe("Deprovisioning", func() {
 		Eventually(exists(carol2), timeout, poll).Should(BeFalse())
 		// The next snapshot no longer holds carol's prefixes: gatewayd stops authenticating them.
 		Eventually(servedPrefixes(ns), timeout, poll).Should(ConsistOf("mgw_alice0000001", "mgw_teamkey00001"))
+		Eventually(carolStatus, timeout, poll).Should(Equal(http.StatusUnauthorized), "gatewayd no longer authenticates carol's key")
 		Expect(exists(alice)()).To(BeTrue(), "a listed member keeps her key")
 		Expect(exists(teamKey)()).To(BeTrue(), "a team key the removed member created stays")
 		Expect(exists(team)()).To(BeTrue())
