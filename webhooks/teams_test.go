@@ -153,3 +153,39 @@ var _ = Describe("WorkspaceAPIKey names", func() {
 		Expect(warnings).To(BeEmpty())
 	})
 })
+
+var _ = Describe("Workspace members", func() {
+	It("warn of whom an update deprovisions", func() {
+		v := &webhooks.WorkspaceValidator{Reader: k8s}
+		ws := func(ids ...string) *gatewayv1.Workspace {
+			w := &gatewayv1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
+			if ids != nil {
+				w.Spec.Members = []gatewayv1.WorkspaceMember{}
+			}
+			for _, id := range ids {
+				if id != "" {
+					w.Spec.Members = append(w.Spec.Members, gatewayv1.WorkspaceMember{UserID: id, Role: gatewayv1.OrgRoleMember})
+				}
+			}
+			return w
+		}
+		for _, tc := range []struct {
+			old, new *gatewayv1.Workspace
+			want     []string
+		}{
+			{ws(), ws(), nil},
+			{ws(), ws("alice"), []string{"spec.members: Workspace default adopts membership; the manager deletes the PERSONAL keys of every user it does not list"}},
+			{ws("alice", "bob", "carol"), ws("bob"), []string{"spec.members: removing alice, carol deprovisions them; the manager deletes their PERSONAL keys"}},
+			{ws("alice"), ws("alice", "bob"), nil},
+			{ws("alice"), ws(), nil}, // back to unmanaged: nobody is deprovisioned
+		} {
+			warnings, err := v.ValidateUpdate(ctx, tc.old, tc.new)
+			Expect(err).NotTo(HaveOccurred())
+			if tc.want == nil {
+				Expect(warnings).To(BeEmpty())
+			} else {
+				Expect([]string(warnings)).To(Equal(tc.want))
+			}
+		}
+	})
+})
