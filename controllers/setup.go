@@ -51,7 +51,8 @@ type Options struct {
 // +kubebuilder:rbac:groups=gateway.modelgate.io,resources=groups/status;apikeys/status;workspaces/status;workspaceapikeys/status;endpoints/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=gateway.modelgate.io,resources=groups/finalizers,verbs=update
 // +kubebuilder:rbac:groups=gateway.modelgate.io,resources=models;modeldeployments;teams,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=gateway.modelgate.io,resources=models/status;modeldeployments/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=gateway.modelgate.io,resources=models/status;modeldeployments/status;teams/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=gateway.modelgate.io,resources=workspaceapikeys,verbs=delete
 // +kubebuilder:rbac:groups=gateway.modelgate.io,resources=modeldeployments/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=apps,resources=deployments/scale,verbs=get;update;patch
@@ -91,6 +92,13 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		{"ModelDeployment", func() error {
 			return (&ModelDeploymentReconciler{Client: c, Recorder: mgr.GetEventRecorderFor("modelgate-manager"),
 				Probe: opts.Probe, ProbeInterval: opts.ProbeInterval}).setup(mgr, copts)
+		}},
+		{"Team", func() error { return (&TeamReconciler{Client: c}).setup(mgr, copts) }},
+		{"deprovision", func() error {
+			return (&DeprovisionReconciler{Client: c, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorderFor("modelgate-manager")}).setup(mgr, copts)
+		}},
+		{"workspaceapikey-createdby", func() error {
+			return (&KeyCreatorReconciler{Client: c, Recorder: mgr.GetEventRecorderFor("modelgate-manager")}).setup(mgr, copts)
 		}},
 		{"snapshot", func() error {
 			return (&SnapshotReconciler{Client: c, Reader: mgr.GetAPIReader(), ChunkBytes: opts.SnapshotChunkBytes}).setup(mgr, copts)

@@ -136,6 +136,7 @@ type WorkspaceAPIKeySpec struct {
 // +kubebuilder:resource:categories=modelgate
 // +kubebuilder:selectablefield:JSONPath=`.spec.prefix`
 // +kubebuilder:selectablefield:JSONPath=`.status.prefix`
+// +kubebuilder:selectablefield:JSONPath=`.spec.displayName`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.type`
 // +kubebuilder:printcolumn:name="Prefix",type=string,JSONPath=`.status.prefix`
