@@ -89,8 +89,8 @@ func resourceOf(k *gatewayv1.WorkspaceAPIKey) authz.Resource {
 	if k.Spec.Owner != nil {
 		r.KeyOwner = k.Spec.Owner.UserID
 	}
-	if k.Spec.CreatedBy != nil {
-		r.KeyCreatedBy = k.Spec.CreatedBy.UserID
+	if c := k.Creator(); c != nil {
+		r.KeyCreatedBy = c.UserID
 	}
 	return r
 }
