@@ -255,7 +255,7 @@ func TestSharedModelAPIHoldsFederatedKeysToBoth(t *testing.T) {
 	ws := `,workspace="` + f.ns + `"}`
 	for series, want := range map[string]float64{
 		`modelgate_gateway_limit_refusals_total{limit="modelAPILimits.requestsPerMinute"` + ws: 2,
-		`modelgate_gateway_limit_refusals_total{limit="group"` + ws:                             2,
+		`modelgate_gateway_limit_refusals_total{limit="group"` + ws:                            2,
 	} {
 		if got := f.metric(series); got != want {
 			t.Errorf("%s = %v, want %v", series, got, want)
