@@ -1,6 +1,7 @@
 package gatewayd_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/gatewaytest"
 	"github.com/modelgate/modelgate/gatewayd/limits"
+	"github.com/modelgate/modelgate/gatewayd/state/redistest"
 )
 
 // The workspace's model-API tier (Workspace.spec.modelAPILimits) over real sockets: workspace keys on the
@@ -26,9 +28,9 @@ func (f *fixture) chatAs(auth, model string) result {
 
 // tierFixture serves slug (the default Endpoint) and otherSlug, with the given groups and workspace keys, under
 // modelAPILimits {rpm, tpm}; shared marks which of the two Endpoints are shared model APIs.
-func tierFixture(t *testing.T, groups []gatewaytest.Group, keys []snapshot.WorkspaceAPIKey, rpm, tpm int64, shared ...string) *fixture {
+func tierFixture(t *testing.T, store limits.Store, groups []gatewaytest.Group, keys []snapshot.WorkspaceAPIKey, rpm, tpm int64, shared ...string) *fixture {
 	t.Helper()
-	f := newFixture(t, fixtureOpts{mode: "INDEPENDENT", groups: groups, workspace: keys})
+	f := newFixture(t, fixtureOpts{mode: "INDEPENDENT", groups: groups, workspace: keys, store: store})
 	other := f.snap.Endpoints[0]
 	other.ID, other.Slug = "other", otherSlug
 	f.snap.Endpoints = append(f.snap.Endpoints, other)
@@ -42,6 +44,25 @@ func tierFixture(t *testing.T, groups []gatewaytest.Group, keys []snapshot.Works
 	f.snap.Workspace.ModelAPILimits = &snapshot.ModelAPILimits{RequestsPerMinute: rpm, TokensPerMinute: tpm}
 	f.publish()
 	return f
+}
+
+// withStores runs fn with gatewayd on each limit store a deployment runs: the in-process one (nil: the
+// fixture's memory store) and a real redis-server, as several replicas share.
+func withStores(t *testing.T, fn func(t *testing.T, store limits.Store)) {
+	t.Run("memory", func(t *testing.T) { fn(t, nil) })
+	t.Run("redis", func(t *testing.T) {
+		fn(t, limits.NewRedis(redistest.Start(t).Client(), limits.RedisOptions{}))
+	})
+}
+
+// count is the current count of bucket k in the store gatewayd runs with.
+func (f *fixture) count(k limits.BucketKey) int64 {
+	f.t.Helper()
+	n, err := f.limits.Count(context.Background(), k, f.clock.Now())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return n
 }
 
 // detailOf is the detail object of an error answer.
@@ -100,7 +121,7 @@ func wantGroup429(t *testing.T, r result, group string) {
 func TestWorkspaceKeyTierRequests(t *testing.T) {
 	invoke, rec := gatewaytest.NewWorkspaceKey("invoke", "WORKSPACE_INVOKE")
 	all, allRec := gatewaytest.NewWorkspaceKey("all", "WORKSPACE_MANAGE_ALL")
-	f := tierFixture(t, nil, []snapshot.WorkspaceAPIKey{rec, allRec}, 3, 0)
+	f := tierFixture(t, nil, nil, []snapshot.WorkspaceAPIKey{rec, allRec}, 3, 0)
 	for i, c := range []struct{ auth, model string }{
 		{"Bearer " + invoke, slug}, {"Api-Key " + invoke, otherSlug}, {"bearer " + invoke, slug},
 	} {
@@ -135,8 +156,12 @@ func TestWorkspaceKeyTierRequests(t *testing.T) {
 // TestWorkspaceKeyTierTokens: tokensPerMinute refuses once the key's settled tokens reach it (a TOKEN limit
 // admits until exhausted, since a call's cost is known only after its answer).
 func TestWorkspaceKeyTierTokens(t *testing.T) {
+	withStores(t, func(t *testing.T, store limits.Store) { testWorkspaceKeyTierTokens(t, store) })
+}
+
+func testWorkspaceKeyTierTokens(t *testing.T, store limits.Store) {
 	key, rec := gatewaytest.NewWorkspaceKey("invoke", "WORKSPACE_INVOKE")
-	f := tierFixture(t, nil, []snapshot.WorkspaceAPIKey{rec}, 0, 2*tokensPerChat-1)
+	f := tierFixture(t, store, nil, []snapshot.WorkspaceAPIKey{rec}, 0, 2*tokensPerChat-1)
 	for i, model := range []string{slug, otherSlug} {
 		if r := f.chatAs("Bearer "+key, model); r.status != http.StatusOK {
 			t.Fatalf("call %d: status %d with tokens left: %s", i+1, r.status, r.body)
@@ -148,7 +173,7 @@ func TestWorkspaceKeyTierTokens(t *testing.T) {
 		t.Errorf("detail %v, want threshold %d TOKEN", d, 2*tokensPerChat-1)
 	}
 	k := limits.Tier(f.ns, rec.Prefix, 0, 1)[0].Key
-	if got := f.store.Usage(k, f.clock.Now()); got != 2*tokensPerChat {
+	if got := f.count(k); got != 2*tokensPerChat {
 		t.Errorf("tier TOKEN bucket holds %d, want %d", got, 2*tokensPerChat)
 	}
 }
@@ -165,7 +190,7 @@ func TestWorkspaceKeyPermissionsOnModelAPI(t *testing.T) {
 	personalRec.Owner = &snapshot.KeyOwner{UserID: "u1", Role: "MEMBER"}
 	team, teamRec := gatewaytest.NewWorkspaceKey("team", "WORKSPACE_INVOKE")
 	teamRec.TeamID = "blue"
-	f := tierFixture(t, nil, []snapshot.WorkspaceAPIKey{scopedRec, metricsRec, keysRec, personalRec, teamRec}, 100, 0)
+	f := tierFixture(t, nil, nil, []snapshot.WorkspaceAPIKey{scopedRec, metricsRec, keysRec, personalRec, teamRec}, 100, 0)
 	for _, tc := range []struct {
 		name, auth, model string
 		status            int
@@ -198,12 +223,15 @@ func TestWorkspaceKeyPermissionsOnModelAPI(t *testing.T) {
 // does, in the group's envelope of old; a refusal by either charges the other nothing. A non-shared Endpoint
 // ignores the tier.
 func TestSharedModelAPIHoldsFederatedKeysToBoth(t *testing.T) {
+	withStores(t, testSharedModelAPIHoldsFederatedKeysToBoth)
+}
+
+func testSharedModelAPIHoldsFederatedKeysToBoth(t *testing.T, store limits.Store) {
 	groups := []gatewaytest.Group{
 		{ID: "roomy", Models: []gatewayv1.ModelConfig{limited(slug, "REQUEST", "MINUTE", 100), limited(otherSlug, "REQUEST", "MINUTE", 100)}},
 		{ID: "tight", Models: []gatewayv1.ModelConfig{limited(slug, "REQUEST", "MINUTE", 2)}},
 	}
-	f := tierFixture(t, groups, nil, 3, 0, slug)
-	now := f.clock.Now()
+	f := tierFixture(t, store, groups, nil, 3, 0, slug)
 	roomy := limits.BucketKey{Namespace: f.ns, Group: "roomy", Slug: slug, Type: limits.Request, Unit: limits.Minute}
 	tierOf := func(group string) limits.BucketKey {
 		for _, k := range f.snap.APIKeys {
@@ -224,7 +252,7 @@ func TestSharedModelAPIHoldsFederatedKeysToBoth(t *testing.T) {
 		for range 2 {
 			wantTier429(t, f.chat("roomy", slug), "modelAPILimits.requestsPerMinute")
 		}
-		if got := f.store.Usage(roomy, now); got != 3 {
+		if got := f.count(roomy); got != 3 {
 			t.Errorf("group bucket holds %d after tier refusals, want 3: a refused call charges the group nothing", got)
 		}
 	})
@@ -237,7 +265,7 @@ func TestSharedModelAPIHoldsFederatedKeysToBoth(t *testing.T) {
 		for range 2 {
 			wantGroup429(t, f.chat("tight", slug), "tight")
 		}
-		if got := f.store.Usage(tierOf("tight"), now); got != 2 {
+		if got := f.count(tierOf("tight")); got != 2 {
 			t.Errorf("tier bucket holds %d after group refusals, want 2: a refused call charges the tier nothing", got)
 		}
 	})
@@ -248,7 +276,7 @@ func TestSharedModelAPIHoldsFederatedKeysToBoth(t *testing.T) {
 				t.Fatalf("call %d of the non-shared slug: status %d: %s", i+1, r.status, r.body)
 			}
 		}
-		if got := f.store.Usage(tierOf("roomy"), now); got != 3 {
+		if got := f.count(tierOf("roomy")); got != 3 {
 			t.Errorf("tier bucket holds %d, want the 3 shared calls only", got)
 		}
 	})
