@@ -80,14 +80,14 @@ type fixture struct {
 	metricsURL string
 	gw         *gatewayd.Gateway
 	store      *limits.Memory
-	// limits is the store gatewayd runs with: store, or fixtureOpts.store when set.
-	limits   limits.Store
-	clock    *clocktesting.FakePassiveClock
-	upstream *upstream.Server
-	snap     *snapshot.Snapshot
-	version  int64
+	clock      *clocktesting.FakePassiveClock
+	upstream   *upstream.Server
+	snap       *snapshot.Snapshot
+	version    int64
 	// keys maps a group id to the plaintext of its key.
 	keys map[string]string
+	// limits is the store gatewayd runs with: store, or fixtureOpts.store when set.
+	limits limits.Store
 	// stop begins gatewayd's shutdown, as SIGTERM does in cmd/gatewayd; stopped is closed when Serve returns.
 	stop    context.CancelFunc
 	stopped chan struct{}
