@@ -192,3 +192,39 @@ func TestTierTokensPerMinute(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkCheckWithTier measures what the model-API tier adds to a check in the in-memory store: a 5-level chain
+// of 30 limits alone, the same chain followed by a key's two tier limits (a federated key on a shared model API:
+// one more cell to lock), and the tier alone (a workspace key).
+func BenchmarkCheckWithTier(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		ls   []Limit
+	}{
+		{"chain5", chain5("")},
+		{"chain5+tier", append(chain5(""), Tier("ns", "mgk_benchkey0001", 1<<60, 1<<60)...)},
+		{"tier-only", Tier("ns", "mgw_benchkey0001", 1<<60, 1<<60)},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			m := NewMemory()
+			p := bound(b, m, tc.ls...)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if r, _ := m.Admit(ctx, p, t0.Add(time.Duration(i)*time.Millisecond)); !r.Allowed {
+					b.Fatal("refused")
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkRedisAdmitWithTier is BenchmarkCheckWithTier against a real redis-server: the tier adds one header
+// key to the script's MGET and one write.
+func BenchmarkRedisAdmitWithTier(b *testing.B) {
+	b.Run("chain5", func(b *testing.B) { benchRedisAdmit(b, chain5("")) })
+	b.Run("chain5+tier", func(b *testing.B) {
+		benchRedisAdmit(b, append(chain5(""), Tier("ns", "mgk_benchkey0001", 1<<60, 1<<60)...))
+	})
+	b.Run("tier-only", func(b *testing.B) { benchRedisAdmit(b, Tier("ns", "mgw_benchkey0001", 1<<60, 1<<60)) })
+}
