@@ -179,8 +179,8 @@ func testWorkspaceKeyTierTokens(t *testing.T, store limits.Store) {
 }
 
 // TestWorkspaceKeyPermissionsOnModelAPI: authz.Decide decides who may call the model API. A key scoped to one
-// model calls it and gets 403 on another; key types that may not invoke get 403 with the rule; a slug no
-// Endpoint serves is 404.
+// model calls it and gets 403 on another; key types that may not invoke, and environment-scoped keys, get 403
+// with the rule; a team key calls the workspace's Endpoints; a slug no Endpoint serves is 404.
 func TestWorkspaceKeyPermissionsOnModelAPI(t *testing.T) {
 	scoped, scopedRec := gatewaytest.NewWorkspaceKey("scoped", "WORKSPACE_INVOKE")
 	scopedRec.Models = []string{slug}
@@ -190,7 +190,9 @@ func TestWorkspaceKeyPermissionsOnModelAPI(t *testing.T) {
 	personalRec.Owner = &snapshot.KeyOwner{UserID: "u1", Role: "MEMBER"}
 	team, teamRec := gatewaytest.NewWorkspaceKey("team", "WORKSPACE_INVOKE")
 	teamRec.TeamID = "blue"
-	f := tierFixture(t, nil, nil, []snapshot.WorkspaceAPIKey{scopedRec, metricsRec, keysRec, personalRec, teamRec}, 100, 0)
+	staging, stagingRec := gatewaytest.NewWorkspaceKey("staging", "WORKSPACE_INVOKE")
+	stagingRec.Environments = []string{"staging"}
+	f := tierFixture(t, nil, nil, []snapshot.WorkspaceAPIKey{scopedRec, metricsRec, keysRec, personalRec, teamRec, stagingRec}, 100, 0)
 	for _, tc := range []struct {
 		name, auth, model string
 		status            int
@@ -203,6 +205,8 @@ func TestWorkspaceKeyPermissionsOnModelAPI(t *testing.T) {
 		{"key-management key", "Api-Key " + keys, slug, 403, "WORKSPACE_MANAGE_API_KEYS keys manage keys and list teams and models; they cannot invoke or manage models."},
 		{"member's personal key", "Bearer " + personal, otherSlug, 200, ""},
 		{"team key", "Bearer " + team, otherSlug, 200, ""},
+		// An Endpoint serves no environment, and an environment-scoped key calls only the environments it names.
+		{"environment-scoped key", "Bearer " + staging, slug, 403, "This key is not scoped to the environment."},
 		{"unknown slug", "Bearer " + personal, "no/such", 404, ""},
 	} {
 		r := f.chatAs(tc.auth, tc.model)

@@ -1,5 +1,5 @@
-// Package inference serves model calls: the OpenAI-compatible routes for federated keys and the predict route
-// for workspace keys. A handler authenticates (gatewayd/auth), resolves the call to an upstream target through
+// Package inference serves model calls: the OpenAI-compatible routes for federated and workspace keys, and the
+// predict routes for workspace keys. A handler authenticates (gatewayd/auth), resolves the call to an upstream target through
 // the view (route.go), admits it against the limits, forwards it with gatewayd/upstream, settles tokens, and
 // records metrics and the billing event. It maps every refusal and upstream failure onto the one envelope of
 // gatewayd/httperr; the forwarding core itself never writes an error answer.
