@@ -49,6 +49,8 @@ type Options struct {
 type Handler struct {
 	opts     Options
 	inflight *inflight
+	// lookup finds workspace keys in the view in force, made once so a call allocates no closure for it.
+	lookup auth.Lookup
 }
 
 // Defaults of Options.
@@ -65,7 +67,7 @@ func New(opts Options) *Handler {
 	if opts.MaxInFlightBytesPerKey <= 0 {
 		opts.MaxInFlightBytesPerKey = DefaultMaxInFlightBytesPerKey
 	}
-	return &Handler{opts: opts, inflight: newInflight(opts.MaxInFlightBytesPerKey)}
+	return &Handler{opts: opts, inflight: newInflight(opts.MaxInFlightBytesPerKey), lookup: auth.ViewLookup(opts.View)}
 }
 
 // Register adds the model-call routes to mux.

@@ -48,7 +48,7 @@ func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c
 	ctx := r.Context()
 	log := logr.FromContextOrDiscard(ctx)
 	v := h.opts.View()
-	key, caller, aerr := auth.ModelAPI(r, v, auth.ViewLookup(func() *view.View { return v }))
+	key, caller, aerr := auth.ModelAPI(r, v, h.lookup)
 	if aerr != nil {
 		httperr.WriteError(w, aerr)
 		return
