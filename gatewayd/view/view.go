@@ -256,6 +256,11 @@ func Build(s *snapshot.Snapshot, version int64, checksum string, store limits.St
 		ns.keys = append(ns.keys, &Key{ID: k.ID, Prefix: k.Prefix, Hash: hash, Group: g})
 	}
 	tier := tierOf(s)
+	// Bound tier plans of the view being served stay valid while the tier is the same: they name the same buckets.
+	var prevTier map[string]*limits.Plan
+	if prev != nil && prev.Snapshot != nil && slices.Equal(tierOf(prev.Snapshot), tier) {
+		prevTier = prev.tier
+	}
 	for i := range s.WorkspaceAPIKeys {
 		k := &s.WorkspaceAPIKeys[i]
 		hash, err := parseKey(k.Prefix, k.Hash)
@@ -265,9 +270,12 @@ func Build(s *snapshot.Snapshot, version int64, checksum string, store limits.St
 		ns.workspaceKeys = append(ns.workspaceKeys, &WorkspaceKey{ID: k.ID, Namespace: s.Namespace, Prefix: k.Prefix,
 			Hash: hash, Record: k})
 		if tier != nil {
-			plan := &limits.Plan{Limits: limits.Tier(s.Namespace, k.Prefix, tier[0], tier[1])}
-			if err := store.Bind(plan); err != nil {
-				return nil, fmt.Errorf("failed to bind the model-API tier of workspace key %s: %w", k.ID, err)
+			plan := prevTier[k.Prefix]
+			if plan == nil {
+				plan = &limits.Plan{Limits: limits.Tier(s.Namespace, k.Prefix, tier[0], tier[1])}
+				if err := store.Bind(plan); err != nil {
+					return nil, fmt.Errorf("failed to bind the model-API tier of workspace key %s: %w", k.ID, err)
+				}
 			}
 			if ns.tier == nil {
 				ns.tier = make(map[string]*limits.Plan, len(s.WorkspaceAPIKeys))
@@ -291,10 +299,25 @@ func Build(s *snapshot.Snapshot, version int64, checksum string, store limits.St
 		ns.Endpoints[e.Slug] = &Endpoint{ID: e.ID, Slug: e.Slug, BaseURL: base, TargetModel: t.TargetModel,
 			Secret: t.APIKeySecret, Timeout: time.Duration(e.TimeoutMillis) * time.Millisecond, SharedModelAPI: e.SharedModelAPI}
 	}
-	if err := ns.bindShared(s, store); err != nil {
+	if err := ns.bindShared(s, store, prev); err != nil {
 		return nil, err
 	}
 	return ns, nil
+}
+
+// sameShared is true when every slug of g is a shared model API in ns exactly when it was in prev.
+func sameShared(ns, prev *Namespace, g *Group) bool {
+	for slug := range g.Models {
+		if isShared(ns, slug) != isShared(prev, slug) {
+			return false
+		}
+	}
+	return true
+}
+
+func isShared(ns *Namespace, slug string) bool {
+	e := ns.Endpoints[slug]
+	return e != nil && e.SharedModelAPI
 }
 
 // tierOf is the Workspace's model-API tier as {requests, tokens} per minute, nil when it sets none.
@@ -309,14 +332,29 @@ func tierOf(s *snapshot.Snapshot) []int64 {
 // bindShared gives each federated key, for each slug of its group served by a shared model API Endpoint, a plan
 // of the group's limits followed by the key's tier limits. Group limits come first, so when both are exhausted
 // the 429 names the group's, as it did before the Endpoint was shared.
-func (ns *Namespace) bindShared(s *snapshot.Snapshot, store limits.Store) error {
+//
+// A key of prev (the view being served) keeps its plans when nothing they are made of changed: the same group
+// (reused unchanged, so the same group plans), prefix and tier, and the same shared flag on each of its slugs. A
+// load after a small change then binds few plans, not one per key.
+func (ns *Namespace) bindShared(s *snapshot.Snapshot, store limits.Store, prev *Namespace) error {
 	tier := tierOf(s)
 	if tier == nil {
 		return nil
 	}
+	var before map[string]*Key
+	if prev != nil && prev.Snapshot != nil && slices.Equal(tierOf(prev.Snapshot), tier) {
+		before = make(map[string]*Key, len(prev.keys))
+		for _, k := range prev.keys {
+			before[k.ID] = k
+		}
+	}
 	for _, k := range ns.keys {
+		if old := before[k.ID]; old != nil && old.Group == k.Group && old.Prefix == k.Prefix && sameShared(ns, prev, k.Group) {
+			k.Shared = old.Shared
+			continue
+		}
 		for slug, m := range k.Group.Models {
-			if e := ns.Endpoints[slug]; e == nil || !e.SharedModelAPI {
+			if !isShared(ns, slug) {
 				continue
 			}
 			plan := &limits.Plan{Limits: slices.Concat(m.Plan.Limits, limits.Tier(s.Namespace, k.Prefix, tier[0], tier[1]))}
