@@ -1,5 +1,5 @@
-// Package inference serves model calls: the OpenAI-compatible routes for federated keys and the predict route
-// for workspace keys. A handler authenticates (gatewayd/auth), resolves the call to an upstream target through
+// Package inference serves model calls: the OpenAI-compatible routes for federated and workspace keys, and the
+// predict routes for workspace keys. A handler authenticates (gatewayd/auth), resolves the call to an upstream target through
 // the view (route.go), admits it against the limits, forwards it with gatewayd/upstream, settles tokens, and
 // records metrics and the billing event. It maps every refusal and upstream failure onto the one envelope of
 // gatewayd/httperr; the forwarding core itself never writes an error answer.
@@ -52,6 +52,9 @@ type Options struct {
 type Handler struct {
 	opts     Options
 	inflight *inflight
+	// lookup authenticates workspace keys (Options.WorkspaceKeys, or the view in force), made once so a call
+	// allocates no closure for it.
+	lookup auth.Lookup
 }
 
 // Defaults of Options.
@@ -68,7 +71,11 @@ func New(opts Options) *Handler {
 	if opts.MaxInFlightBytesPerKey <= 0 {
 		opts.MaxInFlightBytesPerKey = DefaultMaxInFlightBytesPerKey
 	}
-	return &Handler{opts: opts, inflight: newInflight(opts.MaxInFlightBytesPerKey)}
+	lookup := opts.WorkspaceKeys
+	if lookup == nil {
+		lookup = auth.ViewLookup(opts.View)
+	}
+	return &Handler{opts: opts, inflight: newInflight(opts.MaxInFlightBytesPerKey), lookup: lookup}
 }
 
 // Register adds the model-call routes to mux.
@@ -81,10 +88,3 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	}
 }
 
-// workspaceLookup authenticates workspace keys against the view in force.
-func (h *Handler) workspaceLookup() auth.Lookup {
-	if h.opts.WorkspaceKeys != nil {
-		return h.opts.WorkspaceKeys
-	}
-	return auth.ViewLookup(h.opts.View)
-}

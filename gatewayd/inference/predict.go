@@ -45,7 +45,7 @@ func (h *Handler) predict(w http.ResponseWriter, r *http.Request) {
 			h.opts.Metrics.requests.WithLabelValues(workspace, "", model, code).Inc()
 		}
 	}()
-	caller, aerr := auth.Workspace(r, h.workspaceLookup())
+	caller, aerr := auth.Workspace(r, h.lookup)
 	if aerr != nil {
 		httperr.WriteError(sw, aerr)
 		return
