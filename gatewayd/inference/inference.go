@@ -87,4 +87,3 @@ func (h *Handler) Register(mux *http.ServeMux) {
 		mux.HandleFunc(route, h.predict)
 	}
 }
-
