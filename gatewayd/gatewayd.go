@@ -25,8 +25,10 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
+	"github.com/modelgate/modelgate/api/stats"
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/billing"
+	"github.com/modelgate/modelgate/gatewayd/concurrency"
 	"github.com/modelgate/modelgate/gatewayd/discovery"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/inference"
@@ -114,6 +116,8 @@ type Gateway struct {
 	addrs *discovery.Watcher
 	// lists serves the management API's list routes; nil when the management API is off.
 	lists cache.Cache
+	// calls counts the calls in flight per model deployment, served to the autoscaler on the metrics listener.
+	calls *concurrency.Tracker
 }
 
 // New builds a Gateway without starting anything.
@@ -164,6 +168,7 @@ func New(opts Options) (*Gateway, error) {
 		secrets: upstream.NewSecrets(cs, opts.SecretTTL),
 		mux:     http.NewServeMux(),
 		addrs:   discovery.New(cs, opts.Namespaces),
+		calls:   concurrency.New(opts.Clock, 0),
 	}
 	g.routes()
 	if opts.Billing != nil {
@@ -185,6 +190,7 @@ func New(opts Options) (*Gateway, error) {
 		MaxInFlightBytesPerKey: opts.MaxInFlightBytesPerKey,
 		BodyReadTimeout:        opts.BodyReadTimeout,
 		Addresses:              g.addrs,
+		Concurrency:            g.calls,
 	}).Register(g.mux)
 	if !opts.DisableManagementAPI {
 		if err := g.mountManagement(); err != nil {
@@ -284,6 +290,8 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	if g.opts.MetricsListener != nil {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", g.metricsHandler())
+		// Internal too: the autoscaler's view of every workspace's calls in flight (api/stats).
+		mux.Handle("GET "+stats.Path, g.calls)
 		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 		go func() { _ = msrv.Serve(g.opts.MetricsListener) }()
 		defer msrv.Close()

@@ -39,9 +39,11 @@ var layers = []layer{
 	{name: "data-plane state and views", prefixes: []string{
 		"gatewayd/httperr", "gatewayd/limits", "gatewayd/view", "gatewayd/reload", "gatewayd/auth",
 		"gatewayd/authz", "gatewayd/discovery", "gatewayd/billing", "gatewayd/state", "gatewayd/version",
+		"gatewayd/concurrency",
 	}, peers: []string{
 		"gatewayd/httperr", "gatewayd/limits", "gatewayd/view", "gatewayd/reload", "gatewayd/auth",
 		"gatewayd/authz", "gatewayd/discovery", "gatewayd/billing", "gatewayd/state", "gatewayd/version",
+		"gatewayd/concurrency",
 	}, dataPlane: true},
 	{name: "forwarding core", prefixes: []string{"gatewayd/upstream"}, dataPlane: true},
 	{name: "handlers", prefixes: []string{"gatewayd/inference", "gatewayd/rest"}, dataPlane: true},
