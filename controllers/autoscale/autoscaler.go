@@ -44,7 +44,8 @@ type Autoscaler struct {
 	// Interval between rounds; DefaultInterval when zero.
 	Interval time.Duration
 
-	mu sync.Mutex
+	once sync.Once
+	mu   sync.Mutex
 	// windows hold, per deployment, the replicas demand asked for over its scale-down delay.
 	windows map[types.NamespacedName]*Window
 }
@@ -52,7 +53,9 @@ type Autoscaler struct {
 // NeedLeaderElection makes the autoscaler run on the leader only.
 func (a *Autoscaler) NeedLeaderElection() bool { return true }
 
-func (a *Autoscaler) defaults() {
+func (a *Autoscaler) defaults() { a.once.Do(a.setDefaults) }
+
+func (a *Autoscaler) setDefaults() {
 	if a.Clock == nil {
 		a.Clock = clock.RealClock{}
 	}
