@@ -290,6 +290,73 @@ func TestAutoscaler(t *testing.T) {
 	eventually(t, "the Deployment back at 1 replica", func() error { return expectReplicas(c, ns, wl, 1) })
 	eventually(t, "auto-v1 WAKING_UP", func() error { return expectStatus(c, ns, md.Name, gatewayv1.StatusWakingUp, "True/WakingUp") })
 	expectNeverScaledDown(t, c, never)
+
+	t.Log("a service source scales its scaleTargetRef through the scale subresource, within its environment's autoscaling")
+	byo := &slowModel{release: make(chan struct{})}
+	bln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bsrv := &http.Server{Handler: byo}
+	go func() { _ = bsrv.Serve(bln) }()
+	defer bsrv.Close()
+	byoPort := int32(bln.Addr().(*net.TCPAddr).Port)
+	labels := map[string]string{"app": "vllm"}
+	create(t, c, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vllm"},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "vllm", Image: "vllm/vllm-openai:v0.9.0"}}}}},
+	})
+	create(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vllm"},
+		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Name: "openai", Port: byoPort}}}})
+	// The EndpointSlice controller would write this for the ready pod of vllm.
+	create(t, c, endpointSlice(ns, "vllm-1", "vllm", "openai", host, byoPort, true))
+	// The deployment's own autoscaling allows one replica; production's allows four at five calls each, and wins.
+	create(t, c, &gatewayv1.ModelDeployment{ObjectMeta: metav1.ObjectMeta{Name: "byo-v1", Namespace: ns},
+		Spec: gatewayv1.ModelDeploymentSpec{ModelID: "byo", StartupTimeoutSeconds: 30,
+			Source: gatewayv1.DeploymentSource{Service: &gatewayv1.ServiceSource{Name: "vllm", Port: byoPort,
+				ScaleTargetRef: &gatewayv1.ScaleTargetRef{APIVersion: "apps/v1", Kind: "Deployment", Name: "vllm"}}}}})
+	create(t, c, &gatewayv1.Model{ObjectMeta: metav1.ObjectMeta{Name: "byo", Namespace: ns},
+		Spec: gatewayv1.ModelSpec{Environments: []gatewayv1.ModelEnvironment{{Name: "production", Deployment: "byo-v1",
+			Autoscaling: &gatewayv1.Autoscaling{MaxReplica: ptr.To[int32](4), ConcurrencyTarget: ptr.To[int32](5)}}}}})
+	eventually(t, "byo-v1 ACTIVE", func() error { return expectStatus(c, ns, "byo-v1", gatewayv1.StatusActive, "") })
+	byoPredict := func() (int, error) {
+		req, _ := http.NewRequest(http.MethodPost, gatewayURLs[1]+"/models/byo/production/predict", strings.NewReader(`{"x":1}`))
+		req.Header.Set("Authorization", "Bearer "+s.APIKey)
+		resp, err := (&http.Client{Timeout: 10 * time.Minute}).Do(req)
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode, nil
+	}
+	eventually(t, "a call to byo through gatewayd", func() error {
+		if code, err := byoPredict(); err != nil || code != http.StatusOK {
+			return fmt.Errorf("answered %d, %v", code, err)
+		}
+		return nil
+	})
+	byo.hold.Store(true)
+	var byoCalls sync.WaitGroup
+	for range 12 {
+		byoCalls.Go(func() {
+			if code, err := byoPredict(); err != nil || code != http.StatusOK {
+				t.Errorf("held byo call answered %d, %v", code, err)
+			}
+		})
+	}
+	eventually(t, "12 calls in progress at vllm", func() error {
+		if n := byo.inProgress.Load(); n != 12 {
+			return fmt.Errorf("%d in progress", n)
+		}
+		return nil
+	})
+	step()
+	eventually(t, "vllm scaled to ceil(12/5) = 3 through its scale subresource", func() error { return expectReplicas(c, ns, "vllm", 3) })
+	close(byo.release)
+	byoCalls.Wait()
 }
 
 // expectNeverScaledDown: a deployment that has never been ready keeps its one replica whatever the clock says.
