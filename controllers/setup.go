@@ -114,6 +114,9 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 			if a.Reader == nil {
 				a.Reader = mgr.GetAPIReader()
 			}
+			if a.Recorder == nil {
+				a.Recorder = mgr.GetEventRecorderFor("modelgate-autoscaler")
+			}
 			return mgr.Add(a)
 		}},
 		{"snapshot", func() error {

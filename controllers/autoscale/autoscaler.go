@@ -16,6 +16,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -43,6 +44,8 @@ type Autoscaler struct {
 	Clock clock.WithTicker
 	// Interval between rounds; DefaultInterval when zero.
 	Interval time.Duration
+	// Recorder, when set, records an Event on a ModelDeployment for each change of its replicas.
+	Recorder record.EventRecorder
 
 	once sync.Once
 	mu   sync.Mutex
@@ -222,8 +225,14 @@ func (a *Autoscaler) record(ctx context.Context, md *gatewayv1.ModelDeployment, 
 	if err != nil {
 		return err
 	}
-	if err := a.Client.Patch(ctx, md, client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
+	if err := a.Client.Patch(ctx, md, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
 		return fmt.Errorf("failed to record the autoscaler's decision on ModelDeployment %s/%s: %w", md.Namespace, md.Name, err)
+	}
+	if a.Recorder != nil {
+		a.Recorder.Eventf(md, corev1.EventTypeNormal, d.Reason, "%d → %d replica(s): %s", current, d.Replicas, d.Message)
 	}
 	return nil
 }
@@ -232,13 +241,22 @@ func (a *Autoscaler) record(ctx context.Context, md *gatewayv1.ModelDeployment, 
 // complete is false when a replica did not answer. It fails when there is no replica to read: without gatewayd
 // there is no demand to measure, and a misnamed Service must not scale everything to zero.
 func (a *Autoscaler) readDemand(ctx context.Context) (map[types.NamespacedName]int64, bool, error) {
-	addrs, err := a.replicas(ctx)
-	if err != nil {
-		return nil, false, err
+	var slices discoveryv1.EndpointSliceList
+	if err := a.Reader.List(ctx, &slices, client.InNamespace(a.StatsService.Namespace),
+		client.MatchingLabels{discoveryv1.LabelServiceName: a.StatsService.Name}); err != nil {
+		return nil, false, fmt.Errorf("failed to list the EndpointSlices of gatewayd's Service %s: %w", a.StatsService, err)
 	}
+	addrs := Addresses(slices.Items)
 	if len(addrs) == 0 {
 		return nil, false, fmt.Errorf("no ready endpoint on port %q of gatewayd's Service %s", stats.PortName, a.StatsService)
 	}
+	demand, complete := a.demandOf(ctx, addrs)
+	return demand, complete, nil
+}
+
+// demandOf reads the stats of every address at once and sums the demand per deployment; complete is false when
+// one did not answer.
+func (a *Autoscaler) demandOf(ctx context.Context, addrs []string) (map[types.NamespacedName]int64, bool) {
 	type answer struct {
 		s   stats.Stats
 		err error
@@ -263,19 +281,18 @@ func (a *Autoscaler) readDemand(ctx context.Context) (map[types.NamespacedName]i
 			demand[types.NamespacedName{Namespace: d.Namespace, Name: d.DeploymentID}] += d.Demand()
 		}
 	}
-	return demand, complete, nil
+	return demand, complete
 }
 
-// replicas are the ready addresses (host:port) of StatsService's port stats.PortName.
-func (a *Autoscaler) replicas(ctx context.Context) ([]string, error) {
-	var slices discoveryv1.EndpointSliceList
-	if err := a.Reader.List(ctx, &slices, client.InNamespace(a.StatsService.Namespace),
-		client.MatchingLabels{discoveryv1.LabelServiceName: a.StatsService.Name}); err != nil {
-		return nil, fmt.Errorf("failed to list the EndpointSlices of gatewayd's Service %s: %w", a.StatsService, err)
-	}
+// Addresses are the ready endpoints (host:port) on port stats.PortName of a Service's EndpointSlices, each once
+// (an endpoint may sit in two slices while the EndpointSlice controller moves it).
+func Addresses(slices []discoveryv1.EndpointSlice) []string {
 	seen := map[string]bool{}
 	var out []string
-	for _, sl := range slices.Items {
+	for _, sl := range slices {
+		if sl.AddressType != discoveryv1.AddressTypeIPv4 && sl.AddressType != discoveryv1.AddressTypeIPv6 {
+			continue
+		}
 		port := int32(0)
 		for _, p := range sl.Ports {
 			if p.Name != nil && *p.Name == stats.PortName && p.Port != nil && (p.Protocol == nil || *p.Protocol == corev1.ProtocolTCP) {
@@ -296,7 +313,7 @@ func (a *Autoscaler) replicas(ctx context.Context) ([]string, error) {
 			}
 		}
 	}
-	return out, nil
+	return out
 }
 
 // read GETs one replica's stats.

@@ -215,6 +215,18 @@ func TestAutoscaler(t *testing.T) {
 		t.Fatalf("after one round with 40 calls in flight: decision %q, want 4", got)
 	}
 	eventually(t, "the Deployment at 4 replicas", func() error { return expectReplicas(c, ns, wl, 4) })
+	eventually(t, "a ScaleUp Event on auto-v1", func() error {
+		var events corev1.EventList
+		if err := c.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.InvolvedObject.Name == md.Name && e.Reason == "ScaleUp" && strings.HasPrefix(e.Message, "1 → 4 replica(s)") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no ScaleUp Event among %d", len(events.Items))
+	})
 	reportWorkload(t, c, ns, wl, 4)
 
 	t.Log("the count stays up while the calls continue, past the scale-down delay")
