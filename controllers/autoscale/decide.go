@@ -143,7 +143,7 @@ func Recorded(md *gatewayv1.ModelDeployment) (int32, bool) {
 }
 
 // Replicas is what md runs with bounds b: none while inactive or scaled down; else the autoscaler's last
-// decision within the bounds, or minReplica and at least one before it decided anything (a new deployment
+// decision since the last scale-down within the bounds, or minReplica and at least one before it decided anything (a new deployment
 // starts one replica, so that it is ready once before it may scale to zero); and at least one while a wake is
 // pending.
 func Replicas(md *gatewayv1.ModelDeployment, b Bounds) int32 {
@@ -152,6 +152,11 @@ func Replicas(md *gatewayv1.ModelDeployment, b Bounds) int32 {
 		return 0
 	}
 	n, ok := Recorded(md)
+	if down := AnnotationTime(md, gatewayv1.AnnotationScaledDownAt); ok && !down.IsZero() && !AnnotationTime(md, AnnotationScaledUpAt).After(down) {
+		// Decided before the last scale-down (the first decision after one is always a scale-up): stale once
+		// woken, so a deployment that served 4 replicas before a promotion wakes to one, not four.
+		ok = false
+	}
 	if !ok {
 		n = max(b.Min, 1)
 	}

@@ -142,6 +142,10 @@ func TestReplicas(t *testing.T) {
 			gatewayv1.AnnotationScaledDownAt: ts(0), gatewayv1.AnnotationWakeRequestedAt: ts(time.Second)}, b, 1},
 		{"a wake before the scale-down is spent", false, true, map[string]string{AnnotationReplicas: "0",
 			gatewayv1.AnnotationScaledDownAt: ts(time.Second), gatewayv1.AnnotationWakeRequestedAt: ts(0)}, b, 0},
+		{"a decision before the last scale-down is spent once woken", false, true, map[string]string{AnnotationReplicas: "4",
+			AnnotationScaledUpAt: ts(0), gatewayv1.AnnotationScaledDownAt: ts(time.Second), gatewayv1.AnnotationWakeRequestedAt: ts(2 * time.Second)}, b, 1},
+		{"a decision after the wake stands", false, true, map[string]string{AnnotationReplicas: "3", gatewayv1.AnnotationScaledDownAt: ts(0),
+			gatewayv1.AnnotationWakeRequestedAt: ts(time.Second), AnnotationScaledUpAt: ts(2 * time.Second)}, b, 3},
 		{"a malformed decision is ignored", false, true, map[string]string{AnnotationReplicas: "lots"}, b, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
