@@ -25,7 +25,6 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
-	"github.com/modelgate/modelgate/api/stats"
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/billing"
 	"github.com/modelgate/modelgate/gatewayd/concurrency"
@@ -166,9 +165,9 @@ func New(opts Options) (*Gateway, error) {
 		opts:    opts,
 		loader:  loader,
 		secrets: upstream.NewSecrets(cs, opts.SecretTTL),
+		calls:   concurrency.New(opts.Clock, 0),
 		mux:     http.NewServeMux(),
 		addrs:   discovery.New(cs, opts.Namespaces),
-		calls:   concurrency.New(opts.Clock, 0),
 	}
 	g.routes()
 	if opts.Billing != nil {
@@ -189,8 +188,8 @@ func New(opts Options) (*Gateway, error) {
 		Billing:                g.billing,
 		MaxInFlightBytesPerKey: opts.MaxInFlightBytesPerKey,
 		BodyReadTimeout:        opts.BodyReadTimeout,
-		Addresses:              g.addrs,
 		Concurrency:            g.calls,
+		Addresses:              g.addrs,
 	}).Register(g.mux)
 	if !opts.DisableManagementAPI {
 		if err := g.mountManagement(); err != nil {
@@ -291,7 +290,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", g.metricsHandler())
 		// Internal too: the autoscaler's view of every workspace's calls in flight (api/stats).
-		mux.Handle("GET "+stats.Path, g.calls)
+		g.calls.Register(mux)
 		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 		go func() { _ = msrv.Serve(g.opts.MetricsListener) }()
 		defer msrv.Close()

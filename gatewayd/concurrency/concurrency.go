@@ -117,6 +117,9 @@ func (t *Tracker) Stats() stats.Stats {
 	return out
 }
 
+// Register mounts ServeHTTP at GET stats.Path on mux. Mount it only on the internal metrics listener.
+func (t *Tracker) Register(mux *http.ServeMux) { mux.Handle("GET "+stats.Path, t) }
+
 // ServeHTTP answers GET stats.Path with Stats as JSON. Mount it only on the internal metrics listener: it names
 // the deployments of every workspace.
 func (t *Tracker) ServeHTTP(w http.ResponseWriter, _ *http.Request) {

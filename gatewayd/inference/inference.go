@@ -41,12 +41,12 @@ type Options struct {
 	MaxInFlightBytesPerKey int64
 	// Billing records one event per call made with a federated key; off when nil.
 	Billing *billing.Recorder
-	// Addresses picks the ready addresses of model deployments served by a Service; such deployments answer 503
-	// model_not_ready when nil.
-	Addresses Addresses
 	// Concurrency counts the calls in flight to each deployment, held ones included, for the autoscaler; nothing
 	// is counted when nil.
 	Concurrency *concurrency.Tracker
+	// Addresses picks the ready addresses of model deployments served by a Service; such deployments answer 503
+	// model_not_ready when nil.
+	Addresses Addresses
 }
 
 // Handler serves the model-call routes.

@@ -37,13 +37,11 @@ var layers = []layer{
 	{name: "api", prefixes: []string{"api"}, peers: []string{"api"}},
 	{name: controlPlane, prefixes: []string{"controllers", "webhooks"}},
 	{name: "data-plane state and views", prefixes: []string{
-		"gatewayd/httperr", "gatewayd/limits", "gatewayd/view", "gatewayd/reload", "gatewayd/auth",
+		"gatewayd/httperr", "gatewayd/limits", "gatewayd/view", "gatewayd/reload", "gatewayd/auth", "gatewayd/concurrency",
 		"gatewayd/authz", "gatewayd/discovery", "gatewayd/billing", "gatewayd/state", "gatewayd/version",
-		"gatewayd/concurrency",
 	}, peers: []string{
-		"gatewayd/httperr", "gatewayd/limits", "gatewayd/view", "gatewayd/reload", "gatewayd/auth",
+		"gatewayd/httperr", "gatewayd/limits", "gatewayd/view", "gatewayd/reload", "gatewayd/auth", "gatewayd/concurrency",
 		"gatewayd/authz", "gatewayd/discovery", "gatewayd/billing", "gatewayd/state", "gatewayd/version",
-		"gatewayd/concurrency",
 	}, dataPlane: true},
 	{name: "forwarding core", prefixes: []string{"gatewayd/upstream"}, dataPlane: true},
 	{name: "handlers", prefixes: []string{"gatewayd/inference", "gatewayd/rest"}, dataPlane: true},
