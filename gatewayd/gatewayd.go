@@ -28,6 +28,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/authz"
 	"github.com/modelgate/modelgate/gatewayd/billing"
+	"github.com/modelgate/modelgate/gatewayd/concurrency"
 	"github.com/modelgate/modelgate/gatewayd/discovery"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/inference"
@@ -122,6 +123,8 @@ type Gateway struct {
 	// records through it.
 	keyUse        *keyuse.Recorder
 	workspaceKeys auth.Lookup
+	// calls counts the calls in flight per model deployment, served to the autoscaler on the metrics listener.
+	calls *concurrency.Tracker
 }
 
 // New builds a Gateway without starting anything.
@@ -173,6 +176,7 @@ func New(opts Options) (*Gateway, error) {
 		opts:    opts,
 		loader:  loader,
 		secrets: upstream.NewSecrets(cs, opts.SecretTTL),
+		calls:   concurrency.New(opts.Clock, 0),
 		mux:     http.NewServeMux(),
 		addrs:   discovery.New(cs, opts.Namespaces),
 		keyUse:  keyuse.NewRecorder(opts.KeyUse, opts.Clock.Now, opts.Logger.WithName("keyuse")),
@@ -197,6 +201,7 @@ func New(opts Options) (*Gateway, error) {
 		Billing:                g.billing,
 		MaxInFlightBytesPerKey: opts.MaxInFlightBytesPerKey,
 		BodyReadTimeout:        opts.BodyReadTimeout,
+		Concurrency:            g.calls,
 		Addresses:              g.addrs,
 		WorkspaceKeys:          g.workspaceKeys,
 	}).Register(g.mux)
@@ -298,6 +303,8 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	if g.opts.MetricsListener != nil {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", g.metricsHandler())
+		// Internal too: the autoscaler's view of every workspace's calls in flight (api/stats).
+		g.calls.Register(mux)
 		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 		go func() { _ = msrv.Serve(g.opts.MetricsListener) }()
 		defer msrv.Close()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/billing"
+	"github.com/modelgate/modelgate/gatewayd/concurrency"
 	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 	"github.com/modelgate/modelgate/gatewayd/view"
@@ -43,6 +44,9 @@ type Options struct {
 	// WorkspaceKeys authenticates workspace keys (gatewayd records their last use through it);
 	// auth.ViewLookup(View) when nil.
 	WorkspaceKeys auth.Lookup
+	// Concurrency counts the calls in flight to each deployment, held ones included, for the autoscaler; nothing
+	// is counted when nil.
+	Concurrency *concurrency.Tracker
 	// Addresses picks the ready addresses of model deployments served by a Service; such deployments answer 503
 	// model_not_ready when nil.
 	Addresses Addresses

@@ -75,6 +75,7 @@ func (h *Handler) predict(w http.ResponseWriter, r *http.Request) {
 		httperr.WriteError(sw, rerr)
 		return
 	}
+	defer h.opts.Concurrency.Begin(caller.Namespace, d.ID)() // demand for the autoscaler, held calls included
 	target, release, rerr := routeDeployment(caller.Namespace, d, h.opts.Addresses)
 	if rerr != nil {
 		httperr.WriteError(sw, rerr)

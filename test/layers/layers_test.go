@@ -37,10 +37,10 @@ var layers = []layer{
 	{name: "api", prefixes: []string{"api"}, peers: []string{"api"}},
 	{name: controlPlane, prefixes: []string{"controllers", "webhooks"}},
 	{name: "data-plane state and views", prefixes: []string{
-		"gatewayd/httperr", "gatewayd/limits", "gatewayd/view", "gatewayd/reload", "gatewayd/auth",
+		"gatewayd/httperr", "gatewayd/limits", "gatewayd/view", "gatewayd/reload", "gatewayd/auth", "gatewayd/concurrency",
 		"gatewayd/authz", "gatewayd/discovery", "gatewayd/billing", "gatewayd/keyuse", "gatewayd/state", "gatewayd/version",
 	}, peers: []string{
-		"gatewayd/httperr", "gatewayd/limits", "gatewayd/view", "gatewayd/reload", "gatewayd/auth",
+		"gatewayd/httperr", "gatewayd/limits", "gatewayd/view", "gatewayd/reload", "gatewayd/auth", "gatewayd/concurrency",
 		"gatewayd/authz", "gatewayd/discovery", "gatewayd/billing", "gatewayd/keyuse", "gatewayd/state", "gatewayd/version",
 	}, dataPlane: true},
 	{name: "forwarding core", prefixes: []string{"gatewayd/upstream"}, dataPlane: true},
