@@ -53,7 +53,8 @@ func (g *Gateway) mountManagement() error {
 	rest.New(rest.Options{
 		Client:                c,
 		Lister:                g.lists,
-		Directory:             directory{g.loader},
+		Directory:             directory{g.loader, g.workspaceKeys},
+		KeyUse:                g.keyUse,
 		Usage:                 usageReader{g.opts.Store},
 		Clock:                 g.opts.Clock.Now,
 		ReadYourWritesTimeout: g.opts.ReadYourWritesTimeout,
@@ -64,12 +65,13 @@ func (g *Gateway) mountManagement() error {
 }
 
 // directory answers the management API from the loaded snapshots.
-type directory struct{ loader *reload.Loader }
-
-// WorkspaceKey authenticates a workspace key against the view in force.
-func (d directory) WorkspaceKey(apiKey string) (string, snapshot.WorkspaceAPIKey, bool) {
-	return auth.ViewLookup(d.loader.View)(apiKey)
+type directory struct {
+	loader *reload.Loader
+	keys   auth.Lookup
 }
+
+// WorkspaceKey authenticates a workspace key against the view in force, recording its use.
+func (d directory) WorkspaceKey(apiKey string) (auth.Caller, bool) { return d.keys(apiKey) }
 
 // WaitFor blocks until the loaded snapshot of namespace satisfies pred. It takes the change signal before
 // reading the view, so a swap between the read and the wait is never missed.

@@ -17,6 +17,7 @@ type Metrics struct {
 	tokens          *prometheus.CounterVec
 	requestDuration *prometheus.HistogramVec
 	upstream        *prometheus.HistogramVec
+	refusals        *prometheus.CounterVec
 }
 
 // NewMetrics registers the series on reg.
@@ -40,8 +41,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help:    "Time an upstream took to answer (until its whole body), by workspace and model slug.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14),
 		}, []string{WorkspaceLabel, "model"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "modelgate_gateway_limit_refusals_total",
+			Help: "Calls refused with 429 by a limit, by workspace and which limit: group, modelAPILimits.requestsPerMinute or modelAPILimits.tokensPerMinute.",
+		}, []string{WorkspaceLabel, "limit"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.tokens, m.requestDuration, m.upstream} {
+	for _, c := range []prometheus.Collector{m.requests, m.tokens, m.requestDuration, m.upstream, m.refusals} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("failed to register gateway metrics: %w", err)
 		}

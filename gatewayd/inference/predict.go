@@ -46,7 +46,7 @@ func (h *Handler) predict(w http.ResponseWriter, r *http.Request) {
 			h.opts.Metrics.requests.WithLabelValues(workspace, "", model, code).Inc()
 		}
 	}()
-	caller, aerr := auth.Workspace(r, h.workspaceLookup())
+	caller, aerr := auth.Workspace(r, h.lookup)
 	if aerr != nil {
 		httperr.WriteError(sw, aerr)
 		return
@@ -76,6 +76,7 @@ func (h *Handler) predict(w http.ResponseWriter, r *http.Request) {
 		httperr.WriteError(sw, rerr)
 		return
 	}
+	defer h.opts.Concurrency.Begin(caller.Namespace, d.ID)() // demand for the autoscaler, held calls included
 	defer h.logPredict(sw, r, reqID, caller.Namespace, d.ID, start)
 	target, release, rerr := routeDeployment(caller.Namespace, d, h.opts.Addresses)
 	if rerr != nil {

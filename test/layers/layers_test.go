@@ -1,6 +1,6 @@
 // Package layers checks that imports in the module only point down the layers of docs/architecture.md:
 //
-//	api -> controllers, webhooks -> gatewayd/{httperr, limits, view, reload, auth, authz, discovery, billing, state,
+//	api -> controllers, webhooks -> gatewayd/{httperr, limits, view, reload, auth, authz, discovery, billing, keyuse, state,
 //	    requestlog, podlogs}
 //	    -> gatewayd/upstream
 //	    -> gatewayd/inference, gatewayd/rest -> gatewayd -> cmd
@@ -38,12 +38,12 @@ var layers = []layer{
 	{name: "api", prefixes: []string{"api"}, peers: []string{"api"}},
 	{name: controlPlane, prefixes: []string{"controllers", "webhooks"}},
 	{name: "data-plane state and views", prefixes: []string{
-		"gatewayd/httperr", "gatewayd/limits", "gatewayd/view", "gatewayd/reload", "gatewayd/auth",
-		"gatewayd/authz", "gatewayd/discovery", "gatewayd/billing", "gatewayd/state", "gatewayd/version",
+		"gatewayd/httperr", "gatewayd/limits", "gatewayd/view", "gatewayd/reload", "gatewayd/auth", "gatewayd/concurrency",
+		"gatewayd/authz", "gatewayd/discovery", "gatewayd/billing", "gatewayd/keyuse", "gatewayd/state", "gatewayd/version",
 		"gatewayd/requestlog", "gatewayd/podlogs",
 	}, peers: []string{
-		"gatewayd/httperr", "gatewayd/limits", "gatewayd/view", "gatewayd/reload", "gatewayd/auth",
-		"gatewayd/authz", "gatewayd/discovery", "gatewayd/billing", "gatewayd/state", "gatewayd/version",
+		"gatewayd/httperr", "gatewayd/limits", "gatewayd/view", "gatewayd/reload", "gatewayd/auth", "gatewayd/concurrency",
+		"gatewayd/authz", "gatewayd/discovery", "gatewayd/billing", "gatewayd/keyuse", "gatewayd/state", "gatewayd/version",
 		"gatewayd/requestlog", "gatewayd/podlogs",
 	}, dataPlane: true},
 	{name: "forwarding core", prefixes: []string{"gatewayd/upstream"}, dataPlane: true},

@@ -15,6 +15,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -285,6 +286,7 @@ func managerChecks(ns, fullname string) []check {
 			}
 			return c.Delete(ctx, lease)
 		}},
+		{"list gatewayd's EndpointSlices in the release namespace (the autoscaler)", true, list(&discoveryv1.EndpointSliceList{}, releaseNS)},
 		{"create a Lease in a served namespace", false, func(ctx context.Context, c client.WithWatch) error {
 			return c.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "lease-"}})
 		}},
