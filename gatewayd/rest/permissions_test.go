@@ -1,6 +1,7 @@
 package rest_test
 
 import (
+	"fmt"
 	"maps"
 	"net/http"
 	"slices"
@@ -87,13 +88,19 @@ var _ = Describe("Workspace-key permissions", Ordered, func() {
 	})
 
 	It("lets a WORKSPACE_MANAGE_API_KEYS key create team keys of every level, but no PERSONAL or management key", func() {
-		for _, typ := range []string{"WORKSPACE_MANAGE_ALL", "WORKSPACE_INVOKE", "WORKSPACE_EXPORT_METRICS"} {
-			key := mustCreate(manager, "/v1/teams/ml/api_keys", map[string]any{"type": typ, "name": "by-manager"})
+		for i, typ := range []string{"WORKSPACE_MANAGE_ALL", "WORKSPACE_INVOKE", "WORKSPACE_EXPORT_METRICS"} {
+			key := mustCreate(manager, "/v1/teams/ml/api_keys", map[string]any{"type": typ, "name": fmt.Sprintf("by-manager-%d", i)})
 			k := workspaceKeyObject(ns, key[:16])
 			Expect(k.Spec.TeamID).To(Equal("ml"))
 			Expect(k.Spec.CreatedBy).To(Equal(&gatewayv1.KeyCreator{APIKeyPrefix: manager[:16]}))
-			mustCreate(manager, "/v1/api_keys", map[string]any{"type": typ, "name": "ops-by-manager", "team_id": "ops"})
+			mustCreate(manager, "/v1/api_keys", map[string]any{"type": typ, "name": fmt.Sprintf("ops-by-manager-%d", i), "team_id": "ops"})
 		}
+		// Names are unique per team: a second "by-manager-0" in ml is a 409 naming the REST field, while the same
+		// name in another team is fine.
+		dup := create(manager, "/v1/teams/ml/api_keys", map[string]any{"type": "WORKSPACE_INVOKE", "name": "by-manager-0"})
+		expectError(dup, http.StatusConflict, "conflict")
+		Expect(dup.body["detail"]).To(ContainElement(HaveKeyWithValue("field", "name")), "the refusal names the field: %s", dup)
+		mustCreate(manager, "/v1/teams/ops/api_keys", map[string]any{"type": "WORKSPACE_INVOKE", "name": "by-manager-0"})
 		r := create(manager, "/v1/api_keys", map[string]any{"type": "PERSONAL", "name": "p"})
 		expectError(r, http.StatusForbidden, "forbidden")
 		Expect(r.body["error"]).To(ContainSubstring("PERSONAL"), "the refusal names the rule: %s", r)

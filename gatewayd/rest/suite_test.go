@@ -223,7 +223,7 @@ func seedKey(ns string, typ gatewayv1.WorkspaceKeyType, role gatewayv1.OrgRole, 
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "seed-", Namespace: ns},
 		Spec: gatewayv1.WorkspaceAPIKeySpec{
 			Type:        typ,
-			DisplayName: "seed",
+			DisplayName: fmt.Sprintf("seed-%d", seedCount), // names are unique per team, user or workspace
 			KeySource:   gatewayv1.KeySource{Prefix: key[:16], Hash: hex.EncodeToString(sum[:])},
 		},
 	}
