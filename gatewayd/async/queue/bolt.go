@@ -87,8 +87,10 @@ func save(tx *bolt.Tx, r *Request) error {
 	return tx.Bucket(bRequests).Put([]byte(r.ID), v)
 }
 
-func put(tx *bolt.Tx, bucket, key []byte, id string) error { return tx.Bucket(bucket).Put(key, []byte(id)) }
-func del(tx *bolt.Tx, bucket, key []byte) error            { return tx.Bucket(bucket).Delete(key) }
+func put(tx *bolt.Tx, bucket, key []byte, id string) error {
+	return tx.Bucket(bucket).Put(key, []byte(id))
+}
+func del(tx *bolt.Tx, bucket, key []byte) error { return tx.Bucket(bucket).Delete(key) }
 
 // queue indexes a QUEUED request.
 func queue(tx *bolt.Tx, r *Request) error {
@@ -115,7 +117,9 @@ func unrun(tx *bolt.Tx, r *Request) error {
 }
 
 // end records the end of a request that owes no webhook, for retention.
-func end(tx *bolt.Tx, r *Request, now time.Time) error { return put(tx, bEnded, timeKey(now, r.ID), r.ID) }
+func end(tx *bolt.Tx, r *Request, now time.Time) error {
+	return put(tx, bEnded, timeKey(now, r.ID), r.ID)
+}
 
 // expire moves a QUEUED request to EXPIRED.
 func expire(tx *bolt.Tx, r *Request, now time.Time) error {

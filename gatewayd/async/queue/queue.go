@@ -40,13 +40,13 @@ const (
 
 // Error codes of a request's errors[] (DESIGN.md "Async inference").
 const (
-	CodePredictError     = "MODEL_PREDICT_ERROR"
-	CodePredictTimeout   = "MODEL_PREDICT_TIMEOUT"
-	CodeNotReady         = "MODEL_NOT_READY"
-	CodeDoesNotExist     = "MODEL_DOES_NOT_EXIST"
-	CodeUnavailable      = "MODEL_UNAVAILABLE"
-	CodeInvalidInput     = "MODEL_INVALID_INPUT"
-	CodeInternalError    = "INTERNAL_SERVER_ERROR"
+	CodePredictError   = "MODEL_PREDICT_ERROR"
+	CodePredictTimeout = "MODEL_PREDICT_TIMEOUT"
+	CodeNotReady       = "MODEL_NOT_READY"
+	CodeDoesNotExist   = "MODEL_DOES_NOT_EXIST"
+	CodeUnavailable    = "MODEL_UNAVAILABLE"
+	CodeInvalidInput   = "MODEL_INVALID_INPUT"
+	CodeInternalError  = "INTERNAL_SERVER_ERROR"
 )
 
 const (
