@@ -78,6 +78,10 @@ type Deployment struct {
 	Status string `json:"status,omitempty"`
 	// StartupTimeoutSeconds bounds how long a call waits for the deployment to start.
 	StartupTimeoutSeconds int32 `json:"startupTimeoutSeconds,omitempty"`
+	// ConcurrencyTarget and MaxReplica are the deployment's autoscaling settings, 0 when unset (the defaults, 1
+	// each, apply). The async dispatcher runs replicas x ConcurrencyTarget requests at once.
+	ConcurrencyTarget int32 `json:"concurrencyTarget,omitempty"`
+	MaxReplica        int32 `json:"maxReplica,omitempty"`
 }
 
 // Workspace is the settings of a workspace.
@@ -90,6 +94,8 @@ type Workspace struct {
 	BillingWebhook *BillingWebhook `json:"billingWebhook,omitempty"`
 	// ModelAPITier bounds workspace keys on the shared model API, nil when unset.
 	ModelAPITier *ModelAPITier `json:"modelAPITier,omitempty"`
+	// AsyncWebhookSecret signs async inference result webhooks, nil when unset.
+	AsyncWebhookSecret *SecretRef `json:"asyncWebhookSecret,omitempty"`
 }
 
 // BillingWebhook is a delivery target for billing events.

@@ -51,6 +51,18 @@ type WorkspaceSpec struct {
 	// modelAPITier bounds workspace keys calling the shared model API.
 	// +optional
 	ModelAPITier *ModelAPITier `json:"modelAPITier,omitempty"`
+
+	// asyncWebhook holds the secret that signs the result webhooks of async inference requests. A request that
+	// names a webhook_endpoint is refused until it is set.
+	// +optional
+	AsyncWebhook *AsyncWebhook `json:"asyncWebhook,omitempty"`
+}
+
+// AsyncWebhook is how async inference results are signed; each request names its own webhook_endpoint.
+type AsyncWebhook struct {
+	// secretRef names the Secret entry (key defaults to "secret") holding the Standard Webhooks signing secret.
+	// +required
+	SecretRef SecretKeySelector `json:"secretRef"`
 }
 
 // WorkspaceStatus is the observed state of a Workspace.
