@@ -82,6 +82,9 @@ type Request struct {
 	Namespace    string `json:"namespace"`
 	ModelID      string `json:"modelID"`
 	DeploymentID string `json:"deploymentID"`
+	// Environment is the environment the request was sent through, "" for a deployment route; it decides, with
+	// the model, which keys may read and cancel it.
+	Environment string `json:"environment,omitempty"`
 	// Input is model_input, sent as the JSON body of the deployment's predict path. Backends keep its bytes as
 	// they came (encoding/json would compact a RawMessage).
 	Input json.RawMessage `json:"-"`

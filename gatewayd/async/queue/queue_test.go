@@ -90,10 +90,14 @@ func TestStoreContract(t *testing.T) {
 	ctx := context.Background()
 	eachBackend(t, func(t *testing.T, s queue.Store) {
 		t.Run("enqueue and get keep the request as sent", func(t *testing.T) {
-			enqueue(t, s, req("keep", 1, t0, "https://hook.example.com/x"))
+			enqueue(t, s, func() *queue.Request {
+				r := req("keep", 1, t0, "https://hook.example.com/x")
+				r.Environment = "staging"
+				return r
+			}())
 			r := get(t, s, "keep")
 			if string(r.Input) != `{"x": [1, 2.50, "é"]}` || r.Status != queue.Queued || r.Priority != 1 || r.Webhook != "https://hook.example.com/x" ||
-				r.Retry.MaxAttempts != 3 || !r.CreatedAt.Equal(t0) || r.Queue() != q {
+				r.Retry.MaxAttempts != 3 || r.Environment != "staging" || !r.CreatedAt.Equal(t0) || r.Queue() != q {
 				t.Fatalf("got %+v", r)
 			}
 			if _, err := s.Get(ctx, "nope"); !errors.Is(err, queue.ErrNotFound) {

@@ -81,7 +81,7 @@ func (s *Redis) Enqueue(ctx context.Context, r *Request) error {
 	score := float64(r.Priority)*1e13 + float64(ms(r.CreatedAt))
 	_, err = s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.HSet(ctx, s.key(r.ID),
-			"id", r.ID, "ns", r.Namespace, "model", r.ModelID, "dep", r.DeploymentID, "queue", r.Queue(),
+			"id", r.ID, "ns", r.Namespace, "model", r.ModelID, "dep", r.DeploymentID, "env", r.Environment, "queue", r.Queue(),
 			"input", []byte(r.Input), "webhook", r.Webhook, "prio", r.Priority, "mtq", r.MaxTimeInQueueSeconds,
 			"ma", r.Retry.MaxAttempts, "idm", r.Retry.InitialDelayMs, "mdm", r.Retry.MaxDelayMs,
 			"status", r.Status, "whs", r.WebhookStatus, "created", ms(r.CreatedAt), "status_at", ms(r.StatusAt),
@@ -113,7 +113,7 @@ func decodeHash(m map[string]string) (*Request, error) {
 	atoi := func(k string) int { n, _ := strconv.Atoi(m[k]); return n }
 	atoi64 := func(k string) int64 { n, _ := strconv.ParseInt(m[k], 10, 64); return n }
 	r := &Request{
-		ID: m["id"], Namespace: m["ns"], ModelID: m["model"], DeploymentID: m["dep"],
+		ID: m["id"], Namespace: m["ns"], ModelID: m["model"], DeploymentID: m["dep"], Environment: m["env"],
 		Input: json.RawMessage(m["input"]), Webhook: m["webhook"], Priority: atoi("prio"),
 		MaxTimeInQueueSeconds: atoi64("mtq"),
 		Retry:                 RetryConfig{MaxAttempts: atoi("ma"), InitialDelayMs: atoi64("idm"), MaxDelayMs: atoi64("mdm")},
