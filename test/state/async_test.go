@@ -196,6 +196,18 @@ func TestAsyncSIGKILLEmbedded(t *testing.T) {
 	g = startGatewayd(t, w.ns, flags...)
 	waitDrained(t, g.url, keys[0], 60*time.Second)
 	checkAllSucceeded(t, g.url, keys, ids, model)
+	// The 4 cut by the kill ran again; the others ran once.
+	model.mu.Lock()
+	defer model.mu.Unlock()
+	again := 0
+	for _, n := range model.ran {
+		if n > 1 {
+			again++
+		}
+	}
+	if again != 4 {
+		t.Fatalf("%d inputs ran more than once, want the 4 that the kill cut", again)
+	}
 }
 
 // TestAsyncRedisReplicaKilledMidRun: two gatewayd processes share Redis; one is killed with SIGKILL mid-run.
