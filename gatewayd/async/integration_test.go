@@ -82,7 +82,7 @@ type model struct {
 	handle func(n int, body []byte, w http.ResponseWriter)
 }
 
-func newModel(t *testing.T, handle func(n int, body []byte, w http.ResponseWriter)) *model {
+func newModel(t testing.TB, handle func(n int, body []byte, w http.ResponseWriter)) *model {
 	m := &model{handle: handle}
 	m.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -178,7 +178,7 @@ type fxOpts struct {
 }
 
 type fx struct {
-	t       *testing.T
+	t       testing.TB
 	ns, url string
 	gw      *gatewayd.Gateway
 	store   queue.Store
@@ -188,7 +188,7 @@ type fx struct {
 	model   *model
 }
 
-func newFx(t *testing.T, o fxOpts) *fx {
+func newFx(t testing.TB, o fxOpts) *fx {
 	t.Helper()
 	startEnv(t)
 	ctx := context.Background()
@@ -275,7 +275,7 @@ type answer struct {
 	body   []byte
 }
 
-func (a answer) json(t *testing.T) map[string]any {
+func (a answer) json(t testing.TB) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(a.body, &m); err != nil {
