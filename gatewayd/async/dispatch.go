@@ -220,7 +220,7 @@ func (s *Service) run(ctx context.Context, namespace string, d snapshot.Deployme
 	go s.heartbeat(callCtx, r.ID, cancelCall, lost)
 
 	q := r.Queue()
-	status, err, header, out := s.call(callCtx, namespace, &d, r)
+	status, header, out, err := s.call(callCtx, namespace, &d, r)
 	// Record the outcome even when ctx ended: a stopping replica puts the request back at once.
 	rec, cancelRec := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancelRec()
@@ -277,10 +277,10 @@ func (s *Service) run(ctx context.Context, namespace string, d snapshot.Deployme
 var errNotReady = errors.New("no ready address")
 
 // call sends r's input to d's predict path through the route step and forwarding core of sync calls.
-func (s *Service) call(ctx context.Context, namespace string, d *snapshot.Deployment, r *queue.Request) (int, error, http.Header, json.RawMessage) {
+func (s *Service) call(ctx context.Context, namespace string, d *snapshot.Deployment, r *queue.Request) (int, http.Header, json.RawMessage, error) {
 	target, release, rerr := inference.RouteDeployment(namespace, d, s.opts.Addresses)
 	if rerr != nil {
-		return 0, errNotReady, nil, nil
+		return 0, nil, nil, errNotReady
 	}
 	defer release()
 	k := &sink{header: http.Header{}}
@@ -288,17 +288,17 @@ func (s *Service) call(ctx context.Context, namespace string, d *snapshot.Deploy
 	_, err := s.opts.Upstream.Forward(ctx, upstream.Request{Target: target, Body: bytes.NewReader(r.Input),
 		ContentLength: int64(len(r.Input)), Header: header}, k)
 	if err != nil {
-		return 0, err, nil, nil
+		return 0, nil, nil, err
 	}
 	if k.over {
-		return 0, errors.New("answer too large"), nil, nil
+		return 0, nil, nil, errors.New("answer too large")
 	}
 	out := k.body.Bytes()
 	if !json.Valid(out) {
 		// The webhook's data is JSON: a non-JSON answer travels as a JSON string.
 		out, _ = json.Marshal(k.body.String())
 	}
-	return k.status, nil, k.header, out
+	return k.status, k.header, out, nil
 }
 
 func retryAfter(h http.Header) time.Duration {

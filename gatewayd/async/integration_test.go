@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	bolt "go.etcd.io/bbolt"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -186,6 +187,42 @@ type fx struct {
 	version int64
 	keys    map[string]string
 	model   *model
+	reg     *prometheus.Registry
+}
+
+// metric is the value of the series name with labels (name=value pairs) in gatewayd's registry; 0 when absent.
+func (f *fx) metric(name string, labels ...string) float64 {
+	f.t.Helper()
+	mfs, err := f.reg.Gather()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for i := 0; i+1 < len(labels); i += 2 {
+				if have[labels[i]] != labels[i+1] {
+					continue series
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				return m.Counter.GetValue()
+			case m.Gauge != nil:
+				return m.Gauge.GetValue()
+			case m.Histogram != nil:
+				return float64(m.Histogram.GetSampleCount())
+			}
+		}
+	}
+	return 0
 }
 
 func newFx(t testing.TB, o fxOpts) *fx {
@@ -199,7 +236,7 @@ func newFx(t testing.TB, o fxOpts) *fx {
 	if err := gatewaytest.CreateSecret(ctx, cs, ns, "async-webhook", "secret", webhookSecret); err != nil {
 		t.Fatal(err)
 	}
-	f := &fx{t: t, ns: ns, keys: map[string]string{}, model: newModel(t, o.model)}
+	f := &fx{t: t, ns: ns, keys: map[string]string{}, model: newModel(t, o.model), reg: prometheus.NewRegistry()}
 	switch o.backend {
 	case "redis":
 		f.store = queue.NewRedis(redistest.Start(t).Client(), "")
@@ -231,7 +268,7 @@ func newFx(t testing.TB, o fxOpts) *fx {
 	c.WebhookMinBackoff = max(c.WebhookMinBackoff, 10*time.Millisecond)
 	c.WebhookMaxBackoff = max(c.WebhookMaxBackoff, 40*time.Millisecond)
 	f.gw, err = gatewayd.New(gatewayd.Options{RESTConfig: cfg, Namespaces: []string{ns}, Store: limits.NewMemory(), Clock: o.clock,
-		Async: f.store, AsyncConfig: c, DisableManagementAPI: true})
+		Async: f.store, AsyncConfig: c, DisableManagementAPI: true, Registry: f.reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,6 +432,18 @@ func TestSucceeded(t *testing.T) {
 		}
 		if string(raw["errors"]) != "[]" {
 			t.Errorf("errors = %s, want []", raw["errors"])
+		}
+		if n := f.metric("modelgate_async_webhook_deliveries_total", "outcome", "delivered"); n != 1 {
+			t.Errorf("delivered webhooks metric %v, want 1", n)
+		}
+		if n := f.metric("modelgate_async_duration_seconds", "namespace", f.ns, "deployment", "v1", "status", "SUCCEEDED"); n != 2 {
+			t.Errorf("duration samples %v, want 2", n)
+		}
+		if n := f.metric("modelgate_async_time_in_queue_seconds", "deployment", "v1"); n != 2 {
+			t.Errorf("time-in-queue samples %v, want 2", n)
+		}
+		if n := f.metric("modelgate_async_requests_accepted_total", "namespace", f.ns, "deployment", "v1"); n != 2 {
+			t.Errorf("accepted %v, want 2", n)
 		}
 	})
 }

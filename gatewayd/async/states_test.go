@@ -42,6 +42,9 @@ func TestExpired(t *testing.T) {
 		if a, _, _ := rc.snapshot(); a != 0 {
 			t.Fatalf("an expired request delivered %d webhooks", a)
 		}
+		if n := f.metric("modelgate_async_requests_expired_total"); n != 1 {
+			t.Fatalf("expired metric %v, want 1", n)
+		}
 	})
 }
 
@@ -84,6 +87,9 @@ func TestCancel(t *testing.T) {
 		if a := f.do(http.MethodDelete, "/models/sentiment/async_request/nope", "Bearer "+f.keys["invoke"], nil); a.status != http.StatusNotFound {
 			t.Fatalf("unknown id: %d", a.status)
 		}
+		if n := f.metric("modelgate_async_requests_canceled_total"); n != 1 {
+			t.Fatalf("canceled metric %v, want 1", n)
+		}
 	})
 }
 
@@ -103,6 +109,9 @@ func TestWebhookFailed(t *testing.T) {
 		}
 		if n, _, bad := rc.snapshot(); n != 3 || bad != 0 {
 			t.Fatalf("receiver saw %d attempts (%d bad signatures), want 3", n, bad)
+		}
+		if g, fl := f.metric("modelgate_async_webhook_deliveries_total", "outcome", "gave_up"), f.metric("modelgate_async_webhook_deliveries_total", "outcome", "failed"); g != 1 || fl != 2 {
+			t.Fatalf("webhook metrics: gave_up %v, failed %v; want 1 and 2", g, fl)
 		}
 	})
 }
@@ -146,14 +155,23 @@ func TestPriorityOrder(t *testing.T) {
 			got["model_id"] != "sentiment" || got["deployment_id"] != "v1" {
 			t.Fatalf("queue status %d %s", a.status, a.body)
 		}
+		// The depth gauge, counted by the sweeper loop, shows the three.
+		deadline := time.Now().Add(10 * time.Second)
+		for f.metric("modelgate_async_queue_depth", "namespace", f.ns, "deployment", "v1", "state", "queued") != 3 {
+			if time.Now().After(deadline) {
+				t.Fatal("queue depth gauge never showed 3 queued requests")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 		f.ready() // a url deployment: maxReplica 1 x concurrencyTarget 1 = one slot
-		deadline := time.Now().Add(30 * time.Second)
+		deadline = time.Now().Add(30 * time.Second)
 		for len(f.model.calls()) < 3 && time.Now().Before(deadline) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		if got := strings.Join(f.model.calls(), " "); got != `"p0" "p1" "p2"` {
 			t.Fatalf("ran in order %s", got)
 		}
+
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/url"
 	"sync"
 	"time"
 
@@ -71,7 +72,7 @@ func (s *Service) deliver(ctx context.Context, r *queue.Request) {
 		attempts := r.WebhookAttempts + 1
 		if attempts >= s.opts.WebhookAttempts {
 			res, outcome = queue.GiveUp, "gave_up"
-			s.opts.Logger.Info("Gave up delivering an async result", "requestID", r.ID, "namespace", r.Namespace, "attempts", attempts, "reason", err.Error())
+			s.opts.Logger.Info("Gave up delivering an async result", "requestID", r.ID, "namespace", r.Namespace, "attempts", attempts, "reason", reason(err))
 		} else {
 			wait := s.opts.WebhookMinBackoff
 			for i := 1; i < attempts && wait < s.opts.WebhookMaxBackoff; i++ {
@@ -87,6 +88,15 @@ func (s *Service) deliver(ctx context.Context, r *queue.Request) {
 		return
 	}
 	s.metrics.webhooks.WithLabelValues(outcome).Inc()
+}
+
+// reason is err without the URL that net/http puts in its errors: a caller's webhook URL may carry a token.
+func reason(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Op + ": " + ue.Err.Error()
+	}
+	return err.Error()
 }
 
 // post sends r's result, signed with its workspace's asyncWebhook secret by the billing webhook sender.
