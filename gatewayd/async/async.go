@@ -105,6 +105,8 @@ type Service struct {
 
 	mu     sync.Mutex
 	paused map[string]pause // queue -> backoff after a 429 or 503
+	// runCtx is Run's context, for runs started by a handler; nil before Run and once it stops (under mu).
+	runCtx context.Context
 	wg     sync.WaitGroup
 }
 
@@ -153,13 +155,51 @@ func New(opts Options) (*Service, error) {
 // Run dispatches queued requests, sweeps the store and delivers webhooks until ctx is done, then puts the
 // requests it was running back in the queue and returns.
 func (s *Service) Run(ctx context.Context) {
+	s.mu.Lock()
+	s.runCtx = ctx
+	s.mu.Unlock()
 	var loops sync.WaitGroup
 	for _, loop := range []func(context.Context){s.dispatchLoop, s.sweepLoop, s.webhookLoop} {
 		loops.Add(1)
 		go func() { defer loops.Done(); loop(ctx) }()
 	}
 	loops.Wait()
+	s.mu.Lock()
+	s.runCtx = nil
+	s.mu.Unlock()
 	s.wg.Wait()
+}
+
+// enqueue stores r and reports whether it was claimed at once to run here: when the store can (queue.Direct),
+// the deployment has a free slot and nothing waits in its queue, acceptance and claim are one write, and the
+// run starts without waiting for the dispatcher.
+func (s *Service) enqueue(ctx context.Context, r *queue.Request, d *snapshot.Deployment) (bool, error) {
+	direct, ok := s.opts.Store.(queue.Direct)
+	now := r.CreatedAt
+	if !ok || s.isPaused(r.Queue(), now) {
+		return false, s.opts.Store.Enqueue(ctx, r)
+	}
+	free := s.slots(r.Namespace, d)
+	if free <= 0 {
+		return false, s.opts.Store.Enqueue(ctx, r)
+	}
+	s.mu.Lock()
+	runCtx := s.runCtx
+	if runCtx != nil {
+		s.wg.Add(1) // before the write, so a stop cannot pass wg.Wait between the claim and the run
+	}
+	s.mu.Unlock()
+	if runCtx == nil {
+		return false, s.opts.Store.Enqueue(ctx, r)
+	}
+	claimed, err := direct.EnqueueClaimed(ctx, r, s.opts.Owner, now, s.opts.Lease, free)
+	if err != nil || !claimed {
+		s.wg.Done()
+		return false, err
+	}
+	s.metrics.timeInQueue.WithLabelValues(r.Namespace, r.DeploymentID).Observe(0)
+	go s.run(runCtx, r.Namespace, *d, r)
+	return true, nil
 }
 
 // wake makes the dispatcher look at the queues now rather than at its next tick.

@@ -117,13 +117,16 @@ func (s *Service) asyncPredict(w http.ResponseWriter, r *http.Request) {
 		MaxTimeInQueueSeconds: body.MaxTimeInQueueSeconds, Retry: body.Retry,
 		Status: queue.Queued, WebhookStatus: hook, CreatedAt: now, StatusAt: now, Errors: []queue.Error{},
 	}
-	if err := s.opts.Store.Enqueue(r.Context(), req); err != nil {
+	claimed, err := s.enqueue(r.Context(), req, d)
+	if err != nil {
 		s.opts.Logger.Error(err, "Failed to enqueue an async request", "namespace", caller.Namespace, "model", m.ID)
 		httperr.Write(w, http.StatusServiceUnavailable, httperr.CodeUnavailable, "The async queue is unavailable; retry shortly.", nil)
 		return
 	}
 	s.metrics.accepted.WithLabelValues(caller.Namespace, d.ID).Inc()
-	s.wake()
+	if !claimed {
+		s.wake()
+	}
 	httperr.WriteJSON(w, http.StatusCreated, map[string]string{"request_id": req.ID})
 }
 

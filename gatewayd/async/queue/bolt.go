@@ -147,6 +147,43 @@ func (s *Bolt) Enqueue(_ context.Context, r *Request) error {
 	return nil
 }
 
+// EnqueueClaimed implements Direct.
+func (s *Bolt) EnqueueClaimed(_ context.Context, r *Request, owner string, now time.Time, lease time.Duration, maxInProgress int) (claimed bool, err error) {
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		prefix := readyPrefix(r.Queue())
+		idle := maxInProgress > 0
+		if k, _ := tx.Bucket(bReady).Cursor().Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) {
+			idle = false // others wait: keep the order
+		}
+		if idle {
+			n, c := 0, tx.Bucket(bRunning).Cursor()
+			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && n < maxInProgress; k, _ = c.Next() {
+				n++
+			}
+			idle = n < maxInProgress
+		}
+		if !idle {
+			if err := save(tx, r); err != nil {
+				return err
+			}
+			return queue(tx, r)
+		}
+		r.Status, r.StatusAt, r.Owner, r.LeaseUntil = InProgress, now, owner, now.Add(lease)
+		if err := put(tx, bRunning, runningKey(r), r.ID); err != nil {
+			return err
+		}
+		if err := put(tx, bLeases, timeKey(r.LeaseUntil, r.ID), r.ID); err != nil {
+			return err
+		}
+		claimed = true
+		return save(tx, r)
+	})
+	if err != nil {
+		return false, fmt.Errorf("failed to enqueue async request %s: %w", r.ID, err)
+	}
+	return claimed, nil
+}
+
 // Get implements Store.
 func (s *Bolt) Get(_ context.Context, id string) (r *Request, err error) {
 	err = s.db.View(func(tx *bolt.Tx) error {

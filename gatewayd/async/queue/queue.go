@@ -203,3 +203,10 @@ type Store interface {
 	// requests that ended before now-retention and owe no webhook.
 	Sweep(ctx context.Context, now time.Time, retention time.Duration) (Swept, error)
 }
+
+// Direct is implemented by a store that can enqueue a request and claim it in the same step when nothing else
+// waits in its queue and a slot is free, which saves an idle deployment one durable write between acceptance
+// and dispatch. The request is stored either way: claimed (IN_PROGRESS, leased to owner) or QUEUED.
+type Direct interface {
+	EnqueueClaimed(ctx context.Context, r *Request, owner string, now time.Time, lease time.Duration, maxInProgress int) (claimed bool, err error)
+}

@@ -367,3 +367,31 @@ func TestConcurrentClaimsTakeEachRequestOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestEnqueueClaimed: the bbolt fast path claims a request at once only when its queue is empty and a slot is
+// free, so it never overtakes a waiting request.
+func TestEnqueueClaimed(t *testing.T) {
+	s := backends(t)["bolt"](t).(queue.Direct)
+	st := s.(queue.Store)
+	ctx := context.Background()
+	ok, err := s.EnqueueClaimed(ctx, req("a", 0, t0, ""), "w", t0, time.Minute, 1)
+	if err != nil || !ok {
+		t.Fatalf("idle queue: %v %v", ok, err)
+	}
+	if g := get(t, st, "a"); g.Status != queue.InProgress || g.Owner != "w" {
+		t.Fatalf("a %+v", g)
+	}
+	if ok, _ := s.EnqueueClaimed(ctx, req("b", 0, t0, ""), "w", t0, time.Minute, 1); ok {
+		t.Fatal("claimed past the slot")
+	}
+	if ok, _ := s.EnqueueClaimed(ctx, req("c", 0, t0, ""), "w", t0, time.Minute, 5); ok {
+		t.Fatal("claimed ahead of a waiting request")
+	}
+	if q, run, _ := st.Depth(ctx, q); q != 2 || run != 1 {
+		t.Fatalf("depth %d %d", q, run)
+	}
+	// The lease of a fast-path claim is swept like any other.
+	if sw, _ := st.Sweep(ctx, t0.Add(time.Minute), time.Hour); sw.Requeued != 1 {
+		t.Fatalf("sweep %+v", sw)
+	}
+}
