@@ -83,6 +83,10 @@ const (
 	ModelName           = "demo-model"
 	ModelDeploymentName = "demo-model-v1"
 	ModelStagingEnv     = "staging"
+	// AsyncWebhookSecretName holds the Workspace's asyncWebhook signing secret, AsyncWebhookSecret: a fixed
+	// development value, so a local receiver can verify async results.
+	AsyncWebhookSecretName = "async-webhook"
+	AsyncWebhookSecret     = "whsec_bW9kZWxnYXRlLWRldi1hc3luYy13ZWJob29rLXNlY3JldA=="
 )
 
 // Stack is a running local product. Its exported fields are set once Start returns.
