@@ -127,7 +127,11 @@ outer:
 		return nil
 	}
 	sort.Strings(extra)
-	return fieldError(prefix+extra[0], "is not a field of this body")
+	name := extra[0]
+	if name == "" {
+		name = `""` // an empty key still needs a name in the refusal
+	}
+	return fieldError(prefix+name, "is not a field of this body")
 }
 
 // integer reads an optional integer field in r, def when absent or null.

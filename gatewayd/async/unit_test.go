@@ -126,3 +126,26 @@ func TestRetryAfter(t *testing.T) {
 		t.Fatal(d)
 	}
 }
+
+// FuzzParseBody: no body panics the parser, an accepted body is within every range, and a refusal names a field
+// and a rule.
+func FuzzParseBody(f *testing.F) {
+	for _, s := range []string{`{"model_input": 1}`, `{"model_input": {"a": [1]}, "priority": 2, "inference_retry_config": {"max_attempts": 10}}`,
+		`{"model_input": null}`, `[]`, `{"priority": 1e400}`, `{"model_input": 1, "priority": -0}`, `{"model_input": 1, "inference_retry_config": null}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		body, err := ParseBody(b)
+		if err != nil {
+			if err.Field == "" || err.Message == "" {
+				t.Fatalf("refusal without field or rule: %+v", err)
+			}
+			return
+		}
+		if len(body.ModelInput) == 0 || body.Priority < 0 || body.Priority > 2 || body.MaxTimeInQueueSeconds < 10 || body.MaxTimeInQueueSeconds > 259200 ||
+			body.Retry.MaxAttempts < 1 || body.Retry.MaxAttempts > 10 || body.Retry.InitialDelayMs < 0 || body.Retry.InitialDelayMs > 10000 ||
+			body.Retry.MaxDelayMs < 0 || body.Retry.MaxDelayMs > 60000 {
+			t.Fatalf("accepted out of range: %+v from %q", body, b)
+		}
+	})
+}
