@@ -110,9 +110,11 @@ func (s *Service) dispatchOnce(ctx context.Context) {
 			if s.isPaused(q, now) {
 				continue
 			}
-			free := s.slots(name, d)
-			for free > 0 {
-				r, expired, err := s.opts.Store.Claim(ctx, q, s.opts.Owner, now, s.opts.Lease, free)
+			// The store compares slots with the requests of the queue running on every replica, so each claim
+			// passes the total; the loop ends when the queue is empty or the slots are full.
+			slots := s.slots(name, d)
+			for range max(slots, 0) {
+				r, expired, err := s.opts.Store.Claim(ctx, q, s.opts.Owner, now, s.opts.Lease, slots)
 				s.metrics.expired.Add(float64(expired))
 				if err != nil {
 					if ctx.Err() == nil {
@@ -126,7 +128,6 @@ func (s *Service) dispatchOnce(ctx context.Context) {
 				s.metrics.timeInQueue.WithLabelValues(name, d.ID).Observe(now.Sub(r.StatusAt).Seconds())
 				s.wg.Add(1)
 				go s.run(ctx, name, *d, r)
-				free--
 			}
 		}
 	}
