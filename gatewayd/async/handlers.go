@@ -92,14 +92,17 @@ func (s *Service) asyncPredict(w http.ResponseWriter, r *http.Request) {
 		httperr.Write(w, http.StatusBadRequest, httperr.CodeClientError, "Invalid "+ferr.Field+": it "+ferr.Message+".", ferr)
 		return
 	}
-	ws := s.opts.View().Namespace(caller.Namespace).Snapshot.Workspace
+	var secret *snapshot.SecretRef
+	if ns := s.opts.View().Namespace(caller.Namespace); ns != nil && ns.Snapshot != nil {
+		secret = ns.Snapshot.Workspace.AsyncWebhookSecret
+	}
 	if body.WebhookEndpoint != "" {
 		if err := netguard.CheckURL(body.WebhookEndpoint, s.opts.AllowInternalWebhooks); err != nil {
 			fe := httperr.FieldError{Field: "webhook_endpoint", Message: err.Error()}
 			httperr.Write(w, http.StatusBadRequest, httperr.CodeClientError, "Invalid webhook_endpoint: it "+err.Error()+".", fe)
 			return
 		}
-		if ws.AsyncWebhookSecret == nil {
+		if secret == nil {
 			fe := httperr.FieldError{Field: "webhook_endpoint", Message: "needs the workspace's signing secret: set Workspace spec.asyncWebhook.secretRef"}
 			httperr.Write(w, http.StatusBadRequest, httperr.CodeClientError,
 				"Invalid webhook_endpoint: results are signed with the workspace's asyncWebhook secret, and the Workspace sets none.", fe)
