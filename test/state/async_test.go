@@ -241,3 +241,25 @@ func TestAsyncRedisReplicaKilledMidRun(t *testing.T) {
 	waitDrained(t, a.url, keys[0], 60*time.Second)
 	checkAllSucceeded(t, a.url, keys, ids, model)
 }
+
+// TestAsyncSIGTERMPutsRunningBack: a graceful stop cuts the running requests and puts them back in the queue at
+// once. The lease is an hour, so only that (not a lease expiry) lets the restarted gatewayd run them.
+func TestAsyncSIGTERMPutsRunningBack(t *testing.T) {
+	model := newAsyncModel(t, true, 0)
+	w, keys := asyncWorkspace(t, model, 2)
+	flags := []string{"--store=embedded", "--state-dir=" + t.TempDir(), "--async-lease=1h"}
+	g := startGatewayd(t, w.ns, flags...)
+	var ids []string
+	for i := range 10 {
+		ids = append(ids, enqueueAsync(t, g.url, keys[0], i))
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for model.heldCalls() < 4 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	g.signal(syscall.SIGTERM)
+	model.release()
+	g = startGatewayd(t, w.ns, flags...)
+	waitDrained(t, g.url, keys[0], 30*time.Second)
+	checkAllSucceeded(t, g.url, keys, ids, model)
+}
