@@ -190,6 +190,20 @@ type fx struct {
 	reg     *prometheus.Registry
 }
 
+// waitMetric waits until the series name with labels equals want (a metric is recorded just after the store
+// transition a test waits for) and returns its last value.
+func (f *fx) waitMetric(want float64, name string, labels ...string) float64 {
+	f.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		v := f.metric(name, labels...)
+		if v == want || time.Now().After(deadline) {
+			return v
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // metric is the value of the series name with labels (name=value pairs) in gatewayd's registry; 0 when absent.
 func (f *fx) metric(name string, labels ...string) float64 {
 	f.t.Helper()
@@ -433,16 +447,16 @@ func TestSucceeded(t *testing.T) {
 		if string(raw["errors"]) != "[]" {
 			t.Errorf("errors = %s, want []", raw["errors"])
 		}
-		if n := f.metric("modelgate_async_webhook_deliveries_total", "outcome", "delivered"); n != 1 {
+		if n := f.waitMetric(1, "modelgate_async_webhook_deliveries_total", "outcome", "delivered"); n != 1 {
 			t.Errorf("delivered webhooks metric %v, want 1", n)
 		}
-		if n := f.metric("modelgate_async_duration_seconds", "namespace", f.ns, "deployment", "v1", "status", "SUCCEEDED"); n != 2 {
+		if n := f.waitMetric(2, "modelgate_async_duration_seconds", "namespace", f.ns, "deployment", "v1", "status", "SUCCEEDED"); n != 2 {
 			t.Errorf("duration samples %v, want 2", n)
 		}
-		if n := f.metric("modelgate_async_time_in_queue_seconds", "deployment", "v1"); n != 2 {
+		if n := f.waitMetric(2, "modelgate_async_time_in_queue_seconds", "deployment", "v1"); n != 2 {
 			t.Errorf("time-in-queue samples %v, want 2", n)
 		}
-		if n := f.metric("modelgate_async_requests_accepted_total", "namespace", f.ns, "deployment", "v1"); n != 2 {
+		if n := f.waitMetric(2, "modelgate_async_requests_accepted_total", "namespace", f.ns, "deployment", "v1"); n != 2 {
 			t.Errorf("accepted %v, want 2", n)
 		}
 	})

@@ -42,7 +42,7 @@ func TestExpired(t *testing.T) {
 		if a, _, _ := rc.snapshot(); a != 0 {
 			t.Fatalf("an expired request delivered %d webhooks", a)
 		}
-		if n := f.metric("modelgate_async_requests_expired_total"); n != 1 {
+		if n := f.waitMetric(1, "modelgate_async_requests_expired_total"); n != 1 {
 			t.Fatalf("expired metric %v, want 1", n)
 		}
 	})
@@ -87,7 +87,7 @@ func TestCancel(t *testing.T) {
 		if a := f.do(http.MethodDelete, "/models/sentiment/async_request/nope", "Bearer "+f.keys["invoke"], nil); a.status != http.StatusNotFound {
 			t.Fatalf("unknown id: %d", a.status)
 		}
-		if n := f.metric("modelgate_async_requests_canceled_total"); n != 1 {
+		if n := f.waitMetric(1, "modelgate_async_requests_canceled_total"); n != 1 {
 			t.Fatalf("canceled metric %v, want 1", n)
 		}
 	})
@@ -110,7 +110,7 @@ func TestWebhookFailed(t *testing.T) {
 		if n, _, bad := rc.snapshot(); n != 3 || bad != 0 {
 			t.Fatalf("receiver saw %d attempts (%d bad signatures), want 3", n, bad)
 		}
-		if g, fl := f.metric("modelgate_async_webhook_deliveries_total", "outcome", "gave_up"), f.metric("modelgate_async_webhook_deliveries_total", "outcome", "failed"); g != 1 || fl != 2 {
+		if g, fl := f.waitMetric(1, "modelgate_async_webhook_deliveries_total", "outcome", "gave_up"), f.waitMetric(2, "modelgate_async_webhook_deliveries_total", "outcome", "failed"); g != 1 || fl != 2 {
 			t.Fatalf("webhook metrics: gave_up %v, failed %v; want 1 and 2", g, fl)
 		}
 	})
