@@ -52,9 +52,13 @@ type Addresses interface {
 	Ready(namespace, service, portName string) int
 }
 
-// InFlight counts the sync calls in flight to a deployment, which go before async ones. nil counts none.
-type InFlight interface {
-	InFlight(namespace, deploymentID string) int
+// Calls counts the calls in flight to each deployment (gatewayd/concurrency): the sync ones, which go before
+// async ones, and the async ones this replica runs, which are demand for the autoscaler as sync calls are.
+type Calls interface {
+	// SyncInFlight is the number of sync calls in flight to a deployment on this replica.
+	SyncInFlight(namespace, deploymentID string) int
+	// BeginQueued counts one async call to a deployment until done is called.
+	BeginQueued(namespace, deploymentID string) (done func())
 }
 
 // Config is what cmd/gatewayd's flags set.
@@ -81,8 +85,8 @@ type Options struct {
 	Upstream *upstream.Client
 	// Addresses serves deployments behind a Service; they never dispatch when nil.
 	Addresses Addresses
-	// InFlight counts sync calls per deployment; none when nil.
-	InFlight InFlight
+	// Calls counts calls per deployment; nothing is counted, and sync calls take no slot, when nil.
+	Calls Calls
 	// Secret reads a Secret entry of a workspace (the asyncWebhook signing secret).
 	Secret func(ctx context.Context, namespace string, ref *snapshot.SecretRef) (string, error)
 	// Clock gives the time of every transition; the real clock when nil. Tests pass a fake one.

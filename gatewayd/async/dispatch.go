@@ -56,8 +56,8 @@ func (s *Service) slots(namespace string, d *snapshot.Deployment) int {
 		}
 	}
 	n := replicas * target
-	if s.opts.InFlight != nil {
-		n -= s.opts.InFlight.InFlight(namespace, d.ID)
+	if s.opts.Calls != nil {
+		n -= s.opts.Calls.SyncInFlight(namespace, d.ID)
 	}
 	return n
 }
@@ -284,6 +284,9 @@ func (s *Service) call(ctx context.Context, namespace string, d *snapshot.Deploy
 		return 0, nil, nil, errNotReady
 	}
 	defer release()
+	if s.opts.Calls != nil {
+		defer s.opts.Calls.BeginQueued(namespace, d.ID)()
+	}
 	k := &sink{header: http.Header{}}
 	header := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json"}}
 	_, err := s.opts.Upstream.Forward(ctx, upstream.Request{Target: target, Body: bytes.NewReader(r.Input),
