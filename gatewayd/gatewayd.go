@@ -25,6 +25,8 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
+	"github.com/modelgate/modelgate/gatewayd/async"
+	"github.com/modelgate/modelgate/gatewayd/async/queue"
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/authz"
 	"github.com/modelgate/modelgate/gatewayd/billing"
@@ -108,6 +110,11 @@ type Options struct {
 	ShutdownGrace time.Duration
 	// Logger reports what background work (billing writes) cannot do; discarded when zero.
 	Logger logr.Logger
+	// Async keeps async inference requests. When set, gatewayd serves the async routes and runs their
+	// dispatcher and result webhooks (gatewayd/async). Off when nil.
+	Async queue.Store
+	// AsyncConfig tunes async inference; defaults when zero.
+	AsyncConfig async.Config
 }
 
 // Gateway is a configured data plane.
@@ -131,6 +138,8 @@ type Gateway struct {
 	// sources of the logs route beyond Events.
 	requests *requestlog.Log
 	pods     podlogs.Reader
+	// async serves async inference; nil when Options.Async is.
+	async *async.Service
 }
 
 // New builds a Gateway without starting anything.
@@ -200,11 +209,12 @@ func New(opts Options) (*Gateway, error) {
 		})
 		g.mux.Handle("GET /v1/gateway/events", billing.Handler(opts.Billing, g.billingCaller))
 	}
+	up := upstream.New(upstream.Options{Transport: opts.Transport, Secrets: g.secrets, Timeout: opts.UpstreamTimeout})
 	inference.New(inference.Options{
 		View:                   loader.View,
 		Limits:                 opts.Store,
 		Clock:                  opts.Clock,
-		Upstream:               upstream.New(upstream.Options{Transport: opts.Transport, Secrets: g.secrets, Timeout: opts.UpstreamTimeout}),
+		Upstream:               up,
 		Metrics:                m,
 		MaxBodyBytes:           opts.MaxBodyBytes,
 		Billing:                g.billing,
@@ -215,6 +225,16 @@ func New(opts Options) (*Gateway, error) {
 		WorkspaceKeys:          g.workspaceKeys,
 		RequestLog:             g.requests,
 	}).Register(g.mux)
+	if opts.Async != nil {
+		if g.async, err = async.New(async.Options{
+			Config: opts.AsyncConfig, View: loader.View, Store: opts.Async, Limits: opts.Store, Upstream: up,
+			Addresses: g.addrs, Calls: g.calls, Secret: g.secrets.Get, Clock: opts.Clock, Registry: opts.Registry,
+			Logger: opts.Logger.WithName("async"),
+		}); err != nil {
+			return nil, err
+		}
+		g.async.Register(g.mux)
+	}
 	if !opts.DisableManagementAPI {
 		if err := g.mountManagement(); err != nil {
 			return nil, err
@@ -252,7 +272,7 @@ func NewWithState(ctx context.Context, opts Options, cfg state.Config) (*Gateway
 	if err != nil {
 		return nil, nil, err
 	}
-	opts.Store, opts.Billing, opts.BillingSpool, opts.KeyUse = st.Limits(), st.Billing(), st.Spool(), st.KeyUse()
+	opts.Store, opts.Billing, opts.BillingSpool, opts.KeyUse, opts.Async = st.Limits(), st.Billing(), st.Spool(), st.KeyUse(), st.Async()
 	g, err := New(opts)
 	if err != nil {
 		return nil, nil, errors.Join(err, st.Close())
@@ -323,6 +343,12 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	if g.billing != nil {
 		go billing.NewDeliverer(g.opts.Billing, g.billingTargets, g.opts.BillingDelivery).Run(ctx)
 	}
+	asyncDone := make(chan struct{})
+	if g.async != nil {
+		go func() { defer close(asyncDone); g.async.Run(ctx) }()
+	} else {
+		close(asyncDone)
+	}
 	log.Info("Serving", "addr", ln.Addr().String(), "namespaces", g.opts.Namespaces)
 
 	var err error
@@ -350,6 +376,8 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		g.billing.Close()
 	}
 	cancel()
+	// Async workers put the requests they ran back in the queue before the store closes.
+	<-asyncDone
 	return err
 }
 

@@ -80,6 +80,10 @@ type Deployment struct {
 	Status string `json:"status,omitempty"`
 	// StartupTimeoutSeconds bounds how long a call waits for the deployment to start.
 	StartupTimeoutSeconds int32 `json:"startupTimeoutSeconds,omitempty"`
+	// ConcurrencyTarget and MaxReplica are the deployment's autoscaling settings, 0 when unset (the defaults, 1
+	// each, apply). The async dispatcher runs replicas x ConcurrencyTarget requests at once.
+	ConcurrencyTarget int32 `json:"concurrencyTarget,omitempty"`
+	MaxReplica        int32 `json:"maxReplica,omitempty"`
 }
 
 // Workspace is the settings of a workspace.
@@ -93,6 +97,8 @@ type Workspace struct {
 	// ModelAPILimits bounds each workspace key, and federated keys on shared-model-API Endpoints, on the
 	// OpenAI-compatible routes; nil when unset.
 	ModelAPILimits *ModelAPILimits `json:"modelAPILimits,omitempty"`
+	// AsyncWebhookSecret signs async inference result webhooks, nil when unset.
+	AsyncWebhookSecret *SecretRef `json:"asyncWebhookSecret,omitempty"`
 	// MembershipManaged is true when the Workspace lists its members: a PERSONAL key then acts only while its
 	// owner is listed, with the role listed. When false, a PERSONAL key acts with the role in its own owner record.
 	MembershipManaged bool `json:"membershipManaged,omitempty"`

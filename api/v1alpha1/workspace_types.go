@@ -70,6 +70,18 @@ type WorkspaceSpec struct {
 	// +listMapKey=userID
 	// +kubebuilder:validation:MaxItems=10000
 	Members []WorkspaceMember `json:"members,omitempty"`
+
+	// asyncWebhook holds the secret that signs the result webhooks of async inference requests. A request that
+	// names a webhook_endpoint is refused until it is set.
+	// +optional
+	AsyncWebhook *AsyncWebhook `json:"asyncWebhook,omitempty"`
+}
+
+// AsyncWebhook is how async inference results are signed; each request names its own webhook_endpoint.
+type AsyncWebhook struct {
+	// secretRef names the Secret entry (key defaults to "secret") holding the Standard Webhooks signing secret.
+	// +required
+	SecretRef SecretKeySelector `json:"secretRef"`
 }
 
 // WorkspaceMember is one person of the organization.

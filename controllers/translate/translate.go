@@ -145,6 +145,10 @@ func translateWorkspace(ws *gatewayv1.Workspace) snapshot.Workspace {
 	if r := ws.Spec.KeyRegistration; r != nil {
 		out.KeyRegistrationPublicKey = r.PublicKey
 	}
+	if a := ws.Spec.AsyncWebhook; a != nil {
+		ref := secretRef(a.SecretRef, DefaultWebhookSecretEntry)
+		out.AsyncWebhookSecret = &ref
+	}
 	if b := ws.Spec.BillingWebhook; b != nil {
 		out.BillingWebhook = &snapshot.BillingWebhook{URL: b.URL, Secret: secretRef(b.SecretRef, DefaultWebhookSecretEntry)}
 	}

@@ -39,7 +39,8 @@ type Tracker struct {
 type key struct{ namespace, deployment string }
 
 type counter struct {
-	inFlight atomic.Int64
+	// inFlight counts every call in flight, sync counts the sync ones among them.
+	inFlight, sync atomic.Int64
 	// cur is the peak since the current window started, prev the peak of the window before.
 	cur, prev atomic.Int64
 }
@@ -55,25 +56,57 @@ func New(clk clock.PassiveClock, window time.Duration) *Tracker {
 	return &Tracker{clock: clk, window: window, rolledAt: clk.Now()}
 }
 
-// Begin counts one call to a deployment until done is called, once.
+// Begin counts one sync call to a deployment until done is called, once.
 func (t *Tracker) Begin(namespace, deploymentID string) (done func()) {
 	if t == nil {
 		return func() {}
 	}
+	c := t.counter(namespace, deploymentID)
+	c.sync.Add(1)
+	c.add(1)
+	return func() { c.inFlight.Add(-1); c.sync.Add(-1) }
+}
+
+// BeginQueued counts one async call (gatewayd/async's dispatcher) until done is called, once: demand for the
+// autoscaler like a sync call, but not among the sync calls that take async slots.
+func (t *Tracker) BeginQueued(namespace, deploymentID string) (done func()) {
+	if t == nil {
+		return func() {}
+	}
+	c := t.counter(namespace, deploymentID)
+	c.add(1)
+	return func() { c.inFlight.Add(-1) }
+}
+
+// SyncInFlight is the number of sync calls in flight to a deployment.
+func (t *Tracker) SyncInFlight(namespace, deploymentID string) int {
+	if t == nil {
+		return 0
+	}
+	if v, ok := t.counters.Load(key{namespace, deploymentID}); ok {
+		return int(v.(*counter).sync.Load())
+	}
+	return 0
+}
+
+func (t *Tracker) counter(namespace, deploymentID string) *counter {
 	k := key{namespace, deploymentID}
 	v, ok := t.counters.Load(k)
 	if !ok {
 		v, _ = t.counters.LoadOrStore(k, &counter{})
 	}
-	c := v.(*counter)
-	n := c.inFlight.Add(1)
+	return v.(*counter)
+}
+
+// add counts n more calls in flight and raises the window's peak to the new count.
+func (c *counter) add(n int64) {
+	in := c.inFlight.Add(n)
 	for {
 		p := c.cur.Load()
-		if n <= p || c.cur.CompareAndSwap(p, n) {
-			break
+		if in <= p || c.cur.CompareAndSwap(p, in) {
+			return
 		}
 	}
-	return func() { c.inFlight.Add(-1) }
 }
 
 // Stats reports every deployment with calls in flight or a recent peak, sorted. A read a window or more after

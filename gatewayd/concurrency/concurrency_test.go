@@ -166,3 +166,31 @@ func BenchmarkBeginSerial(b *testing.B) {
 		tr.Begin("ws", "d")()
 	}
 }
+
+// TestQueuedCallsAreDemandButNotSync: an async call counts toward the deployment's in-flight and peak (the
+// autoscaler scales for it) but not among the sync calls that take async slots.
+func TestQueuedCallsAreDemandButNotSync(t *testing.T) {
+	tr := New(clocktesting.NewFakeClock(time.Unix(1_000_000, 0)), 2*time.Second)
+	doneSync := tr.Begin("ws", "d")
+	doneQueued := []func(){tr.BeginQueued("ws", "d"), tr.BeginQueued("ws", "d")}
+	if got := tr.SyncInFlight("ws", "d"); got != 1 {
+		t.Fatalf("SyncInFlight = %d, want 1 (async calls are not sync)", got)
+	}
+	d, ok := find(tr.Stats(), "ws", "d")
+	if !ok || d.InFlight != 3 || d.Peak != 3 {
+		t.Fatalf("stats = %+v (found %v), want in_flight 3 and peak 3: async calls are demand", d, ok)
+	}
+	for _, done := range doneQueued {
+		done()
+	}
+	doneSync()
+	if got := tr.SyncInFlight("ws", "d"); got != 0 {
+		t.Fatalf("SyncInFlight after done = %d, want 0", got)
+	}
+	if got := tr.SyncInFlight("ws", "never-called"); got != 0 {
+		t.Fatalf("SyncInFlight of an unknown deployment = %d, want 0", got)
+	}
+	if d, _ := find(tr.Stats(), "ws", "d"); d.InFlight != 0 {
+		t.Fatalf("in_flight after done = %d, want 0", d.InFlight)
+	}
+}
