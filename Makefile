@@ -60,7 +60,7 @@ test: manifests generate vet ## Run every suite: unit, golden, envtest (ginkgo),
 # FUZZTIME bounds each fuzz target: in `make test`, long enough to try new inputs on the parsers and handlers,
 # short enough for CI. Run `make fuzz FUZZTIME=10m` to dig deeper.
 FUZZTIME ?= 15s
-FUZZ_TARGETS := FuzzDecode:./api/snapshot/ FuzzValidate:./api/v1alpha1/hierarchy/ FuzzRewriteBody:./gatewayd/inference/ FuzzInferenceBody:./gatewayd/inference/ FuzzHandlers:./gatewayd/rest/
+FUZZ_TARGETS := FuzzDecode:./api/snapshot/ FuzzValidate:./api/v1alpha1/hierarchy/ FuzzRewriteBody:./gatewayd/inference/ FuzzInferenceBody:./gatewayd/inference/ FuzzHandlers:./gatewayd/rest/ FuzzParseBody:./gatewayd/async/ FuzzScan:./gatewayd/podlogs/
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME.
@@ -81,6 +81,11 @@ bench: ## Run the Go micro-benchmarks, then the side-by-side load harness, which
 		$$(grep -rl --include='*_test.go' --exclude-dir=node_modules '^func Benchmark' . | xargs -n1 dirname | sort -u)
 	go build -o $(LOCALBIN)/loadbench ./test/loadbench/cmd/loadbench
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" $(LOCALBIN)/loadbench -docs docs/benchmarks.md $(LOADBENCH_FLAGS)
+
+.PHONY: bench-load
+bench-load: ## Only the harness's load rounds (OpenAI route, /production/predict, bare proxy, direct): about 1 minute, prints the table, leaves docs alone.
+	go build -o $(LOCALBIN)/loadbench ./test/loadbench/cmd/loadbench
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" $(LOCALBIN)/loadbench -skip-propagation -skip-scale -stream-duration 200ms $(LOADBENCH_FLAGS)
 
 ##@ Build
 

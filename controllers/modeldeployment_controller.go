@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/controllers/autoscale"
 	"github.com/modelgate/modelgate/controllers/deploystatus"
 )
 
@@ -117,20 +118,27 @@ func (r *ModelDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 
 	now := r.Clock.Now()
 	r.startAttempt(md, now)
-	envs, err := r.environments(ctx, md)
+	model, err := r.model(ctx, md)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	md.Status.Environments = envs
+	if model != nil {
+		md.Status.Environments = model.EnvironmentsOf(md.Name)
+	} else {
+		md.Status.Environments = nil
+	}
 
-	scaledDown, wakePending := scaleState(md)
-	obs, err := r.observe(ctx, md, desiredReplicas(md, scaledDown))
+	scaledDown, wakePending := autoscale.ScaleState(md)
+	obs, err := r.observe(ctx, md, autoscale.Replicas(md, autoscale.EffectiveBounds(md, model)))
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	obs.Deleting = !md.DeletionTimestamp.IsZero()
 	obs.Active = md.Spec.IsActive()
 	obs.ScaledDown, obs.WakePending = scaledDown, wakePending
+	if wakePending {
+		obs.WakeRequestedAt = autoscale.AnnotationTime(md, gatewayv1.AnnotationWakeRequestedAt)
+	}
 	// Ready now counts as ready once: a replica that became ready while its rollout reports a failure is not
 	// DEPLOY_FAILED.
 	if obs.ReadyReplicas > 0 && md.Status.ReadySince == nil {
@@ -211,8 +219,9 @@ func (r *ModelDeploymentReconciler) startAttempt(md *gatewayv1.ModelDeployment, 
 	st.ObservedRetryNonce = md.Spec.RetryNonce
 }
 
-// environments lists the environments of the deployment's Model that point at it.
-func (r *ModelDeploymentReconciler) environments(ctx context.Context, md *gatewayv1.ModelDeployment) ([]string, error) {
+// model reads the deployment's Model, whose environments it serves and whose environment autoscaling
+// overrides its own; nil when the Model does not exist.
+func (r *ModelDeploymentReconciler) model(ctx context.Context, md *gatewayv1.ModelDeployment) (*gatewayv1.Model, error) {
 	m := &gatewayv1.Model{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: md.Namespace, Name: md.Spec.ModelID}, m)
 	if apierrors.IsNotFound(err) {
@@ -221,38 +230,7 @@ func (r *ModelDeploymentReconciler) environments(ctx context.Context, md *gatewa
 	if err != nil {
 		return nil, fmt.Errorf("failed to read Model %s/%s: %w", md.Namespace, md.Spec.ModelID, err)
 	}
-	return m.EnvironmentsOf(md.Name), nil
-}
-
-// scaleState reads the scale annotations: a deployment is scaled down when asked to be after its last wake, and
-// only once it has been ready (a deployment that never was is never scaled down); a wake is pending when asked
-// after the last scale-down.
-func scaleState(md *gatewayv1.ModelDeployment) (scaledDown, wakePending bool) {
-	down, wake := annotationTime(md, gatewayv1.AnnotationScaledDownAt), annotationTime(md, gatewayv1.AnnotationWakeRequestedAt)
-	scaledDown = !down.IsZero() && !wake.After(down) && md.Status.ReadySince != nil
-	wakePending = !wake.IsZero() && wake.After(down)
-	return scaledDown, wakePending
-}
-
-func annotationTime(md *gatewayv1.ModelDeployment, key string) time.Time {
-	t, err := time.Parse(time.RFC3339Nano, md.Annotations[key])
-	if err != nil {
-		return time.Time{}
-	}
-	return t
-}
-
-// desiredReplicas is what a deployment should run: none while inactive or scaled down, else minReplica and at
-// least one (until the autoscaler decides more).
-func desiredReplicas(md *gatewayv1.ModelDeployment, scaledDown bool) int32 {
-	if !md.Spec.IsActive() || scaledDown {
-		return 0
-	}
-	var minReplica int32
-	if a := md.Spec.Autoscaling; a != nil && a.MinReplica != nil {
-		minReplica = *a.MinReplica
-	}
-	return max(minReplica, 1)
+	return m, nil
 }
 
 // observe runs the source with replicas and reports what it sees.
@@ -468,16 +446,23 @@ func (r *ModelDeploymentReconciler) report(md *gatewayv1.ModelDeployment, res de
 }
 
 // requeue probes url sources again after ProbeInterval, and looks again at the startup deadline of a deployment
-// that is not ready yet.
+// that is not ready yet, or of a wake.
 func (r *ModelDeploymentReconciler) requeue(md *gatewayv1.ModelDeployment, obs deploystatus.Observed) ctrl.Result {
 	var after time.Duration
 	if md.Spec.Source.URL != "" && md.Spec.IsActive() {
 		after = r.ProbeInterval
 	}
-	if !obs.EverReady && obs.ReadyReplicas == 0 && obs.Active && !obs.DeployingSince.IsZero() {
-		if left := obs.DeployingSince.Add(obs.StartupTimeout).Sub(obs.Now); left > 0 && (after == 0 || left < after) {
+	deadline := func(since time.Time) {
+		if left := since.Add(obs.StartupTimeout).Sub(obs.Now); left > 0 && (after == 0 || left < after) {
 			after = left + time.Second
 		}
+	}
+	if !obs.EverReady && obs.ReadyReplicas == 0 && obs.Active && !obs.DeployingSince.IsZero() {
+		deadline(obs.DeployingSince)
+	}
+	// A wake that brings no replica up in time is UNHEALTHY: look again then.
+	if obs.WakePending && obs.ReadyReplicas == 0 && !obs.WakeRequestedAt.IsZero() {
+		deadline(obs.WakeRequestedAt)
 	}
 	return ctrl.Result{RequeueAfter: after}
 }

@@ -305,8 +305,8 @@ var _ = Describe("ModelDeployment reconciler", func() {
 			got := getDeployment(ns, md.Name)(g)
 			g.Expect(got.Status.Status).To(Equal(gatewayv1.StatusScaledToZero))
 			g.Expect(got.Status.ActiveReplicaCount).To(BeEquivalentTo(0))
-			// Not Ready (no replica serves a call now), yet no failure: the next call wakes it.
-			g.Expect(readyReason(got.Status.Conditions)).To(Equal("False/ScaledToZero"))
+			// Healthy: Ready stays True (the next call wakes it and is served), with its own reason.
+			g.Expect(readyReason(got.Status.Conditions)).To(Equal("True/ScaledToZero"))
 		}, timeout, poll).Should(Succeed())
 		expectEvent(ns, md.Name, "ScaledToZero", "ACTIVE → SCALED_TO_ZERO")
 

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/controllers/autoscale"
 )
 
 // Field indexes registered on the manager's cache. Webhooks and other readers of the same cache may list with
@@ -39,6 +41,15 @@ type Options struct {
 	// ProbeInterval is how often a url source is probed; DefaultProbeInterval when zero.
 	ProbeInterval time.Duration
 
+	// Clock times the ModelDeployment reconciler's deploy and wake deadlines; the real clock when nil. Tests pass
+	// the fake clock they give the Autoscaler too.
+	Clock clock.PassiveClock
+
+	// Autoscaler, when set, runs on the leader and scales model deployments to the calls gatewayd reports; its
+	// Client and Reader default to the manager's. Nil runs none: deployments then run minReplica (at least one)
+	// until scaled down by promotion, and one while a wake is pending.
+	Autoscaler *autoscale.Autoscaler
+
 	// SkipNameValidation lets a test process start more than one manager with these controllers. The manager's
 	// own Controller.SkipNameValidation is honoured as well.
 	SkipNameValidation bool
@@ -50,8 +61,9 @@ type Options struct {
 // +kubebuilder:rbac:groups=gateway.modelgate.io,resources=workspaces;workspaceapikeys;endpoints,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=gateway.modelgate.io,resources=groups/status;apikeys/status;workspaces/status;workspaceapikeys/status;endpoints/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=gateway.modelgate.io,resources=groups/finalizers,verbs=update
-// +kubebuilder:rbac:groups=gateway.modelgate.io,resources=models;modeldeployments,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=gateway.modelgate.io,resources=models/status;modeldeployments/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=gateway.modelgate.io,resources=models;modeldeployments;teams,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=gateway.modelgate.io,resources=models/status;modeldeployments/status;teams/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=gateway.modelgate.io,resources=workspaceapikeys,verbs=delete
 // +kubebuilder:rbac:groups=gateway.modelgate.io,resources=modeldeployments/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=apps,resources=deployments/scale,verbs=get;update;patch
@@ -90,7 +102,30 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		{"Model", func() error { return (&ModelReconciler{Client: c}).setup(mgr, copts) }},
 		{"ModelDeployment", func() error {
 			return (&ModelDeploymentReconciler{Client: c, Recorder: mgr.GetEventRecorderFor("modelgate-manager"),
-				Probe: opts.Probe, ProbeInterval: opts.ProbeInterval}).setup(mgr, copts)
+				Clock: opts.Clock, Probe: opts.Probe, ProbeInterval: opts.ProbeInterval}).setup(mgr, copts)
+		}},
+		{"autoscaler", func() error {
+			a := opts.Autoscaler
+			if a == nil {
+				return nil
+			}
+			if a.Client == nil {
+				a.Client = c
+			}
+			if a.Reader == nil {
+				a.Reader = mgr.GetAPIReader()
+			}
+			if a.Recorder == nil {
+				a.Recorder = mgr.GetEventRecorderFor("modelgate-autoscaler")
+			}
+			return mgr.Add(a)
+		}},
+		{"Team", func() error { return (&TeamReconciler{Client: c}).setup(mgr, copts) }},
+		{"deprovision", func() error {
+			return (&DeprovisionReconciler{Client: c, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorderFor("modelgate-manager")}).setup(mgr, copts)
+		}},
+		{"workspaceapikey-createdby", func() error {
+			return (&KeyCreatorReconciler{Client: c, Recorder: mgr.GetEventRecorderFor("modelgate-manager")}).setup(mgr, copts)
 		}},
 		{"snapshot", func() error {
 			return (&SnapshotReconciler{Client: c, Reader: mgr.GetAPIReader(), ChunkBytes: opts.SnapshotChunkBytes}).setup(mgr, copts)

@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -26,6 +27,8 @@ import (
 var (
 	k8s client.Client
 	ctx context.Context
+	// restConfig reaches the API server, for a real gatewayd that loads the published snapshots.
+	restConfig *rest.Config
 )
 
 func TestControllers(t *testing.T) {
@@ -36,6 +39,7 @@ func TestControllers(t *testing.T) {
 var _ = BeforeSuite(func() {
 	env := kubetest.StartSuite(kubetest.Options{CRDs: true})
 	k8s = env.Client
+	restConfig = env.Config
 	var cancel context.CancelFunc
 	ctx, cancel = context.WithCancel(context.Background())
 	DeferCleanup(cancel)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,10 +16,11 @@ import (
 	"github.com/modelgate/modelgate/test/upstream"
 )
 
-// BenchmarkProxyOverhead compares a non-streamed chat completion sent straight to the fake upstream with the
-// same call through gatewayd (auth, a 5-limit plan, forwarding, usage settling, metrics). The difference is
-// gatewayd's added latency over loopback.
-func BenchmarkProxyOverhead(b *testing.B) {
+// benchGateway serves, through a gatewayd, the fake upstream as the slug of a CASCADING group with a 4-limit plan
+// (federated key) and as the production deployment of model "bench" (a url deployment with predict path
+// /chat/completions, workspace key of type WORKSPACE_INVOKE), so the OpenAI route and /production/predict carry
+// the same body to the same server. It returns gatewayd's URL, the upstream's base URL and the two keys.
+func benchGateway(b *testing.B) (url, upstreamURL, key, invoke string) {
 	startEnv(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
@@ -36,6 +38,11 @@ func BenchmarkProxyOverhead(b *testing.B) {
 	key, rec := gatewaytest.NewKey("k", "root")
 	s.APIKeys = []snapshot.APIKey{rec}
 	s.Endpoints = []snapshot.Endpoint{{ID: "e", Slug: slug, Targets: []snapshot.Target{{Provider: "OPENAI", BaseURL: up.BaseURL()}}}}
+	invoke, invokeRec := gatewaytest.NewWorkspaceKey("invoke", "WORKSPACE_INVOKE")
+	s.WorkspaceAPIKeys = []snapshot.WorkspaceAPIKey{invokeRec}
+	s.Models = []snapshot.ServedModel{{ID: "bench", Environments: []snapshot.EnvironmentRoute{{Name: "production", Deployment: "v1"}}}}
+	s.Deployments = []snapshot.Deployment{{ID: "v1", ModelID: "bench", Kind: snapshot.DeploymentURL, URL: up.BaseURL(),
+		PredictPath: "/chat/completions", Active: true, Ready: true}}
 	if err := gatewaytest.Publish(ctx, cs, s, 1, 0); err != nil {
 		b.Fatal(err)
 	}
@@ -43,35 +50,87 @@ func BenchmarkProxyOverhead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	url, err := gatewaytest.Serve(ctx, gw)
+	url, err = gatewaytest.Serve(ctx, gw)
 	if err != nil {
 		b.Fatal(err)
 	}
 	if err := gatewaytest.WaitReady(gw, 30*time.Second); err != nil {
 		b.Fatal(err)
 	}
-	body := []byte(`{"model":"` + slug + `","messages":[{"role":"user","content":"hello world"}]}`)
-	call := func(b *testing.B, target, auth string) {
-		req, _ := http.NewRequest(http.MethodPost, target, bytes.NewReader(body))
-		req.Header.Set("Authorization", auth)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			b.Fatalf("status %d", resp.StatusCode)
-		}
+	return url, up.BaseURL(), key, invoke
+}
+
+var benchBody = []byte(`{"model":"` + slug + `","messages":[{"role":"user","content":"hello world"}]}`)
+
+// benchCall sends benchBody to target with auth on c and reads the answer.
+func benchCall(b *testing.B, c *http.Client, target, auth string) {
+	req, _ := http.NewRequest(http.MethodPost, target, bytes.NewReader(benchBody))
+	req.Header.Set("Authorization", auth)
+	resp, err := c.Do(req)
+	if err != nil {
+		b.Error(err)
+		return
 	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b.Errorf("status %d", resp.StatusCode)
+	}
+}
+
+// BenchmarkProxyOverhead compares a non-streamed chat completion sent straight to the fake upstream with the
+// same call through gatewayd (auth, a 4-limit plan, forwarding, usage settling, metrics). The difference is
+// gatewayd's added latency over loopback. predict sends the same body to the same server through
+// /models/bench/production/predict: auth, authz, the route step, the request log and the streamed forward.
+func BenchmarkProxyOverhead(b *testing.B) {
+	url, upstreamURL, key, invoke := benchGateway(b)
 	b.Run("direct", func(b *testing.B) {
 		for b.Loop() {
-			call(b, up.BaseURL()+"/chat/completions", "Bearer x")
+			benchCall(b, http.DefaultClient, upstreamURL+"/chat/completions", "Bearer x")
 		}
 	})
 	b.Run("gatewayd", func(b *testing.B) {
 		for b.Loop() {
-			call(b, url+"/v1/chat/completions", "Api-Key "+key)
+			benchCall(b, http.DefaultClient, url+"/v1/chat/completions", "Api-Key "+key)
 		}
 	})
+	b.Run("predict", func(b *testing.B) {
+		for b.Loop() {
+			benchCall(b, http.DefaultClient, url+"/models/bench/production/predict", "Api-Key "+invoke)
+		}
+	})
+}
+
+// BenchmarkRouteCPU drives the OpenAI route and /production/predict with 16 concurrent callers per core and
+// reports, besides the wall time, the CPU time of the whole process per call (cpu-ns/op: client, gatewayd and
+// fake upstream). On a shared machine the wall time swings with the neighbours' load; the CPU per call barely
+// does, so it is the figure to compare the two routes' cost by. Run the sub-benchmarks several times
+// (-count) to interleave them.
+func BenchmarkRouteCPU(b *testing.B) {
+	url, _, key, invoke := benchGateway(b)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 256
+	c := &http.Client{Transport: tr}
+	for _, tc := range []struct{ name, path, auth string }{
+		{"openai", "/v1/chat/completions", "Api-Key " + key},
+		{"predict", "/models/bench/production/predict", "Api-Key " + invoke},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			before := processCPU()
+			b.SetParallelism(16)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					benchCall(b, c, url+tc.path, tc.auth)
+				}
+			})
+			b.ReportMetric(float64(processCPU()-before)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+// processCPU is the user and system CPU time this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

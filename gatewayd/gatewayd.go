@@ -28,13 +28,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gatewayd/async"
+	"github.com/modelgate/modelgate/gatewayd/async/queue"
 	"github.com/modelgate/modelgate/gatewayd/auth"
+	"github.com/modelgate/modelgate/gatewayd/authz"
 	"github.com/modelgate/modelgate/gatewayd/billing"
+	"github.com/modelgate/modelgate/gatewayd/concurrency"
 	"github.com/modelgate/modelgate/gatewayd/discovery"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/inference"
+	"github.com/modelgate/modelgate/gatewayd/keyuse"
 	"github.com/modelgate/modelgate/gatewayd/limits"
+	"github.com/modelgate/modelgate/gatewayd/podlogs"
 	"github.com/modelgate/modelgate/gatewayd/reload"
+	"github.com/modelgate/modelgate/gatewayd/requestlog"
 	"github.com/modelgate/modelgate/gatewayd/state"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 	"github.com/modelgate/modelgate/gatewayd/view"
@@ -92,6 +99,8 @@ type Options struct {
 	// Registry receives gatewayd's metrics and is served at /metrics; a new registry with the Go and process
 	// collectors when nil.
 	Registry *prometheus.Registry
+	// KeyUse keeps when each workspace key was last used (GET /v1/api_keys last_used_at); in memory when nil.
+	KeyUse keyuse.Store
 	// Billing stores billing events. When set, gatewayd records one per call made with a federated key, serves
 	// GET /v1/gateway/events and delivers the events to each Workspace's billing webhook. Off when nil.
 	Billing billing.Store
@@ -110,6 +119,11 @@ type Options struct {
 	HoldTimeout time.Duration
 	// WakeMinInterval spaces two wake requests of one deployment; wake.DefaultMinInterval when zero.
 	WakeMinInterval time.Duration
+	// Async keeps async inference requests. When set, gatewayd serves the async routes and runs their
+	// dispatcher and result webhooks (gatewayd/async). Off when nil.
+	Async queue.Store
+	// AsyncConfig tunes async inference; defaults when zero.
+	AsyncConfig async.Config
 }
 
 // Gateway is a configured data plane.
@@ -125,6 +139,18 @@ type Gateway struct {
 	waker *wake.Waker
 	// lists serves the management API's list routes; nil when the management API is off.
 	lists cache.Cache
+	// keyUse records workspace keys' last uses; workspaceKeys authenticates workspace keys on every route and
+	// records through it.
+	keyUse        *keyuse.Recorder
+	workspaceKeys auth.Lookup
+	// calls counts the calls in flight per model deployment, served to the autoscaler on the metrics listener.
+	calls *concurrency.Tracker
+	// requests is this replica's log of predict calls per deployment, and pods reads deployments' pod logs: the
+	// sources of the logs route beyond Events.
+	requests *requestlog.Log
+	pods     podlogs.Reader
+	// async serves async inference; nil when Options.Async is.
+	async *async.Service
 }
 
 // New builds a Gateway without starting anything.
@@ -153,6 +179,9 @@ func New(opts Options) (*Gateway, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	if opts.KeyUse == nil {
+		opts.KeyUse = keyuse.NewMemory()
+	}
 	if opts.Registry == nil {
 		opts.Registry = prometheus.NewRegistry()
 		opts.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -173,9 +202,15 @@ func New(opts Options) (*Gateway, error) {
 		opts:    opts,
 		loader:  loader,
 		secrets: upstream.NewSecrets(cs, opts.SecretTTL),
+		calls:   concurrency.New(opts.Clock, 0),
 		mux:     http.NewServeMux(),
 		addrs:   discovery.New(cs, opts.Namespaces),
+		keyUse:  keyuse.NewRecorder(opts.KeyUse, opts.Clock.Now, opts.Logger.WithName("keyuse")),
+		// The host name of a pod is its name: the replica a request line names.
+		requests: requestlog.New(hostname(), 0, 0),
+		pods:     podlogs.New(cs),
 	}
+	g.workspaceKeys = auth.ViewLookup(loader.View).Recording(g.keyUse)
 	if g.waker, err = newWaker(opts, g.addrs); err != nil {
 		return nil, err
 	}
@@ -188,20 +223,34 @@ func New(opts Options) (*Gateway, error) {
 		})
 		g.mux.Handle("GET /v1/gateway/events", billing.Handler(opts.Billing, g.billingCaller))
 	}
+	up := upstream.New(upstream.Options{Transport: opts.Transport, Secrets: g.secrets, Timeout: opts.UpstreamTimeout})
 	inference.New(inference.Options{
 		View:                   loader.View,
 		Limits:                 opts.Store,
 		Clock:                  opts.Clock,
-		Upstream:               upstream.New(upstream.Options{Transport: opts.Transport, Secrets: g.secrets, Timeout: opts.UpstreamTimeout}),
+		Upstream:               up,
 		Metrics:                m,
 		MaxBodyBytes:           opts.MaxBodyBytes,
 		Billing:                g.billing,
 		MaxInFlightBytesPerKey: opts.MaxInFlightBytesPerKey,
 		BodyReadTimeout:        opts.BodyReadTimeout,
+		Concurrency:            g.calls,
 		Addresses:              g.addrs,
 		Waker:                  g.waker,
 		HoldTimeout:            opts.HoldTimeout,
+		WorkspaceKeys:          g.workspaceKeys,
+		RequestLog:             g.requests,
 	}).Register(g.mux)
+	if opts.Async != nil {
+		if g.async, err = async.New(async.Options{
+			Config: opts.AsyncConfig, View: loader.View, Store: opts.Async, Limits: opts.Store, Upstream: up,
+			Addresses: g.addrs, Calls: g.calls, Secret: g.secrets.Get, Clock: opts.Clock, Registry: opts.Registry,
+			Logger: opts.Logger.WithName("async"),
+		}); err != nil {
+			return nil, err
+		}
+		g.async.Register(g.mux)
+	}
 	if !opts.DisableManagementAPI {
 		if err := g.mountManagement(); err != nil {
 			return nil, err
@@ -239,7 +288,7 @@ func NewWithState(ctx context.Context, opts Options, cfg state.Config) (*Gateway
 	if err != nil {
 		return nil, nil, err
 	}
-	opts.Store, opts.Billing, opts.BillingSpool = st.Limits(), st.Billing(), st.Spool()
+	opts.Store, opts.Billing, opts.BillingSpool, opts.KeyUse, opts.Async = st.Limits(), st.Billing(), st.Spool(), st.KeyUse(), st.Async()
 	g, err := New(opts)
 	if err != nil {
 		return nil, nil, errors.Join(err, st.Close())
@@ -301,6 +350,8 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	if g.opts.MetricsListener != nil {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", g.metricsHandler())
+		// Internal too: the autoscaler's view of every workspace's calls in flight (api/stats).
+		g.calls.Register(mux)
 		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 		go func() { _ = msrv.Serve(g.opts.MetricsListener) }()
 		defer msrv.Close()
@@ -308,6 +359,12 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	if g.billing != nil {
 		go billing.NewDeliverer(g.opts.Billing, g.billingTargets, g.opts.BillingDelivery).Run(ctx)
+	}
+	asyncDone := make(chan struct{})
+	if g.async != nil {
+		go func() { defer close(asyncDone); g.async.Run(ctx) }()
+	} else {
+		close(asyncDone)
 	}
 	log.Info("Serving", "addr", ln.Addr().String(), "namespaces", g.opts.Namespaces)
 
@@ -336,19 +393,20 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		g.billing.Close()
 	}
 	cancel()
+	// Async workers put the requests they ran back in the queue before the store closes.
+	<-asyncDone
 	return err
 }
 
 // billingCaller authenticates GET /v1/gateway/events with a workspace key allowed to manage the gateway, as
 // the other /v1/gateway routes do.
 func (g *Gateway) billingCaller(r *http.Request) (string, *httperr.Error) {
-	c, refusal := auth.Workspace(r, auth.ViewLookup(g.loader.View))
+	c, refusal := auth.Workspace(r, g.workspaceKeys)
 	if refusal != nil {
 		return "", refusal
 	}
-	if !c.MayManageGateway() {
-		return "", httperr.New(http.StatusForbidden, httperr.CodeForbidden,
-			"This key type may not read billing events; use a WORKSPACE_MANAGE_ALL key or an admin's PERSONAL key.", nil)
+	if dec := c.Decide(authz.ActionManageGateway, authz.Resource{}); !dec.Allowed {
+		return "", httperr.New(http.StatusForbidden, httperr.CodeForbidden, dec.Reason, map[string]string{"key_type": c.Key.Type})
 	}
 	return c.Namespace, nil
 }

@@ -715,6 +715,10 @@ func TestMetricsRoutes(t *testing.T) {
 	if code := f.get("/metrics"); code != http.StatusNotFound {
 		t.Errorf("/metrics on the serving address: %d, want 404", code)
 	}
+	// The autoscaler's stats name every workspace's deployments: the metrics listener only (test/autoscale).
+	if code := f.get("/internal/stats"); code != http.StatusNotFound {
+		t.Errorf("/internal/stats on the serving address: %d, want 404", code)
+	}
 	for auth, want := range map[string]int{"Bearer " + export: 200, "Api-Key " + export: 200, "Bearer " + invoke: 403,
 		"Api-Key " + f.keys["root"]: 401, "": 401} {
 		if code, body := getWith(t, f.url+"/v1/metrics", auth); code != want {

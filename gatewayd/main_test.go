@@ -86,6 +86,8 @@ type fixture struct {
 	version    int64
 	// keys maps a group id to the plaintext of its key.
 	keys map[string]string
+	// limits is the store gatewayd runs with: store, or fixtureOpts.store when set.
+	limits limits.Store
 	// stop begins gatewayd's shutdown, as SIGTERM does in cmd/gatewayd; stopped is closed when Serve returns.
 	stop    context.CancelFunc
 	stopped chan struct{}
@@ -106,6 +108,8 @@ type fixtureOpts struct {
 	upstreamTimeout time.Duration
 	// holdTimeout is gatewayd's HoldTimeout; its default when zero.
 	holdTimeout time.Duration
+	// store is gatewayd's limit store (for example Redis); a fresh memory store, f.store, when nil.
+	store limits.Store
 }
 
 // tree is a three-level tree: root <- mid <- {leafA, leafB}. limitsOf gives each group's own models.
@@ -149,7 +153,11 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 		t.Fatal(err)
 	}
 	f.metricsURL = "http://" + metricsLn.Addr().String()
-	f.gw, err = gatewayd.New(gatewayd.Options{RESTConfig: cfg, Namespaces: []string{ns}, Store: f.store, Clock: f.clock, MetricsListener: metricsLn,
+	f.limits = f.store
+	if o.store != nil {
+		f.limits = o.store
+	}
+	f.gw, err = gatewayd.New(gatewayd.Options{RESTConfig: cfg, Namespaces: []string{ns}, Store: f.limits, Clock: f.clock, MetricsListener: metricsLn,
 		MaxInFlightBytesPerKey: o.maxInFlightBytes, BodyReadTimeout: o.bodyReadTimeout, UpstreamTimeout: o.upstreamTimeout,
 		HoldTimeout: o.holdTimeout})
 	if err != nil {

@@ -3,6 +3,7 @@ package gatewayd
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -52,21 +53,25 @@ func (g *Gateway) mountManagement() error {
 	rest.New(rest.Options{
 		Client:                c,
 		Lister:                g.lists,
-		Directory:             directory{g.loader},
+		Directory:             directory{g.loader, g.workspaceKeys},
+		KeyUse:                g.keyUse,
 		Usage:                 usageReader{g.opts.Store},
 		Clock:                 g.opts.Clock.Now,
 		ReadYourWritesTimeout: g.opts.ReadYourWritesTimeout,
+		RequestLog:            g.requests,
+		PodLogs:               g.pods,
 	}).Register(g.mux)
 	return nil
 }
 
 // directory answers the management API from the loaded snapshots.
-type directory struct{ loader *reload.Loader }
-
-// WorkspaceKey authenticates a workspace key against the view in force.
-func (d directory) WorkspaceKey(apiKey string) (string, snapshot.WorkspaceAPIKey, bool) {
-	return auth.ViewLookup(d.loader.View)(apiKey)
+type directory struct {
+	loader *reload.Loader
+	keys   auth.Lookup
 }
+
+// WorkspaceKey authenticates a workspace key against the view in force, recording its use.
+func (d directory) WorkspaceKey(apiKey string) (auth.Caller, bool) { return d.keys(apiKey) }
 
 // WaitFor blocks until the loaded snapshot of namespace satisfies pred. It takes the change signal before
 // reading the view, so a swap between the read and the wait is never missed.
@@ -93,4 +98,13 @@ func (u usageReader) DailyUsage(ctx context.Context, namespace, groupID, slug, l
 		return 0, err
 	}
 	return u.store.Count(ctx, limits.BucketKey{Namespace: namespace, Group: groupID, Slug: slug, Type: t, Unit: limits.Day}, now)
+}
+
+// hostname names this replica in the request log: the pod's name in a cluster.
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return "gatewayd"
+	}
+	return h
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/modelgate/modelgate/gatewayd/auth"
+	"github.com/modelgate/modelgate/gatewayd/authz"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/inference"
 )
@@ -20,16 +21,15 @@ func (g *Gateway) metricsHandler() http.Handler {
 }
 
 // workspaceMetrics serves GET /v1/metrics: the per-call series of the caller's workspace only, in the Prometheus
-// text format, for WORKSPACE_EXPORT_METRICS keys (and keys that may manage the gateway).
+// text format, for the keys authz.Decide lets export metrics.
 func (g *Gateway) workspaceMetrics(w http.ResponseWriter, r *http.Request) {
-	c, refusal := auth.Workspace(r, auth.ViewLookup(g.loader.View))
+	c, refusal := auth.Workspace(r, g.workspaceKeys)
 	if refusal != nil {
 		httperr.WriteError(w, refusal)
 		return
 	}
-	if !c.MayExportMetrics() {
-		httperr.Write(w, http.StatusForbidden, httperr.CodeForbidden,
-			"This key type may not export metrics; use a WORKSPACE_EXPORT_METRICS or WORKSPACE_MANAGE_ALL key.", map[string]string{"key_type": c.Key.Type})
+	if dec := c.Decide(authz.ActionExportMetrics, authz.Resource{}); !dec.Allowed {
+		httperr.Write(w, http.StatusForbidden, httperr.CodeForbidden, dec.Reason, map[string]string{"key_type": c.Key.Type})
 		return
 	}
 	families, err := g.opts.Registry.Gather()

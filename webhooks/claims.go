@@ -38,6 +38,8 @@ const (
 
 	claimExternalID = "external-id"
 	claimKeyPrefix  = "key-prefix"
+	// claimKeyName claims a WorkspaceAPIKey's displayName within its name scope (see keyNameValue).
+	claimKeyName = "key-name"
 
 	claimValue      = "value"
 	claimHolderKind = "holderKind"
@@ -74,8 +76,8 @@ type claimer struct {
 	// now is the clock of claimGrace; time.Now when nil.
 	now func() time.Time
 	// current reads what the holder of a claim of kind holds now: whether it exists, is being deleted, and the
-	// value it claims.
-	current func(ctx context.Context, ns string, h claimant) (value string, exists, deleting bool, err error)
+	// value of that kind it claims.
+	current func(ctx context.Context, ns, kind string, h claimant) (value string, exists, deleting bool, err error)
 }
 
 // claimRefusal is why a value could not be claimed.
@@ -126,7 +128,7 @@ func (cl *claimer) take(ctx context.Context, ns, kind, value string, c claimant)
 			}
 			return cl.takeOver(ctx, &have, c, holder)
 		}
-		stale, err := cl.stale(ctx, ns, value, &have, holder)
+		stale, err := cl.stale(ctx, ns, kind, value, &have, holder)
 		if err != nil {
 			return nil, err
 		}
@@ -143,8 +145,8 @@ func (cl *claimer) take(ctx context.Context, ns, kind, value string, c claimant)
 
 // stale reports whether holder no longer holds the claim have: it is being deleted, holds another value, or is
 // gone (once the claim is older than claimGrace).
-func (cl *claimer) stale(ctx context.Context, ns, value string, have *corev1.ConfigMap, holder claimant) (bool, error) {
-	current, exists, deleting, err := cl.current(ctx, ns, holder)
+func (cl *claimer) stale(ctx context.Context, ns, kind, value string, have *corev1.ConfigMap, holder claimant) (bool, error) {
+	current, exists, deleting, err := cl.current(ctx, ns, kind, holder)
 	if err != nil {
 		return false, err
 	}
@@ -222,8 +224,8 @@ func (r *claimRefusal) fieldError(path *field.Path, value, scope string) *field.
 }
 
 // currentValue reads the claimable values of the kinds that hold claims.
-func currentValue(r client.Reader) func(ctx context.Context, ns string, h claimant) (string, bool, bool, error) {
-	return func(ctx context.Context, ns string, h claimant) (string, bool, bool, error) {
+func currentValue(r client.Reader) func(ctx context.Context, ns, kind string, h claimant) (string, bool, bool, error) {
+	return func(ctx context.Context, ns, kind string, h claimant) (string, bool, bool, error) {
 		var obj client.Object
 		switch h.kind {
 		case "Group":
@@ -253,6 +255,9 @@ func currentValue(r client.Reader) func(ctx context.Context, ns string, h claima
 		case *gatewayv1.APIKey:
 			return o.Spec.Prefix, true, deleting, nil
 		case *gatewayv1.WorkspaceAPIKey:
+			if kind == claimKeyName {
+				return keyNameValue(o), true, deleting, nil
+			}
 			return o.Spec.Prefix, true, deleting, nil
 		}
 		return "", false, false, nil

@@ -1,7 +1,7 @@
 // Package webhooks holds the validating admission webhooks of the gateway.modelgate.io kinds. They enforce the
 // rules that read other objects of the same namespace (the workspace): group hierarchy depth, cycles, modes and
 // cascading thresholds (through api/v1alpha1/hierarchy, the same functions the reconciler runs again), and
-// uniqueness of external ids, key prefixes, endpoint slugs and the Workspace itself, and the pointers from a
+// uniqueness of external ids, key prefixes, key names within their scope, endpoint slugs, the Workspace itself and the default Team, and the pointers from a
 // Model's environments to its ModelDeployments. Rules about one object alone live in the CRDs' CEL. Every refusal
 // is an Invalid status whose causes carry the field path and the rule.
 //
@@ -25,7 +25,7 @@ import (
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 )
 
-// +kubebuilder:rbac:groups=gateway.modelgate.io,resources=groups;apikeys;endpoints;workspaces;workspaceapikeys;models;modeldeployments,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gateway.modelgate.io,resources=groups;apikeys;endpoints;workspaces;workspaceapikeys;models;modeldeployments;teams,verbs=get;list;watch
 
 // SetupWithManager registers the validating webhook of every kind with the manager's webhook server.
 //
@@ -55,6 +55,9 @@ func SetupWithManager(mgr manager.Manager) error {
 		}},
 		{"WorkspaceAPIKey", func() error {
 			return builder.WebhookManagedBy(mgr, &gatewayv1.WorkspaceAPIKey{}).WithValidator(&WorkspaceAPIKeyValidator{Reader: r, Claims: claims}).Complete()
+		}},
+		{"Team", func() error {
+			return builder.WebhookManagedBy(mgr, &gatewayv1.Team{}).WithValidator(&TeamValidator{Reader: r}).Complete()
 		}},
 		{"Model", func() error {
 			return builder.WebhookManagedBy(mgr, &gatewayv1.Model{}).WithValidator(&ModelValidator{Reader: r}).Complete()

@@ -3,6 +3,7 @@ package webhooks
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,9 +40,36 @@ func (v *WorkspaceValidator) ValidateCreate(ctx context.Context, w *gatewayv1.Wo
 	return nil, nil
 }
 
-// ValidateUpdate admits every update: an update never adds a Workspace.
-func (v *WorkspaceValidator) ValidateUpdate(context.Context, *gatewayv1.Workspace, *gatewayv1.Workspace) (admission.Warnings, error) {
-	return nil, nil
+// ValidateUpdate admits every update (an update never adds a Workspace), warning when it deprovisions people:
+// the manager deletes the PERSONAL keys of everyone spec.members no longer lists.
+func (v *WorkspaceValidator) ValidateUpdate(_ context.Context, old, w *gatewayv1.Workspace) (admission.Warnings, error) {
+	return membershipWarnings(old, w), nil
+}
+
+// membershipWarnings says whom an update of spec.members deprovisions: the members it removes, or, when it
+// adopts membership (members was unset), everyone it does not list.
+func membershipWarnings(old, w *gatewayv1.Workspace) admission.Warnings {
+	if w.Spec.Members == nil || w.DeletionTimestamp != nil {
+		return nil
+	}
+	if old.Spec.Members == nil {
+		return admission.Warnings{fmt.Sprintf("spec.members: Workspace %s adopts membership; the manager deletes the PERSONAL keys of every user it does not list", w.Name)}
+	}
+	listed := make(map[string]bool, len(w.Spec.Members))
+	for _, m := range w.Spec.Members {
+		listed[m.UserID] = true
+	}
+	var removed []string
+	for _, m := range old.Spec.Members {
+		if !listed[m.UserID] {
+			removed = append(removed, m.UserID)
+		}
+	}
+	if len(removed) == 0 {
+		return nil
+	}
+	return admission.Warnings{fmt.Sprintf("spec.members: removing %s deprovisions them; the manager deletes their PERSONAL keys",
+		strings.Join(removed, ", "))}
 }
 
 // ValidateDelete admits every deletion.

@@ -13,7 +13,7 @@ import (
 func sample(groups int) *Snapshot {
 	s := &Snapshot{
 		Namespace: "default",
-		Workspace: Workspace{Name: "default", ModelAPITier: &ModelAPITier{RequestsPerMinute: 60}},
+		Workspace: Workspace{Name: "default", ModelAPILimits: &ModelAPILimits{RequestsPerMinute: 60}},
 		APIKeys:   []APIKey{{ID: "k", Prefix: "mgk_AAAAAAAAAAAA", Hash: "00", GroupID: "g-0"}},
 		Endpoints: []Endpoint{{ID: "e", Slug: "demo/echo", Targets: []Target{{Provider: "OPENAI", BaseURL: "http://x/v1"}}}},
 	}

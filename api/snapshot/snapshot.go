@@ -29,6 +29,8 @@ type Snapshot struct {
 	Models []ServedModel `json:"models"`
 	// Deployments are the model deployments and where they are served, sorted by ID.
 	Deployments []Deployment `json:"deployments"`
+	// Teams are the workspace's teams, sorted by ID.
+	Teams []Team `json:"teams,omitempty"`
 }
 
 // ServedModel is a model and its environments.
@@ -78,6 +80,10 @@ type Deployment struct {
 	Status string `json:"status,omitempty"`
 	// StartupTimeoutSeconds bounds how long a call waits for the deployment to start.
 	StartupTimeoutSeconds int32 `json:"startupTimeoutSeconds,omitempty"`
+	// ConcurrencyTarget and MaxReplica are the deployment's autoscaling settings, 0 when unset (the defaults, 1
+	// each, apply). The async dispatcher runs replicas x ConcurrencyTarget requests at once.
+	ConcurrencyTarget int32 `json:"concurrencyTarget,omitempty"`
+	MaxReplica        int32 `json:"maxReplica,omitempty"`
 }
 
 // Workspace is the settings of a workspace.
@@ -88,8 +94,32 @@ type Workspace struct {
 	KeyRegistrationPublicKey string `json:"keyRegistrationPublicKey,omitempty"`
 	// BillingWebhook is where billing events go, nil when unset.
 	BillingWebhook *BillingWebhook `json:"billingWebhook,omitempty"`
-	// ModelAPITier bounds workspace keys on the shared model API, nil when unset.
-	ModelAPITier *ModelAPITier `json:"modelAPITier,omitempty"`
+	// ModelAPILimits bounds each workspace key, and federated keys on shared-model-API Endpoints, on the
+	// OpenAI-compatible routes; nil when unset.
+	ModelAPILimits *ModelAPILimits `json:"modelAPILimits,omitempty"`
+	// AsyncWebhookSecret signs async inference result webhooks, nil when unset.
+	AsyncWebhookSecret *SecretRef `json:"asyncWebhookSecret,omitempty"`
+	// MembershipManaged is true when the Workspace lists its members: a PERSONAL key then acts only while its
+	// owner is listed, with the role listed. When false, a PERSONAL key acts with the role in its own owner record.
+	MembershipManaged bool `json:"membershipManaged,omitempty"`
+	// Members are the organization's people, sorted by UserID.
+	Members []Member `json:"members,omitempty"`
+}
+
+// Member is one person of the organization and their role.
+type Member struct {
+	UserID string `json:"userID"`
+	Role   string `json:"role"`
+}
+
+// Team is a team of the workspace and its members.
+type Team struct {
+	// ID is the Team object's name.
+	ID      string `json:"id"`
+	Name    string `json:"name"`
+	Default bool   `json:"default,omitempty"`
+	// Members are sorted by UserID.
+	Members []Member `json:"members,omitempty"`
 }
 
 // BillingWebhook is a delivery target for billing events.
@@ -98,8 +128,8 @@ type BillingWebhook struct {
 	Secret SecretRef `json:"secret"`
 }
 
-// ModelAPITier is the per-key ceiling of workspace keys on the shared model API.
-type ModelAPITier struct {
+// ModelAPILimits is the per-key ceiling on the shared model API.
+type ModelAPILimits struct {
 	RequestsPerMinute int64 `json:"requestsPerMinute,omitempty"`
 	TokensPerMinute   int64 `json:"tokensPerMinute,omitempty"`
 }
@@ -173,6 +203,14 @@ type WorkspaceAPIKey struct {
 	TeamID       string    `json:"teamID,omitempty"`
 	Models       []string  `json:"models,omitempty"`
 	Environments []string  `json:"environments,omitempty"`
+	// CreatedBy is who created the key, nil when unrecorded.
+	CreatedBy *KeyCreator `json:"createdBy,omitempty"`
+}
+
+// KeyCreator is the user, or the key-management key, that created a workspace key.
+type KeyCreator struct {
+	UserID       string `json:"userID,omitempty"`
+	APIKeyPrefix string `json:"apiKeyPrefix,omitempty"`
 }
 
 // KeyOwner is the user of a personal workspace key.
@@ -190,6 +228,8 @@ type Endpoint struct {
 	Targets []Target `json:"targets"`
 	// TimeoutMillis bounds one upstream call; 0 means gatewayd's default.
 	TimeoutMillis int64 `json:"timeoutMillis,omitempty"`
+	// SharedModelAPI holds federated keys calling the slug to the workspace's ModelAPILimits too.
+	SharedModelAPI bool `json:"sharedModelAPI,omitempty"`
 }
 
 // Target is one upstream of an Endpoint.

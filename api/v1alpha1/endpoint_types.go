@@ -56,6 +56,11 @@ type EndpointSpec struct {
 	// timeout bounds one upstream call, after which the caller gets 504 timeout. Defaults to gatewayd's --upstream-timeout.
 	// +optional
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// sharedModelAPI marks the slug as part of the workspace's shared model API: a federated key calling it is
+	// held to the Workspace's modelAPILimits as well as its group's limits, and either can answer 429.
+	// +optional
+	SharedModelAPI bool `json:"sharedModelAPI,omitempty"`
 }
 
 // FieldEndpointSlug selects Endpoints by spec.slug, declared by the +kubebuilder:selectablefield marker below.

@@ -31,6 +31,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&WorkspaceAPIKey{}, &WorkspaceAPIKeyList{},
 		&Model{}, &ModelList{},
 		&ModelDeployment{}, &ModelDeploymentList{},
+		&Team{}, &TeamList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

@@ -24,8 +24,9 @@ type BillingWebhook struct {
 	SecretRef SecretKeySelector `json:"secretRef"`
 }
 
-// ModelAPITier bounds what workspace keys may spend on the shared model API, across all models.
-type ModelAPITier struct {
+// ModelAPILimits bounds what one workspace key may spend on the shared model API (the OpenAI-compatible routes),
+// across all models.
+type ModelAPILimits struct {
 	// requestsPerMinute is the ceiling of requests per minute per workspace key.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
@@ -48,9 +49,63 @@ type WorkspaceSpec struct {
 	// +optional
 	BillingWebhook *BillingWebhook `json:"billingWebhook,omitempty"`
 
-	// modelAPITier bounds workspace keys calling the shared model API.
+	// modelAPILimits is the workspace's model-API tier: the requests and tokens per minute one workspace key may
+	// spend on the OpenAI-compatible routes, whatever the model. A federated key calling an Endpoint marked
+	// sharedModelAPI is held to these limits too, on top of its group's.
 	// +optional
-	ModelAPITier *ModelAPITier `json:"modelAPITier,omitempty"`
+	ModelAPILimits *ModelAPILimits `json:"modelAPILimits,omitempty"`
+
+	// modelAPITier is the former name of modelAPILimits, read only when modelAPILimits is unset.
+	//
+	// Deprecated: use modelAPILimits.
+	// +optional
+	ModelAPITier *ModelAPILimits `json:"modelAPITier,omitempty"`
+
+	// members are the organization's people and their roles. A PERSONAL key acts with its owner's role here, as
+	// it is now. Removing a member deprovisions them: the manager deletes their PERSONAL keys. When members is
+	// unset, the workspace has not adopted membership yet, and a PERSONAL key acts with the role recorded in its
+	// own spec.owner.role.
+	// +optional
+	// +listType=map
+	// +listMapKey=userID
+	// +kubebuilder:validation:MaxItems=10000
+	Members []WorkspaceMember `json:"members,omitempty"`
+
+	// asyncWebhook holds the secret that signs the result webhooks of async inference requests. A request that
+	// names a webhook_endpoint is refused until it is set.
+	// +optional
+	AsyncWebhook *AsyncWebhook `json:"asyncWebhook,omitempty"`
+}
+
+// AsyncWebhook is how async inference results are signed; each request names its own webhook_endpoint.
+type AsyncWebhook struct {
+	// secretRef names the Secret entry (key defaults to "secret") holding the Standard Webhooks signing secret.
+	// +required
+	SecretRef SecretKeySelector `json:"secretRef"`
+}
+
+// WorkspaceMember is one person of the organization.
+type WorkspaceMember struct {
+	// userID is the member's user id, as PERSONAL keys and teams name them.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="!self.matches('[[:cntrl:]]') && !self.startsWith(' ') && !self.endsWith(' ')",message="must not contain control characters, nor begin or end with a space"
+	UserID string `json:"userID"`
+
+	// email is the member's email address.
+	// +optional
+	// +kubebuilder:validation:MaxLength=320
+	Email string `json:"email,omitempty"`
+
+	// name is the member's display name.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Name string `json:"name,omitempty"`
+
+	// role is the member's organization role.
+	// +required
+	Role OrgRole `json:"role"`
 }
 
 // WorkspaceStatus is the observed state of a Workspace.

@@ -56,12 +56,31 @@ type KeyOwner struct {
 	Role OrgRole `json:"role,omitempty"`
 }
 
+// KeyCreator is who created a workspace key: a user, or a key-management key.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.userID) != has(self.apiKeyPrefix)",message="give exactly one of userID and apiKeyPrefix"
+type KeyCreator struct {
+	// userID is the user whose PERSONAL key created the key.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	UserID string `json:"userID,omitempty"`
+
+	// apiKeyPrefix is the prefix of the WORKSPACE_MANAGE_API_KEYS (or other non-personal) key that created it.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	APIKeyPrefix string `json:"apiKeyPrefix,omitempty"`
+}
+
 // WorkspaceAPIKeySpec is a key that authenticates management and model calls of the workspace.
 //
 // +kubebuilder:validation:XValidation:rule="self.type == oldSelf.type",message="type is immutable: create a key of the other type instead"
 // +kubebuilder:validation:XValidation:rule="self.type != 'PERSONAL' || has(self.owner)",message="owner is required for PERSONAL keys",fieldPath=".owner"
-// +kubebuilder:validation:XValidation:rule="!has(self.models) || self.type == 'WORKSPACE_MANAGE_ALL' || self.type == 'WORKSPACE_INVOKE'",message="models scoping applies to WORKSPACE_MANAGE_ALL and WORKSPACE_INVOKE keys only",fieldPath=".models"
-// +kubebuilder:validation:XValidation:rule="!has(self.environments) || self.type == 'WORKSPACE_MANAGE_ALL' || self.type == 'WORKSPACE_INVOKE'",message="environments scoping applies to WORKSPACE_MANAGE_ALL and WORKSPACE_INVOKE keys only",fieldPath=".environments"
+// +kubebuilder:validation:XValidation:rule="!has(self.models) || size(self.models) == 0 || (has(self.environments) && size(self.environments) > 0) || self.type == 'WORKSPACE_INVOKE' || self.type == 'WORKSPACE_EXPORT_METRICS'",message="models alone scopes WORKSPACE_INVOKE and WORKSPACE_EXPORT_METRICS keys only; a WORKSPACE_MANAGE_ALL key is scoped by environments, optionally with models",fieldPath=".models"
+// +kubebuilder:validation:XValidation:rule="!has(self.environments) || size(self.environments) == 0 || self.type == 'WORKSPACE_MANAGE_ALL' || self.type == 'WORKSPACE_INVOKE'",message="environments scoping applies to WORKSPACE_MANAGE_ALL and WORKSPACE_INVOKE keys only",fieldPath=".environments"
+// +kubebuilder:validation:XValidation:rule="!has(self.teamID) || size(self.teamID) == 0 || (self.type != 'PERSONAL' && self.type != 'WORKSPACE_MANAGE_API_KEYS')",message="teamID may not be set on PERSONAL or WORKSPACE_MANAGE_API_KEYS keys: they act across the workspace",fieldPath=".teamID"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.createdBy) || (has(self.createdBy) && self.createdBy == oldSelf.createdBy)",message="createdBy is immutable once set",fieldPath=".createdBy"
 // +kubebuilder:validation:XValidation:rule="!has(self.hash) || has(self.prefix)",message="prefix is required when hash is set"
 // +kubebuilder:validation:XValidation:rule="!(has(self.hash) && has(self.secretRef))",message="hash and secretRef are mutually exclusive: give one key source"
 // +kubebuilder:validation:XValidation:rule="!has(self.prefix) || has(self.hash)",message="prefix may only be set together with hash; a secretRef or minted key derives its own prefix"
@@ -81,10 +100,16 @@ type WorkspaceAPIKeySpec struct {
 	// +optional
 	Owner *KeyOwner `json:"owner,omitempty"`
 
-	// teamID is the team a team key is scoped to.
+	// teamID is the Team a team key is scoped to; empty scopes it to the whole workspace.
 	// +optional
-	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:MaxLength=63
 	TeamID string `json:"teamID,omitempty"`
+
+	// createdBy records who created the key: the user of a PERSONAL key that created it, or the prefix of the
+	// WORKSPACE_MANAGE_API_KEYS key that did. It decides which keys a MEMBER sees and may revoke. Set once; the
+	// REST API sets it, and the manager fills it from the former created-by annotation.
+	// +optional
+	CreatedBy *KeyCreator `json:"createdBy,omitempty"`
 
 	// models restricts the key to these model ids or slugs. Empty means all.
 	// +optional
@@ -111,6 +136,7 @@ type WorkspaceAPIKeySpec struct {
 // +kubebuilder:resource:categories=modelgate
 // +kubebuilder:selectablefield:JSONPath=`.spec.prefix`
 // +kubebuilder:selectablefield:JSONPath=`.status.prefix`
+// +kubebuilder:selectablefield:JSONPath=`.spec.displayName`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.type`
 // +kubebuilder:printcolumn:name="Prefix",type=string,JSONPath=`.status.prefix`

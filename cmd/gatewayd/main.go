@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/modelgate/modelgate/gatewayd"
+	"github.com/modelgate/modelgate/gatewayd/async"
 	"github.com/modelgate/modelgate/gatewayd/inference"
 	"github.com/modelgate/modelgate/gatewayd/state"
 	"github.com/modelgate/modelgate/gatewayd/version"
@@ -41,6 +42,9 @@ func main() {
 	st.BindFlags(flag.CommandLine)
 	flag.BoolVar(&showVer, "version", false, "Print the version and exit.")
 	flag.DurationVar(&opts.BillingDelivery.Retention, "billing-retention", 30*24*time.Hour, "How long billing events are kept for GET /v1/gateway/events.")
+	flag.BoolVar(&opts.AsyncConfig.AllowInternalWebhooks, "async-allow-internal-webhooks", false, "Let async webhook_endpoint URLs aim at loopback, private and link-local addresses (and use http to loopback). For development stacks only: it lets callers make gatewayd call the cluster's insides.")
+	flag.DurationVar(&opts.AsyncConfig.Retention, "async-retention", async.DefaultRetention, "How long an async request is kept, for status polls, after it ended.")
+	flag.DurationVar(&opts.AsyncConfig.Lease, "async-lease", async.DefaultLease, "How long a worker's lease on a running async request lasts without a heartbeat (sent every third of it): how soon a request of a crashed replica runs again.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -22,6 +23,7 @@ import (
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers"
+	"github.com/modelgate/modelgate/controllers/autoscale"
 	"github.com/modelgate/modelgate/gatewayd/version"
 	"github.com/modelgate/modelgate/webhooks"
 	"github.com/modelgate/modelgate/webhooks/certs"
@@ -45,6 +47,8 @@ func main() {
 	flag.StringVar(&f.certs.SecretName, "webhook-secret-name", "", "self-managed: the Secret (in POD_NAMESPACE) the CA and serving certificate are kept in.")
 	flag.StringVar(&f.certs.ServiceName, "webhook-service-name", "", "self-managed: the webhook Service (in POD_NAMESPACE); the certificate is for <service>.<namespace>.svc.")
 	flag.StringVar(&f.certs.WebhookConfigurationName, "webhook-configuration-name", "", "self-managed: the ValidatingWebhookConfiguration whose caBundle is filled in.")
+	flag.StringVar(&f.statsService, "gatewayd-stats-service", "",
+		"gatewayd's metrics Service, as name (in POD_NAMESPACE) or namespace/name: the autoscaler reads /internal/stats from each of its ready endpoints every 2 s. Empty runs no autoscaler.")
 	showVersion := flag.Bool("version", false, "Print the version and exit.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -75,6 +79,19 @@ type flags struct {
 	namespaces              string
 	namespace               string
 	certs                   certs.Options
+	statsService            string
+}
+
+// autoscaler builds the autoscaler that --gatewayd-stats-service asks for; nil when it is empty.
+func (f flags) autoscaler() *autoscale.Autoscaler {
+	if f.statsService == "" {
+		return nil
+	}
+	ns, name, ok := strings.Cut(f.statsService, "/")
+	if !ok {
+		ns, name = os.Getenv("POD_NAMESPACE"), f.statsService
+	}
+	return &autoscale.Autoscaler{StatsService: types.NamespacedName{Namespace: ns, Name: name}}
 }
 
 // watchedNamespaces merges --namespaces and the deprecated --namespace, dropping empty items and repeats.
@@ -120,7 +137,7 @@ func run(f flags) error {
 	if err != nil {
 		return fmt.Errorf("failed to create manager: %w", err)
 	}
-	if err := controllers.SetupWithManager(mgr, controllers.Options{}); err != nil {
+	if err := controllers.SetupWithManager(mgr, controllers.Options{Autoscaler: f.autoscaler()}); err != nil {
 		return fmt.Errorf("failed to set up controllers: %w", err)
 	}
 	// The webhook server starts only once it has a certificate (at once in cert-manager mode).

@@ -21,6 +21,9 @@ type Observed struct {
 	ScaledDown bool
 	// WakePending is true while a wake asks for replicas the deployment does not have ready yet.
 	WakePending bool
+	// WakeRequestedAt is when the pending wake was asked for; a wake with no ready replica StartupTimeout after
+	// it is UNHEALTHY, not WAKING_UP for ever.
+	WakeRequestedAt time.Time
 	// Replicas is how many replicas exist (pods created, ready or not); a url source reports 1.
 	Replicas int32
 	// ReadyReplicas is how many replicas can serve: ready pods, ready endpoint addresses, or 1 for a url source
@@ -46,7 +49,8 @@ type Result struct {
 	Status  gatewayv1.DeploymentStatus
 	Reason  string
 	Message string
-	// Serving is true when a call can be served now.
+	// Serving is true when a call will be served: now, or once a wake that it asks for (or that is under way)
+	// brings a replica up. SCALED_TO_ZERO and WAKING_UP are healthy states, and serve.
 	Serving bool
 }
 
@@ -77,10 +81,14 @@ var checks = []check{
 			Message: fmt.Sprintf("No replica became ready within startupTimeoutSeconds (%s).", o.StartupTimeout)}
 	}},
 	{"scaled to zero", func(o Observed) bool { return o.ScaledDown && o.ReadyReplicas == 0 && !o.WakePending }, func(Observed) Result {
-		return Result{Status: gatewayv1.StatusScaledToZero, Reason: "ScaledToZero", Message: "Scaled to zero: the next call wakes it."}
+		return Result{Status: gatewayv1.StatusScaledToZero, Reason: "ScaledToZero", Serving: true, Message: "Scaled to zero: the next call wakes it."}
+	}},
+	{"wake timeout", wakeTimedOut, func(o Observed) Result {
+		return Result{Status: gatewayv1.StatusUnhealthy, Reason: "WakeTimeout",
+			Message: fmt.Sprintf("Woken, but no replica became ready within startupTimeoutSeconds (%s).", o.StartupTimeout)}
 	}},
 	{"waking up", func(o Observed) bool { return o.WakePending && o.ReadyReplicas == 0 && o.EverReady }, func(Observed) Result {
-		return Result{Status: gatewayv1.StatusWakingUp, Reason: "WakingUp", Message: "Waking up: calls are held until a replica is ready."}
+		return Result{Status: gatewayv1.StatusWakingUp, Reason: "WakingUp", Serving: true, Message: "Waking up: calls are held until a replica is ready."}
 	}},
 	{"deploying", func(o Observed) bool { return !o.EverReady && o.Replicas == 0 }, func(Observed) Result {
 		return Result{Status: gatewayv1.StatusDeploying, Reason: "Deploying", Message: "Waiting for the first replica to be scheduled."}
@@ -105,6 +113,11 @@ var checks = []check{
 func startupTimedOut(o Observed) bool {
 	return !o.EverReady && o.ReadyReplicas == 0 && o.StartupTimeout > 0 && !o.DeployingSince.IsZero() &&
 		o.Now.Sub(o.DeployingSince) >= o.StartupTimeout
+}
+
+func wakeTimedOut(o Observed) bool {
+	return o.WakePending && o.ReadyReplicas == 0 && o.EverReady && o.StartupTimeout > 0 && !o.WakeRequestedAt.IsZero() &&
+		o.Now.Sub(o.WakeRequestedAt) >= o.StartupTimeout
 }
 
 // Derive returns the status of the first check that matches o.

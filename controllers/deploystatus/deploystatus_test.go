@@ -30,8 +30,14 @@ func TestDerive(t *testing.T) {
 		{"inactive", with(func(o *Observed) { o.Active, o.Replicas, o.ReadyReplicas, o.UpdatedReplicas = false, 0, 0, 0 }), gatewayv1.StatusInactive, false},
 		{"deploy failed", fresh(func(o *Observed) { o.ReadyReplicas, o.ProgressFailed = 0, true }), gatewayv1.StatusDeployFailed, false},
 		{"startup timeout", fresh(func(o *Observed) { o.ReadyReplicas, o.DeployingSince = 0, now.Add(-10*time.Minute) }), gatewayv1.StatusDeployFailed, false},
-		{"scaled to zero", with(func(o *Observed) { o.ScaledDown, o.Replicas, o.ReadyReplicas, o.UpdatedReplicas = true, 0, 0, 0 }), gatewayv1.StatusScaledToZero, false},
-		{"waking up", with(func(o *Observed) { o.WakePending, o.Replicas, o.ReadyReplicas, o.UpdatedReplicas = true, 1, 0, 1 }), gatewayv1.StatusWakingUp, false},
+		// Scaled to zero is healthy: Ready stays True, since the next call wakes it and is served.
+		{"scaled to zero", with(func(o *Observed) { o.ScaledDown, o.Replicas, o.ReadyReplicas, o.UpdatedReplicas = true, 0, 0, 0 }), gatewayv1.StatusScaledToZero, true},
+		{"wake timeout", with(func(o *Observed) {
+			o.WakePending, o.WakeRequestedAt, o.Replicas, o.ReadyReplicas, o.UpdatedReplicas = true, now.Add(-10*time.Minute), 1, 0, 1
+		}), gatewayv1.StatusUnhealthy, false},
+		{"waking up", with(func(o *Observed) {
+			o.WakePending, o.WakeRequestedAt, o.Replicas, o.ReadyReplicas, o.UpdatedReplicas = true, now.Add(-9*time.Minute), 1, 0, 1
+		}), gatewayv1.StatusWakingUp, true},
 		{"deploying", fresh(func(o *Observed) { o.Replicas, o.ReadyReplicas, o.UpdatedReplicas = 0, 0, 0 }), gatewayv1.StatusDeploying, false},
 		{"loading model", fresh(func(o *Observed) { o.ReadyReplicas = 0 }), gatewayv1.StatusLoadingModel, false},
 		{"unhealthy", with(func(o *Observed) { o.ReadyReplicas = 0 }), gatewayv1.StatusUnhealthy, false},

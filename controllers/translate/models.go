@@ -40,6 +40,14 @@ func translateDeployments(in []gatewayv1.ModelDeployment) []snapshot.Deployment 
 		d := snapshot.Deployment{ID: md.Name, ModelID: md.Spec.ModelID, PredictPath: md.Spec.PredictPath,
 			Active: md.Spec.IsActive(), Status: string(md.Status.Status), StartupTimeoutSeconds: md.Spec.StartupTimeoutSeconds,
 			Ready: md.Status.Status == gatewayv1.StatusActive || md.Status.Status == gatewayv1.StatusUpdating}
+		if a := md.Spec.Autoscaling; a != nil {
+			if a.ConcurrencyTarget != nil {
+				d.ConcurrencyTarget = *a.ConcurrencyTarget
+			}
+			if a.MaxReplica != nil {
+				d.MaxReplica = *a.MaxReplica
+			}
+		}
 		switch src := md.Spec.Source; {
 		case src.URL != "":
 			d.Kind, d.URL = snapshot.DeploymentURL, strings.TrimRight(src.URL, "/")

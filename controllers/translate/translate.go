@@ -32,22 +32,26 @@ type Input struct {
 	Endpoints        []gatewayv1.Endpoint
 	Models           []gatewayv1.Model
 	ModelDeployments []gatewayv1.ModelDeployment
+	Teams            []gatewayv1.Team
 }
 
 // Translate builds the snapshot of one workspace. Only what can be served is in it: Ready groups (see
 // Groups.Judge) with effective models resolved here rather than read from a status that may lag; keys with a
-// known prefix and hash whose group is served and whose prefix is not held by an older key; and endpoints whose
-// slug is not held by an older endpoint. Every list is sorted.
+// known prefix and hash whose group is served and whose prefix is not held by an older key, less the PERSONAL
+// keys of people the Workspace no longer lists (see Members); and endpoints whose slug is not held by an older
+// endpoint. Every list is sorted.
 func Translate(in Input) *snapshot.Snapshot {
+	ws := InCharge(in.Workspaces)
 	s := &snapshot.Snapshot{
 		Namespace:        in.Namespace,
-		Workspace:        translateWorkspace(in.Workspaces),
+		Workspace:        translateWorkspace(ws),
 		Groups:           []snapshot.Group{},
 		APIKeys:          []snapshot.APIKey{},
 		WorkspaceAPIKeys: []snapshot.WorkspaceAPIKey{},
 		Endpoints:        []snapshot.Endpoint{},
 		Models:           translateModels(in.Models),
 		Deployments:      translateDeployments(in.ModelDeployments),
+		Teams:            translateTeams(in.Teams),
 	}
 
 	groups := make([]*gatewayv1.Group, len(in.Groups))
@@ -79,10 +83,13 @@ func Translate(in Input) *snapshot.Snapshot {
 	}
 	slices.SortFunc(s.APIKeys, func(a, b snapshot.APIKey) int { return strings.Compare(a.Prefix, b.Prefix) })
 
+	// A PERSONAL key of someone the Workspace no longer lists stops authenticating with this snapshot, before the
+	// manager has deleted it.
+	members := NewMembers(ws)
 	for i := range in.WorkspaceAPIKeys {
 		k := &in.WorkspaceAPIKeys[i]
 		prefix, hash, ok := KeyCredentials(k.Spec.KeySource, k.Status)
-		if !ok || k.DeletionTimestamp != nil || !prefixes.Owns(KindWorkspaceAPIKey, k.Name, prefix) {
+		if !ok || k.DeletionTimestamp != nil || !prefixes.Owns(KindWorkspaceAPIKey, k.Name, prefix) || members.Deprovisioned(k) {
 			continue
 		}
 		s.WorkspaceAPIKeys = append(s.WorkspaceAPIKeys, translateWorkspaceKey(k, prefix, hash))
@@ -129,15 +136,8 @@ func translateLimits(in []gatewayv1.EffectiveLimit) []snapshot.Limit {
 	return out
 }
 
-// translateWorkspace takes the settings of the oldest Workspace: there should be one per namespace, and the
-// oldest keeps its place when a second one is applied by mistake.
-func translateWorkspace(all []gatewayv1.Workspace) snapshot.Workspace {
-	var ws *gatewayv1.Workspace
-	for i := range all {
-		if all[i].DeletionTimestamp == nil && (ws == nil || Older(&all[i], ws)) {
-			ws = &all[i]
-		}
-	}
+// translateWorkspace takes the settings of the Workspace in charge (see InCharge).
+func translateWorkspace(ws *gatewayv1.Workspace) snapshot.Workspace {
 	if ws == nil {
 		return snapshot.Workspace{}
 	}
@@ -145,19 +145,63 @@ func translateWorkspace(all []gatewayv1.Workspace) snapshot.Workspace {
 	if r := ws.Spec.KeyRegistration; r != nil {
 		out.KeyRegistrationPublicKey = r.PublicKey
 	}
+	if a := ws.Spec.AsyncWebhook; a != nil {
+		ref := secretRef(a.SecretRef, DefaultWebhookSecretEntry)
+		out.AsyncWebhookSecret = &ref
+	}
 	if b := ws.Spec.BillingWebhook; b != nil {
 		out.BillingWebhook = &snapshot.BillingWebhook{URL: b.URL, Secret: secretRef(b.SecretRef, DefaultWebhookSecretEntry)}
 	}
-	if t := ws.Spec.ModelAPITier; t != nil {
-		out.ModelAPITier = &snapshot.ModelAPITier{RequestsPerMinute: t.RequestsPerMinute, TokensPerMinute: t.TokensPerMinute}
+	limits := ws.Spec.ModelAPILimits
+	if limits == nil {
+		limits = ws.Spec.ModelAPITier //nolint:staticcheck // the former name is honoured until it is removed
+	}
+	if limits != nil {
+		out.ModelAPILimits = &snapshot.ModelAPILimits{RequestsPerMinute: limits.RequestsPerMinute, TokensPerMinute: limits.TokensPerMinute}
+	}
+	if ws.Spec.Members != nil {
+		out.MembershipManaged = true
+		out.Members = make([]snapshot.Member, len(ws.Spec.Members))
+		for i, m := range ws.Spec.Members {
+			out.Members[i] = snapshot.Member{UserID: m.UserID, Role: string(m.Role)}
+		}
+		sortMembers(out.Members)
 	}
 	return out
+}
+
+// translateTeams lists the teams that are not being deleted, sorted by ID. Only the DefaultTeam is marked
+// default.
+func translateTeams(in []gatewayv1.Team) []snapshot.Team {
+	var out []snapshot.Team
+	def := DefaultTeam(in)
+	for i := range in {
+		t := &in[i]
+		if t.DeletionTimestamp != nil {
+			continue
+		}
+		st := snapshot.Team{ID: t.Name, Name: t.Spec.DisplayName, Default: t == def}
+		for _, m := range t.Spec.Members {
+			st.Members = append(st.Members, snapshot.Member{UserID: m.UserID, Role: string(m.Role)})
+		}
+		sortMembers(st.Members)
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b snapshot.Team) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+func sortMembers(ms []snapshot.Member) {
+	slices.SortFunc(ms, func(a, b snapshot.Member) int { return strings.Compare(a.UserID, b.UserID) })
 }
 
 func translateWorkspaceKey(k *gatewayv1.WorkspaceAPIKey, prefix, hash string) snapshot.WorkspaceAPIKey {
 	out := snapshot.WorkspaceAPIKey{
 		ID: k.Name, Prefix: prefix, Hash: hash, Type: string(k.Spec.Type), Name: k.Spec.DisplayName, TeamID: k.Spec.TeamID,
 		Models: sortedCopy(k.Spec.Models), Environments: sortedCopy(k.Spec.Environments),
+	}
+	if c := k.Creator(); c != nil {
+		out.CreatedBy = &snapshot.KeyCreator{UserID: c.UserID, APIKeyPrefix: c.APIKeyPrefix}
 	}
 	if o := k.Spec.Owner; o != nil {
 		role := o.Role
@@ -170,7 +214,7 @@ func translateWorkspaceKey(k *gatewayv1.WorkspaceAPIKey, prefix, hash string) sn
 }
 
 func translateEndpoint(e *gatewayv1.Endpoint) snapshot.Endpoint {
-	out := snapshot.Endpoint{ID: e.Name, Slug: e.Spec.Slug, Targets: make([]snapshot.Target, len(e.Spec.Targets))}
+	out := snapshot.Endpoint{ID: e.Name, Slug: e.Spec.Slug, Targets: make([]snapshot.Target, len(e.Spec.Targets)), SharedModelAPI: e.Spec.SharedModelAPI}
 	for i, t := range e.Spec.Targets {
 		out.Targets[i] = snapshot.Target{Provider: string(t.Provider), BaseURL: t.BaseURL, TargetModel: t.TargetModel}
 		if t.APIKeySecretRef != nil {

@@ -106,6 +106,8 @@ func loadInput(t *testing.T, path string) Input {
 			in.Models = append(in.Models, *o)
 		case *gatewayv1.ModelDeployment:
 			in.ModelDeployments = append(in.ModelDeployments, *o)
+		case *gatewayv1.Team:
+			in.Teams = append(in.Teams, *o)
 		default:
 			t.Fatalf("%s: document %d: unexpected kind %T", path, i, obj)
 		}

@@ -1,8 +1,8 @@
 // Package auth reads the credential of every gatewayd call and checks it against the loaded view. It is the one
 // parser of the Authorization header: federated keys use the Api-Key scheme only (SPEC.md "Authentication"),
 // workspace keys Bearer or the legacy Api-Key, and the scheme is case-insensitive. Refusals come back as
-// *httperr.Error for the handler to write; which key type may do what is decided by Caller's methods, written
-// against the api/v1alpha1 constants.
+// *httperr.Error for the handler to write. An authenticated workspace key is a Caller, whose Principal (the key
+// with its owner's current roles) is what gatewayd/authz.Decide judges; this package decides nothing itself.
 package auth
 
 import (
@@ -14,6 +14,7 @@ import (
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/authz"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
+	"github.com/modelgate/modelgate/gatewayd/keyuse"
 	"github.com/modelgate/modelgate/gatewayd/view"
 )
 
@@ -64,24 +65,48 @@ func Federated(r *http.Request, v *view.View) (*view.Key, *httperr.Error) {
 	return nil, unauthorized("Invalid API key.")
 }
 
-// Lookup finds the workspace key a presented plaintext belongs to, with its namespace and snapshot record.
-type Lookup func(apiKey string) (namespace string, key snapshot.WorkspaceAPIKey, ok bool)
+// Lookup finds the caller a presented workspace key plaintext belongs to; ok is false for an unknown or revoked key.
+type Lookup func(apiKey string) (c Caller, ok bool)
 
 // ViewLookup looks workspace keys up in the view that current returns at the time of the call.
 func ViewLookup(current func() *view.View) Lookup {
-	return func(apiKey string) (string, snapshot.WorkspaceAPIKey, bool) {
-		k := current().LookupWorkspaceKey(apiKey)
+	return func(apiKey string) (Caller, bool) {
+		v := current()
+		k := v.LookupWorkspaceKey(apiKey)
 		if k == nil {
-			return "", snapshot.WorkspaceAPIKey{}, false
+			return Caller{}, false
 		}
-		return k.Namespace, *k.Record, true
+		var s *snapshot.Snapshot
+		if ns := v.Namespace(k.Namespace); ns != nil {
+			s = ns.Snapshot
+		}
+		return NewCaller(k.Namespace, *k.Record, s), true
 	}
 }
 
-// Caller is an authenticated workspace key.
+// Recording returns l that also records each successful authentication with rec (at most once a minute per key),
+// for last_used_at. gatewayd wires one such Lookup for every route that takes workspace keys.
+func (l Lookup) Recording(rec *keyuse.Recorder) Lookup {
+	return func(apiKey string) (Caller, bool) {
+		c, ok := l(apiKey)
+		if ok {
+			rec.Used(c.Namespace, c.Key.Prefix)
+		}
+		return c, ok
+	}
+}
+
+// Caller is an authenticated workspace key, with the principal it acts as.
 type Caller struct {
 	Namespace string
 	Key       snapshot.WorkspaceAPIKey
+	principal authz.Principal
+}
+
+// NewCaller is the caller of key, found in namespace ns whose snapshot in force is s (nil when none is loaded). The
+// principal is computed here, once per call, from s: a PERSONAL key acts with its owner's roles as they are now.
+func NewCaller(ns string, key snapshot.WorkspaceAPIKey, s *snapshot.Snapshot) Caller {
+	return Caller{Namespace: ns, Key: key, principal: principalOf(key, s)}
 }
 
 // Workspace authenticates the workspace key of r, in the Bearer or the Api-Key scheme.
@@ -91,59 +116,68 @@ func Workspace(r *http.Request, lookup Lookup) (Caller, *httperr.Error) {
 		return Caller{}, httperr.New(http.StatusUnauthorized, httperr.CodeUnauthorized,
 			"Missing API key: send the header Authorization: Bearer <API_KEY> (or Api-Key <API_KEY>).", nil)
 	}
-	ns, key, ok := lookup(cred)
+	c, ok := lookup(cred)
 	if !ok {
 		return Caller{}, httperr.New(http.StatusUnauthorized, httperr.CodeUnauthorized, "Unknown or revoked API key.", nil)
 	}
-	return Caller{Namespace: ns, Key: key}, nil
+	return c, nil
 }
 
-func (c Caller) is(t gatewayv1.WorkspaceKeyType) bool { return c.Key.Type == string(t) }
+// Principal is the caller as gatewayd/authz.Decide sees it.
+func (c Caller) Principal() authz.Principal { return c.principal }
 
-// IsOrgAdmin is true for a PERSONAL key whose owner is an organization admin.
-func (c Caller) IsOrgAdmin() bool {
-	return c.is(gatewayv1.KeyTypePersonal) && c.Key.Owner != nil && c.Key.Owner.Role == string(gatewayv1.OrgRoleAdmin)
+// Decide asks gatewayd/authz whether the caller may do a to res.
+func (c Caller) Decide(a authz.Action, res authz.Resource) authz.Decision {
+	return authz.Decide(c.principal, a, res)
 }
 
-// MayManageGateway: groups, federated keys, endpoints, usage and billing events. WORKSPACE_MANAGE_ALL keys and
-// organization admins' PERSONAL keys.
-func (c Caller) MayManageGateway() bool { return c.is(gatewayv1.KeyTypeManageAll) || c.IsOrgAdmin() }
-
-// MayManageKeys: the workspace key routes. WORKSPACE_MANAGE_API_KEYS and PERSONAL keys; each handler narrows
-// what a caller may see and do.
-func (c Caller) MayManageKeys() bool {
-	return c.is(gatewayv1.KeyTypeManageAPIKeys) || c.is(gatewayv1.KeyTypePersonal)
+// principalOf computes the principal of key from snapshot s. A PERSONAL key of a workspace that lists its members
+// (MembershipManaged) acts only while its owner is listed, with the organization role listed there; otherwise
+// (legacy) it acts with the role recorded in its own owner record. Team roles come from the Teams' member lists in
+// both cases. Members and team members are sorted by user id in the snapshot, so each lookup is a binary search.
+func principalOf(key snapshot.WorkspaceAPIKey, s *snapshot.Snapshot) authz.Principal {
+	p := authz.Principal{
+		KeyType: gatewayv1.WorkspaceKeyType(key.Type), KeyPrefix: key.Prefix, KeyTeamID: key.TeamID,
+		KeyModels: key.Models, KeyEnvironments: key.Environments, Member: true,
+	}
+	if key.Type != string(gatewayv1.KeyTypePersonal) {
+		return p
+	}
+	if key.Owner == nil {
+		p.Member = false
+		return p
+	}
+	p.UserID, p.OrgRole = key.Owner.UserID, gatewayv1.OrgRole(key.Owner.Role)
+	if s == nil {
+		return p
+	}
+	if s.Workspace.MembershipManaged {
+		m, ok := findMember(s.Workspace.Members, p.UserID)
+		p.Member, p.OrgRole = ok, gatewayv1.OrgRole(m.Role)
+		if !ok {
+			return p
+		}
+	}
+	for _, t := range s.Teams {
+		if m, ok := findMember(t.Members, p.UserID); ok {
+			if p.TeamRoles == nil {
+				p.TeamRoles = map[string]gatewayv1.TeamRole{}
+			}
+			p.TeamRoles[t.ID] = gatewayv1.TeamRole(m.Role)
+		}
+	}
+	return p
 }
 
-// MayInvoke: model calls. WORKSPACE_MANAGE_ALL, WORKSPACE_INVOKE and PERSONAL keys.
-func (c Caller) MayInvoke() bool {
-	return c.is(gatewayv1.KeyTypeManageAll) || c.is(gatewayv1.KeyTypeInvoke) || c.is(gatewayv1.KeyTypePersonal)
-}
-
-// MayExportMetrics: the workspace's own series. WORKSPACE_EXPORT_METRICS keys, and the keys that may manage the
-// gateway.
-func (c Caller) MayExportMetrics() bool {
-	return c.is(gatewayv1.KeyTypeExportMetrics) || c.MayManageGateway()
-}
-
-// MayCallModel is true when the key's model scope, if any, holds modelID.
-func (c Caller) MayCallModel(modelID string) bool {
-	return len(c.Key.Models) == 0 || slices.Contains(c.Key.Models, modelID)
+// findMember finds userID in members, which are sorted by user id.
+func findMember(members []snapshot.Member, userID string) (snapshot.Member, bool) {
+	i, ok := slices.BinarySearchFunc(members, userID, func(m snapshot.Member, id string) int { return strings.Compare(m.UserID, id) })
+	if !ok {
+		return snapshot.Member{}, false
+	}
+	return members[i], true
 }
 
 func unauthorized(msg string) *httperr.Error {
 	return httperr.New(http.StatusUnauthorized, httperr.CodeUnauthorized, msg, nil)
-}
-
-// Principal is the caller as gatewayd/authz.Decide sees it. A PERSONAL key acts with its owner's role as the
-// snapshot records it; until the Workspace lists its members, every owner of a served key counts as a member.
-func (c Caller) Principal() authz.Principal {
-	p := authz.Principal{
-		KeyType: gatewayv1.WorkspaceKeyType(c.Key.Type), KeyPrefix: c.Key.Prefix, KeyTeamID: c.Key.TeamID,
-		KeyModels: c.Key.Models, KeyEnvironments: c.Key.Environments, Member: true,
-	}
-	if o := c.Key.Owner; o != nil {
-		p.UserID, p.OrgRole = o.UserID, gatewayv1.OrgRole(o.Role)
-	}
-	return p
 }

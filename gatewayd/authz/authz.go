@@ -11,16 +11,6 @@ import (
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 )
 
-// TeamRole is a user's role in one team.
-type TeamRole string
-
-const (
-	// TeamRoleAdmin administers a team: creates its team keys and sees every key scoped to it.
-	TeamRoleAdmin TeamRole = "ADMIN"
-	// TeamRoleMember is any other member of a team.
-	TeamRoleMember TeamRole = "MEMBER"
-)
-
 // Principal is the calling workspace key, with its owner's roles as they are now (not when the key was minted).
 type Principal struct {
 	// KeyType is what the key may do.
@@ -39,7 +29,7 @@ type Principal struct {
 	// OrgRole is the current organization role of a PERSONAL key's owner.
 	OrgRole gatewayv1.OrgRole
 	// TeamRoles is the current role of a PERSONAL key's owner in each team they belong to, by team id.
-	TeamRoles map[string]TeamRole
+	TeamRoles map[string]gatewayv1.TeamRole
 	// Member is false once a PERSONAL key's owner has left the workspace; such a key may do nothing.
 	Member bool
 }
@@ -65,7 +55,8 @@ const (
 	ActionListModels
 	// ActionKeyCreate creates a workspace key of Resource.KeyType for Resource.TeamID.
 	ActionKeyCreate
-	// ActionKeySee lists or reads the key Resource describes.
+	// ActionKeySee lists or reads the key Resource describes; a Resource with no KeyPrefix asks for the key routes
+	// themselves (list, create, rename, revoke), whose items each caller then sees by the visibility rules.
 	ActionKeySee
 	// ActionKeyRevoke revokes the key Resource describes.
 	ActionKeyRevoke
@@ -287,7 +278,7 @@ func (p Principal) inTeam(team string) bool {
 }
 
 func (p Principal) isTeamAdmin(team string) bool {
-	return team != "" && p.TeamRoles[team] == TeamRoleAdmin
+	return team != "" && p.TeamRoles[team] == gatewayv1.TeamRoleAdmin
 }
 
 func (p Principal) is(t gatewayv1.WorkspaceKeyType) bool { return p.KeyType == t }

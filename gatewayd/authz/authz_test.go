@@ -81,8 +81,8 @@ type row struct {
 // and team keys bound to red or to the whole workspace.
 var (
 	admin     = Principal{KeyType: gatewayv1.KeyTypePersonal, KeyPrefix: "pk-ada", UserID: "ada", OrgRole: gatewayv1.OrgRoleAdmin, Member: true}
-	member    = Principal{KeyType: gatewayv1.KeyTypePersonal, KeyPrefix: "pk-mo", UserID: "mo", OrgRole: gatewayv1.OrgRoleMember, Member: true, TeamRoles: map[string]TeamRole{"red": TeamRoleMember}}
-	teamAdmin = Principal{KeyType: gatewayv1.KeyTypePersonal, KeyPrefix: "pk-tia", UserID: "tia", OrgRole: gatewayv1.OrgRoleMember, Member: true, TeamRoles: map[string]TeamRole{"red": TeamRoleAdmin, "blue": TeamRoleMember}}
+	member    = Principal{KeyType: gatewayv1.KeyTypePersonal, KeyPrefix: "pk-mo", UserID: "mo", OrgRole: gatewayv1.OrgRoleMember, Member: true, TeamRoles: map[string]gatewayv1.TeamRole{"red": gatewayv1.TeamRoleMember}}
+	teamAdmin = Principal{KeyType: gatewayv1.KeyTypePersonal, KeyPrefix: "pk-tia", UserID: "tia", OrgRole: gatewayv1.OrgRoleMember, Member: true, TeamRoles: map[string]gatewayv1.TeamRole{"red": gatewayv1.TeamRoleAdmin, "blue": gatewayv1.TeamRoleMember}}
 	departed  = Principal{KeyType: gatewayv1.KeyTypePersonal, KeyPrefix: "pk-gus", UserID: "gus", OrgRole: gatewayv1.OrgRoleAdmin}
 
 	manageAllRed    = Principal{KeyType: gatewayv1.KeyTypeManageAll, KeyPrefix: "ma-red", KeyTeamID: "red", UserID: "tia"}
@@ -272,6 +272,9 @@ var golden = []row{
 	{s8TeamAdmins, teamAdmin, ActionKeySee, invokeKeyBlue, notFound},
 	{s8TeamAdmins, teamAdmin, ActionKeySee, personalKey("mo"), notFound},
 	{s8List, teamAdmin, ActionKeySee, invokeKeyRedByKey, allowed},
+	{s8List, member, ActionKeySee, Resource{}, allowed},
+	{s8List, keyManager, ActionKeySee, Resource{}, allowed},
+	{s8List, manageAllRed, ActionKeySee, Resource{}, forbidden},
 	{s8Others, member, ActionKeySee, personalKey("mo"), allowed},
 	{s8Others, member, ActionKeyRename, personalKey("mo"), allowed},
 	{s8Others, member, ActionKeyRevoke, personalKey("mo"), allowed},

@@ -170,6 +170,10 @@ func describeResource(a Action, r Resource) string {
 		return "groups, federated keys, endpoints, usage"
 	case ActionKeyCreate:
 		return fmt.Sprintf("new `%s` key%s", r.KeyType, keyTeam(r))
+	case ActionKeySee:
+		if r.KeyPrefix == "" {
+			return "the key routes"
+		}
 	}
 	return describeKey(r)
 }

@@ -18,6 +18,7 @@ const (
 	reasonOwnKey        = "Members see, rename and revoke their own PERSONAL keys."
 	reasonTeamAdminSees = "Team admins see, rename and revoke every key scoped to their teams."
 	reasonCreatorSees   = "Members see, rename and revoke the keys they created."
+	reasonKeysRoute     = "PERSONAL and key-management keys call the key routes, and find there only the keys the visibility rules show them."
 	reasonKeyUnseen     = "The key is not one this caller may see."
 	reasonKeysNoRename  = "Key-management keys list, create and revoke keys; they do not rename them."
 	reasonNoRenameOther = "Organization admins may not rename other members' PERSONAL keys."
@@ -53,6 +54,9 @@ func decideKeyCreate(p Principal, r Resource) Decision {
 func decideKeyTarget(p Principal, a Action, r Resource) Decision {
 	if !p.is(gatewayv1.KeyTypePersonal) && !p.is(gatewayv1.KeyTypeManageAPIKeys) {
 		return deny(p.typeReason())
+	}
+	if a == ActionKeySee && r.KeyPrefix == "" {
+		return allow(reasonKeysRoute)
 	}
 	seen := p.seesKey(r)
 	switch {

@@ -1,5 +1,5 @@
-// Package inference serves model calls: the OpenAI-compatible routes for federated keys and the predict route
-// for workspace keys. A handler authenticates (gatewayd/auth), resolves the call to an upstream target through
+// Package inference serves model calls: the OpenAI-compatible routes for federated and workspace keys, and the
+// predict routes for workspace keys. A handler authenticates (gatewayd/auth), resolves the call to an upstream target through
 // the view (route.go), admits it against the limits, forwards it with gatewayd/upstream, settles tokens, and
 // records metrics and the billing event. It maps every refusal and upstream failure onto the one envelope of
 // gatewayd/httperr; the forwarding core itself never writes an error answer.
@@ -13,7 +13,9 @@ import (
 
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/billing"
+	"github.com/modelgate/modelgate/gatewayd/concurrency"
 	"github.com/modelgate/modelgate/gatewayd/limits"
+	"github.com/modelgate/modelgate/gatewayd/requestlog"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 	"github.com/modelgate/modelgate/gatewayd/view"
 	"github.com/modelgate/modelgate/gatewayd/wake"
@@ -41,6 +43,12 @@ type Options struct {
 	MaxInFlightBytesPerKey int64
 	// Billing records one event per call made with a federated key; off when nil.
 	Billing *billing.Recorder
+	// WorkspaceKeys authenticates workspace keys (gatewayd records their last use through it);
+	// auth.ViewLookup(View) when nil.
+	WorkspaceKeys auth.Lookup
+	// Concurrency counts the calls in flight to each deployment, held ones included, for the autoscaler; nothing
+	// is counted when nil.
+	Concurrency *concurrency.Tracker
 	// Addresses picks the ready addresses of model deployments served by a Service; such deployments answer 503
 	// model_not_ready when nil.
 	Addresses Addresses
@@ -50,12 +58,17 @@ type Options struct {
 	// HoldTimeout bounds how long a call waits for a deployment to start (less when the deployment's
 	// startupTimeoutSeconds is shorter); DefaultHoldTimeout when zero.
 	HoldTimeout time.Duration
+	// RequestLog records each predict call that reached a deployment, for the logs route; off when nil.
+	RequestLog *requestlog.Log
 }
 
 // Handler serves the model-call routes.
 type Handler struct {
 	opts     Options
 	inflight *inflight
+	// lookup authenticates workspace keys (Options.WorkspaceKeys, or the view in force), made once so a call
+	// allocates no closure for it.
+	lookup auth.Lookup
 }
 
 // Defaults of Options.
@@ -75,7 +88,11 @@ func New(opts Options) *Handler {
 	if opts.MaxInFlightBytesPerKey <= 0 {
 		opts.MaxInFlightBytesPerKey = DefaultMaxInFlightBytesPerKey
 	}
-	return &Handler{opts: opts, inflight: newInflight(opts.MaxInFlightBytesPerKey)}
+	lookup := opts.WorkspaceKeys
+	if lookup == nil {
+		lookup = auth.ViewLookup(opts.View)
+	}
+	return &Handler{opts: opts, inflight: newInflight(opts.MaxInFlightBytesPerKey), lookup: lookup}
 }
 
 // Register adds the model-call routes to mux.
@@ -90,6 +107,3 @@ func (h *Handler) Register(mux *http.ServeMux) {
 		mux.HandleFunc(route, h.wake)
 	}
 }
-
-// workspaceLookup authenticates workspace keys against the view in force.
-func (h *Handler) workspaceLookup() auth.Lookup { return auth.ViewLookup(h.opts.View) }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/limits"
-	"github.com/modelgate/modelgate/gatewayd/view"
 )
 
 // limitDetail is the detail of a gateway 429: the limit that fired and the group that set it.
@@ -22,28 +21,64 @@ type limitDetail struct {
 	SourceGroup string `json:"source_group"`
 }
 
-// admit charges the REQUEST limits of the call, or returns the 429 of the first limit hit, or a 503 when the
-// limit store cannot be reached (fail closed).
-func (h *Handler) admit(ctx context.Context, m *view.Model) *httperr.Error {
-	if m.Plan.Empty() {
+// tierDetail is the detail of a 429 from the workspace's model-API tier: Limit names the field that fired, as
+// "workspace modelAPILimits.requestsPerMinute" or "workspace modelAPILimits.tokensPerMinute". The tier counts the
+// key as a whole, so the detail names no slug.
+type tierDetail struct {
+	Limit     string `json:"limit"`
+	Type      string `json:"type"`
+	Unit      string `json:"unit"`
+	Threshold int64  `json:"threshold"`
+}
+
+// Values of the limit label of modelgate_gateway_limit_refusals_total, and the fields a tier 429 names.
+const (
+	refusedByGroup    = "group"
+	tierRequestsField = "modelAPILimits.requestsPerMinute"
+	tierTokensField   = "modelAPILimits.tokensPerMinute"
+)
+
+// tierField is the Workspace field a tier limit comes from.
+func tierField(l limits.Limit) string {
+	if l.Key.Type == limits.Token {
+		return tierTokensField
+	}
+	return tierRequestsField
+}
+
+// admit charges the REQUEST limits of plan, a call of slug in workspace, or returns the 429 of the first limit
+// hit (a group's or the workspace's model-API tier), or a 503 when the limit store cannot be reached (fail
+// closed). Either way nothing is charged unless every limit had room.
+func (h *Handler) admit(ctx context.Context, plan *limits.Plan, workspace, slug string) *httperr.Error {
+	if plan.Empty() {
 		return nil
 	}
-	res, err := h.opts.Limits.Admit(ctx, m.Plan, h.opts.Clock.Now())
+	res, err := h.opts.Limits.Admit(ctx, plan, h.opts.Clock.Now())
 	if err != nil {
-		logr.FromContextOrDiscard(ctx).Error(err, "Failed to check limits", "slug", m.Slug)
+		logr.FromContextOrDiscard(ctx).Error(err, "Failed to check limits", "slug", slug)
 		return httperr.New(http.StatusServiceUnavailable, httperr.CodeLimitsUnavailable, "Limits could not be checked; retry shortly.", nil)
 	}
 	if res.Allowed {
 		return nil
 	}
-	l := m.Plan.Limits[res.Hit]
-	code, kind := httperr.CodeRateLimited, "Rate limit"
-	if l.Key.Unit == limits.Day {
-		code, kind = httperr.CodeUsageLimitExceeded, "Usage limit"
+	l := plan.Limits[res.Hit]
+	var e *httperr.Error
+	if l.IsTier() {
+		field := tierField(l)
+		h.opts.Metrics.refusals.WithLabelValues(workspace, field).Inc()
+		e = httperr.New(http.StatusTooManyRequests, httperr.CodeRateLimited,
+			fmt.Sprintf("Rate limit exceeded: %d %s per %s for this API key on the model API, set by the workspace's %s.", l.Threshold, l.Key.Type, l.Key.Unit, field),
+			tierDetail{Limit: "workspace " + field, Type: l.Key.Type.String(), Unit: l.Key.Unit.String(), Threshold: l.Threshold})
+	} else {
+		h.opts.Metrics.refusals.WithLabelValues(workspace, refusedByGroup).Inc()
+		code, kind := httperr.CodeRateLimited, "Rate limit"
+		if l.Key.Unit == limits.Day {
+			code, kind = httperr.CodeUsageLimitExceeded, "Usage limit"
+		}
+		e = httperr.New(http.StatusTooManyRequests, code,
+			fmt.Sprintf("%s exceeded: %d %s per %s on model %s, set by group %s.", kind, l.Threshold, l.Key.Type, l.Key.Unit, slug, l.SourceGroup),
+			limitDetail{Slug: slug, Type: l.Key.Type.String(), Unit: l.Key.Unit.String(), Threshold: l.Threshold, SourceGroup: l.SourceGroup})
 	}
-	e := httperr.New(http.StatusTooManyRequests, code,
-		fmt.Sprintf("%s exceeded: %d %s per %s on model %s, set by group %s.", kind, l.Threshold, l.Key.Type, l.Key.Unit, m.Slug, l.SourceGroup),
-		limitDetail{Slug: m.Slug, Type: l.Key.Type.String(), Unit: l.Key.Unit.String(), Threshold: l.Threshold, SourceGroup: l.SourceGroup})
 	e.RetryAfter = int64(math.Max(1, math.Ceil(res.RetryAfter.Seconds())))
 	return e
 }

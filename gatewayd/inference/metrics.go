@@ -18,6 +18,7 @@ type Metrics struct {
 	requestDuration *prometheus.HistogramVec
 	upstream        *prometheus.HistogramVec
 	held            *prometheus.GaugeVec
+	refusals        *prometheus.CounterVec
 }
 
 // NewMetrics registers the series on reg.
@@ -41,12 +42,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help:    "Time an upstream took to answer (until its whole body), by workspace and model slug.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14),
 		}, []string{WorkspaceLabel, "model"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "modelgate_gateway_limit_refusals_total",
+			Help: "Calls refused with 429 by a limit, by workspace and which limit: group, modelAPILimits.requestsPerMinute or modelAPILimits.tokensPerMinute.",
+		}, []string{WorkspaceLabel, "limit"}),
 		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "modelgate_model_held_calls",
 			Help: "Predict calls waiting for their deployment to have a ready address (scale from zero), by workspace and model.",
 		}, []string{WorkspaceLabel, "model"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.tokens, m.requestDuration, m.upstream, m.held} {
+	for _, c := range []prometheus.Collector{m.requests, m.tokens, m.requestDuration, m.upstream, m.refusals, m.held} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("failed to register gateway metrics: %w", err)
 		}

@@ -11,8 +11,11 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/modelgate/modelgate/gatewayd/auth"
+	"github.com/modelgate/modelgate/gatewayd/authz"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
+	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
+	"github.com/modelgate/modelgate/gatewayd/view"
 )
 
 // call is the bookkeeping of one model call, for metrics and billing.
@@ -20,7 +23,7 @@ type call struct {
 	workspace, entity, model string
 }
 
-// openAI serves one OpenAI route for federated keys: suffix is appended to the Endpoint's base URL.
+// openAI serves one OpenAI route for federated and workspace keys: suffix is appended to the Endpoint's base URL.
 func (h *Handler) openAI(suffix string) http.Handler {
 	route := "/v1" + suffix
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -36,22 +39,32 @@ func (h *Handler) openAI(suffix string) http.Handler {
 	})
 }
 
+// serveOpenAI serves one call of either kind of key. A federated key calls the slugs of its group under its
+// group's limits, and also under its own model-API tier on a slug whose Endpoint is a shared model API. A
+// workspace key calls any slug an Endpoint serves, as authz.Decide lets it invoke, under its model-API tier
+// alone: it has no group. Only federated calls record a billing event (docs/decisions.md "Workspace keys on the
+// model API").
 func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c *call) {
 	ctx := r.Context()
 	log := logr.FromContextOrDiscard(ctx)
 	v := h.opts.View()
-	key, aerr := auth.Federated(r, v)
+	key, caller, aerr := auth.ModelAPI(r, v, h.lookup)
 	if aerr != nil {
 		httperr.WriteError(w, aerr)
 		return
 	}
-	c.workspace, c.entity = key.Group.Namespace, key.Group.ExternalEntityID
+	var prefix string
+	if key != nil {
+		c.workspace, c.entity, prefix = key.Group.Namespace, key.Group.ExternalEntityID, key.Prefix
+	} else {
+		c.workspace, prefix = caller.Namespace, caller.Key.Prefix
+	}
 	var u upstream.Usage
-	if h.opts.Billing != nil {
+	if key != nil && h.opts.Billing != nil {
 		w.Header().Set("X-Request-Id", billingRequestID())
 		defer func() { h.recordBilling(key, c, w, u) }()
 	}
-	slot, size := key.Group.Namespace+"/"+key.Prefix, h.opts.MaxBodyBytes
+	slot, size := c.workspace+"/"+prefix, h.opts.MaxBodyBytes
 	if r.ContentLength >= 0 && r.ContentLength < size {
 		size = r.ContentLength
 	}
@@ -74,14 +87,20 @@ func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c
 		httperr.Write(w, http.StatusBadRequest, httperr.CodeClientError, "The request body must be a JSON object.", err.Error())
 		return
 	}
-	model := key.Group.Models[req.Model]
-	if model == nil {
-		httperr.Write(w, http.StatusNotFound, httperr.CodeModelDoesNotExist,
-			"The model does not exist or this key may not call it.", "model: not in the key's group's models")
+	ns := v.Namespace(c.workspace)
+	var plan *limits.Plan
+	if key != nil {
+		plan, aerr = federatedPlan(key, req.Model)
+	} else {
+		plan, aerr = workspacePlan(ns, caller, req.Model)
+	}
+	if aerr != nil {
+		httperr.WriteError(w, aerr)
 		return
 	}
-	c.model = model.Slug
-	route, rerr := routeSlug(v.Namespace(key.Group.Namespace), model.Slug, suffix)
+	// A label value only once the snapshot knows the slug, so callers cannot mint series.
+	c.model = req.Model
+	route, rerr := routeSlug(ns, req.Model, suffix)
 	if rerr != nil {
 		httperr.WriteError(w, rerr)
 		return
@@ -92,7 +111,7 @@ func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c
 		httperr.Write(w, http.StatusBadRequest, httperr.CodeClientError, "The request body must be a JSON object.", err.Error())
 		return
 	}
-	if lerr := h.admit(ctx, model); lerr != nil {
+	if lerr := h.admit(ctx, plan, c.workspace, req.Model); lerr != nil {
 		httperr.WriteError(w, lerr)
 		return
 	}
@@ -114,11 +133,43 @@ func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c
 	}
 	// Whatever usage the upstream reported is charged, even when the relay to the client was cut short.
 	u = res.Usage
-	if n := u.Total(); n > 0 {
-		if err := h.opts.Limits.Settle(context.WithoutCancel(ctx), model.Plan, n, h.opts.Clock.Now()); err != nil {
-			log.Error(err, "Failed to charge tokens", "group", key.Group.ID, "slug", model.Slug, "prefix", key.Prefix)
+	if n := u.Total(); n > 0 && !plan.Empty() {
+		if err := h.opts.Limits.Settle(context.WithoutCancel(ctx), plan, n, h.opts.Clock.Now()); err != nil {
+			log.Error(err, "Failed to charge tokens", "workspace", c.workspace, "slug", req.Model, "prefix", prefix)
 		}
 	}
 	h.opts.Metrics.tokens.WithLabelValues(c.workspace, c.entity, c.model, "input").Add(float64(u.PromptTokens))
 	h.opts.Metrics.tokens.WithLabelValues(c.workspace, c.entity, c.model, "output").Add(float64(u.CompletionTokens))
+}
+
+// federatedPlan is the limit plan of a federated key's call of slug: its group's, with the key's tier limits on
+// a shared model API. A slug outside the group's models is 404, as if it did not exist.
+func federatedPlan(key *view.Key, slug string) (*limits.Plan, *httperr.Error) {
+	model := key.Group.Models[slug]
+	if model == nil {
+		return nil, httperr.New(http.StatusNotFound, httperr.CodeModelDoesNotExist,
+			"The model does not exist or this key may not call it.", "model: not in the key's group's models")
+	}
+	return key.PlanFor(model), nil
+}
+
+// workspacePlan decides whether a workspace key may call slug (authz.Decide, ActionInvoke; a model scope applies
+// to the slug) and returns its model-API tier plan, nil when the Workspace sets no modelAPILimits. Endpoints
+// belong to no team: they are the workspace's shared model API, which every team calls, so the resource is the
+// key's own team and a team key is not hidden from it. A slug no Endpoint serves is 404, after the permission
+// check, so a key scoped to some models learns nothing of the others.
+func workspacePlan(ns *view.Namespace, caller *auth.Caller, slug string) (*limits.Plan, *httperr.Error) {
+	p := caller.Principal()
+	dec := authz.Decide(p, authz.ActionInvoke, authz.Resource{TeamID: p.KeyTeamID, ModelID: slug})
+	if !dec.Allowed {
+		if dec.Hidden {
+			return nil, httperr.New(http.StatusNotFound, httperr.CodeModelDoesNotExist, "The model does not exist.", "model: "+slug)
+		}
+		return nil, httperr.New(http.StatusForbidden, httperr.CodeForbidden, dec.Reason, map[string]any{"key_type": caller.Key.Type, "model": slug})
+	}
+	if ns == nil || ns.Endpoints[slug] == nil {
+		return nil, httperr.New(http.StatusNotFound, httperr.CodeModelDoesNotExist,
+			"The model does not exist or this key may not call it.", "model: no Endpoint serves this slug")
+	}
+	return ns.TierPlan(caller.Key.Prefix), nil
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/modelgate/modelgate/api/snapshot"
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/authz"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
@@ -36,63 +35,53 @@ func routeSelector(r *http.Request) modelSelector {
 	return modelSelector{environment: "production"}
 }
 
-// callLabels are the workspace and model of a model call's series, set only once the snapshot knows the model,
-// so callers cannot mint series.
-type callLabels struct{ workspace, model string }
-
-// authorizeCall authenticates the workspace key of a call on a model route, asks authz.Decide whether it may
-// invoke the model, and resolves the deployment the route names. It writes the refusal itself and returns ok
-// false then. lbl is set once the model is known and may be shown to the caller.
-func (h *Handler) authorizeCall(w http.ResponseWriter, r *http.Request, lbl *callLabels) (auth.Caller, *snapshot.Deployment, bool) {
-	caller, aerr := auth.Workspace(r, h.workspaceLookup())
-	if aerr != nil {
-		httperr.WriteError(w, aerr)
-		return caller, nil, false
-	}
-	modelID, sel := r.PathValue("model_id"), routeSelector(r)
-	ns := h.opts.View().Namespace(caller.Namespace)
-	m, d, rerr := resolveModel(ns, modelID, sel)
-	if m != nil {
-		dec := authz.Decide(caller.Principal(), authz.ActionInvoke, authz.Resource{TeamID: m.TeamID, ModelID: m.ID, Environment: sel.environment})
-		if dec.Hidden {
-			httperr.Write(w, http.StatusNotFound, httperr.CodeModelDoesNotExist, "The model does not exist.", "model_id: "+modelID)
-			return caller, nil, false
-		}
-		*lbl = callLabels{workspace: caller.Namespace, model: m.ID}
-		if !dec.Allowed {
-			httperr.Write(w, http.StatusForbidden, httperr.CodeForbidden, dec.Reason, map[string]any{"key_type": caller.Key.Type, "model_id": m.ID})
-			return caller, nil, false
-		}
-	} else if dec := authz.Decide(caller.Principal(), authz.ActionInvoke, authz.Resource{ModelID: modelID, Environment: sel.environment}); !dec.Allowed && !dec.Hidden {
-		// A key that may not invoke at all learns that before whether a model exists.
-		httperr.Write(w, http.StatusForbidden, httperr.CodeForbidden, dec.Reason, map[string]any{"key_type": caller.Key.Type})
-		return caller, nil, false
-	}
-	if rerr != nil {
-		httperr.WriteError(w, rerr)
-		return caller, nil, false
-	}
-	return caller, d, true
-}
-
 // predict serves the predict routes for workspace keys. The body (JSON, octet-stream or multipart) is streamed
 // through unchanged with its Content-Type, and so is the answer. A call to a deployment with no ready address is
 // held (hold.go) until one is ready, then forwarded the same way.
 func (h *Handler) predict(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
-	var lbl callLabels
+	reqID := stampRequestID(sw, r)
+	workspace, model := "", ""
 	defer func() {
 		code := strconv.Itoa(sw.code())
 		h.opts.Metrics.requestDuration.WithLabelValues(r.Pattern, code).Observe(time.Since(start).Seconds())
-		if lbl.model != "" {
-			h.opts.Metrics.requests.WithLabelValues(lbl.workspace, "", lbl.model, code).Inc()
+		if model != "" {
+			h.opts.Metrics.requests.WithLabelValues(workspace, "", model, code).Inc()
 		}
 	}()
-	caller, d, ok := h.authorizeCall(sw, r, &lbl)
-	if !ok {
+	caller, aerr := auth.Workspace(r, h.lookup)
+	if aerr != nil {
+		httperr.WriteError(sw, aerr)
 		return
 	}
+	modelID, sel := r.PathValue("model_id"), routeSelector(r)
+	ns := h.opts.View().Namespace(caller.Namespace)
+	m, d, rerr := resolveModel(ns, modelID, sel)
+	if m != nil {
+		// A label value only once the snapshot knows the model, so callers cannot mint series.
+		workspace, model = caller.Namespace, m.ID
+		dec := authz.Decide(caller.Principal(), authz.ActionInvoke, authz.Resource{TeamID: m.TeamID, ModelID: m.ID, Environment: sel.environment})
+		if dec.Hidden {
+			workspace, model = "", ""
+			httperr.Write(sw, http.StatusNotFound, httperr.CodeModelDoesNotExist, "The model does not exist.", "model_id: "+modelID)
+			return
+		}
+		if !dec.Allowed {
+			httperr.Write(sw, http.StatusForbidden, httperr.CodeForbidden, dec.Reason, map[string]any{"key_type": caller.Key.Type, "model_id": m.ID})
+			return
+		}
+	} else if dec := authz.Decide(caller.Principal(), authz.ActionInvoke, authz.Resource{ModelID: modelID, Environment: sel.environment}); !dec.Allowed && !dec.Hidden {
+		// A key that may not invoke at all learns that before whether a model exists.
+		httperr.Write(sw, http.StatusForbidden, httperr.CodeForbidden, dec.Reason, map[string]any{"key_type": caller.Key.Type})
+		return
+	}
+	if rerr != nil {
+		httperr.WriteError(sw, rerr)
+		return
+	}
+	defer h.opts.Concurrency.Begin(caller.Namespace, d.ID)() // demand for the autoscaler, held calls included
+	defer h.logPredict(sw, r, reqID, caller.Namespace, d.ID, start)
 	rc := http.NewResponseController(sw)
 	var body io.Reader = http.MaxBytesReader(sw, r.Body, h.opts.MaxBodyBytes)
 	target, release, rerr := routeDeployment(caller.Namespace, d, h.opts.Addresses)
@@ -120,10 +109,11 @@ func (h *Handler) predict(w http.ResponseWriter, r *http.Request) {
 			header.Set(name, val)
 		}
 	}
+	header.Set(requestIDHeader, reqID)
 	// The body streams to the model as it arrives; bound how long that may take.
 	_ = rc.SetReadDeadline(time.Now().Add(h.opts.BodyReadTimeout))
 	_, err := h.opts.Upstream.Forward(r.Context(), upstream.Request{
-		Target: target, Body: body, ContentLength: r.ContentLength, Header: header,
+		Target: target, Body: predictBody(body, r.ContentLength), ContentLength: r.ContentLength, Header: header,
 	}, sw)
 	if err != nil {
 		writeForwardError(sw, r, target.Name, err)

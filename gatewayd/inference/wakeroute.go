@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/modelgate/modelgate/api/snapshot"
+	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 )
 
@@ -18,6 +19,9 @@ const (
 	RouteDeploymentWake  = "POST /models/{model_id}/deployment/{deployment_id}/wake"
 )
 
+// callLabels are the workspace and model of a model call's series.
+type callLabels struct{ workspace, model string }
+
 // wake serves the wake routes: the caller must be allowed to invoke the model, as for predict. It answers 202
 // with {} once the wake is asked (the manager then scales the deployment to at least one replica), also when the
 // deployment is running already. A url deployment has no replicas to start: its wake is a no-op, still 202.
@@ -25,6 +29,7 @@ const (
 func (h *Handler) wake(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
+	// A label value only once the caller may see the model, so callers cannot mint series.
 	var lbl callLabels
 	defer func() {
 		code := strconv.Itoa(sw.code())
@@ -33,10 +38,18 @@ func (h *Handler) wake(w http.ResponseWriter, r *http.Request) {
 			h.opts.Metrics.requests.WithLabelValues(lbl.workspace, "", lbl.model, code).Inc()
 		}
 	}()
-	caller, d, ok := h.authorizeCall(sw, r, &lbl)
-	if !ok {
+	caller, aerr := auth.Workspace(r, h.lookup)
+	if aerr != nil {
+		httperr.WriteError(sw, aerr)
 		return
 	}
+	sel := routeSelector(r)
+	m, d, rerr := AuthorizeInvoke(caller, h.opts.View().Namespace(caller.Namespace), r.PathValue("model_id"), sel.environment, sel.deployment)
+	if rerr != nil {
+		httperr.WriteError(sw, rerr)
+		return
+	}
+	lbl = callLabels{workspace: caller.Namespace, model: m.ID}
 	if d.Kind == snapshot.DeploymentService && h.opts.Waker != nil {
 		// The Waker logs a failed patch once for every caller that shares it.
 		if err := h.opts.Waker.Wake(r.Context(), wakeTarget(caller.Namespace, d)); err != nil {

@@ -1,5 +1,5 @@
 // Package rest is the /v1 management API that gatewayd serves: gateway groups, federated keys, endpoints, group
-// usage, workspace API keys, and models with their deployments and environments. It stores nothing itself. Every write becomes the same custom resource that
+// usage, workspace API keys, teams, and models with their deployments and environments. It stores nothing itself. Every write becomes the same custom resource that
 // `kubectl apply` would create, written through the Kubernetes API, so the admission webhooks stay the one place
 // where cross-object rules are enforced; apiserver refusals are mapped onto the {error, error_code, detail}
 // envelope. Callers authenticate with workspace API keys looked up in the snapshot gatewayd serves from (a
@@ -19,6 +19,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/rest/groups"
 	"github.com/modelgate/modelgate/gatewayd/rest/kit"
 	"github.com/modelgate/modelgate/gatewayd/rest/models"
+	"github.com/modelgate/modelgate/gatewayd/rest/teams"
 	"github.com/modelgate/modelgate/gatewayd/rest/workspacekeys"
 )
 
@@ -30,6 +31,9 @@ type Directory = kit.Directory
 
 // UsageReader reads the live daily usage counters.
 type UsageReader = kit.UsageReader
+
+// KeyUseReader reads workspace keys' last uses.
+type KeyUseReader = kit.KeyUseReader
 
 // API serves the /v1 management routes.
 type API struct {
@@ -49,6 +53,7 @@ func (a *API) Register(mux *http.ServeMux) {
 	endpoints.Register(mux, a.kit)
 	workspacekeys.Register(mux, a.kit)
 	models.Register(mux, a.kit)
+	teams.Register(mux, a.kit)
 
 	// The spec is public: it holds no workspace data, and clients need it before they have a key.
 	mux.HandleFunc("GET /v1/spec", func(w http.ResponseWriter, r *http.Request) {

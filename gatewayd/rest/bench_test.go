@@ -59,7 +59,7 @@ func BenchmarkApplyToEnforced(b *testing.B) {
 		b.Fatal(err)
 	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, _, ok := d.WorkspaceKey(key); ok {
+		if _, ok := d.WorkspaceKey(key); ok {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -17,18 +17,19 @@ import (
 
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/rest"
 )
 
 // fixedDirectory authenticates one admin key and reports every snapshot wait as satisfied.
 type fixedDirectory struct{ key string }
 
-func (d fixedDirectory) WorkspaceKey(k string) (string, snapshot.WorkspaceAPIKey, bool) {
+func (d fixedDirectory) WorkspaceKey(k string) (auth.Caller, bool) {
 	if k != d.key {
-		return "", snapshot.WorkspaceAPIKey{}, false
+		return auth.Caller{}, false
 	}
-	return "fuzz", snapshot.WorkspaceAPIKey{Prefix: k[:16], Type: "PERSONAL",
-		Owner: &snapshot.KeyOwner{UserID: "u", Role: "ADMIN"}}, true
+	return auth.NewCaller("fuzz", snapshot.WorkspaceAPIKey{Prefix: k[:16], Type: "PERSONAL",
+		Owner: &snapshot.KeyOwner{UserID: "u", Role: "ADMIN"}}, nil), true
 }
 
 func (fixedDirectory) WaitFor(context.Context, string, func(*snapshot.Snapshot) bool) error {
@@ -88,6 +89,7 @@ func FuzzHandlers(f *testing.F) {
 		{"POST", "api_keys", "", `{"type":"PERSONAL","name":"me"}`},
 		{"DELETE", "api_keys/mgw_fuzzfuzzfuzz", "", ""},
 		{"GET", "spec", "", ""},
+		{"POST", "models/m/deployments/production/logs", "", `{"search_pattern":"(","min_level":"ERROR","direction":"asc","limit":5,"start_epoch_millis":0}`},
 	} {
 		f.Add(s.method, s.path, s.query, []byte(s.body))
 	}

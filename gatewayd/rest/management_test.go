@@ -11,6 +11,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/rest"
@@ -112,6 +114,8 @@ var _ = Describe("Authentication and workspace keys", Ordered, func() {
 	})
 
 	It("lets a key-management key create team keys only, and see and revoke team and personal keys", func() {
+		Expect(k8s.Create(ctx, &gatewayv1.Team{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Namespace: ns},
+			Spec: gatewayv1.TeamSpec{DisplayName: "Team A"}})).To(Succeed())
 		r := call(server, manager, http.MethodPost, "/v1/api_keys", map[string]any{"type": "WORKSPACE_INVOKE", "name": "inference", "team_id": "team-a", "model_ids": []string{"demo/echo"}})
 		Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
 		invoke := r.body["api_key"].(string)
@@ -125,7 +129,13 @@ var _ = Describe("Authentication and workspace keys", Ordered, func() {
 		conform("WorkspaceKeyList", r.raw)
 		types := keyTypes(r)
 		Expect(types).To(ContainElements("WORKSPACE_INVOKE", "PERSONAL"))
-		Expect(types).NotTo(ContainElement("WORKSPACE_MANAGE_API_KEYS"))
+		var managers []string
+		for _, k := range r.body["keys"].([]any) {
+			if k.(map[string]any)["type"] == "WORKSPACE_MANAGE_API_KEYS" {
+				managers = append(managers, k.(map[string]any)["prefix"].(string))
+			}
+		}
+		Expect(managers).To(Equal([]string{manager[:16]}), "of the management keys, a key-management key sees only itself")
 		for _, k := range r.body["keys"].([]any) {
 			if k.(map[string]any)["type"] == "PERSONAL" {
 				Expect(k.(map[string]any)["owner"]).To(HaveKey("user_id"))
@@ -137,7 +147,8 @@ var _ = Describe("Authentication and workspace keys", Ordered, func() {
 		Expect(r.body).To(Equal(map[string]any{"prefix": invoke[:16]}))
 		expectError(call(server, invoke, http.MethodGet, "/v1/api_keys", nil), http.StatusUnauthorized, "unauthorized")
 		expectError(call(server, manager, http.MethodDelete, "/v1/api_keys/"+invoke[:16], nil), http.StatusNotFound, "not_found")
-		expectError(call(server, manager, http.MethodDelete, "/v1/api_keys/"+manager[:16], nil), http.StatusNotFound, "not_found")
+		// It sees its own record, but only organization admins revoke management keys.
+		expectError(call(server, manager, http.MethodDelete, "/v1/api_keys/"+manager[:16], nil), http.StatusForbidden, "forbidden")
 	})
 
 	It("lets a member see only their own personal keys and the keys they created", func() {

@@ -99,7 +99,7 @@ func validate(schema map[string]any, v any, path string) []string {
 		if !ok {
 			return append(errs, path+": want a string")
 		}
-		if schema["format"] == "date-time" && !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$`).MatchString(s) {
+		if schema["format"] == "date-time" && !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$`).MatchString(s) {
 			errs = append(errs, path+": not an RFC 3339 UTC timestamp: "+s)
 		}
 	case "integer":

@@ -28,6 +28,8 @@ import (
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers"
+	"github.com/modelgate/modelgate/gatewayd/auth"
+	"github.com/modelgate/modelgate/gatewayd/keyuse"
 	"github.com/modelgate/modelgate/gatewayd/rest"
 	"github.com/modelgate/modelgate/test/kubetest"
 	"github.com/modelgate/modelgate/webhooks"
@@ -110,9 +112,11 @@ func serve(opts rest.Options) *httptest.Server {
 }
 
 // snapshotDirectory is the test's Directory: it reads the snapshot ConfigMaps of the namespaces it was told about
-// through the client on every call, and polls for WaitFor.
+// through the client on every call, and polls for WaitFor. With rec set, it records each authentication through
+// auth.Lookup.Recording, as gatewayd wires it.
 type snapshotDirectory struct {
 	c          client.Reader
+	rec        *keyuse.Recorder
 	mu         sync.Mutex
 	namespaces []string
 }
@@ -123,9 +127,17 @@ func (d *snapshotDirectory) add(ns string) {
 	d.namespaces = append(d.namespaces, ns)
 }
 
-func (d *snapshotDirectory) WorkspaceKey(key string) (string, snapshot.WorkspaceAPIKey, bool) {
+func (d *snapshotDirectory) WorkspaceKey(key string) (auth.Caller, bool) {
+	if d.rec != nil {
+		return auth.Lookup(d.lookup).Recording(d.rec)(key)
+	}
+	return d.lookup(key)
+}
+
+// lookup finds key in the current snapshot of each namespace, and computes its caller from that snapshot.
+func (d *snapshotDirectory) lookup(key string) (auth.Caller, bool) {
 	if len(key) < 16 {
-		return "", snapshot.WorkspaceAPIKey{}, false
+		return auth.Caller{}, false
 	}
 	d.mu.Lock()
 	namespaces := append([]string(nil), d.namespaces...)
@@ -139,11 +151,11 @@ func (d *snapshotDirectory) WorkspaceKey(key string) (string, snapshot.Workspace
 		for _, k := range s.WorkspaceAPIKeys {
 			want, err := hex.DecodeString(k.Hash)
 			if err == nil && k.Prefix == key[:16] && subtle.ConstantTimeCompare(want, sum[:]) == 1 {
-				return ns, k, true
+				return auth.NewCaller(ns, k, s), true
 			}
 		}
 	}
-	return "", snapshot.WorkspaceAPIKey{}, false
+	return auth.Caller{}, false
 }
 
 func (d *snapshotDirectory) WaitFor(ctx context.Context, ns string, pred func(*snapshot.Snapshot) bool) error {
@@ -211,7 +223,7 @@ func seedKey(ns string, typ gatewayv1.WorkspaceKeyType, role gatewayv1.OrgRole, 
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "seed-", Namespace: ns},
 		Spec: gatewayv1.WorkspaceAPIKeySpec{
 			Type:        typ,
-			DisplayName: "seed",
+			DisplayName: fmt.Sprintf("seed-%d", seedCount), // names are unique per team, user or workspace
 			KeySource:   gatewayv1.KeySource{Prefix: key[:16], Hash: hex.EncodeToString(sum[:])},
 		},
 	}
@@ -219,7 +231,7 @@ func seedKey(ns string, typ gatewayv1.WorkspaceKeyType, role gatewayv1.OrgRole, 
 		k.Spec.Owner = &gatewayv1.KeyOwner{UserID: user, Email: user + "@example.com", Name: user, Role: role}
 	}
 	Expect(k8s.Create(ctx, k)).To(Succeed())
-	Eventually(func() bool { _, _, ok := dir.WorkspaceKey(key); return ok }).WithTimeout(30 * time.Second).Should(BeTrue())
+	Eventually(func() bool { _, ok := dir.lookup(key); return ok }).WithTimeout(30 * time.Second).Should(BeTrue())
 	return key
 }
 

@@ -1,6 +1,7 @@
 // Package state opens and owns gatewayd's durable state, and hands it to its users: the limit counters
-// (gatewayd/limits) and the billing events and webhook outbox (gatewayd/billing), and whatever else keeps state
-// next. The embedded store is one bbolt file on a volume (one replica); the Redis store is one client shared by
+// (gatewayd/limits), the billing events and webhook outbox (gatewayd/billing), workspace keys' last uses
+// (gatewayd/keyuse), and the async inference queue (gatewayd/async/queue). The embedded store is one bbolt file on
+// a volume (one replica); the Redis store is one client shared by
 // every user (several replicas). Nothing else in gatewayd opens a file or a connection for state, and Close
 // flushes and closes in the one right order.
 package state
@@ -18,7 +19,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/modelgate/modelgate/gatewayd/async/queue"
 	"github.com/modelgate/modelgate/gatewayd/billing"
+	"github.com/modelgate/modelgate/gatewayd/keyuse"
 	"github.com/modelgate/modelgate/gatewayd/limits"
 )
 
@@ -61,6 +64,8 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 type State struct {
 	limits  limits.Store
 	billing billing.Store
+	keyUse  keyuse.Store
+	async   queue.Store
 	spool   string
 	// closers run in order on Close: the users first (they flush), then what they share.
 	closers []func() error
@@ -71,6 +76,12 @@ func (s *State) Limits() limits.Store { return s.limits }
 
 // Billing is the billing event store and webhook outbox.
 func (s *State) Billing() billing.Store { return s.billing }
+
+// KeyUse is the store of workspace keys' last uses.
+func (s *State) KeyUse() keyuse.Store { return s.keyUse }
+
+// Async is the async inference queue.
+func (s *State) Async() queue.Store { return s.async }
 
 // Spool is the file that keeps billing events the store refused at shutdown; empty when there is none.
 func (s *State) Spool() string { return s.spool }
@@ -109,8 +120,14 @@ func openEmbedded(ctx context.Context, cfg Config) (*State, error) {
 		_ = db.Close()
 		return nil, err
 	}
+	aq, err := queue.NewBolt(db)
+	if err != nil {
+		_ = e.Close()
+		_ = db.Close()
+		return nil, err
+	}
 	logr.FromContextOrDiscard(ctx).Info("Using the embedded store", "stateDir", cfg.Dir, "flushInterval", cfg.FlushInterval.String())
-	return &State{limits: e, billing: billing.NewBolt(db), spool: filepath.Join(cfg.Dir, spoolFile),
+	return &State{limits: e, billing: billing.NewBolt(db), keyUse: keyuse.NewBolt(db), async: aq, spool: filepath.Join(cfg.Dir, spoolFile),
 		closers: []func() error{e.Close, db.Close}}, nil
 }
 
@@ -129,7 +146,7 @@ func openRedis(ctx context.Context, cfg Config) (*State, error) {
 		// Not fatal: gatewayd fails closed (or open) until Redis answers, and go-redis reconnects by itself.
 		log.Error(err, "Redis does not answer yet", "failOpen", cfg.RedisFailOpen)
 	}
-	st := &State{limits: r, billing: billing.NewRedis(client, ""),
+	st := &State{limits: r, billing: billing.NewRedis(client, ""), keyUse: keyuse.NewRedis(client, ""), async: queue.NewRedis(client, ""),
 		// The store queues token charges: flush them before the client goes.
 		closers: []func() error{r.Close, client.Close}}
 	// The spool keeps billing events that Redis refuses at shutdown. In Redis mode the state directory is

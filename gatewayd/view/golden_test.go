@@ -102,6 +102,10 @@ type namespaceDump struct {
 	Groups        []groupDump    `json:"groups"`
 	WorkspaceKeys []string       `json:"workspaceKeys,omitempty"`
 	Endpoints     []endpointDump `json:"endpoints,omitempty"`
+	// TierPlans is, per workspace key prefix, its model-API tier plan, in the format of modelDump.Plan.
+	TierPlans map[string][]string `json:"tierPlans,omitempty"`
+	// SharedPlans is, per "federated key id slug", the plan of its calls to a shared model API Endpoint.
+	SharedPlans map[string][]string `json:"sharedPlans,omitempty"`
 }
 
 type groupDump struct {
@@ -123,6 +127,7 @@ type endpointDump struct {
 	TargetModel string `json:"targetModel,omitempty"`
 	Secret      string `json:"secret,omitempty"`
 	Timeout     string `json:"timeout,omitempty"`
+	Shared      bool   `json:"sharedModelAPI,omitempty"`
 }
 
 func dumpOf(t *testing.T, snaps []*snapshot.Snapshot) dump {
@@ -156,9 +161,7 @@ func namespaceDumpOf(ns *Namespace) namespaceDump {
 		gd := groupDump{ID: g.ID, Mode: g.Mode}
 		for _, m := range g.Models {
 			md := modelDump{Slug: m.Slug, Plan: []string{}}
-			for _, l := range m.Plan.Limits {
-				md.Plan = append(md.Plan, fmt.Sprintf("%s/%s %d bucket=%s source=%s", l.Key.Type, l.Key.Unit, l.Threshold, l.Key.Group, l.SourceGroup))
-			}
+			md.Plan = planDump(m.Plan)
 			gd.Models = append(gd.Models, md)
 		}
 		slices.SortFunc(gd.Models, func(a, b modelDump) int { return cmp.Compare(a.Slug, b.Slug) })
@@ -169,8 +172,22 @@ func namespaceDumpOf(ns *Namespace) namespaceDump {
 		nd.WorkspaceKeys = append(nd.WorkspaceKeys, k.Prefix+" "+k.ID+" "+k.Record.Type)
 	}
 	slices.Sort(nd.WorkspaceKeys)
+	for prefix, p := range ns.tier {
+		if nd.TierPlans == nil {
+			nd.TierPlans = map[string][]string{}
+		}
+		nd.TierPlans[prefix] = planDump(p)
+	}
+	for _, k := range ns.keys {
+		for slug, p := range k.Shared {
+			if nd.SharedPlans == nil {
+				nd.SharedPlans = map[string][]string{}
+			}
+			nd.SharedPlans[k.ID+" "+slug] = planDump(p)
+		}
+	}
 	for _, e := range ns.Endpoints {
-		ed := endpointDump{Slug: e.Slug, BaseURL: e.BaseURL, TargetModel: e.TargetModel}
+		ed := endpointDump{Slug: e.Slug, BaseURL: e.BaseURL, TargetModel: e.TargetModel, Shared: e.SharedModelAPI}
 		if e.Secret != nil {
 			ed.Secret = e.Secret.Name + "/" + e.Secret.Key
 		}
@@ -181,4 +198,18 @@ func namespaceDumpOf(ns *Namespace) namespaceDump {
 	}
 	slices.SortFunc(nd.Endpoints, func(a, b endpointDump) int { return cmp.Compare(a.Slug, b.Slug) })
 	return nd
+}
+
+// planDump is one line per limit of p, in the order a call checks them: "TYPE/UNIT threshold bucket=<metering
+// group>/<slug> source=<declaring group>"; a tier bucket's slug is the key's prefix.
+func planDump(p *limits.Plan) []string {
+	out := []string{}
+	for _, l := range p.Limits {
+		bucket := l.Key.Group
+		if l.IsTier() {
+			bucket += "/" + l.Key.Slug
+		}
+		out = append(out, fmt.Sprintf("%s/%s %d bucket=%s source=%s", l.Key.Type, l.Key.Unit, l.Threshold, bucket, l.SourceGroup))
+	}
+	return out
 }

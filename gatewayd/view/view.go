@@ -49,6 +49,9 @@ type Namespace struct {
 	Snapshot      *snapshot.Snapshot
 	keys          []*Key
 	workspaceKeys []*WorkspaceKey
+	// tier holds, by prefix, the bound model-API tier plan of each workspace key; empty when the Workspace sets
+	// no modelAPILimits.
+	tier map[string]*limits.Plan
 }
 
 // Group is a group with its allowed slugs.
@@ -73,6 +76,19 @@ type Key struct {
 	Prefix string
 	Hash   [sha256.Size]byte
 	Group  *Group
+	// Shared holds, by slug, the plan of a call to a shared model API Endpoint: the group's plan followed by this
+	// key's model-API tier limits, bound as one plan so one Admit charges both or neither. Only slugs of the
+	// group whose Endpoint is marked sharedModelAPI appear, and only when the Workspace sets modelAPILimits.
+	Shared map[string]*limits.Plan
+}
+
+// PlanFor is the plan a call of k to model m is held to: the group's, with k's tier limits when m's Endpoint is
+// a shared model API.
+func (k *Key) PlanFor(m *Model) *limits.Plan {
+	if p := k.Shared[m.Slug]; p != nil {
+		return p
+	}
+	return m.Plan
 }
 
 // WorkspaceKey is a workspace key.
@@ -96,6 +112,8 @@ type Endpoint struct {
 	Secret *snapshot.SecretRef
 	// Timeout is zero when the Endpoint leaves it to gatewayd's default.
 	Timeout time.Duration
+	// SharedModelAPI holds federated keys calling the slug to the workspace's model-API tier as well.
+	SharedModelAPI bool
 }
 
 // Empty returns a View with no namespace.
@@ -105,6 +123,10 @@ func Empty() *View {
 
 // Namespace returns the loaded namespace, nil when none is.
 func (v *View) Namespace(name string) *Namespace { return v.namespaces[name] }
+
+// TierPlan is the bound model-API tier plan of the workspace key of prefix: the Workspace's modelAPILimits for
+// that key as a whole. It is nil when the Workspace sets none.
+func (ns *Namespace) TierPlan(prefix string) *limits.Plan { return ns.tier[prefix] }
 
 // Namespaces returns the names of the loaded namespaces.
 func (v *View) Namespaces() []string { return slices.Sorted(maps.Keys(v.namespaces)) }
@@ -233,6 +255,12 @@ func Build(s *snapshot.Snapshot, version int64, checksum string, store limits.St
 		}
 		ns.keys = append(ns.keys, &Key{ID: k.ID, Prefix: k.Prefix, Hash: hash, Group: g})
 	}
+	tier := tierOf(s)
+	// Bound tier plans of the view being served stay valid while the tier is the same: they name the same buckets.
+	var prevTier map[string]*limits.Plan
+	if prev != nil && prev.Snapshot != nil && slices.Equal(tierOf(prev.Snapshot), tier) {
+		prevTier = prev.tier
+	}
 	for i := range s.WorkspaceAPIKeys {
 		k := &s.WorkspaceAPIKeys[i]
 		hash, err := parseKey(k.Prefix, k.Hash)
@@ -241,6 +269,19 @@ func Build(s *snapshot.Snapshot, version int64, checksum string, store limits.St
 		}
 		ns.workspaceKeys = append(ns.workspaceKeys, &WorkspaceKey{ID: k.ID, Namespace: s.Namespace, Prefix: k.Prefix,
 			Hash: hash, Record: k})
+		if tier != nil {
+			plan := prevTier[k.Prefix]
+			if plan == nil {
+				plan = &limits.Plan{Limits: limits.Tier(s.Namespace, k.Prefix, tier[0], tier[1])}
+				if err := store.Bind(plan); err != nil {
+					return nil, fmt.Errorf("failed to bind the model-API tier of workspace key %s: %w", k.ID, err)
+				}
+			}
+			if ns.tier == nil {
+				ns.tier = make(map[string]*limits.Plan, len(s.WorkspaceAPIKeys))
+			}
+			ns.tier[k.Prefix] = plan
+		}
 	}
 	for _, e := range s.Endpoints {
 		if len(e.Targets) == 0 {
@@ -256,9 +297,77 @@ func Build(s *snapshot.Snapshot, version int64, checksum string, store limits.St
 			base = base[:len(base)-1]
 		}
 		ns.Endpoints[e.Slug] = &Endpoint{ID: e.ID, Slug: e.Slug, BaseURL: base, TargetModel: t.TargetModel,
-			Secret: t.APIKeySecret, Timeout: time.Duration(e.TimeoutMillis) * time.Millisecond}
+			Secret: t.APIKeySecret, Timeout: time.Duration(e.TimeoutMillis) * time.Millisecond, SharedModelAPI: e.SharedModelAPI}
+	}
+	if err := ns.bindShared(s, store, prev); err != nil {
+		return nil, err
 	}
 	return ns, nil
+}
+
+// sameShared is true when every slug of g is a shared model API in ns exactly when it was in prev.
+func sameShared(ns, prev *Namespace, g *Group) bool {
+	for slug := range g.Models {
+		if isShared(ns, slug) != isShared(prev, slug) {
+			return false
+		}
+	}
+	return true
+}
+
+func isShared(ns *Namespace, slug string) bool {
+	e := ns.Endpoints[slug]
+	return e != nil && e.SharedModelAPI
+}
+
+// tierOf is the Workspace's model-API tier as {requests, tokens} per minute, nil when it sets none.
+func tierOf(s *snapshot.Snapshot) []int64 {
+	l := s.Workspace.ModelAPILimits
+	if l == nil || (l.RequestsPerMinute <= 0 && l.TokensPerMinute <= 0) {
+		return nil
+	}
+	return []int64{l.RequestsPerMinute, l.TokensPerMinute}
+}
+
+// bindShared gives each federated key, for each slug of its group served by a shared model API Endpoint, a plan
+// of the group's limits followed by the key's tier limits. Group limits come first, so when both are exhausted
+// the 429 names the group's, as it did before the Endpoint was shared.
+//
+// A key of prev (the view being served) keeps its plans when nothing they are made of changed: the same group
+// (reused unchanged, so the same group plans), prefix and tier, and the same shared flag on each of its slugs. A
+// load after a small change then binds few plans, not one per key.
+func (ns *Namespace) bindShared(s *snapshot.Snapshot, store limits.Store, prev *Namespace) error {
+	tier := tierOf(s)
+	if tier == nil {
+		return nil
+	}
+	var before map[string]*Key
+	if prev != nil && prev.Snapshot != nil && slices.Equal(tierOf(prev.Snapshot), tier) {
+		before = make(map[string]*Key, len(prev.keys))
+		for _, k := range prev.keys {
+			before[k.ID] = k
+		}
+	}
+	for _, k := range ns.keys {
+		if old := before[k.ID]; old != nil && old.Group == k.Group && old.Prefix == k.Prefix && sameShared(ns, prev, k.Group) {
+			k.Shared = old.Shared
+			continue
+		}
+		for slug, m := range k.Group.Models {
+			if !isShared(ns, slug) {
+				continue
+			}
+			plan := &limits.Plan{Limits: slices.Concat(m.Plan.Limits, limits.Tier(s.Namespace, k.Prefix, tier[0], tier[1]))}
+			if err := store.Bind(plan); err != nil {
+				return fmt.Errorf("failed to bind the shared model API plan of key %s slug %s: %w", k.ID, slug, err)
+			}
+			if k.Shared == nil {
+				k.Shared = map[string]*limits.Plan{}
+			}
+			k.Shared[slug] = plan
+		}
+	}
+	return nil
 }
 
 func parseKey(prefix, hash string) ([sha256.Size]byte, error) {

@@ -360,10 +360,120 @@ spec: {type: PERSONAL, displayName: dev-laptop, owner: {userID: u1, email: a@exa
 kind: WorkspaceAPIKey
 spec: {type: PERSONAL}`,
 			wantPath: "spec.owner", wantMsg: "owner is required for PERSONAL keys"},
-		{name: "workspace key: models on a metrics key refused", object: `
+		{name: "workspace key: models alone on a metrics key accepted", object: `
 kind: WorkspaceAPIKey
-spec: {type: WORKSPACE_EXPORT_METRICS, models: [demo/echo]}`,
-			wantPath: "spec.models", wantMsg: "models scoping applies to WORKSPACE_MANAGE_ALL and WORKSPACE_INVOKE keys only"},
+spec: {type: WORKSPACE_EXPORT_METRICS, models: [demo]}`},
+		{name: "workspace key: models alone on a manage-all key refused", object: `
+kind: WorkspaceAPIKey
+spec: {type: WORKSPACE_MANAGE_ALL, models: [demo]}`,
+			wantPath: "spec.models", wantMsg: "models alone scopes WORKSPACE_INVOKE and WORKSPACE_EXPORT_METRICS keys only"},
+		{name: "workspace key: models with environments on a manage-all key accepted", object: `
+kind: WorkspaceAPIKey
+spec: {type: WORKSPACE_MANAGE_ALL, models: [demo], environments: [staging]}`},
+		{name: "workspace key: models on a personal key refused", object: `
+kind: WorkspaceAPIKey
+spec: {type: PERSONAL, owner: {userID: u1}, models: [demo]}`,
+			wantPath: "spec.models", wantMsg: "models alone scopes WORKSPACE_INVOKE and WORKSPACE_EXPORT_METRICS keys only"},
+		{name: "workspace key: environments on a metrics key refused", object: `
+kind: WorkspaceAPIKey
+spec: {type: WORKSPACE_EXPORT_METRICS, environments: [production]}`,
+			wantPath: "spec.environments", wantMsg: "environments scoping applies to WORKSPACE_MANAGE_ALL and WORKSPACE_INVOKE keys only"},
+		{name: "workspace key: teamID on a personal key refused", object: `
+kind: WorkspaceAPIKey
+spec: {type: PERSONAL, owner: {userID: u1}, teamID: ml}`,
+			wantPath: "spec.teamID", wantMsg: "teamID may not be set on PERSONAL or WORKSPACE_MANAGE_API_KEYS keys"},
+		{name: "workspace key: teamID on a key-management key refused", object: `
+kind: WorkspaceAPIKey
+spec: {type: WORKSPACE_MANAGE_API_KEYS, teamID: ml}`,
+			wantPath: "spec.teamID", wantMsg: "teamID may not be set on PERSONAL or WORKSPACE_MANAGE_API_KEYS keys"},
+		{name: "workspace key: teamID on an invoke key accepted", object: `
+kind: WorkspaceAPIKey
+spec: {type: WORKSPACE_INVOKE, teamID: ml}`},
+		{name: "workspace key: createdBy with both fields refused", object: `
+kind: WorkspaceAPIKey
+spec: {type: WORKSPACE_INVOKE, createdBy: {userID: u1, apiKeyPrefix: mgw_abc}}`,
+			wantPath: "spec.createdBy", wantMsg: "give exactly one of userID and apiKeyPrefix"},
+		{name: "workspace key: createdBy set once on update accepted", object: `
+kind: WorkspaceAPIKey
+spec: {type: WORKSPACE_INVOKE}`, update: `spec: {createdBy: {userID: u1}}`},
+		{name: "workspace key: createdBy changed refused", object: `
+kind: WorkspaceAPIKey
+spec: {type: WORKSPACE_INVOKE, createdBy: {userID: u1}}`, update: `spec: {createdBy: {userID: u2}}`,
+			wantPath: "spec.createdBy", wantMsg: "createdBy is immutable once set"},
+		{name: "team: member with an unknown role refused", object: `
+kind: Team
+spec: {displayName: ML, members: [{userID: u1, role: OWNER}]}`,
+			wantPath: "spec.members[0].role", wantMsg: "Unsupported value"},
+		{name: "team: duplicate member refused", object: `
+kind: Team
+spec: {displayName: ML, members: [{userID: u1, role: ADMIN}, {userID: u1, role: MEMBER}]}`,
+			wantPath: "spec.members[1]", wantMsg: "Duplicate value"},
+		{name: "team: valid team accepted", object: `
+kind: Team
+spec: {displayName: Machine Learning, default: true, members: [{userID: u1, role: ADMIN}, {userID: u2, role: MEMBER}]}`},
+		{name: "team: empty displayName refused", object: `
+kind: Team
+spec: {displayName: ""}`,
+			wantPath: "spec.displayName", wantMsg: "should be at least 1 chars long"},
+		{name: "team: displayName with a trailing space refused", object: `
+kind: Team
+spec: {displayName: "ML "}`,
+			wantPath: "spec.displayName", wantMsg: "must not contain control characters, nor begin or end with a space"},
+		{name: "team: member without role refused", object: `
+kind: Team
+spec: {displayName: ML, members: [{userID: u1}]}`,
+			wantPath: "spec.members[0].role", wantMsg: "Required value"},
+		{name: "workspace: members with roles accepted", object: `
+kind: Workspace
+spec: {members: [{userID: u1, email: a@example.com, name: Alice, role: ADMIN}, {userID: u2, role: MEMBER}]}`},
+		{name: "workspace: empty members accepted (membership adopted, nobody listed)", object: `
+kind: Workspace
+spec: {members: []}`},
+		{name: "workspace: member with an unknown role refused", object: `
+kind: Workspace
+spec: {members: [{userID: u1, role: OWNER}]}`,
+			wantPath: "spec.members[0].role", wantMsg: "Unsupported value"},
+		{name: "workspace: member userID with a leading space refused", object: `
+kind: Workspace
+spec: {members: [{userID: " u1", role: MEMBER}]}`,
+			wantPath: "spec.members[0].userID", wantMsg: "must not contain control characters, nor begin or end with a space"},
+		{name: "workspace: modelAPILimits of 0 refused", object: `
+kind: Workspace
+spec: {modelAPILimits: {tokensPerMinute: 0}}`,
+			wantPath: "spec.modelAPILimits.tokensPerMinute", wantMsg: "should be greater than or equal to 1"},
+		{name: "workspace key: createdBy removed refused", object: `
+kind: WorkspaceAPIKey
+spec: {type: WORKSPACE_INVOKE, createdBy: {apiKeyPrefix: mgw_AAAAAAAAAAAA}}`, update: `spec: {createdBy: null}`,
+			wantPath: "spec.createdBy", wantMsg: "createdBy is immutable once set"},
+		{name: "workspace key: createdBy with neither field refused", object: `
+kind: WorkspaceAPIKey
+spec: {type: WORKSPACE_INVOKE, createdBy: {}}`,
+			wantPath: "spec.createdBy", wantMsg: "give exactly one of userID and apiKeyPrefix"},
+		{name: "workspace key: models within environments on an invoke key accepted", object: `
+kind: WorkspaceAPIKey
+spec: {type: WORKSPACE_INVOKE, teamID: ml, models: [demo], environments: [staging]}`},
+		{name: "workspace key: environments on a key-management key refused", object: `
+kind: WorkspaceAPIKey
+spec: {type: WORKSPACE_MANAGE_API_KEYS, environments: [staging]}`,
+			wantPath: "spec.environments", wantMsg: "environments scoping applies to WORKSPACE_MANAGE_ALL and WORKSPACE_INVOKE keys only"},
+		{name: "workspace key: models on a key-management key refused", object: `
+kind: WorkspaceAPIKey
+spec: {type: WORKSPACE_MANAGE_API_KEYS, models: [demo]}`,
+			wantPath: "spec.models", wantMsg: "models alone scopes WORKSPACE_INVOKE and WORKSPACE_EXPORT_METRICS keys only"},
+		{name: "workspace key: teamID on a metrics key accepted", object: `
+kind: WorkspaceAPIKey
+spec: {type: WORKSPACE_EXPORT_METRICS, teamID: ml}`},
+		{name: "workspace key: teamID longer than a DNS-1123 label refused", object: `
+kind: WorkspaceAPIKey
+spec: {type: WORKSPACE_INVOKE, teamID: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa}`,
+			wantPath: "spec.teamID", wantMsg: "may not be more than 63 bytes"},
+		{name: "workspace key: rename accepted", object: `
+kind: WorkspaceAPIKey
+spec: {type: WORKSPACE_INVOKE, displayName: ci}`, update: `spec: {displayName: ci-2}`},
+		{name: "workspace: duplicate member refused", object: `
+kind: Workspace
+spec: {members: [{userID: u1, role: ADMIN}, {userID: u1, role: MEMBER}]}`,
+			wantPath: "spec.members[1]", wantMsg: "Duplicate value"},
 		{name: "workspace key: environments on a personal key refused", object: `
 kind: WorkspaceAPIKey
 spec: {type: PERSONAL, owner: {userID: u1}, environments: [production]}`,

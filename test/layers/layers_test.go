@@ -1,8 +1,11 @@
 // Package layers checks that imports in the module only point down the layers of docs/architecture.md:
 //
-//	api -> controllers, webhooks -> gatewayd/{httperr, limits, view, reload, auth, authz, discovery, wake, billing, state}
+//	api -> controllers, webhooks -> gatewayd/{httperr, limits, view, reload, auth, authz, discovery, billing, keyuse, state, wake,
+//	    requestlog, podlogs}
 //	    -> gatewayd/upstream
-//	    -> gatewayd/inference, gatewayd/rest -> gatewayd -> cmd
+//	    -> gatewayd/inference, gatewayd/rest -> gatewayd/async -> gatewayd -> cmd
+//
+// (gatewayd/async/queue, the async store, sits with the state packages.)
 //
 // The control plane (controllers, webhooks) and the data plane (gatewayd) meet only in api/: rules the webhook,
 // the reconciler and REST share live there, so no data-plane package imports the control plane. A package may
@@ -37,16 +40,18 @@ var layers = []layer{
 	{name: "api", prefixes: []string{"api"}, peers: []string{"api"}},
 	{name: controlPlane, prefixes: []string{"controllers", "webhooks"}},
 	{name: "data-plane state and views", prefixes: []string{
-		"gatewayd/httperr", "gatewayd/limits", "gatewayd/view", "gatewayd/reload", "gatewayd/auth",
-		"gatewayd/authz", "gatewayd/discovery", "gatewayd/billing", "gatewayd/state", "gatewayd/version",
-		"gatewayd/wake",
+		"gatewayd/httperr", "gatewayd/limits", "gatewayd/view", "gatewayd/reload", "gatewayd/auth", "gatewayd/concurrency",
+		"gatewayd/authz", "gatewayd/discovery", "gatewayd/billing", "gatewayd/keyuse", "gatewayd/state", "gatewayd/version",
+		"gatewayd/async/queue", "gatewayd/requestlog", "gatewayd/podlogs", "gatewayd/wake",
 	}, peers: []string{
-		"gatewayd/httperr", "gatewayd/limits", "gatewayd/view", "gatewayd/reload", "gatewayd/auth",
-		"gatewayd/authz", "gatewayd/discovery", "gatewayd/billing", "gatewayd/state", "gatewayd/version",
-		"gatewayd/wake",
+		"gatewayd/httperr", "gatewayd/limits", "gatewayd/view", "gatewayd/reload", "gatewayd/auth", "gatewayd/concurrency",
+		"gatewayd/authz", "gatewayd/discovery", "gatewayd/billing", "gatewayd/keyuse", "gatewayd/state", "gatewayd/version",
+		"gatewayd/async/queue", "gatewayd/requestlog", "gatewayd/podlogs", "gatewayd/wake",
 	}, dataPlane: true},
 	{name: "forwarding core", prefixes: []string{"gatewayd/upstream"}, dataPlane: true},
 	{name: "handlers", prefixes: []string{"gatewayd/inference", "gatewayd/rest"}, dataPlane: true},
+	// Async inference runs model calls through the predict route step of inference, so it sits above it.
+	{name: "async handlers", prefixes: []string{"gatewayd/async"}, dataPlane: true},
 	{name: "data-plane assembly", prefixes: []string{"gatewayd"}, dataPlane: true},
 	{name: "mains and test harnesses", prefixes: []string{"cmd", "test"}, peers: []string{"cmd", "test"}},
 }
@@ -142,6 +147,10 @@ func TestTableRefusesUpwardAndSidewaysEdges(t *testing.T) {
 		{"gatewayd/upstream", "gatewayd/inference", false},
 		{"gatewayd/view", "gatewayd/upstream", false},
 		{"gatewayd/inference", "gatewayd", false},
+		{"gatewayd/async", "gatewayd/inference", true},
+		{"gatewayd/state", "gatewayd/async/queue", true},
+		{"gatewayd/inference", "gatewayd/async", false},
+		{"gatewayd/async/queue", "gatewayd/upstream", false},
 		{"api/v1alpha1", "gatewayd/view", false},
 		{"gatewayd", "test/upstream", false},
 		{"gatewayd", "cmd/gatewayd", false},

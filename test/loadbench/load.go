@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/modelgate/modelgate/test/upstream"
@@ -108,6 +109,25 @@ type Result struct {
 	// each stream's last content chunk, which the upstream follows at once with the finish and usage chunks and
 	// [DONE].
 	MidGrowth, EndGrowth []time.Duration
+	// CPU is the CPU time the whole harness process used during the run: load generator, target and upstream.
+	// Per request, and compared between targets of one round, it is the target's own cost, and it swings far
+	// less than wall time with the load of a shared machine.
+	CPU time.Duration
+}
+
+// CPUPerRequest is the harness process's CPU time per request of the run.
+func (r Result) CPUPerRequest() time.Duration {
+	if r.Requests == 0 {
+		return 0
+	}
+	return r.CPU / time.Duration(r.Requests)
+}
+
+// processCPU is the user and system CPU time this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // Throughput is requests per second.
@@ -153,6 +173,7 @@ func Drive(ctx context.Context, t *Target, concurrency int, d time.Duration, str
 	deadline := time.Now().Add(d)
 	parts := make([]Result, concurrency)
 	var wg sync.WaitGroup
+	cpu := processCPU()
 	start := time.Now()
 	for w := range concurrency {
 		wg.Go(func() {
@@ -173,7 +194,7 @@ func Drive(ctx context.Context, t *Target, concurrency int, d time.Duration, str
 		})
 	}
 	wg.Wait()
-	out := Result{Elapsed: time.Since(start)}
+	out := Result{Elapsed: time.Since(start), CPU: processCPU() - cpu}
 	for _, p := range parts {
 		out.Requests += p.Requests
 		out.Tokens += p.Tokens

@@ -146,23 +146,35 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	}
 	want := expect(cfg)
 
-	cfg.progress("warming up %d targets", len(plain))
+	// The predict route of the same gatewayd, to the same upstream, with the same body: it runs in each round's
+	// rotation of the plain targets, and its figures are taken against direct, the bare proxy and the OpenAI
+	// route of the same round.
+	predict := predictTarget(gw, ws)
+
+	cfg.progress("warming up %d targets", len(plain)+1)
 	for i := range plain {
 		Drive(ctx, plain[i], cfg.Concurrency, 200*time.Millisecond, false, want, v)
 		Drive(ctx, stream[i], 1, time.Millisecond, true, want, v)
 	}
+	Drive(ctx, predict, cfg.Concurrency, 200*time.Millisecond, false, want, v)
 	u.forget()
 	rounds := newRounds(len(plain))
+	// drive runs plain target i, or the predict target when i is len(plain), and records the run.
+	drive := func(i, concurrency int, d time.Duration, into [][]Result, predictInto *[]Result) {
+		if i == len(plain) {
+			*predictInto = append(*predictInto, Drive(ctx, predict, concurrency, d, false, want, v))
+			return
+		}
+		into[i] = append(into[i], Drive(ctx, plain[i], concurrency, d, false, want, v))
+	}
 	for r := range cfg.Rounds {
 		cfg.progress("round %d of %d", r+1, cfg.Rounds)
 		// Rotating the order keeps any drift of the machine within a round from favouring one target.
-		for k := range plain {
-			i := (k + r) % len(plain)
-			rounds.latency[i] = append(rounds.latency[i], Drive(ctx, plain[i], 1, cfg.LatencyDuration, false, want, v))
+		for k := range len(plain) + 1 {
+			drive((k+r)%(len(plain)+1), 1, cfg.LatencyDuration, rounds.latency, &rounds.predictLatency)
 		}
-		for k := range plain {
-			i := (k + r) % len(plain)
-			rounds.throughput[i] = append(rounds.throughput[i], Drive(ctx, plain[i], cfg.Concurrency, cfg.ThroughputDuration, false, want, v))
+		for k := range len(plain) + 1 {
+			drive((k+r)%(len(plain)+1), cfg.Concurrency, cfg.ThroughputDuration, rounds.throughput, &rounds.predictThroughput)
 		}
 		for k := range stream {
 			i := (k + r) % len(stream)
@@ -177,6 +189,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		t.CheckBilling(ctx, v)
 	}
 	rep.addLoad(cfg, rounds, withRedis != nil)
+	rep.addPredict(cfg, rounds)
 
 	cfg.progress("measuring the limiter check")
 	rep.addLimiter(benchLimiter())
@@ -206,6 +219,8 @@ var errSkipped = errors.New("skipped by flag")
 // rounds holds every run, indexed by target then round.
 type rounds struct {
 	latency, throughput, stream [][]Result
+	// predictLatency and predictThroughput are the predict target's runs, one per round.
+	predictLatency, predictThroughput []Result
 }
 
 func newRounds(n int) *rounds {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"runtime"
@@ -361,4 +362,60 @@ func commit() string {
 		c += " (with uncommitted changes)"
 	}
 	return c
+}
+
+// addPredict reports the /production/predict route: its added latency against direct, and its throughput
+// against the bare proxy, each next to the OpenAI route's figure of the same rounds. Target: within 10% of the
+// OpenAI route's own figures.
+func (r *Report) addPredict(cfg Config, rs *rounds) {
+	// withPredict gives f each round's runs of every plain target and the predict run of that round.
+	withPredict := func(plain [][]Result, pred []Result, f func(round []Result, pred Result) float64) float64 {
+		var xs []float64
+		for i := range pred {
+			round := make([]Result, len(plain))
+			for j := range plain {
+				round[j] = plain[j][i]
+			}
+			xs = append(xs, f(round, pred[i]))
+		}
+		return median(xs)
+	}
+	added := func(q float64, of func(round []Result, pred Result) Result) float64 {
+		return withPredict(rs.latency, rs.predictLatency, func(round []Result, pred Result) float64 {
+			return float64(p(q)(of(round, pred)) - p(q)(round[direct]))
+		})
+	}
+	predict := func(_ []Result, pred Result) Result { return pred }
+	openAI := func(round []Result, _ Result) Result { return round[embedded] }
+	p50, p99 := added(.50, predict), added(.99, predict)
+	o50, o99 := added(.50, openAI), added(.99, openAI)
+	// Within 10% of the OpenAI route's added latency (of its size: on a busy machine a round's difference can be
+	// negative); a microsecond of slack keeps a figure of a few µs from failing on rounding.
+	within := func(x, of float64) bool { return x <= of+0.10*math.Abs(of)+1e3 }
+	r.add("added latency p50, concurrency 1 (/production/predict − direct)", us(p50), fmt.Sprintf("≤ OpenAI route's %s + 10%%", us(o50)), within(p50, o50))
+	r.add("added latency p99, concurrency 1 (/production/predict − direct)", us(p99), fmt.Sprintf("≤ OpenAI route's %s + 10%%", us(o99)), within(p99, o99))
+	c := cfg.Concurrency
+	pp := withPredict(rs.throughput, rs.predictThroughput, func(round []Result, pred Result) float64 {
+		return pred.Throughput() / round[proxy].Throughput()
+	})
+	op := withPredict(rs.throughput, rs.predictThroughput, func(round []Result, _ Result) float64 {
+		return round[embedded].Throughput() / round[proxy].Throughput()
+	})
+	po := withPredict(rs.throughput, rs.predictThroughput, func(round []Result, pred Result) float64 {
+		return pred.Throughput() / round[embedded].Throughput()
+	})
+	r.add(fmt.Sprintf("throughput /production/predict ÷ bare proxy, concurrency %d", c), fmt.Sprintf("%.2f (OpenAI route: %.2f)", pp, op),
+		"≥ 0.90 × OpenAI route's", pp >= 0.90*op)
+	r.info(fmt.Sprintf("throughput /production/predict ÷ OpenAI route, concurrency %d", c), fmt.Sprintf("%.2f", po))
+	r.info(fmt.Sprintf("throughput /production/predict, concurrency %d", c), fmt.Sprintf("%.0f req/s",
+		withPredict(rs.throughput, rs.predictThroughput, func(_ []Result, pred Result) float64 { return pred.Throughput() })))
+	cpu := func(of func(round []Result, pred Result) Result) float64 {
+		return withPredict(rs.throughput, rs.predictThroughput, func(round []Result, pred Result) float64 {
+			return float64(of(round, pred).CPUPerRequest())
+		})
+	}
+	r.info(fmt.Sprintf("CPU per call, concurrency %d (whole process): direct / bare proxy / OpenAI route / /production/predict", c),
+		fmt.Sprintf("%.0f / %.0f / %.0f / %.0f µs", cpu(func(round []Result, _ Result) Result { return round[direct] })/1e3,
+			cpu(func(round []Result, _ Result) Result { return round[proxy] })/1e3, cpu(openAI)/1e3, cpu(predict)/1e3))
+	r.Notes = append(r.Notes, "/production/predict: a WORKSPACE_INVOKE key calls the production environment of a model whose url deployment is the zero-delay upstream with predict path /chat/completions, so the call carries the OpenAI target's body to the same server and the answer (usage included, checked) streams back unchanged. It pays for workspace-key auth, authz, the route step, the request log line and the forward; predict has no limits and no token accounting. Its runs take a place in each round's rotation of the plain targets, and each figure is taken against direct, the bare proxy and the OpenAI route of the same round. CPU per call is the harness process's user and system time over a throughput run divided by its calls (load generator, target and upstream together, so the difference between two targets is their own cost); on a shared machine it moves far less than the wall-time figures.")
 }

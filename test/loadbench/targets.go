@@ -125,7 +125,14 @@ func expect(cfg Config) Expect {
 // DAY on both slugs, all far too high to trigger, and one federated key on the leaf.
 type loadWorkspace struct {
 	ns, key string
+	// invokeKey is a WORKSPACE_INVOKE key for the predict route of predictModel.
+	invokeKey string
 }
+
+// predictModel is the model of the predict target: its production deployment is a url deployment at the
+// zero-delay upstream with predict path /chat/completions, so a predict call carries the same body to the same
+// server as the OpenAI target's call, and its answer (with its usage) comes back unchanged.
+const predictModel = "bench-model"
 
 const unlimited = int64(1) << 50
 
@@ -161,10 +168,15 @@ func publishLoadWorkspace(ctx context.Context, cs kubernetes.Interface, u *upstr
 		{ID: "plain", Slug: plainSlug, Targets: []snapshot.Target{{Provider: "OPENAI", BaseURL: u.plain.BaseURL()}}},
 		{ID: "stream", Slug: streamSlug, Targets: []snapshot.Target{{Provider: "OPENAI", BaseURL: u.paced.BaseURL()}}},
 	}
+	invokeKey, invokeRec := gatewaytest.NewWorkspaceKey("bench-invoke", "WORKSPACE_INVOKE")
+	s.WorkspaceAPIKeys = []snapshot.WorkspaceAPIKey{invokeRec}
+	s.Models = []snapshot.ServedModel{{ID: predictModel, Environments: []snapshot.EnvironmentRoute{{Name: "production", Deployment: "bench-v1"}}}}
+	s.Deployments = []snapshot.Deployment{{ID: "bench-v1", ModelID: predictModel, Kind: snapshot.DeploymentURL, URL: u.plain.BaseURL(),
+		PredictPath: "/chat/completions", Active: true, Ready: true}}
 	if err := gatewaytest.Publish(ctx, cs, s, 1, 0); err != nil {
 		return nil, err
 	}
-	return &loadWorkspace{ns: ns, key: key}, nil
+	return &loadWorkspace{ns: ns, key: key, invokeKey: invokeKey}, nil
 }
 
 // startGatewayd serves the load workspace on state with every other default of cmd/gatewayd (metrics, billing
@@ -241,4 +253,13 @@ func directTarget(u *upstreams) (plain, stream *Target) {
 func proxyTarget(u *upstreams) (plain, stream *Target) {
 	return &Target{Name: "bare proxy", URL: u.plainProxy + "/v1/chat/completions", Auth: "Bearer proxy", Model: "echo", StreamModel: "echo"},
 		&Target{Name: "bare proxy", URL: u.pacedProxy + "/v1/chat/completions", Auth: "Bearer proxy", Model: "echo", StreamModel: "echo"}
+}
+
+// predictTarget calls gatewayd's /production/predict route of predictModel with a workspace key: auth, authz,
+// the route step, the request log and the streamed forward, with no limits and no token accounting (predict has
+// neither).
+func predictTarget(gw *Target, ws *loadWorkspace) *Target {
+	base := strings.TrimSuffix(gw.URL, "/v1/chat/completions")
+	return &Target{Name: "gatewayd /production/predict", URL: base + "/models/" + predictModel + "/production/predict",
+		Auth: "Api-Key " + ws.invokeKey, Model: "echo", StreamModel: "echo"}
 }

@@ -7,18 +7,22 @@ package rbac
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -180,6 +184,12 @@ func gatewaydChecks(ns string) []check {
 		}},
 		{"read the Workspace", true, get(&gatewayv1.Workspace{}, ns, "default")},
 		{"get an allowed upstream Secret", true, getSecret(ns, upstreamSecret)},
+		{"list pods (logs route)", true, list(&corev1.PodList{}, ns)},
+		{"get a Deployment (logs route: the selector of md-<name>)", true, may(ns, "get", "apps", "deployments", "")},
+		{"get pods/log (logs route)", true, may(ns, "get", "", "pods", "log")},
+		{"update a Deployment", false, may(ns, "update", "apps", "deployments", "")},
+		{"delete a pod", false, may(ns, "delete", "", "pods", "")},
+		{"exec into a pod", false, may(ns, "create", "", "pods", "exec")},
 		{"get another Secret", false, getSecret(ns, otherSecret)},
 		{"list Secrets", false, list(&corev1.SecretList{}, ns)},
 		{"update the Workspace", false, func(ctx context.Context, c client.WithWatch) error {
@@ -293,6 +303,7 @@ func managerChecks(ns, fullname string) []check {
 			}
 			return c.Delete(ctx, lease)
 		}},
+		{"list gatewayd's EndpointSlices in the release namespace (the autoscaler)", true, list(&discoveryv1.EndpointSliceList{}, releaseNS)},
 		{"create a Lease in a served namespace", false, func(ctx context.Context, c client.WithWatch) error {
 			return c.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "lease-"}})
 		}},
@@ -461,6 +472,23 @@ func watch(l client.ObjectList, ns string, opts ...client.ListOption) func(conte
 func get(obj client.Object, ns, name string) func(context.Context, client.WithWatch) error {
 	return func(ctx context.Context, c client.WithWatch) error {
 		return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj)
+	}
+}
+
+// may asks the API server's authorizer, as the impersonated component (SelfSubjectAccessReview), whether it may
+// do verb on the resource in ns, for calls this test cannot make without a kubelet (pods/log) or without objects
+// it would have to seed; a refusal comes back as Forbidden, like a refused call.
+func may(ns, verb, group, resource, subresource string) func(context.Context, client.WithWatch) error {
+	return func(ctx context.Context, c client.WithWatch) error {
+		r := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: group, Resource: resource, Subresource: subresource}}}
+		if err := c.Create(ctx, r); err != nil {
+			return err
+		}
+		if !r.Status.Allowed {
+			return apierrors.NewForbidden(schema.GroupResource{Group: group, Resource: resource}, subresource, errors.New(r.Status.Reason))
+		}
+		return nil
 	}
 }
 

@@ -38,7 +38,12 @@ func (s *Stack) seed(ctx context.Context) error {
 			ObjectMeta: metav1.ObjectMeta{Name: WorkspaceName, Namespace: ns},
 			Spec: gatewayv1.WorkspaceSpec{
 				KeyRegistration: &gatewayv1.KeyRegistration{PublicKey: publicKeyBase64(signing)},
+				AsyncWebhook:    &gatewayv1.AsyncWebhook{SecretRef: gatewayv1.SecretKeySelector{Name: AsyncWebhookSecretName}},
 			},
+		},
+		&corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: AsyncWebhookSecretName, Namespace: ns},
+			Data:       map[string][]byte{"secret": []byte(AsyncWebhookSecret)},
 		},
 		&corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: AdminKeySecretName, Namespace: ns},

@@ -83,6 +83,10 @@ const (
 	ModelName           = "demo-model"
 	ModelDeploymentName = "demo-model-v1"
 	ModelStagingEnv     = "staging"
+	// AsyncWebhookSecretName holds the Workspace's asyncWebhook signing secret, AsyncWebhookSecret: a fixed
+	// development value, so a local receiver can verify async results.
+	AsyncWebhookSecretName = "async-webhook"
+	AsyncWebhookSecret     = "whsec_bW9kZWxnYXRlLWRldi1hc3luYy13ZWJob29rLXNlY3JldA=="
 )
 
 // Stack is a running local product. Its exported fields are set once Start returns.
@@ -348,6 +352,9 @@ func (s *Stack) startGatewayd(ctx context.Context, opts Options) error {
 	gopts := opts.Gatewayd
 	gopts.RESTConfig = s.Config
 	gopts.Addr = opts.GatewayAddr
+	// A development stack: async result webhooks may go to a receiver on this machine (DESIGN.md "Details
+	// pinned for the serving half").
+	gopts.AsyncConfig.AllowInternalWebhooks = true
 	// Listening here, rather than in ListenAndServe, makes a port of 0 safe: the address is known and held.
 	ln, err := net.Listen("tcp", opts.GatewayAddr)
 	if err != nil {

@@ -7,15 +7,16 @@ per-namespace Roles (namespaces listed). docs/rbac.md explains every rule and wh
 {{- define "modelgate.manager.rules" -}}
 # These follow config/rbac/role.yaml, which `make manifests` generates from the reconcilers' +kubebuilder:rbac
 # markers (test/chart checks that they agree), minus leases, which live in the release namespace only.
-# Reconcilers and admission webhooks read every kind; the Group reconciler deletes what hangs below a deleted group.
+# Reconcilers and admission webhooks read every kind; the Group reconciler deletes what hangs below a deleted group,
+# and deprovisioning deletes the PERSONAL WorkspaceAPIKeys of people a Workspace no longer lists.
 - apiGroups: [gateway.modelgate.io]
-  resources: [apikeys, groups]
+  resources: [apikeys, groups, workspaceapikeys]
   verbs: [get, list, watch, update, patch, delete]
 - apiGroups: [gateway.modelgate.io]
-  resources: [endpoints, modeldeployments, models, workspaceapikeys, workspaces]
+  resources: [endpoints, modeldeployments, models, teams, workspaces]
   verbs: [get, list, watch, update, patch]
 - apiGroups: [gateway.modelgate.io]
-  resources: [apikeys/status, endpoints/status, groups/status, modeldeployments/status, models/status, workspaceapikeys/status, workspaces/status]
+  resources: [apikeys/status, endpoints/status, groups/status, modeldeployments/status, models/status, teams/status, workspaceapikeys/status, workspaces/status]
   verbs: [get, update, patch]
 - apiGroups: [gateway.modelgate.io]
   resources: [groups/finalizers, modeldeployments/finalizers]
@@ -61,7 +62,7 @@ per-namespace Roles (namespaces listed). docs/rbac.md explains every rule and wh
   resources: [groups, apikeys, endpoints, workspaceapikeys]
   verbs: [get, list, watch, create, update, patch, delete]
 - apiGroups: [gateway.modelgate.io]
-  resources: [workspaces]
+  resources: [workspaces, teams]
   verbs: [get, list, watch]
 # Model deployments behind a Service are called at the ready addresses of its EndpointSlices, with no kube-proxy hop.
 - apiGroups: [discovery.k8s.io]
@@ -76,6 +77,17 @@ per-namespace Roles (namespaces listed). docs/rbac.md explains every rule and wh
 - apiGroups: [""]
   resources: [events]
   verbs: [get, list, watch]
+# The logs route also reads what a container source's pods print: the manager's Deployment md-<name> (for its
+# selector and controller reference), its pods, and their logs.
+- apiGroups: [apps]
+  resources: [deployments]
+  verbs: [get]
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [list]
+- apiGroups: [""]
+  resources: [pods/log]
+  verbs: [get]
 {{- if eq .Values.gatewayd.secretAccess "namespace" }}
 # secretAccess=namespace: every Secret of a served namespace (Endpoints created through the REST API).
 - apiGroups: [""]

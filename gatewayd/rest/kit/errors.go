@@ -135,6 +135,22 @@ var apiPaths = strings.NewReplacer(
 	"spec.type", "type",
 )
 
+// kindPaths renames the paths whose REST name depends on the resource: a workspace key's spec.displayName is its
+// name, a group's is metadata.name.
+var kindPaths = map[string]*strings.Replacer{
+	"WorkspaceAPIKey": strings.NewReplacer("spec.displayName", "name", "spec.owner", "owner"),
+}
+
+// pathsOf is the renaming of the resource kind a status is about.
+func pathsOf(status metav1.Status) func(string) string {
+	if status.Details != nil {
+		if r := kindPaths[status.Details.Kind]; r != nil {
+			return func(s string) string { return apiPaths.Replace(r.Replace(s)) }
+		}
+	}
+	return apiPaths.Replace
+}
+
 // WriteKubeError maps a refusal or failure of the API server onto the envelope:
 //   - Invalid, BadRequest, or a webhook's Forbidden: 400 with each field message (renamed to API paths); a
 //     cascading-threshold refusal carries exactly hierarchy.MsgChildExceedsParent as its error;
@@ -156,12 +172,13 @@ func WriteKubeError(w http.ResponseWriter, r *http.Request, what string, err err
 		return
 	}
 	status := st.Status()
+	rename := pathsOf(status)
 	fromWebhook := strings.Contains(status.Message, "admission webhook")
 	switch {
 	case apierrors.IsAlreadyExists(err), apierrors.IsConflict(err):
-		httperr.Write(w, http.StatusConflict, httperr.CodeConflict, apiPaths.Replace(status.Message), nil)
+		httperr.Write(w, http.StatusConflict, httperr.CodeConflict, rename(status.Message), nil)
 	case apierrors.IsNotFound(err):
-		httperr.Write(w, http.StatusNotFound, httperr.CodeNotFound, apiPaths.Replace(status.Message), nil)
+		httperr.Write(w, http.StatusNotFound, httperr.CodeNotFound, rename(status.Message), nil)
 	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err), apierrors.IsForbidden(err) && fromWebhook:
 		writeRefusal(w, status)
 	default:
@@ -173,18 +190,19 @@ func WriteKubeError(w http.ResponseWriter, r *http.Request, what string, err err
 
 func writeRefusal(w http.ResponseWriter, status metav1.Status) {
 	var fields []httperr.FieldError
+	rename := pathsOf(status)
 	duplicate, cascading := false, strings.Contains(status.Message, hierarchy.MsgChildExceedsParent)
 	if status.Details != nil {
 		for _, c := range status.Details.Causes {
 			if c.Field != "" && c.Field != "<nil>" {
 				// A cause about no field in particular (an empty or nil path) stays in the message only.
-				fields = append(fields, httperr.FieldError{Field: apiPaths.Replace(c.Field), Message: apiPaths.Replace(c.Message)})
+				fields = append(fields, httperr.FieldError{Field: rename(c.Field), Message: rename(c.Message)})
 			}
 			duplicate = duplicate || c.Type == metav1.CauseTypeFieldValueDuplicate
 			cascading = cascading || strings.Contains(c.Message, hierarchy.MsgChildExceedsParent)
 		}
 	}
-	msg := apiPaths.Replace(status.Message)
+	msg := rename(status.Message)
 	if len(fields) > 0 {
 		msg = fields[0].Field + ": " + fields[0].Message
 	}

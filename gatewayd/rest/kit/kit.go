@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,12 +24,15 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/authz"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
+	"github.com/modelgate/modelgate/gatewayd/podlogs"
+	"github.com/modelgate/modelgate/gatewayd/requestlog"
 )
 
 // Directory answers from the snapshot gatewayd has loaded.
 type Directory interface {
-	// WorkspaceKey authenticates a workspace API key (full plaintext; constant-time hash compare inside).
-	WorkspaceKey(apiKey string) (namespace string, key snapshot.WorkspaceAPIKey, ok bool)
+	// WorkspaceKey authenticates a workspace API key (full plaintext; constant-time hash compare inside) and returns
+	// its caller, with the principal computed from the snapshot in force (auth.NewCaller).
+	WorkspaceKey(apiKey string) (c auth.Caller, ok bool)
 	// WaitFor blocks until the snapshot loaded for namespace satisfies pred, or ctx ends.
 	WaitFor(ctx context.Context, namespace string, pred func(*snapshot.Snapshot) bool) error
 }
@@ -37,6 +41,12 @@ type Directory interface {
 type UsageReader interface {
 	// DailyUsage is the current DAY-window count of the bucket (namespace, group, slug, type) charged to that group.
 	DailyUsage(ctx context.Context, namespace, groupID, slug, limitType string, now time.Time) (int64, error)
+}
+
+// KeyUseReader reads when workspace keys were last used (gatewayd/keyuse).
+type KeyUseReader interface {
+	// LastUsed returns the last use of the namespace's keys, by prefix; a key never used is absent.
+	LastUsed(ctx context.Context, namespace string) (map[string]time.Time, error)
 }
 
 // Options configures the API.
@@ -51,6 +61,8 @@ type Options struct {
 	Directory Directory
 	// Usage reads daily usage counters for GET .../usage.
 	Usage UsageReader
+	// KeyUse reads workspace keys' last uses for GET /v1/api_keys; last_used_at is null for every key when nil.
+	KeyUse KeyUseReader
 	// Clock is the time source of rate limits, usage windows and timestamps. Defaults to time.Now.
 	Clock func() time.Time
 	// ReadYourWritesTimeout bounds the wait for the snapshot after a write. Defaults to 5 s.
@@ -59,6 +71,10 @@ type Options struct {
 	MaxBodyBytes int64
 	// Logger is the base logger, put into each request's context. Defaults to the context's logger, if any.
 	Logger logr.Logger
+	// RequestLog is this replica's log of predict calls per deployment, a source of the logs route; none when nil.
+	RequestLog *requestlog.Log
+	// PodLogs reads what a deployment's pods print, a source of the logs route; none when nil.
+	PodLogs podlogs.Reader
 }
 
 // Kit is the shared state of the management routes.
@@ -81,31 +97,22 @@ func New(opts Options) *Kit {
 	return &Kit{Opts: opts, limiter: newFixedWindowLimiter()}
 }
 
-// Access says which workspace key types may call a route.
-type Access int
+// Access is the question a route asks gatewayd/authz.Decide before its handler runs: the action, on no particular
+// resource (the route itself). Handlers then ask about each object they read or change.
+type Access authz.Action
 
 const (
-	// AccessGateway: groups, federated keys, endpoints, usage (auth.Caller.MayManageGateway).
-	AccessGateway Access = iota
-	// AccessKeys: workspace key management (auth.Caller.MayManageKeys); each handler narrows what a caller may
-	// see and do.
-	AccessKeys
-	// AccessModels: the model routes, for the key types that may list models (authz.ActionListModels); each
-	// handler asks authz.Decide about the model it reads or changes.
-	AccessModels
+	// AccessGateway: groups, federated keys, endpoints, usage (authz.ActionManageGateway).
+	AccessGateway = Access(authz.ActionManageGateway)
+	// AccessKeys: the workspace key routes (authz.ActionKeySee on no key); each handler asks about the key it
+	// creates, lists, renames or revokes.
+	AccessKeys = Access(authz.ActionKeySee)
+	// AccessModels: the model routes (authz.ActionListModels on no model); each handler asks about the model it
+	// reads (ActionListModels) or changes (ActionManageModels).
+	AccessModels = Access(authz.ActionListModels)
+	// AccessTeams: the team routes (authz.ActionListTeams on no team).
+	AccessTeams = Access(authz.ActionListTeams)
 )
-
-func (acc Access) allows(c auth.Caller) bool {
-	switch acc {
-	case AccessGateway:
-		return c.MayManageGateway()
-	case AccessKeys:
-		return c.MayManageKeys()
-	case AccessModels:
-		return authz.Decide(c.Principal(), authz.ActionListModels, authz.Resource{}).Allowed
-	}
-	return false
-}
 
 // HandlerFunc serves one authenticated management call.
 type HandlerFunc func(w http.ResponseWriter, r *http.Request, c auth.Caller)
@@ -148,16 +155,20 @@ func (k *Kit) Wrap(acc Access, h HandlerFunc) http.Handler {
 			httperr.RateLimited(w, retry)
 			return
 		}
-		if !acc.allows(c) {
-			httperr.Write(w, http.StatusForbidden, httperr.CodeForbidden,
-				"API keys of type "+c.Key.Type+" may not call "+r.Pattern+"; see docs/rest-api.md for which key types may call which route.",
-				map[string]any{"key_type": c.Key.Type})
+		if dec := c.Decide(authz.Action(acc), authz.Resource{}); !dec.Allowed {
+			Forbidden(w, c, dec)
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, k.Opts.MaxBodyBytes)
 		log.V(1).Info("Serving management call", "namespace", c.Namespace, "keyPrefix", c.Key.Prefix)
 		h(w, r, c)
 	})
+}
+
+// Forbidden answers a refusal by authz.Decide: 403 with the rule's sentence, naming the caller's key type. A Hidden
+// decision is the handler's to answer as a 404 of the thing it looked for (NotFound), never through here.
+func Forbidden(w http.ResponseWriter, c auth.Caller, dec authz.Decision) {
+	httperr.Write(w, http.StatusForbidden, httperr.CodeForbidden, dec.Reason, map[string]any{"key_type": c.Key.Type})
 }
 
 // AwaitSnapshot waits until the namespace's snapshot satisfies pred, so that the gatewayd that answers a write
@@ -208,6 +219,17 @@ func (k *Kit) ListReader() client.Reader {
 func (k *Kit) LoadGroup(w http.ResponseWriter, r *http.Request, c auth.Caller) (*gatewayv1.Group, bool) {
 	var g gatewayv1.Group
 	return &g, k.LoadObject(w, r, c, "group_id", "Group", &g)
+}
+
+// Teams lists the live Teams of namespace ns from rd (ListReader for a list route), sorted by id.
+func Teams(ctx context.Context, rd client.Reader, ns string) ([]gatewayv1.Team, error) {
+	var list gatewayv1.TeamList
+	if err := rd.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	out := slices.DeleteFunc(list.Items, func(t gatewayv1.Team) bool { return t.DeletionTimestamp != nil })
+	slices.SortFunc(out, func(a, b gatewayv1.Team) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }
 
 // updateBackoff spreads concurrent writers of one object: each round one of them wins, so it allows about as

@@ -1,0 +1,96 @@
+package v1alpha1
+
+import "strings"
+
+// AnnotationCreatedBy is the former record of a workspace key's creator, written by the REST API before
+// spec.createdBy existed: "user:<id>" for the owner of the PERSONAL key that created it, "key:<prefix>" for a
+// key-management (or other non-personal) key. The manager copies it into spec.createdBy once; until then the
+// translation reads it, so no key loses its creator.
+const AnnotationCreatedBy = "gateway.modelgate.io/created-by"
+
+// Prefixes of the AnnotationCreatedBy value.
+const (
+	createdByUser = "user:"
+	createdByKey  = "key:"
+)
+
+// FieldWorkspaceKeyDisplayName selects WorkspaceAPIKeys by spec.displayName, declared by the kind's
+// +kubebuilder:selectablefield marker; the name-uniqueness check of admission reads through it.
+const FieldWorkspaceKeyDisplayName = "spec.displayName"
+
+// CreatorFromAnnotation parses an AnnotationCreatedBy value. ok is false for a value of neither form, or with an
+// empty id or prefix.
+func CreatorFromAnnotation(v string) (c *KeyCreator, ok bool) {
+	switch {
+	case strings.HasPrefix(v, createdByUser) && len(v) > len(createdByUser):
+		return &KeyCreator{UserID: v[len(createdByUser):]}, true
+	case strings.HasPrefix(v, createdByKey) && len(v) > len(createdByKey):
+		return &KeyCreator{APIKeyPrefix: v[len(createdByKey):]}, true
+	}
+	return nil, false
+}
+
+// Creator is who created the key: spec.createdBy, or, for a key stored before that field existed, the
+// AnnotationCreatedBy it carries. nil when neither says.
+func (k *WorkspaceAPIKey) Creator() *KeyCreator {
+	if k.Spec.CreatedBy != nil {
+		return k.Spec.CreatedBy
+	}
+	c, _ := CreatorFromAnnotation(k.Annotations[AnnotationCreatedBy])
+	return c
+}
+
+// IsTeamKey reports whether keys of type t belong to a team (or, with an empty teamID, to the whole workspace as
+// a team key): WORKSPACE_MANAGE_ALL, WORKSPACE_INVOKE and WORKSPACE_EXPORT_METRICS.
+func IsTeamKey(t WorkspaceKeyType) bool {
+	return t == KeyTypeManageAll || t == KeyTypeInvoke || t == KeyTypeExportMetrics
+}
+
+// NameScope is the scope within which the key's spec.displayName must be unique (DESIGN.md "Teams and
+// workspace-key permissions"): its team for a team key ("team:<teamID>", the empty team being the workspace's
+// team keys), its owner for a PERSONAL key ("user:<userID>"), the workspace for a WORKSPACE_MANAGE_API_KEYS key
+// ("workspace"). Two keys with the same displayName conflict exactly when their scopes are equal.
+func (k *WorkspaceAPIKey) NameScope() string {
+	switch {
+	case k.Spec.Type == KeyTypePersonal:
+		owner := ""
+		if k.Spec.Owner != nil {
+			owner = k.Spec.Owner.UserID
+		}
+		return "user:" + owner
+	case IsTeamKey(k.Spec.Type):
+		return "team:" + k.Spec.TeamID
+	}
+	return "workspace"
+}
+
+// DescribeNameScope says NameScope in words, for a refusal: "among the keys of team ml".
+func (k *WorkspaceAPIKey) DescribeNameScope() string {
+	switch {
+	case k.Spec.Type == KeyTypePersonal:
+		owner := ""
+		if k.Spec.Owner != nil {
+			owner = k.Spec.Owner.UserID
+		}
+		return "among the PERSONAL keys of user " + owner
+	case IsTeamKey(k.Spec.Type) && k.Spec.TeamID == "":
+		return "among the workspace-wide team keys (no teamID)"
+	case IsTeamKey(k.Spec.Type):
+		return "among the keys of team " + k.Spec.TeamID
+	}
+	return "among the WORKSPACE_MANAGE_API_KEYS keys of the workspace"
+}
+
+// Reasons of the Events and conditions of teams and membership.
+const (
+	// ReasonKeyRevoked is the Event, on the Workspace, of a PERSONAL key deleted because its owner is no longer a
+	// member.
+	ReasonKeyRevoked = "KeyRevoked"
+	// ReasonCreatedByMigrated is the Event, on a WorkspaceAPIKey, of spec.createdBy filled from AnnotationCreatedBy.
+	ReasonCreatedByMigrated = "CreatedByMigrated"
+	// ReasonCreatedByNotMigrated is the Warning Event of a key whose spec.createdBy could not be filled: the
+	// annotation is unreadable, or the key's stored spec breaks a rule added since (the key keeps working).
+	ReasonCreatedByNotMigrated = "CreatedByNotMigrated"
+	// ReasonDuplicateDefault is the reason of a Team's Ready=False when an older Team is the workspace's default.
+	ReasonDuplicateDefault = "DuplicateDefault"
+)

@@ -1,0 +1,281 @@
+package async
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/modelgate/modelgate/api/snapshot"
+
+	"github.com/modelgate/modelgate/gatewayd/async/netguard"
+	"github.com/modelgate/modelgate/gatewayd/async/queue"
+	"github.com/modelgate/modelgate/gatewayd/auth"
+	"github.com/modelgate/modelgate/gatewayd/httperr"
+	"github.com/modelgate/modelgate/gatewayd/inference"
+	"github.com/modelgate/modelgate/gatewayd/limits"
+)
+
+// Routes (DESIGN.md "Async inference"): the four prefixes of the predict routes serve async_predict and
+// async_queue_status; async_request is per model.
+const (
+	RouteProductionAsyncPredict  = "POST /models/{model_id}/production/async_predict"
+	RouteDevelopmentAsyncPredict = "POST /models/{model_id}/development/async_predict"
+	RouteEnvironmentAsyncPredict = "POST /models/{model_id}/environments/{env_name}/async_predict"
+	RouteDeploymentAsyncPredict  = "POST /models/{model_id}/deployment/{deployment_id}/async_predict"
+
+	RouteProductionQueueStatus  = "GET /models/{model_id}/production/async_queue_status"
+	RouteDevelopmentQueueStatus = "GET /models/{model_id}/development/async_queue_status"
+	RouteEnvironmentQueueStatus = "GET /models/{model_id}/environments/{env_name}/async_queue_status"
+	RouteDeploymentQueueStatus  = "GET /models/{model_id}/deployment/{deployment_id}/async_queue_status"
+
+	RouteRequestStatus = "GET /models/{model_id}/async_request/{request_id}"
+	RouteRequestCancel = "DELETE /models/{model_id}/async_request/{request_id}"
+)
+
+// Register adds the async routes to mux.
+func (s *Service) Register(mux *http.ServeMux) {
+	for _, p := range []string{RouteProductionAsyncPredict, RouteDevelopmentAsyncPredict, RouteEnvironmentAsyncPredict, RouteDeploymentAsyncPredict} {
+		mux.HandleFunc(p, s.asyncPredict)
+	}
+	for _, p := range []string{RouteProductionQueueStatus, RouteDevelopmentQueueStatus, RouteEnvironmentQueueStatus, RouteDeploymentQueueStatus} {
+		mux.HandleFunc(p, s.queueStatus)
+	}
+	mux.HandleFunc(RouteRequestStatus, s.requestStatus)
+	mux.HandleFunc(RouteRequestCancel, s.requestCancel)
+}
+
+// selector reads which deployment a route names: an environment or a deployment id.
+func selector(r *http.Request) (environment, deploymentID string) {
+	switch r.Pattern {
+	case RouteProductionAsyncPredict, RouteProductionQueueStatus:
+		return "production", ""
+	case RouteDevelopmentAsyncPredict, RouteDevelopmentQueueStatus:
+		return "development", ""
+	case RouteEnvironmentAsyncPredict, RouteEnvironmentQueueStatus:
+		return r.PathValue("env_name"), ""
+	}
+	return "", r.PathValue("deployment_id")
+}
+
+// resolve authenticates r and finds the deployment its route names, as a predict call does.
+func (s *Service) resolve(r *http.Request) (auth.Caller, *snapshot.ServedModel, *snapshot.Deployment, *httperr.Error) {
+	caller, aerr := auth.Workspace(r, auth.ViewLookup(s.opts.View))
+	if aerr != nil {
+		return caller, nil, nil, aerr
+	}
+	env, dep := selector(r)
+	m, d, e := inference.AuthorizeInvoke(caller, s.opts.View().Namespace(caller.Namespace), r.PathValue("model_id"), env, dep)
+	return caller, m, d, e
+}
+
+func (s *Service) asyncPredict(w http.ResponseWriter, r *http.Request) {
+	caller, m, d, e := s.resolve(r)
+	if e != nil {
+		httperr.WriteError(w, e)
+		return
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		if errors.As(err, new(*http.MaxBytesError)) {
+			httperr.Write(w, http.StatusRequestEntityTooLarge, httperr.CodePayloadTooLarge,
+				"An async_predict body may be at most 256 KiB.", httperr.FieldError{Field: "body", Message: "must be at most 262144 bytes"})
+			return
+		}
+		httperr.Write(w, http.StatusBadRequest, httperr.CodeClientError, "The request body could not be read.", nil)
+		return
+	}
+	body, ferr := ParseBody(b)
+	if ferr != nil {
+		httperr.Write(w, http.StatusBadRequest, httperr.CodeClientError, "Invalid "+ferr.Field+": it "+ferr.Message+".", ferr)
+		return
+	}
+	var secret *snapshot.SecretRef
+	if ns := s.opts.View().Namespace(caller.Namespace); ns != nil && ns.Snapshot != nil {
+		secret = ns.Snapshot.Workspace.AsyncWebhookSecret
+	}
+	if body.WebhookEndpoint != "" {
+		if err := netguard.CheckURL(body.WebhookEndpoint, s.opts.AllowInternalWebhooks); err != nil {
+			fe := httperr.FieldError{Field: "webhook_endpoint", Message: err.Error()}
+			httperr.Write(w, http.StatusBadRequest, httperr.CodeClientError, "Invalid webhook_endpoint: it "+err.Error()+".", fe)
+			return
+		}
+		if secret == nil {
+			fe := httperr.FieldError{Field: "webhook_endpoint", Message: "needs the workspace's signing secret: set Workspace spec.asyncWebhook.secretRef"}
+			httperr.Write(w, http.StatusBadRequest, httperr.CodeClientError,
+				"Invalid webhook_endpoint: results are signed with the workspace's asyncWebhook secret, and the Workspace sets none.", fe)
+			return
+		}
+	}
+	now := s.opts.Clock.Now().UTC()
+	hook := queue.HookNone
+	if body.WebhookEndpoint != "" {
+		hook = queue.HookPending
+	}
+	req := &queue.Request{
+		ID: newRequestID(), Namespace: caller.Namespace, ModelID: m.ID, DeploymentID: d.ID, Environment: environmentOf(r),
+		Input: body.ModelInput, Webhook: body.WebhookEndpoint, Priority: body.Priority,
+		MaxTimeInQueueSeconds: body.MaxTimeInQueueSeconds, Retry: body.Retry,
+		Status: queue.Queued, WebhookStatus: hook, CreatedAt: now, StatusAt: now, Errors: []queue.Error{},
+	}
+	claimed, err := s.enqueue(r.Context(), req, d)
+	if err != nil {
+		s.opts.Logger.Error(err, "Failed to enqueue an async request", "namespace", caller.Namespace, "model", m.ID)
+		httperr.Write(w, http.StatusServiceUnavailable, httperr.CodeUnavailable, "The async queue is unavailable; retry shortly.", nil)
+		return
+	}
+	s.metrics.accepted.WithLabelValues(caller.Namespace, d.ID).Inc()
+	if !claimed {
+		s.wake()
+	}
+	httperr.WriteJSON(w, http.StatusCreated, map[string]string{"request_id": req.ID})
+}
+
+func environmentOf(r *http.Request) string { env, _ := selector(r); return env }
+
+// QueueStatus is the answer of async_queue_status.
+type QueueStatus struct {
+	ModelID               string `json:"model_id"`
+	DeploymentID          string `json:"deployment_id"`
+	NumQueuedRequests     int    `json:"num_queued_requests"`
+	NumInProgressRequests int    `json:"num_in_progress_requests"`
+}
+
+func (s *Service) queueStatus(w http.ResponseWriter, r *http.Request) {
+	caller, m, d, e := s.resolve(r)
+	if e != nil {
+		httperr.WriteError(w, e)
+		return
+	}
+	queued, running, err := s.opts.Store.Depth(r.Context(), queue.QueueOf(caller.Namespace, d.ID))
+	if err != nil {
+		httperr.Write(w, http.StatusServiceUnavailable, httperr.CodeUnavailable, "The async queue is unavailable; retry shortly.", nil)
+		return
+	}
+	httperr.WriteJSON(w, http.StatusOK, QueueStatus{ModelID: m.ID, DeploymentID: d.ID, NumQueuedRequests: queued, NumInProgressRequests: running})
+}
+
+// Status is SPEC.md's async request status object.
+type Status struct {
+	RequestID     string        `json:"request_id"`
+	ModelID       string        `json:"model_id"`
+	DeploymentID  string        `json:"deployment_id"`
+	Status        string        `json:"status"`
+	WebhookStatus string        `json:"webhook_status"`
+	CreatedAt     time.Time     `json:"created_at"`
+	StatusAt      time.Time     `json:"status_at"`
+	Errors        []queue.Error `json:"errors"`
+}
+
+func statusOf(q *queue.Request) Status {
+	errs := q.Errors
+	if errs == nil {
+		errs = []queue.Error{}
+	}
+	return Status{RequestID: q.ID, ModelID: q.ModelID, DeploymentID: q.DeploymentID, Status: q.Status,
+		WebhookStatus: q.WebhookStatus, CreatedAt: q.CreatedAt.UTC(), StatusAt: q.StatusAt.UTC(), Errors: errs}
+}
+
+// request authenticates a status or cancel call, applies the per-key limit, and finds the request: 404 when
+// it does not exist, belongs to another workspace or model, or the caller may not see that model; 403 when the
+// caller may not invoke it.
+func (s *Service) request(w http.ResponseWriter, r *http.Request) (*queue.Request, bool) {
+	caller, aerr := auth.Workspace(r, auth.ViewLookup(s.opts.View))
+	if aerr != nil {
+		httperr.WriteError(w, aerr)
+		return nil, false
+	}
+	if e := s.limitStatusCalls(r.Context(), caller); e != nil {
+		httperr.WriteError(w, e)
+		return nil, false
+	}
+	id, modelID := r.PathValue("request_id"), r.PathValue("model_id")
+	notFound := httperr.New(http.StatusNotFound, httperr.CodeNotFound, "No async request of this model has this id.", "request_id: "+id)
+	q, err := s.opts.Store.Get(r.Context(), id)
+	switch {
+	case errors.Is(err, queue.ErrNotFound):
+		httperr.WriteError(w, notFound)
+		return nil, false
+	case err != nil:
+		httperr.Write(w, http.StatusServiceUnavailable, httperr.CodeUnavailable, "The async queue is unavailable; retry shortly.", nil)
+		return nil, false
+	}
+	if q.Namespace != caller.Namespace || q.ModelID != modelID {
+		httperr.WriteError(w, notFound)
+		return nil, false
+	}
+	teamID := ""
+	if ns := s.opts.View().Namespace(caller.Namespace); ns != nil && ns.Models[modelID] != nil {
+		teamID = ns.Models[modelID].TeamID
+	}
+	if e := inference.MayInvoke(caller, modelID, teamID, q.Environment); e != nil {
+		httperr.WriteError(w, e)
+		return nil, false
+	}
+	return q, true
+}
+
+// limitStatusCalls charges one call of the caller's key to its status-and-cancel budget: StatusCallsPerSecond
+// over a rolling second, in the limit store, so every replica shares it when the store is Redis.
+func (s *Service) limitStatusCalls(ctx context.Context, c auth.Caller) *httperr.Error {
+	key := c.Namespace + "/" + c.Key.Prefix
+	p, ok := s.plans.Load(key)
+	if !ok {
+		plan := &limits.Plan{Limits: []limits.Limit{{
+			Key:       limits.BucketKey{Namespace: c.Namespace, Group: "workspace-key:" + c.Key.Prefix, Slug: "async_request", Type: limits.Request, Unit: limits.Second},
+			Threshold: StatusCallsPerSecond, SourceGroup: "",
+		}}}
+		if err := s.opts.Limits.Bind(plan); err != nil {
+			return httperr.New(http.StatusServiceUnavailable, httperr.CodeLimitsUnavailable, "Limits could not be checked; retry shortly.", nil)
+		}
+		p, _ = s.plans.LoadOrStore(key, plan)
+	}
+	res, err := s.opts.Limits.Admit(ctx, p.(*limits.Plan), s.opts.Clock.Now())
+	if err != nil {
+		return httperr.New(http.StatusServiceUnavailable, httperr.CodeLimitsUnavailable, "Limits could not be checked; retry shortly.", nil)
+	}
+	if res.Allowed {
+		return nil
+	}
+	e := httperr.New(http.StatusTooManyRequests, httperr.CodeRateLimited,
+		"Rate limit exceeded: at most 20 async request status and cancel calls per second per key.",
+		map[string]any{"limit": StatusCallsPerSecond, "unit": "SECOND", "key_prefix": c.Key.Prefix})
+	e.RetryAfter = int64(math.Max(1, math.Ceil(res.RetryAfter.Seconds())))
+	return e
+}
+
+func (s *Service) requestStatus(w http.ResponseWriter, r *http.Request) {
+	q, ok := s.request(w, r)
+	if !ok {
+		return
+	}
+	httperr.WriteJSON(w, http.StatusOK, statusOf(q))
+}
+
+// CancelResult is the answer of DELETE async_request.
+type CancelResult struct {
+	RequestID string `json:"request_id"`
+	Canceled  bool   `json:"canceled"`
+	Message   string `json:"message"`
+}
+
+func (s *Service) requestCancel(w http.ResponseWriter, r *http.Request) {
+	q, ok := s.request(w, r)
+	if !ok {
+		return
+	}
+	got, canceled, err := s.opts.Store.Cancel(r.Context(), q.ID, s.opts.Clock.Now().UTC())
+	if err != nil {
+		httperr.Write(w, http.StatusServiceUnavailable, httperr.CodeUnavailable, "The async queue is unavailable; retry shortly.", nil)
+		return
+	}
+	res := CancelResult{RequestID: q.ID, Canceled: canceled, Message: "The request was canceled."}
+	if canceled {
+		s.metrics.canceled.Inc()
+	} else {
+		res.Message = "Only a QUEUED request can be canceled; this one is " + got.Status + "."
+	}
+	httperr.WriteJSON(w, http.StatusOK, res)
+}

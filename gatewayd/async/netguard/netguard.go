@@ -1,0 +1,106 @@
+// Package netguard keeps gatewayd from being turned against its own network: a URL that a caller hands in (an
+// async result webhook) must be https and must not aim at loopback, private, link-local or other internal
+// addresses, unless the operator allows them (a development stack). The URL check refuses what it can see in
+// the URL; the dialer guard checks every address a name resolves to at connection time, so DNS cannot smuggle
+// an internal address past the first check.
+package netguard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// MaxURLLength bounds a URL a caller hands in.
+const MaxURLLength = 2048
+
+// cgnat is the shared address space of RFC 6598, internal to carriers and often to clusters.
+var cgnat = netip.MustParsePrefix("100.64.0.0/10")
+
+// Internal reports whether ip is an address a caller may not make gatewayd reach: loopback, private (RFC 1918,
+// RFC 4193), link-local (cloud metadata services live there), unspecified, multicast or shared (RFC 6598).
+func Internal(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	return ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
+		ip.IsInterfaceLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified() || cgnat.Contains(ip)
+}
+
+func isLoopbackHost(host string) bool {
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
+}
+
+// CheckURL returns why raw may not be called, nil when it may. It must be an absolute https URL whose host is
+// not an internal address; with allowInternal, internal addresses are allowed, and so is http to a loopback
+// host (a development stack's local receiver).
+func CheckURL(raw string, allowInternal bool) error {
+	if len(raw) > MaxURLLength {
+		return fmt.Errorf("must be at most %d characters", MaxURLLength)
+	}
+	u, err := url.Parse(raw)
+	if err != nil || !u.IsAbs() || u.Host == "" {
+		return errors.New("must be an absolute https URL")
+	}
+	host := u.Hostname()
+	switch u.Scheme {
+	case "https":
+	case "http":
+		if !allowInternal || !isLoopbackHost(host) {
+			return errors.New("must use https")
+		}
+	default:
+		return errors.New("must be an absolute https URL")
+	}
+	if allowInternal {
+		return nil
+	}
+	if isLoopbackHost(host) {
+		return errors.New("must not aim at a loopback address")
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && Internal(ip) {
+		return errors.New("must not aim at a private, link-local or otherwise internal address")
+	}
+	return nil
+}
+
+// control refuses a connection to an internal address, after name resolution.
+func control(_, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return fmt.Errorf("refusing to connect to %s: %w", address, err)
+	}
+	if Internal(ap.Addr()) {
+		return fmt.Errorf("refusing to connect to the internal address %s", ap.Addr())
+	}
+	return nil
+}
+
+// Client returns an HTTP client for caller-supplied URLs: it does not follow redirects (a redirect could point
+// anywhere) and, unless allowInternal, refuses connections to internal addresses. It uses no proxy, so the
+// guard sees the real destination.
+func Client(allowInternal bool) *http.Client {
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	if !allowInternal {
+		d.Control = control
+	}
+	t := &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return d.DialContext(ctx, network, addr)
+		},
+		TLSHandshakeTimeout: 10 * time.Second,
+		MaxIdleConnsPerHost: 16,
+		IdleConnTimeout:     90 * time.Second,
+		ForceAttemptHTTP2:   true,
+	}
+	return &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
