@@ -16,22 +16,26 @@ import (
 // the call themselves (gatewayd/async queues it, then forwards through RouteDeployment).
 
 // AuthorizeInvoke resolves the deployment that a route naming model modelID and an environment or a deployment
-// id points at, and decides with authz.Decide whether caller may invoke it, as the predict route does: a model
-// the caller may not see is 404 model_does_not_exist, a key that may not invoke it 403, an unknown or inactive
-// deployment 404. Exactly one of environment and deploymentID is set.
+// id points at, and decides with authz.Decide whether caller may invoke it: a model the caller may not see is 404
+// model_does_not_exist, a key that may not invoke it 403, an unknown or inactive deployment 404. Exactly one of
+// environment and deploymentID is set. With an error, the model is still returned when the caller may see it (so
+// a refusal can be labelled with it), and the deployment is nil. Every route that names a deployment asks here.
 func AuthorizeInvoke(caller auth.Caller, ns *view.Namespace, modelID, environment, deploymentID string) (*snapshot.ServedModel, *snapshot.Deployment, *httperr.Error) {
 	sel := modelSelector{environment: environment, deployment: deploymentID}
 	m, d, rerr := resolveModel(ns, modelID, sel)
 	if m != nil {
 		if e := MayInvoke(caller, m.ID, m.TeamID, environment); e != nil {
-			return nil, nil, e
+			if e.Status == http.StatusNotFound {
+				return nil, nil, e // hidden: the caller learns nothing of the model
+			}
+			return m, nil, e
 		}
 	} else if dec := authz.Decide(caller.Principal(), authz.ActionInvoke, authz.Resource{ModelID: modelID, Environment: environment}); !dec.Allowed && !dec.Hidden {
 		// A key that may not invoke at all learns that before whether a model exists.
 		return nil, nil, httperr.New(http.StatusForbidden, httperr.CodeForbidden, dec.Reason, map[string]any{"key_type": caller.Key.Type})
 	}
 	if rerr != nil {
-		return nil, nil, rerr
+		return m, nil, rerr
 	}
 	return m, d, nil
 }

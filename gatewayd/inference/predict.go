@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/modelgate/modelgate/gatewayd/auth"
-	"github.com/modelgate/modelgate/gatewayd/authz"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 )
@@ -55,26 +54,12 @@ func (h *Handler) predict(w http.ResponseWriter, r *http.Request) {
 		httperr.WriteError(sw, aerr)
 		return
 	}
-	modelID, sel := r.PathValue("model_id"), routeSelector(r)
-	ns := h.opts.View().Namespace(caller.Namespace)
-	m, d, rerr := resolveModel(ns, modelID, sel)
+	sel := routeSelector(r)
+	m, d, rerr := AuthorizeInvoke(caller, h.opts.View().Namespace(caller.Namespace), r.PathValue("model_id"), sel.environment, sel.deployment)
 	if m != nil {
-		// A label value only once the snapshot knows the model, so callers cannot mint series.
+		// A label value only once the snapshot knows the model and the caller may see it, so callers cannot
+		// mint series.
 		workspace, model = caller.Namespace, m.ID
-		dec := authz.Decide(caller.Principal(), authz.ActionInvoke, authz.Resource{TeamID: m.TeamID, ModelID: m.ID, Environment: sel.environment})
-		if dec.Hidden {
-			workspace, model = "", ""
-			httperr.Write(sw, http.StatusNotFound, httperr.CodeModelDoesNotExist, "The model does not exist.", "model_id: "+modelID)
-			return
-		}
-		if !dec.Allowed {
-			httperr.Write(sw, http.StatusForbidden, httperr.CodeForbidden, dec.Reason, map[string]any{"key_type": caller.Key.Type, "model_id": m.ID})
-			return
-		}
-	} else if dec := authz.Decide(caller.Principal(), authz.ActionInvoke, authz.Resource{ModelID: modelID, Environment: sel.environment}); !dec.Allowed && !dec.Hidden {
-		// A key that may not invoke at all learns that before whether a model exists.
-		httperr.Write(sw, http.StatusForbidden, httperr.CodeForbidden, dec.Reason, map[string]any{"key_type": caller.Key.Type})
-		return
 	}
 	if rerr != nil {
 		httperr.WriteError(sw, rerr)
