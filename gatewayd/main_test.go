@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,12 +18,14 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	bolt "go.etcd.io/bbolt"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd"
+	"github.com/modelgate/modelgate/gatewayd/async/queue"
 	"github.com/modelgate/modelgate/gatewayd/gatewaytest"
 	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/test/upstream"
@@ -110,6 +113,8 @@ type fixtureOpts struct {
 	holdTimeout time.Duration
 	// store is gatewayd's limit store (for example Redis); a fresh memory store, f.store, when nil.
 	store limits.Store
+	// async serves async inference over a bbolt queue in a temporary directory.
+	async bool
 }
 
 // tree is a three-level tree: root <- mid <- {leafA, leafB}. limitsOf gives each group's own models.
@@ -157,9 +162,13 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	if o.store != nil {
 		f.limits = o.store
 	}
+	var asyncStore queue.Store
+	if o.async {
+		asyncStore = openQueue(t)
+	}
 	f.gw, err = gatewayd.New(gatewayd.Options{RESTConfig: cfg, Namespaces: []string{ns}, Store: f.limits, Clock: f.clock, MetricsListener: metricsLn,
 		MaxInFlightBytesPerKey: o.maxInFlightBytes, BodyReadTimeout: o.bodyReadTimeout, UpstreamTimeout: o.upstreamTimeout,
-		HoldTimeout: o.holdTimeout})
+		HoldTimeout: o.holdTimeout, Async: asyncStore})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,6 +196,21 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 		t.Fatalf("/readyz after the first snapshot = %d, want 200", code)
 	}
 	return f
+}
+
+// openQueue opens a bbolt async queue in a temporary directory, closed when the test ends.
+func openQueue(t *testing.T) queue.Store {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "async.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	q, err := queue.NewBolt(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
 }
 
 func (f *fixture) waitListening() {

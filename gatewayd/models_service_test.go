@@ -96,9 +96,15 @@ func newServiceFixture(t *testing.T) *serviceFixture {
 // newServiceFixtureWith is newServiceFixture with the deployment's startupTimeoutSeconds and gatewayd's hold
 // timeout (its default when zero).
 func newServiceFixtureWith(t *testing.T, startupTimeoutSeconds int32, holdTimeout time.Duration) *serviceFixture {
+	return newServiceFixtureOpts(t, startupTimeoutSeconds, fixtureOpts{holdTimeout: holdTimeout})
+}
+
+// newServiceFixtureOpts is newServiceFixtureWith with more of gatewayd's options.
+func newServiceFixtureOpts(t *testing.T, startupTimeoutSeconds int32, o fixtureOpts) *serviceFixture {
 	t.Helper()
 	key, rec := gatewaytest.NewWorkspaceKey("invoke", "WORKSPACE_INVOKE")
-	f := newFixture(t, fixtureOpts{mode: "INDEPENDENT", workspace: []snapshot.WorkspaceAPIKey{rec}, holdTimeout: holdTimeout})
+	o.mode, o.workspace = "INDEPENDENT", []snapshot.WorkspaceAPIKey{rec}
+	f := newFixture(t, o)
 	f.snap.Models = []snapshot.ServedModel{{ID: svcModel, Environments: []snapshot.EnvironmentRoute{{Name: "production", Deployment: "svc"}}}}
 	// Ready stays false: a service deployment is served by the ready addresses gatewayd watches, whatever the
 	// manager last saw.

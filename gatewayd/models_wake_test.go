@@ -3,6 +3,7 @@ package gatewayd_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -364,5 +365,68 @@ func TestWakeRouteURLDeployment(t *testing.T) {
 	}
 	if n := f.metric(`modelgate_model_wake_requests_total{model="sentiment",result="ok",workspace="` + f.ns + `"}`); n != 0 {
 		t.Fatalf("wake requests for a url deployment = %v, want 0", n)
+	}
+}
+
+// TestAsyncRequestWakesDeployment: a queued async request for a deployment scaled to zero asks for a wake (DESIGN:
+// "A queued request wakes a deployment scaled to zero"), as a held sync call does; once the workload runs, the
+// request is dispatched and succeeds with the model's answer.
+func TestAsyncRequestWakesDeployment(t *testing.T) {
+	ip := kubetest.EndpointAddress(t)
+	f := newServiceFixtureOpts(t, 600, fixtureOpts{async: true})
+	c := crClient(t)
+	changes := f.wakeObjects(c)
+	server := newSvcServer(t, ip, "one", 0)
+
+	req, _ := http.NewRequest(http.MethodPost, f.url+"/models/"+svcModel+"/production/async_predict",
+		strings.NewReader(`{"model_input":{"text":"wake up"}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", f.auth)
+	resp, err := f.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var accepted struct {
+		RequestID string `json:"request_id"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&accepted)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated || err != nil || accepted.RequestID == "" {
+		t.Fatalf("async_predict = %d (%v), request %q; want 201 with a request_id", resp.StatusCode, err, accepted.RequestID)
+	}
+
+	// The queue's sweep sees a queued request and no ready address, and asks for a wake: read back from the API.
+	f.poll("the wake annotation", func() bool {
+		md := &gatewayv1.ModelDeployment{}
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "svc"}, md); err != nil {
+			t.Fatal(err)
+		}
+		return md.Annotations[gatewayv1.AnnotationWakeRequestedAt] != ""
+	})
+	if server.hits.Load() != 0 {
+		t.Fatalf("the model was called %d times before it was ready", server.hits.Load())
+	}
+	if n := modifications(changes); n != 1 {
+		t.Fatalf("the ModelDeployment changed %d times while the request waited, want 1 (one wake)", n)
+	}
+
+	f.startWorkload(c, server)
+	var status struct {
+		Status string          `json:"status"`
+		Output json.RawMessage `json:"model_output"`
+	}
+	f.poll("the request to succeed", func() bool {
+		req, _ := http.NewRequest(http.MethodGet, f.url+"/models/"+svcModel+"/async_request/"+accepted.RequestID, nil)
+		req.Header.Set("Authorization", f.auth)
+		resp, err := f.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		_ = json.NewDecoder(resp.Body).Decode(&status)
+		return status.Status == "SUCCEEDED"
+	})
+	if server.hits.Load() != 1 {
+		t.Fatalf("the model was called %d times, want 1", server.hits.Load())
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 	"github.com/modelgate/modelgate/gatewayd/view"
+	"github.com/modelgate/modelgate/gatewayd/wake"
 )
 
 // Defaults of Options.
@@ -50,6 +51,11 @@ type Addresses interface {
 	inference.Addresses
 	// Ready counts the ready addresses of namespace/service on the port named portName.
 	Ready(namespace, service, portName string) int
+}
+
+// Waker asks for a deployment to be woken, without waiting (gatewayd/wake.Waker).
+type Waker interface {
+	Ask(t wake.Target)
 }
 
 // Calls counts the calls in flight to each deployment (gatewayd/concurrency): the sync ones, which go before
@@ -85,6 +91,9 @@ type Options struct {
 	Upstream *upstream.Client
 	// Addresses serves deployments behind a Service; they never dispatch when nil.
 	Addresses Addresses
+	// Waker asks the manager to start a deployment with queued requests and no ready address (gatewayd/wake);
+	// such requests wait for an address without asking when nil.
+	Waker Waker
 	// Calls counts calls per deployment; nothing is counted, and sync calls take no slot, when nil.
 	Calls Calls
 	// Secret reads a Secret entry of a workspace (the asyncWebhook signing secret).

@@ -361,6 +361,18 @@ func (s *Service) sweepLoop(ctx context.Context) {
 	}
 }
 
+// wakeIfIdle asks for a wake of d when it is active, runs behind a Service and has no ready address: a queued
+// request wakes a deployment scaled to zero, as a sync call does. The Waker coalesces the asks per deployment, so
+// asking on every sweep costs one patch per wake interval at most.
+func (s *Service) wakeIfIdle(namespace string, d *snapshot.Deployment) {
+	if s.opts.Waker == nil || s.opts.Addresses == nil || !d.Active || d.Kind != snapshot.DeploymentService {
+		return
+	}
+	if s.opts.Addresses.Ready(namespace, d.Service, d.PortName) == 0 {
+		s.opts.Waker.Ask(inference.WakeTarget(namespace, d))
+	}
+}
+
 // countDepths refreshes the queue depth gauge of every active deployment served.
 func (s *Service) countDepths(ctx context.Context) {
 	v := s.opts.View()
@@ -376,6 +388,9 @@ func (s *Service) countDepths(ctx context.Context) {
 			}
 			s.metrics.depth.WithLabelValues(name, d.ID, "queued").Set(float64(queued))
 			s.metrics.depth.WithLabelValues(name, d.ID, "in_progress").Set(float64(running))
+			if queued > 0 {
+				s.wakeIfIdle(name, d)
+			}
 		}
 	}
 }

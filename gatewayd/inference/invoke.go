@@ -10,6 +10,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 	"github.com/modelgate/modelgate/gatewayd/view"
+	"github.com/modelgate/modelgate/gatewayd/wake"
 )
 
 // Exported steps of the predict path, for the routes that name a deployment the same way but do not forward
@@ -58,4 +59,9 @@ func MayInvoke(caller auth.Caller, modelID, teamID, environment string) *httperr
 // address is ready.
 func RouteDeployment(namespace string, d *snapshot.Deployment, addrs Addresses) (upstream.Target, func(), *httperr.Error) {
 	return routeDeployment(namespace, d, addrs)
+}
+
+// WakeTarget is what gatewayd/wake needs to wake d of namespace and time its cold start.
+func WakeTarget(namespace string, d *snapshot.Deployment) wake.Target {
+	return wakeTarget(namespace, d)
 }
