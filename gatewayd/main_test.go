@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	bolt "go.etcd.io/bbolt"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
