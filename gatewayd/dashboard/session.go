@@ -209,7 +209,9 @@ func (s *Sessions) Wrap(next http.Handler) http.Handler {
 		ck, err := r.Cookie(CookieName)
 		if err != nil {
 			if r.URL.Path == "/dashboard/api/session" {
-				httperr.Write(w, http.StatusUnauthorized, httperr.CodeUnauthorized, "Not signed in.", nil)
+				// Not signed in is an answer, not an error: the app shows its login form.
+				w.Header().Set("Cache-Control", "no-store")
+				w.WriteHeader(http.StatusNoContent)
 				return
 			}
 			next.ServeHTTP(w, r)

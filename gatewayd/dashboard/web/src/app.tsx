@@ -132,7 +132,7 @@ export function App() {
   const [who, setWho] = useState<Who | null | undefined>(undefined);
   useEffect(() => {
     setUnauthorizedHandler(() => setWho(null));
-    api<Who>("GET", "/dashboard/api/session").then(setWho, () => setWho(null));
+    api<Who | undefined>("GET", "/dashboard/api/session").then((w) => setWho(w ?? null), () => setWho(null));
   }, []);
   useEffect(() => {
     const h = document.getElementById("main")?.querySelector("h1");
