@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/modelgate/modelgate/gatewayd/auth"
+	"github.com/modelgate/modelgate/gatewayd/authz"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 )
 
@@ -149,6 +150,16 @@ type Who struct {
 	KeyType   string `json:"key_type"`
 	KeyName   string `json:"key_name"`
 	ExpiresAt string `json:"expires_at"`
+	// Can says which screens the key may use, as gatewayd/authz.Decide answers for its principal, so the app
+	// offers only those. The API still judges every call.
+	Can Can `json:"can"`
+}
+
+// Can is what a session's key may do, by screen.
+type Can struct {
+	Gateway bool `json:"gateway"`
+	Keys    bool `json:"keys"`
+	Models  bool `json:"models"`
 }
 
 func (s *Sessions) login(w http.ResponseWriter, r *http.Request) {
@@ -192,6 +203,11 @@ func (s *Sessions) who(c auth.Caller, sess session) Who {
 	return Who{
 		Namespace: c.Namespace, KeyPrefix: c.Key.Prefix, KeyType: c.Key.Type, KeyName: c.Key.Name,
 		ExpiresAt: time.Unix(sess.IssuedAt, 0).Add(s.opts.AbsoluteTimeout).UTC().Format(time.RFC3339),
+		Can: Can{
+			Gateway: c.Decide(authz.ActionManageGateway, authz.Resource{}).Allowed,
+			Keys:    c.Decide(authz.ActionKeySee, authz.Resource{}).Allowed,
+			Models:  c.Decide(authz.ActionListModels, authz.Resource{}).Allowed,
+		},
 	}
 }
 

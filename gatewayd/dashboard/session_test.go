@@ -144,6 +144,9 @@ func TestLoginSetsASealedStrictCookie(t *testing.T) {
 	if who.Namespace != "ws" || who.KeyPrefix != e.adminRec.Prefix || who.KeyType != "WORKSPACE_MANAGE_ALL" || who.KeyName != "admin" {
 		t.Errorf("who = %+v", who)
 	}
+	if who.Can != (Can{Gateway: true, Keys: false, Models: true}) {
+		t.Errorf("can = %+v, want what authz.Decide allows WORKSPACE_MANAGE_ALL", who.Can)
+	}
 	if who.ExpiresAt != "2026-11-26T00:00:00Z" {
 		t.Errorf("expires_at = %s, want the absolute timeout after login", who.ExpiresAt)
 	}

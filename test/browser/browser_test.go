@@ -9,6 +9,7 @@ package browser
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/test/stack"
 )
 
@@ -57,6 +62,8 @@ func TestDashboardInChromium(t *testing.T) {
 		}
 	}()
 
+	keysKey := seedKeyManager(t, ctx, s)
+
 	// localhost, not 127.0.0.1: Chromium keeps Secure cookies of http://localhost, a potentially trustworthy origin.
 	base := strings.Replace(s.GatewayURL, "127.0.0.1", "localhost", 1)
 	runCtx, stop := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -66,6 +73,7 @@ func TestDashboardInChromium(t *testing.T) {
 	cmd.Env = append(os.Environ(),
 		"GATEWAY_URL="+base,
 		"API_KEY="+s.APIKey,
+		"KEYS_API_KEY="+keysKey,
 		"MODEL_SLUG="+stack.EndpointSlug,
 		"OUT_DIR="+out,
 		"CHROMIUM="+chromiumPath,
@@ -75,5 +83,47 @@ func TestDashboardInChromium(t *testing.T) {
 	t.Logf("dashboard.mjs output:\n%s", b)
 	if err != nil {
 		t.Fatalf("the browser scenario failed: %v (screenshots in %s)", err, out)
+	}
+}
+
+// seedKeyManager applies a WORKSPACE_MANAGE_API_KEYS key, as kubectl would, and waits until gatewayd accepts it:
+// the admin key (WORKSPACE_MANAGE_ALL) may not see workspace keys, so the workspace keys screen is seen with this one.
+func seedKeyManager(t *testing.T, ctx context.Context, s *stack.Stack) string {
+	t.Helper()
+	key, err := stack.NewWorkspaceKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "dashboard-key-manager", Namespace: s.Namespace},
+		Data:       map[string][]byte{"api_key": []byte(key)},
+	}
+	wk := &gatewayv1.WorkspaceAPIKey{
+		ObjectMeta: metav1.ObjectMeta{Name: "key-manager", Namespace: s.Namespace},
+		Spec: gatewayv1.WorkspaceAPIKeySpec{
+			Type: gatewayv1.KeyTypeManageAPIKeys, DisplayName: "key-manager",
+			KeySource: gatewayv1.KeySource{SecretRef: &gatewayv1.SecretKeySelector{Name: secret.Name, Key: "api_key"}},
+		},
+	}
+	if err := s.Client.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Client.Create(ctx, wk); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.GatewayURL+"/v1/api_keys", nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return key
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("gatewayd never accepted the WORKSPACE_MANAGE_API_KEYS key: %v", ctx.Err())
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

@@ -73,7 +73,14 @@ export const listGroups = () => listAll<Group>("/v1/gateway/groups");
 export const listKeys = (id: string) => listAll<Key>(`/v1/gateway/groups/${encodeURIComponent(id)}/api_keys`);
 export type { GroupPage, KeyPage };
 
-export interface Who { namespace: string; key_prefix: string; key_type: string; key_name: string; expires_at: string }
+export interface Who {
+  namespace: string;
+  key_prefix: string;
+  key_type: string;
+  key_name: string;
+  expires_at: string;
+  can: { gateway: boolean; keys: boolean; models: boolean };
+}
 
 export interface Throttle { group_id: string; external_entity_id: string; slug: string; count: number }
 export interface Throttles { start: string; end: string; items: Throttle[]; truncated: boolean }

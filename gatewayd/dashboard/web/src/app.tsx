@@ -119,12 +119,14 @@ function Login(props: { onLogin: (w: Who) => void }) {
   );
 }
 
-const NAV: [string, string][] = [
-  [BASE, "Groups"],
-  [BASE + "endpoints", "Endpoints"],
-  [BASE + "keys", "Workspace keys"],
-  [BASE + "events", "Billing events"],
-  [BASE + "models", "Models"],
+type Can = keyof Who["can"];
+// NAV lists the screens with what the key must be allowed (gatewayd/authz.Decide, reported by the session).
+const NAV: [string, string, Can][] = [
+  [BASE, "Groups", "gateway"],
+  [BASE + "endpoints", "Endpoints", "gateway"],
+  [BASE + "keys", "Workspace keys", "keys"],
+  [BASE + "events", "Billing events", "gateway"],
+  [BASE + "models", "Models", "models"],
 ];
 
 export function App() {
@@ -140,7 +142,13 @@ export function App() {
   });
   if (who === undefined) return <main id="main" aria-busy="true"><p>Loading…</p></main>;
   if (who === null) return <><ThemeBar /><Login onLogin={setWho} /></>;
-  const path = loc.split("?")[0];
+  const nav = NAV.filter(([, , can]) => who.can[can]);
+  let path = loc.split("?")[0];
+  const allowed = (p: string) => {
+    const item = NAV.find(([href]) => href === p) ?? NAV[0];
+    return who.can[item[2]];
+  };
+  if (!allowed(path.startsWith(BASE + "groups") ? BASE : path)) path = nav[0]?.[0] ?? "";
   const query = new URLSearchParams(loc.split("?")[1] ?? "");
   let page;
   const m = /^\/dashboard\/groups\/([^/]+)$/.exec(path);
@@ -150,7 +158,8 @@ export function App() {
   else if (path === BASE + "keys") page = <KeysPage />;
   else if (path === BASE + "events") page = <EventsPage query={query} />;
   else if (path === BASE + "models") page = <ModelsPage />;
-  else page = <GroupTree query={query} />;
+  else if (path === BASE) page = <GroupTree query={query} />;
+  else page = <main id="main"><h1>Nothing to show</h1><p>This key ({who.key_type}) may not use any dashboard screen.</p></main>;
   const section = m || path === BASE + "groups/new" ? BASE : path;
   return (
     <>
@@ -159,7 +168,7 @@ export function App() {
         <span class="brand">modelgate</span>
         <nav aria-label="Main">
           <ul>
-            {NAV.map(([href, label]) => (
+            {nav.map(([href, label]) => (
               <li key={href}>
                 <Link href={href} aria-current={section === href ? "page" : undefined}>
                   {label}

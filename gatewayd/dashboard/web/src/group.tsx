@@ -304,6 +304,7 @@ export function GroupPage(props: { id: string }) {
   const [deleting, setDeleting] = useState(false);
   const [notice, setNotice] = useState("");
   const [copied, setCopied] = useState("");
+  const [subKeys, setSubKeys] = useState<Map<string, Key[]>>(new Map());
   const d = data.data;
   const binding = useMemo(() => (d ? bindingSet(d.group) : new Set<EffectiveLimit>()), [d]);
   const names = useMemo(() => new Map((d?.all ?? []).map((g) => [g.id, g.metadata.name || g.id])), [d]);
@@ -356,7 +357,19 @@ export function GroupPage(props: { id: string }) {
         <>
           <button type="button" onClick={() => setEditing(true)} disabled={editing}>Edit</button>
           <Link href={`${BASE}groups/new?parent=${enc(g.id)}`} class="button">Add child</Link>
-          <button type="button" class="danger" onClick={() => setDeleting(true)}>Delete</button>
+          <button
+            type="button"
+            class="danger"
+            onClick={async () => {
+              // The keys of every group of the subtree go too: list them before asking.
+              const ids = subtree.map((x) => x.id);
+              const keys = await Promise.all(ids.map((id) => listKeys(id).catch(() => [] as Key[])));
+              setSubKeys(new Map(ids.map((id, i) => [id, keys[i]])));
+              setDeleting(true);
+            }}
+          >
+            Delete
+          </button>
         </>
       }
     >
@@ -479,10 +492,20 @@ export function GroupPage(props: { id: string }) {
         <p>Calls with this key fail with 401 from the next request. This cannot be undone.</p>
       </Confirm>
       <Confirm open={deleting} title={`Delete ${g.metadata.name || g.id}?`} confirmLabel="Delete group and subtree" danger onCancel={() => setDeleting(false)} onConfirm={doDelete}>
-        <p>These go with it: the group, {subtree.length} descendant group{subtree.length === 1 ? "" : "s"} and every key of each.</p>
+        <p>
+          These go with it: the group, {subtree.length} descendant group{subtree.length === 1 ? "" : "s"} and{" "}
+          {d.keys.length + [...subKeys.values()].reduce((n, ks) => n + ks.length, 0)} keys, revoked at once.
+        </p>
         <ul class="subtree">
           <li>{g.metadata.name || g.id} <span class="muted mono">({g.id}, {d.keys.length} keys{d.keys.length ? `: ${d.keys.map((k) => k.prefix).join(", ")}` : ""})</span></li>
-          {subtree.map((s) => <li key={s.id}>{names.get(s.id)} <span class="muted mono">({s.id})</span></li>)}
+          {subtree.map((s) => {
+            const ks = subKeys.get(s.id) ?? [];
+            return (
+              <li key={s.id}>
+                {names.get(s.id)} <span class="muted mono">({s.id}, {ks.length} keys{ks.length ? `: ${ks.map((k) => k.prefix).join(", ")}` : ""})</span>
+              </li>
+            );
+          })}
         </ul>
       </Confirm>
     </Page>
