@@ -46,6 +46,10 @@ func TestDashboardInChromium(t *testing.T) {
 	if out == "" {
 		out = filepath.Join(root, "bin", "test-output", "browser")
 	}
+	// Start from an empty directory, so every file in it is from this run.
+	if err := os.RemoveAll(out); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		t.Fatal(err)
 	}

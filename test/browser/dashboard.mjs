@@ -358,12 +358,11 @@ try {
   check(csv.startsWith("timestamp,request_id,model_slug") && csv.includes(leafExt) && csv.includes(",429,"), "the CSV export holds the filtered events");
   await page.goto(`${BASE}/dashboard/models`);
   const disclosure = page.locator("button.disclosure").first();
-  if (await disclosure.count()) {
-    await disclosure.click();
-    await page.getByRole("heading", { name: "Environments" }).waitFor();
-    await page.locator(".model-detail [aria-busy=true]").waitFor({ state: "detached" });
-    await screen("model-detail");
-  }
+  await disclosure.waitFor();
+  await disclosure.click();
+  await page.getByRole("heading", { name: "Environments" }).waitFor();
+  check((await page.locator(".model-detail td", { hasText: "production" }).count()) >= 1, "the seeded model shows its production environment");
+  await screen("model-detail");
 
   check((await page.getByRole("link", { name: "Workspace keys" }).count()) === 0, "a WORKSPACE_MANAGE_ALL key is not offered the workspace keys screen (authz.Decide)");
 

@@ -6,6 +6,7 @@ import type { EffectiveLimit, Group, GroupUsage, Key, MintedKey, ModelConfig } f
 import { BASE, Link, navigate } from "./app";
 import { type CGroup, cascadingConflicts, descendantsOf } from "./cascade";
 import { formatShorthand, groupDigits, parseShorthand } from "./shorthand";
+import { deleted } from "./tree";
 import { Confirm, FieldMsg, Loading, Page, useAsync, utc } from "./ui";
 
 const enc = encodeURIComponent;
@@ -342,6 +343,7 @@ export function GroupPage(props: { id: string }) {
     setDeleting(false);
     try {
       await api("DELETE", `/v1/gateway/groups/${enc(g.id)}`);
+      for (const id of [g.id, ...subtree.map((x) => x.id)]) deleted.add(id);
       navigate(BASE);
     } catch (err) {
       setNotice((err as Error).message);

@@ -39,8 +39,12 @@ export function highestUsage(u: GroupUsage | null): number {
   return best;
 }
 
+// deleted holds the groups this tab deleted, with their subtrees: the list may still show them for a moment while
+// the manager removes the descendants, and they are not worth a look-up that can only answer 404.
+export const deleted = new Set<string>();
+
 export async function loadTree(): Promise<TreeData> {
-  const groups = await listGroups();
+  const groups = (await listGroups()).filter((g) => !deleted.has(g.id));
   const [keys, usage, thr] = await Promise.all([
     mapLimit(groups, 4, (g) => listKeys(g.id).catch(() => [] as Key[])),
     mapLimit(groups, 4, (g) => api<GroupUsage>("GET", `/v1/gateway/groups/${g.id}/usage`).catch(() => null)),
