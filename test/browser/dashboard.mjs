@@ -89,6 +89,7 @@ async function screen(name) {
       // eslint-disable-next-line no-undef
       axe.run(document, { runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa"] } }),
     );
+    if (name === "login" && theme === "light") console.log(`     (axe on login: ${res.passes.length} rules passed, ${res.violations.length} violated)`);
     for (const v of res.violations) {
       a11y.push(`${name} (${theme}): ${v.id} ${v.help} — ${v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join(" | ")}`);
     }
@@ -220,6 +221,10 @@ try {
   await page.fill("#ext", leafExt);
   await page.fill('input[id^="slug-"]', SLUG);
   await page.locator('input[id^="thr-"]').first().fill("2");
+  // A usage (DAY) limit too, so the usage bar and the near-limit filter have something to show.
+  await page.click("button:has-text('Add limit')");
+  await page.locator(".limit-row").nth(1).locator("select").nth(1).selectOption("DAY");
+  await page.locator('input[id^="thr-"]').nth(1).fill("2");
   await page.click("button:has-text('Create group')");
   await page.getByRole("heading", { name: "Effective limits" }).waitFor();
   const [leaf] = await byExt(leafExt);
@@ -257,6 +262,9 @@ try {
     if (!shown) await page.waitForTimeout(250);
   }
   check(shown, "the 429 shows on the group page");
+  const meter = page.locator("ul.bars meter").first();
+  check((await meter.getAttribute("value")) === "2" && (await meter.getAttribute("max")) === "2", "the usage bar shows 2 of 2");
+  check((await page.locator("ul.bars").textContent()).includes("UTC"), "the usage bar names its UTC reset");
   await screen("group");
   await page.screenshot({ path: join(OUT, "group-page.png"), fullPage: true });
 
@@ -264,6 +272,11 @@ try {
   await page.goto(`${BASE}/dashboard/?filter=throttled`);
   await page.getByRole("tree").waitFor();
   check((await page.getByRole("treeitem").filter({ hasText: `Leaf ${run}` }).count()) === 1, "the throttled filter shows the leaf");
+  check((await page.getByRole("treeitem").count()) === 3, "the throttled filter shows only the leaf with its two ancestors");
+  await page.getByLabel("Near limit (≥80%)").check();
+  await page.waitForURL(/filter=near/);
+  await page.getByRole("tree").waitFor();
+  check((await page.getByRole("treeitem").filter({ hasText: `Leaf ${run}` }).locator(".usage.near").textContent()) === "100%", "the near-limit filter shows the leaf at 100% of its usage limit");
 
   await page.goto(`${BASE}/dashboard/groups/${leaf.id}`);
   await page.getByRole("button", { name: /^Revoke key / }).first().click();
