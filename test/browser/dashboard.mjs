@@ -278,15 +278,34 @@ try {
   await page.getByRole("tree").waitFor();
   check((await page.getByRole("treeitem").filter({ hasText: `Leaf ${run}` }).locator(".usage.near").textContent()) === "100%", "the near-limit filter shows the leaf at 100% of its usage limit");
 
+  // The session cookie is for the management API only: a model call from the page gets no credential from it.
+  expectedLoadFailures = ["401"];
+  const cookieCall = await page.evaluate(async (slug) => {
+    const r = await fetch("/v1/chat/completions", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ model: slug, messages: [{ role: "user", content: "hi" }] }) });
+    return r.status;
+  }, SLUG);
+  check(cookieCall === 401, `a model call with only the session cookie is 401 (got ${cookieCall})`);
+  expectedLoadFailures = [];
+
   await page.goto(`${BASE}/dashboard/groups/${leaf.id}`);
-  await page.getByRole("button", { name: /^Revoke key / }).first().click();
+  const oldPrefix = leafKey.slice(0, 16);
+  // Rotation: mint the new key, then the page offers to revoke the old one.
+  await page.getByRole("button", { name: `Rotate key ${oldPrefix}` }).click();
   const dialog = page.getByRole("dialog");
+  await dialog.waitFor();
+  const rotated = (await page.locator("#minted-key").textContent()).trim();
+  check(rotated !== leafKey && (await dialog.textContent()).includes(`Revoke the old key ${oldPrefix}`), "rotate mints a new key and offers to revoke the old one");
+  await dialog.getByRole("button", { name: "Cancel" }).click();
+  await page.click("button:has-text('Done, hide it')");
+  await page.getByRole("button", { name: `Revoke key ${oldPrefix}` }).click();
   await dialog.waitFor();
   await screen("group-revoke-confirm");
   await dialog.getByRole("button", { name: "Revoke key" }).click();
   await page.locator("p.notice", { hasText: "revoked" }).waitFor();
   const after = await call();
   check(after.status === 401, `the next call after the revocation is 401 (got ${after.status})`);
+  const withNew = await api("POST", "/v1/chat/completions", { model: SLUG, messages: [{ role: "user", content: "hi" }] }, `Api-Key ${rotated}`);
+  check(withNew.status === 429, `the rotated key still works, within the group's spent limits (got ${withNew.status})`);
 
   // ---- Five levels, keyboard navigation, search with URL state.
   const chain = [];
