@@ -213,6 +213,24 @@ try {
   const [child] = await byExt(childExt);
   check(child && child.models[0].rate_limits[0].threshold === 70000 && child.hierarchy.parent_group_id === root.id, "the child holds 70000 under the parent");
 
+  // ---- The server's refusal next to the field: the form checked against a parent that changed since it loaded.
+  await page.goto(`${BASE}/dashboard/groups/new?parent=${root.id}`);
+  await page.locator("#ext").waitFor();
+  await page.fill("#ext", `late-${run}`);
+  await page.fill('input[id^="slug-"]', SLUG);
+  await page.locator('input[id^="thr-"]').first().fill("75k");
+  const lowered = await api("PATCH", `/v1/gateway/groups/${root.id}`, { models: [{ slug: SLUG, rate_limits: [{ type: "REQUEST", unit: "MINUTE", threshold: 72000 }] }] });
+  must(lowered.status === 200, `the parent is lowered to 72000 behind the form's back (${lowered.status})`);
+  expectedLoadFailures = ["400"];
+  await page.click("button:has-text('Create group')");
+  const lateErr = page.locator(".thr .field-error").first();
+  await lateErr.waitFor();
+  const lateMsg = await lateErr.textContent();
+  check(lateMsg.startsWith("Child group exceeds parent group limit.") && lateMsg.includes("72000"), `the server's dry run refuses it, shown next to the field in its words: ${lateMsg}`);
+  check((await byExt(`late-${run}`)).length === 0, "the refused child does not exist");
+  expectedLoadFailures = [];
+  await screen("group-new-server-refused");
+
   // ---- A leaf with a tight limit: mint a key, call until 429, see it on the group page, revoke, then 401.
   const leafExt = `leaf-${run}`;
   await page.goto(`${BASE}/dashboard/groups/new?parent=${child.id}`);

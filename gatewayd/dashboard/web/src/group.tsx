@@ -57,6 +57,15 @@ function toModels(rows: ModelRow[]): { models: ModelConfig[]; paths: Map<string,
   return { models, paths, errors };
 }
 
+// serverWords is a field's refusal as the server put it. A cascading refusal comes from the webhook through the API
+// server, which puts its reason ("Forbidden: ") first; that prefix goes, so the field reads as the webhook's
+// sentence, `Child group exceeds parent group limit.`, with its particulars.
+function serverWords(ae: ApiError, fieldMsg: string): string {
+  if (ae.code !== "child_exceeds_parent_limit") return fieldMsg;
+  const m = fieldMsg.replace(/^Forbidden: /, "");
+  return m.startsWith(ae.message) ? m : `${ae.message} ${m}`;
+}
+
 function LimitInput(props: { row: LimitRow; label: string; error?: string; onChange: (r: LimitRow) => void; onRemove: () => void }) {
   const { row } = props;
   const id = `thr-${row.key}`;
@@ -170,7 +179,7 @@ function GroupEditor(props: { group?: Group; parent?: Group | null; all: Group[]
         const at =
           built.paths.get(f.field) ??
           (f.field === "metadata.external_entity_id" ? "ext" : f.field === "metadata.name" ? "name" : undefined);
-        if (at && !fe.has(at)) fe.set(at, ae.code === "child_exceeds_parent_limit" ? `${ae.message} ${f.message.replace(ae.message, "").trim()}`.trim() : f.message);
+        if (at && !fe.has(at)) fe.set(at, serverWords(ae, f.message));
       }
       setErrors(fe);
       setFormError(fe.size ? "The server refused the change: see the fields marked below." : ae.message);
