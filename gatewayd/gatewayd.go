@@ -245,6 +245,7 @@ func New(opts Options) (*Gateway, error) {
 	if !opts.DisableDashboard && !opts.DisableManagementAPI {
 		sessions, err := dashboard.NewSessions(dashboard.SessionOptions{
 			Secrets: opts.DashboardSessionSecrets, Lookup: g.workspaceKeys, Now: opts.Clock.Now,
+			Logger: opts.Logger.WithName("dashboard"),
 		})
 		if err != nil {
 			return nil, err

@@ -48,6 +48,11 @@ func Handler() http.Handler {
 		setSecurityHeaders(w.Header())
 		name := strings.TrimPrefix(path.Clean(r.URL.Path), strings.TrimSuffix(Prefix, "/"))
 		name = strings.TrimPrefix(name, "/")
+		if name == "api" || strings.HasPrefix(name, "api/") {
+			// The session routes are not pages: an unknown one is a 404, never the app.
+			http.NotFound(w, r)
+			return
+		}
 		if strings.HasPrefix(name, "assets/") {
 			b, err := fs.ReadFile(files, name)
 			if err != nil {

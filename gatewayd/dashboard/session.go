@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
+
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/authz"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
@@ -52,6 +54,8 @@ type SessionOptions struct {
 	IdleTimeout time.Duration
 	// AbsoluteTimeout ends a session this long after login, used or not; DefaultAbsoluteTimeout when zero.
 	AbsoluteTimeout time.Duration
+	// Logger records sign-ins and sessions ended by a revoked key (key prefixes only); discarded when zero.
+	Logger logr.Logger
 }
 
 // Sessions exchanges workspace keys for sealed session cookies and lets those cookies authenticate the
@@ -184,6 +188,7 @@ func (s *Sessions) login(w http.ResponseWriter, r *http.Request) {
 		badKey(w, http.StatusUnauthorized, httperr.CodeUnauthorized, "Unknown or revoked API key.")
 		return
 	}
+	s.opts.Logger.Info("Dashboard sign-in", "namespace", c.Namespace, "keyPrefix", c.Key.Prefix, "keyType", c.Key.Type)
 	now := s.opts.Now()
 	sess := session{Key: key, IssuedAt: now.Unix(), SeenAt: now.Unix()}
 	s.setCookie(w, sess)
@@ -245,6 +250,7 @@ func (s *Sessions) Wrap(next http.Handler) http.Handler {
 		}
 		c, ok := s.opts.Lookup(sess.Key)
 		if !ok {
+			s.opts.Logger.Info("Dashboard session ended: its key is unknown or revoked", "keyPrefix", prefixOf(sess.Key))
 			clearCookie(w)
 			httperr.Write(w, http.StatusUnauthorized, httperr.CodeUnauthorized, "Unknown or revoked API key: the session has ended.", nil)
 			return
@@ -324,6 +330,14 @@ func (s *Sessions) setCookie(w http.ResponseWriter, sess session) {
 		Secure: true, HttpOnly: true, SameSite: http.SameSiteStrictMode,
 	})
 	w.Header().Set("Cache-Control", "no-store")
+}
+
+// prefixOf is the lookup prefix of a key, the most of it that may be logged.
+func prefixOf(key string) string {
+	if len(key) > 16 {
+		return key[:16]
+	}
+	return key
 }
 
 func clearCookie(w http.ResponseWriter) {

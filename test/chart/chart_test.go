@@ -514,7 +514,9 @@ func checkEverything(t *testing.T, objs []*unstructured.Unstructured) {
 	}
 	gw := deployment(t, objs, "modelgate-gatewayd").Spec.Template.Spec
 	if !slices.Contains(gw.Containers[0].Args, "--dashboard-session-secrets-file=/etc/modelgate/dashboard/secrets") ||
-		!slices.ContainsFunc(gw.Volumes, func(v corev1.Volume) bool { return v.Secret != nil && v.Secret.SecretName == "modelgate-dashboard-session" }) {
+		!slices.ContainsFunc(gw.Volumes, func(v corev1.Volume) bool {
+			return v.Secret != nil && v.Secret.SecretName == "modelgate-dashboard-session"
+		}) {
 		t.Errorf("gatewayd does not read the dashboard session key ring from its Secret: args %v", gw.Containers[0].Args)
 	}
 	if route := helmtest.Find(objs, "HTTPRoute", "modelgate-gatewayd"); route != nil {
