@@ -413,6 +413,10 @@ try {
   await page.getByRole("heading", { name: "Environments" }).waitFor();
   check((await page.locator(".model-detail td", { hasText: "production" }).count()) >= 1, "the seeded model shows its production environment");
   await screen("model-detail");
+  await page.locator(".model-detail tr", { hasText: "production" }).first().getByRole("button", { name: "Activate" }).click();
+  const actNotice = page.locator(".model-detail p.notice");
+  await actNotice.waitFor();
+  check((await actNotice.textContent()) === "Activate production: already so.", `activating the active production environment is a no-op (${await actNotice.textContent()})`);
 
   check((await page.getByRole("link", { name: "Workspace keys" }).count()) === 0, "a WORKSPACE_MANAGE_ALL key is not offered the workspace keys screen (authz.Decide)");
 
