@@ -53,7 +53,7 @@ verify-generated: manifests generate ## Fail when generated files are out of dat
 	@git diff --exit-code -- api config charts/modelgate/crds || { echo "Generated files are stale: run 'make manifests generate' and commit." >&2; exit 1; }
 
 .PHONY: test
-test: manifests generate vet ## Run every suite: unit, golden, envtest (ginkgo), gatewayd integration, Redis and client tests, then a short fuzz.
+test: manifests generate vet dashboard-check ## Run every suite: unit, golden, envtest (ginkgo), gatewayd integration, Redis and client tests, then a short fuzz.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go test $(GOTESTFLAGS) -count=1 -timeout 30m ./...
 	$(MAKE) --no-print-directory fuzz
 
@@ -86,6 +86,21 @@ bench: ## Run the Go micro-benchmarks, then the side-by-side load harness, which
 bench-load: ## Only the harness's load rounds (OpenAI route, /production/predict, bare proxy, direct): about 1 minute, prints the table, leaves docs alone.
 	go build -o $(LOCALBIN)/loadbench ./test/loadbench/cmd/loadbench
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" $(LOCALBIN)/loadbench -skip-propagation -skip-scale -stream-duration 200ms $(LOADBENCH_FLAGS)
+
+##@ Dashboard
+
+DASHBOARD_WEB := gatewayd/dashboard/web
+
+.PHONY: dashboard
+dashboard: ## Build the operator dashboard: npm ci from the lockfile, API types from gatewayd/rest/openapi.json, then the bundle into gatewayd/dashboard/dist (committed, embedded by go:embed).
+	cd $(DASHBOARD_WEB) && npm ci --no-audit --no-fund && npm run typegen && npm run build
+
+.PHONY: dashboard-check
+dashboard-check: dashboard ## Rebuild the dashboard and fail on any difference from what is committed; run its unit tests (vitest).
+	@git diff --exit-code -- gatewayd/dashboard/dist $(DASHBOARD_WEB)/src/api-types.ts && \
+		test -z "$$(git status --porcelain --untracked-files=all -- gatewayd/dashboard/dist $(DASHBOARD_WEB)/src/api-types.ts)" || \
+		{ echo "The dashboard bundle or its API types are stale: run 'make dashboard' and commit." >&2; exit 1; }
+	cd $(DASHBOARD_WEB) && npx vitest run
 
 ##@ Build
 

@@ -34,6 +34,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/authz"
 	"github.com/modelgate/modelgate/gatewayd/billing"
 	"github.com/modelgate/modelgate/gatewayd/concurrency"
+	"github.com/modelgate/modelgate/gatewayd/dashboard"
 	"github.com/modelgate/modelgate/gatewayd/discovery"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/inference"
@@ -42,6 +43,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/podlogs"
 	"github.com/modelgate/modelgate/gatewayd/reload"
 	"github.com/modelgate/modelgate/gatewayd/requestlog"
+	"github.com/modelgate/modelgate/gatewayd/rest/throttles"
 	"github.com/modelgate/modelgate/gatewayd/state"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 	"github.com/modelgate/modelgate/gatewayd/view"
@@ -124,6 +126,12 @@ type Options struct {
 	Async queue.Store
 	// AsyncConfig tunes async inference; defaults when zero.
 	AsyncConfig async.Config
+	// DisableDashboard leaves the operator dashboard (/dashboard/) unmounted, and session cookies unaccepted. The
+	// dashboard is off too when DisableManagementAPI is set, since it only calls the management API.
+	DisableDashboard bool
+	// DashboardSessionSecrets is the key ring that seals dashboard session cookies (dashboard.SessionOptions);
+	// one random secret for this process when empty, so sessions end at a restart and do not span replicas.
+	DashboardSessionSecrets [][]byte
 }
 
 // Gateway is a configured data plane.
@@ -132,6 +140,8 @@ type Gateway struct {
 	loader  *reload.Loader
 	secrets *upstream.Secrets
 	mux     *http.ServeMux
+	// handler is what the server serves: mux, behind the dashboard's session cookies when the dashboard is on.
+	handler http.Handler
 	billing *billing.Recorder
 	// addrs are the ready addresses of the Services that model deployments run behind.
 	addrs *discovery.Watcher
@@ -222,6 +232,7 @@ func New(opts Options) (*Gateway, error) {
 			OnError: func(err error) { log.Error(err, "Billing events not written yet") },
 		})
 		g.mux.Handle("GET /v1/gateway/events", billing.Handler(opts.Billing, g.billingCaller))
+		g.mux.Handle("GET /v1/gateway/throttles", throttles.Handler(opts.Billing, g.billingCaller, opts.Clock.Now))
 	}
 	up := upstream.New(upstream.Options{Transport: opts.Transport, Secrets: g.secrets, Timeout: opts.UpstreamTimeout})
 	inference.New(inference.Options{
@@ -255,6 +266,19 @@ func New(opts Options) (*Gateway, error) {
 		if err := g.mountManagement(); err != nil {
 			return nil, err
 		}
+	}
+	g.handler = g.mux
+	if !opts.DisableDashboard && !opts.DisableManagementAPI {
+		sessions, err := dashboard.NewSessions(dashboard.SessionOptions{
+			Secrets: opts.DashboardSessionSecrets, Lookup: g.workspaceKeys, Now: opts.Clock.Now,
+			Logger: opts.Logger.WithName("dashboard"),
+		})
+		if err != nil {
+			return nil, err
+		}
+		g.mux.Handle("GET "+dashboard.Prefix, dashboard.Handler())
+		sessions.Register(g.mux)
+		g.handler = sessions.Wrap(g.mux)
 	}
 	return g, nil
 }
@@ -338,7 +362,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	callCtx, cutCalls := context.WithCancel(context.WithoutCancel(ctx))
 	defer cutCalls()
 	srv := &http.Server{
-		Handler:           g.mux,
+		Handler:           g.handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		// A client that holds an idle keep-alive connection open costs a goroutine and a socket; bodies have
 		// their own read deadline (inference.Options.BodyReadTimeout), since uploads may legitimately be long.

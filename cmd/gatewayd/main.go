@@ -18,6 +18,7 @@ import (
 
 	"github.com/modelgate/modelgate/gatewayd"
 	"github.com/modelgate/modelgate/gatewayd/async"
+	"github.com/modelgate/modelgate/gatewayd/dashboard"
 	"github.com/modelgate/modelgate/gatewayd/inference"
 	"github.com/modelgate/modelgate/gatewayd/state"
 	"github.com/modelgate/modelgate/gatewayd/version"
@@ -29,6 +30,8 @@ func main() {
 		namespaces string
 		st         state.Config
 		showVer    bool
+		dash       bool
+		dashKeys   string
 	)
 	flag.StringVar(&opts.Addr, "addr", ":8080", "Address gatewayd serves model calls, the REST API, /healthz and /readyz on.")
 	flag.StringVar(&opts.MetricsAddr, "metrics-addr", ":9090", "Address of /metrics (every workspace's series): keep it inside the cluster. Empty turns it off.")
@@ -45,6 +48,8 @@ func main() {
 	flag.BoolVar(&opts.AsyncConfig.AllowInternalWebhooks, "async-allow-internal-webhooks", false, "Let async webhook_endpoint URLs aim at loopback, private and link-local addresses (and use http to loopback). For development stacks only: it lets callers make gatewayd call the cluster's insides.")
 	flag.DurationVar(&opts.AsyncConfig.Retention, "async-retention", async.DefaultRetention, "How long an async request is kept, for status polls, after it ended.")
 	flag.DurationVar(&opts.AsyncConfig.Lease, "async-lease", async.DefaultLease, "How long a worker's lease on a running async request lasts without a heartbeat (sent every third of it): how soon a request of a crashed replica runs again.")
+	flag.BoolVar(&dash, "dashboard", true, "Serve the operator dashboard at /dashboard/ (it needs the management API).")
+	flag.StringVar(&dashKeys, "dashboard-session-secrets-file", "", "File of the secrets that seal dashboard session cookies, one a line, newest first (the chart mounts its Secret here). Empty: one random secret, so sessions end at a restart and do not span replicas.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -58,6 +63,14 @@ func main() {
 	log.Info("Starting", "version", version.Version)
 
 	opts.Namespaces = splitList(namespaces)
+	opts.DisableDashboard = !dash
+	if dash && dashKeys != "" {
+		var err error
+		if opts.DashboardSessionSecrets, err = dashboard.ReadSecrets(dashKeys); err != nil {
+			log.Error(err, "Failed to read the dashboard session secrets")
+			os.Exit(1)
+		}
+	}
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		log.Error(err, "Failed to load a Kubernetes client configuration")

@@ -503,10 +503,21 @@ func checkEverything(t *testing.T, objs []*unstructured.Unstructured) {
 		{"NetworkPolicy", "modelgate-manager"}, {"NetworkPolicy", "modelgate-gatewayd"},
 		{"Ingress", "modelgate-gatewayd"}, {"HTTPRoute", "modelgate-gatewayd"},
 		{"PodDisruptionBudget", "modelgate-manager"}, {"Service", "modelgate-manager-metrics"},
+		{"Secret", "modelgate-dashboard-session"},
 	} {
 		if helmtest.Find(objs, want.kind, want.name) == nil {
 			t.Errorf("No %s %s", want.kind, want.name)
 		}
+	}
+	if ring, _, _ := unstructured.NestedString(helmtest.Find(objs, "Secret", "modelgate-dashboard-session").Object, "stringData", "secrets"); !strings.HasPrefix(ring, "0123456789abcdef0123456789abcdef-chart-test-new\n") {
+		t.Errorf("The dashboard session key ring = %q, want the values' secrets one a line, newest first", ring)
+	}
+	gw := deployment(t, objs, "modelgate-gatewayd").Spec.Template.Spec
+	if !slices.Contains(gw.Containers[0].Args, "--dashboard-session-secrets-file=/etc/modelgate/dashboard/secrets") ||
+		!slices.ContainsFunc(gw.Volumes, func(v corev1.Volume) bool {
+			return v.Secret != nil && v.Secret.SecretName == "modelgate-dashboard-session"
+		}) {
+		t.Errorf("gatewayd does not read the dashboard session key ring from its Secret: args %v", gw.Containers[0].Args)
 	}
 	if route := helmtest.Find(objs, "HTTPRoute", "modelgate-gatewayd"); route != nil {
 		parents, _, _ := unstructured.NestedSlice(route.Object, "spec", "parentRefs")

@@ -158,8 +158,20 @@ func (a *api) createGroup(w http.ResponseWriter, r *http.Request, c auth.Caller)
 	if g.Spec.Hierarchy.LimitEnforcement == "" {
 		g.Spec.Hierarchy.LimitEnforcement = gatewayv1.EnforcementIndependent
 	}
-	if err := a.Opts.Client.Create(r.Context(), g); err != nil {
+	dry, ok := dryRun(w, r)
+	if !ok {
+		return
+	}
+	var opts []client.CreateOption
+	if dry {
+		opts = append(opts, client.DryRunAll)
+	}
+	if err := a.Opts.Client.Create(r.Context(), g, opts...); err != nil {
 		kit.WriteKubeError(w, r, "create group", err)
+		return
+	}
+	if dry {
+		a.writeGroup(w, r, c, http.StatusOK, g)
 		return
 	}
 	a.awaitGroup(r.Context(), c.Namespace, g)
@@ -252,6 +264,14 @@ func (a *api) patchGroup(w http.ResponseWriter, r *http.Request, c auth.Caller) 
 		kit.BadRequest(w, "group_id", fmt.Sprintf("%q is not a valid group id.", id))
 		return
 	}
+	dry, ok := dryRun(w, r)
+	if !ok {
+		return
+	}
+	var opts []client.UpdateOption
+	if dry {
+		opts = append(opts, client.DryRunAll)
+	}
 	var g gatewayv1.Group
 	err := kit.UpdateOnConflict(func() error {
 		if err := a.Opts.Client.Get(r.Context(), client.ObjectKey{Namespace: c.Namespace, Name: id}, &g); err != nil {
@@ -266,7 +286,7 @@ func (a *api) patchGroup(w http.ResponseWriter, r *http.Request, c auth.Caller) 
 		if req.Models != nil {
 			g.Spec.Models = models
 		}
-		return a.Opts.Client.Update(r.Context(), &g)
+		return a.Opts.Client.Update(r.Context(), &g, opts...)
 	})
 	if apierrors.IsNotFound(err) {
 		kit.NotFound(w, "Group", id)
@@ -274,6 +294,11 @@ func (a *api) patchGroup(w http.ResponseWriter, r *http.Request, c auth.Caller) 
 	}
 	if err != nil {
 		kit.WriteKubeError(w, r, "update group", err)
+		return
+	}
+	if dry {
+		// Nothing was stored: answer the group as it would be, without waiting for a snapshot.
+		a.writeGroup(w, r, c, http.StatusOK, &g)
 		return
 	}
 	a.awaitGroup(r.Context(), c.Namespace, &g)
@@ -303,6 +328,20 @@ func (a *api) deleteGroup(w http.ResponseWriter, r *http.Request, c auth.Caller)
 		"metadata":   groupMetaJSON{Name: g.Spec.DisplayName, ExternalEntityID: g.Spec.ExternalEntityID},
 		"deleted_at": a.Opts.Clock().UTC().Format(time.RFC3339),
 	})
+}
+
+// dryRun reads the dry_run query parameter: true runs the write through the API server with dryRun=All (every
+// admission webhook and CEL rule judges it) and stores nothing, so a client can check a write before it makes it.
+func dryRun(w http.ResponseWriter, r *http.Request) (bool, bool) {
+	switch v := r.URL.Query().Get("dry_run"); v {
+	case "", "false":
+		return false, true
+	case "true":
+		return true, true
+	default:
+		kit.BadRequest(w, "dry_run", fmt.Sprintf("dry_run must be true or false, not %q.", v))
+		return false, false
+	}
 }
 
 type usageEntryJSON struct {

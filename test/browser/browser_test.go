@@ -1,0 +1,133 @@
+// Package browser drives the operator dashboard in headless Chromium (Debian's chromium, through playwright-core
+// with its executable path set; no browser is downloaded) against the real local stack that `make run` runs:
+// etcd, kube-apiserver, the manager with its webhooks, gatewayd and the demo upstream. The scenario itself is
+// dashboard.mjs; this test starts the stack, runs it with node and reports what it printed. Screenshots of every
+// screen in both themes land in $MODELGATE_BROWSER_OUT (default bin/test-output/browser).
+//
+//	KUBEBUILDER_ASSETS=$HOME/.cache/modelgate/envtest/v1.37.1 go test ./test/browser/ -count=1 -v
+package browser
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/test/stack"
+)
+
+// chromiumPath is Debian's chromium, which .ci/run installs.
+const chromiumPath = "/usr/bin/chromium"
+
+func TestDashboardInChromium(t *testing.T) {
+	root, err := stack.FindRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(chromiumPath); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("Chromium is missing at %s: .ci/run installs Debian's chromium", chromiumPath)
+		}
+		t.Skipf("Chromium is missing at %s: apt-get install chromium", chromiumPath)
+	}
+	web := filepath.Join(root, "gatewayd", "dashboard", "web")
+	if _, err := os.Stat(filepath.Join(web, "node_modules", "playwright-core")); err != nil {
+		t.Fatalf("playwright-core is not installed under %s: run 'make dashboard' (npm ci)", web)
+	}
+	out := os.Getenv("MODELGATE_BROWSER_OUT")
+	if out == "" {
+		out = filepath.Join(root, "bin", "test-output", "browser")
+	}
+	// Start from an empty directory, so every file in it is from this run.
+	if err := os.RemoveAll(out); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	s, err := stack.Start(ctx, stack.Options{GatewayAddr: "127.0.0.1:0", UpstreamAddr: "127.0.0.1:0", ModelAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", DevDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("failed to start the local stack (KUBEBUILDER_ASSETS=%q): %v", os.Getenv("KUBEBUILDER_ASSETS"), err)
+	}
+	defer func() {
+		if err := s.Stop(); err != nil {
+			t.Errorf("failed to stop the stack: %v", err)
+		}
+	}()
+
+	keysKey := seedKeyManager(t, ctx, s)
+
+	// localhost, not 127.0.0.1: Chromium keeps Secure cookies of http://localhost, a potentially trustworthy origin.
+	base := strings.Replace(s.GatewayURL, "127.0.0.1", "localhost", 1)
+	runCtx, stop := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer stop()
+	cmd := exec.CommandContext(runCtx, "node", filepath.Join(root, "test", "browser", "dashboard.mjs"))
+	cmd.Dir = web
+	cmd.Env = append(os.Environ(),
+		"GATEWAY_URL="+base,
+		"API_KEY="+s.APIKey,
+		"KEYS_API_KEY="+keysKey,
+		"MODEL_SLUG="+stack.EndpointSlug,
+		"OUT_DIR="+out,
+		"CHROMIUM="+chromiumPath,
+		"WEB_DIR="+web,
+	)
+	b, err := cmd.CombinedOutput()
+	t.Logf("dashboard.mjs output:\n%s", b)
+	if err != nil {
+		t.Fatalf("the browser scenario failed: %v (screenshots in %s)", err, out)
+	}
+}
+
+// seedKeyManager applies a WORKSPACE_MANAGE_API_KEYS key, as kubectl would, and waits until gatewayd accepts it:
+// the admin key (WORKSPACE_MANAGE_ALL) may not see workspace keys, so the workspace keys screen is seen with this one.
+func seedKeyManager(t *testing.T, ctx context.Context, s *stack.Stack) string {
+	t.Helper()
+	key, err := stack.NewWorkspaceKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "dashboard-key-manager", Namespace: s.Namespace},
+		Data:       map[string][]byte{"api_key": []byte(key)},
+	}
+	wk := &gatewayv1.WorkspaceAPIKey{
+		ObjectMeta: metav1.ObjectMeta{Name: "key-manager", Namespace: s.Namespace},
+		Spec: gatewayv1.WorkspaceAPIKeySpec{
+			Type: gatewayv1.KeyTypeManageAPIKeys, DisplayName: "key-manager",
+			KeySource: gatewayv1.KeySource{SecretRef: &gatewayv1.SecretKeySelector{Name: secret.Name, Key: "api_key"}},
+		},
+	}
+	if err := s.Client.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Client.Create(ctx, wk); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.GatewayURL+"/v1/api_keys", nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return key
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("gatewayd never accepted the WORKSPACE_MANAGE_API_KEYS key: %v", ctx.Err())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

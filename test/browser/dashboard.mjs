@@ -1,0 +1,454 @@
+// The dashboard scenario, run by browser_test.go against the real local stack in Debian's headless Chromium
+// through playwright-core. It asserts behaviour only (no timings): login; a root created with `60k` holds 60000
+// through the API; a child above its parent is refused before submit, then parent and child are raised and saved;
+// a server refusal is shown next to its field in the server's words; a minted key is called until 429, the 429
+// shows on the group page, the key is revoked and the next call is 401; a subtree is deleted; the tree is
+// navigated with the keyboard over five levels; zero axe (WCAG 2.2 AA) violations on every screen in both themes;
+// no console error, page error or CSP violation. Screenshots of every screen in both themes go to OUT_DIR.
+import { createRequire } from "node:module";
+import { readFileSync, mkdirSync } from "node:fs";
+import { join } from "node:path";
+
+const env = (k) => {
+  const v = process.env[k];
+  if (!v) throw new Error(`${k} is not set`);
+  return v;
+};
+const BASE = env("GATEWAY_URL");
+const KEY = env("API_KEY");
+const KEYS_KEY = env("KEYS_API_KEY");
+const SLUG = env("MODEL_SLUG");
+const OUT = env("OUT_DIR");
+const require = createRequire(join(env("WEB_DIR"), "package.json"));
+const { chromium } = require("playwright-core");
+const axeSource = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
+mkdirSync(OUT, { recursive: true });
+
+const run = Date.now().toString(36);
+let failures = 0;
+function check(cond, what) {
+  console.log(`${cond ? "ok  " : "FAIL"} ${what}`);
+  if (!cond) failures++;
+  return cond;
+}
+function must(cond, what) {
+  if (!check(cond, what)) throw new Error(`stopping: ${what}`);
+}
+
+// api calls gatewayd's /v1 with the admin workspace key, as any API client would.
+async function api(method, path, body, auth = `Bearer ${KEY}`) {
+  const res = await fetch(BASE + path, {
+    method,
+    headers: { Authorization: auth, "Content-Type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  let json = null;
+  try { json = JSON.parse(text); } catch {}
+  return { status: res.status, json, text };
+}
+// until waits (bounded) for a condition in the page, for what the app does after an event (a render, a focus).
+const until = (page, fn, arg) => page.waitForFunction(fn, arg, { timeout: 10000 }).then(() => true, () => false);
+const byExt = async (ext) => (await api("GET", `/v1/gateway/groups?external_entity_id=${encodeURIComponent(ext)}`)).json?.items ?? [];
+
+const browser = await chromium.launch({
+  executablePath: env("CHROMIUM"),
+  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+});
+const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, colorScheme: "light" });
+await context.addInitScript(() => {
+  window.__csp = [];
+  document.addEventListener("securitypolicyviolation", (e) => window.__csp.push(`${e.violatedDirective} ${e.blockedURI}`));
+});
+await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: BASE });
+const page = await context.newPage();
+const consoleErrors = [];
+// Refusals the scenario provokes on purpose are logged by Chromium as failed loads; only those are expected.
+let expectedLoadFailures = [];
+page.on("console", (m) => {
+  if (m.type() !== "error" && m.type() !== "warning") return;
+  const t = m.text();
+  const expected = expectedLoadFailures.find((s) => t.startsWith("Failed to load resource") && t.includes(`status of ${s}`));
+  if (expected) return;
+  if (m.type() === "error" || /Content Security Policy/i.test(t)) consoleErrors.push(t);
+});
+page.on("pageerror", (e) => consoleErrors.push(`pageerror: ${e.message}`));
+page.on("response", (r) => {
+  if (r.status() >= 400) console.log(`     (answer ${r.status()} to ${r.request().method()} ${r.url().replace(BASE, "")})`);
+});
+
+const a11y = [];
+let shots = 0;
+// screen checks the page as it is, in both themes: axe (WCAG 2.2 AA) and a screenshot of each.
+async function screen(name) {
+  for (const theme of ["light", "dark"]) {
+    await page.emulateMedia({ colorScheme: theme });
+    await page.waitForTimeout(50); // let the theme's styles apply before the screenshot (not an assertion)
+    await page.evaluate(axeSource + ";0");
+    const res = await page.evaluate(async () =>
+      // eslint-disable-next-line no-undef
+      axe.run(document, { runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa"] } }),
+    );
+    if (name === "login" && theme === "light") console.log(`     (axe on login: ${res.passes.length} rules passed, ${res.violations.length} violated)`);
+    for (const v of res.violations) {
+      a11y.push(`${name} (${theme}): ${v.id} ${v.help} — ${v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join(" | ")}`);
+    }
+    await page.screenshot({ path: join(OUT, `${name}-${theme}.png`), fullPage: true });
+    shots++;
+  }
+  await page.emulateMedia({ colorScheme: "light" });
+}
+
+try {
+  // ---- No fallback to the app under /v1.
+  const nf = await api("GET", "/v1/no-such-route");
+  check(nf.status === 404 && !nf.text.includes('id="app"'), "/v1/no-such-route is a 404 of the API, not the app");
+
+  // ---- Login: a wrong key is refused next to the field, in the server's words; the right one signs in.
+  await page.goto(BASE + "/dashboard/");
+  await page.locator("#api-key").waitFor();
+  await screen("login");
+  expectedLoadFailures = ["401"];
+  await page.fill("#api-key", "mg_wrong.wrongwrongwrong");
+  await page.click("button[type=submit]");
+  const loginErr = page.locator("#api-key-error");
+  await loginErr.waitFor();
+  check((await loginErr.textContent()) === "Unknown or revoked API key.", "a wrong key is refused next to the field in the server's words");
+  expectedLoadFailures = [];
+  await page.fill("#api-key", KEY);
+  await page.click("button[type=submit]");
+  await page.getByRole("navigation", { name: "Main" }).waitFor();
+  check(await page.getByRole("heading", { level: 1, name: "Groups" }).isVisible(), "login shows the group tree");
+  const storage = await page.evaluate(() => JSON.stringify({ ...localStorage }) + JSON.stringify({ ...sessionStorage }) + document.cookie);
+  check(!storage.includes(KEY.split(".")[1]) && !storage.includes("modelgate_session"), "neither the key nor the session is readable by script");
+  const cookies = await context.cookies();
+  const sess = cookies.find((c) => c.name === "__Host-modelgate_session");
+  check(sess && sess.httpOnly && sess.secure && sess.sameSite === "Strict", "the session cookie is HttpOnly, Secure, SameSite=Strict");
+
+  // ---- Theme toggle: system → light → dark → system.
+  const toggle = page.locator("button.theme");
+  await toggle.click();
+  check(await until(page, () => document.documentElement.dataset.theme === "light"), "the toggle pins the light theme");
+  await toggle.click();
+  check(await until(page, () => document.documentElement.dataset.theme === "dark"), "the toggle pins the dark theme");
+  await toggle.click();
+  check(await until(page, () => document.documentElement.dataset.theme === undefined), "the toggle returns to the system theme");
+
+  // ---- Create a root with 60k.
+  const rootExt = `acme-${run}`;
+  await page.click("text=New root group");
+  await page.locator("#ext").waitFor();
+  await page.fill("#name", `Acme ${run}`);
+  await page.fill("#ext", rootExt);
+  await page.fill('input[id^="slug-"]', SLUG);
+  const thr = page.locator('input[id^="thr-"]').first();
+  await thr.fill("60k");
+  const eq = page.locator('[id$="-eq"]').first();
+  check((await eq.textContent()) === "= 60,000", "60k shows = 60,000");
+  await thr.fill("1m");
+  check((await page.locator(".thr .field-error").first().textContent()).includes("Lowercase m is ambiguous"), "1m is refused as ambiguous next to the field");
+  await thr.fill("60k");
+  await screen("group-new");
+  await page.click("button:has-text('Create group')");
+  await page.getByRole("heading", { name: "Effective limits" }).waitFor();
+  const [root] = await byExt(rootExt);
+  must(root, "the root exists through the API");
+  must(root.models[0].rate_limits[0].threshold === 60000 && Number.isInteger(root.models[0].rate_limits[0].threshold), "the root holds 60000 through the API");
+  check(root.hierarchy.limit_enforcement === "CASCADING", "the root is CASCADING");
+
+  // ---- A server refusal, next to its field, in the server's words: a second root with the same external id.
+  expectedLoadFailures = ["409", "400"];
+  await page.goto(BASE + "/dashboard/groups/new");
+  await page.locator("#ext").waitFor();
+  await page.fill("#ext", rootExt);
+  await page.fill('input[id^="slug-"]', SLUG);
+  await page.locator('input[id^="thr-"]').first().fill("1k");
+  await page.click("button:has-text('Create group')");
+  const extErr = page.locator("#ext-err");
+  await extErr.waitFor();
+  const dup = await api("POST", "/v1/gateway/groups?dry_run=true", { metadata: { external_entity_id: rootExt }, models: [{ slug: SLUG }] });
+  const serverWords = dup.json?.detail?.find?.((d) => d.field === "metadata.external_entity_id")?.message ?? dup.json?.error;
+  check(dup.status >= 400 && (await extErr.textContent()) === serverWords, `the duplicate external id is refused next to its field in the server's words (${serverWords})`);
+  check((await byExt(rootExt)).length === 1, "the dry run and the refused create stored nothing");
+  expectedLoadFailures = [];
+
+  // ---- A child above its parent is refused before submit.
+  const childExt = `team-${run}`;
+  let requests = 0;
+  const count = (r) => { if (r.url().includes("/v1/gateway/groups") && r.method() !== "GET") requests++; };
+  await page.goto(`${BASE}/dashboard/groups/new?parent=${root.id}`);
+  await page.locator("#ext").waitFor();
+  page.on("request", count);
+  await page.fill("#name", `Team ${run}`);
+  await page.fill("#ext", childExt);
+  await page.fill('input[id^="slug-"]', SLUG);
+  await page.locator('input[id^="thr-"]').first().fill("70k");
+  await page.click("button:has-text('Create group')");
+  const childErr = page.locator(".thr .field-error").first();
+  await childErr.waitFor();
+  const childMsg = await childErr.textContent();
+  check(childMsg.startsWith("Child group exceeds parent group limit.") && childMsg.includes(`ancestor ${root.id} allows 60000`), `the child above its parent is refused next to the field: ${childMsg}`);
+  check(requests === 0, "nothing was sent for the refused child");
+  page.off("request", count);
+  await screen("group-new-refused");
+  check((await byExt(childExt)).length === 0, "the refused child does not exist");
+
+  // ---- Raise the parent to 80k, then the child at 70k saves.
+  await page.goto(`${BASE}/dashboard/groups/${root.id}`);
+  await page.getByRole("button", { name: "Edit" }).click();
+  await page.locator('input[id^="thr-"]').first().fill("80k");
+  await screen("group-edit");
+  await page.click("button:has-text('Save')");
+  await page.locator("p.notice", { hasText: "Saved." }).waitFor();
+  const raised = (await api("GET", `/v1/gateway/groups/${root.id}`)).json;
+  check(raised.models[0].rate_limits[0].threshold === 80000, "the parent holds 80000");
+  await page.goto(`${BASE}/dashboard/groups/new?parent=${root.id}`);
+  await page.locator("#ext").waitFor();
+  await page.fill("#name", `Team ${run}`);
+  await page.fill("#ext", childExt);
+  await page.fill('input[id^="slug-"]', SLUG);
+  await page.locator('input[id^="thr-"]').first().fill("70k");
+  await page.click("button:has-text('Create group')");
+  await page.getByRole("heading", { name: "Effective limits" }).waitFor();
+  const [child] = await byExt(childExt);
+  check(child && child.models[0].rate_limits[0].threshold === 70000 && child.hierarchy.parent_group_id === root.id, "the child holds 70000 under the parent");
+
+  // ---- The server's refusal next to the field: the form checked against a parent that changed since it loaded.
+  await page.goto(`${BASE}/dashboard/groups/new?parent=${root.id}`);
+  await page.locator("#ext").waitFor();
+  await page.fill("#ext", `late-${run}`);
+  await page.fill('input[id^="slug-"]', SLUG);
+  await page.locator('input[id^="thr-"]').first().fill("75k");
+  const lowered = await api("PATCH", `/v1/gateway/groups/${root.id}`, { models: [{ slug: SLUG, rate_limits: [{ type: "REQUEST", unit: "MINUTE", threshold: 72000 }] }] });
+  must(lowered.status === 200, `the parent is lowered to 72000 behind the form's back (${lowered.status})`);
+  expectedLoadFailures = ["400"];
+  await page.click("button:has-text('Create group')");
+  const lateErr = page.locator(".thr .field-error").first();
+  await lateErr.waitFor();
+  const lateMsg = await lateErr.textContent();
+  check(lateMsg.startsWith("Child group exceeds parent group limit.") && lateMsg.includes("72000"), `the server's dry run refuses it, shown next to the field in its words: ${lateMsg}`);
+  check((await byExt(`late-${run}`)).length === 0, "the refused child does not exist");
+  expectedLoadFailures = [];
+  await screen("group-new-server-refused");
+
+  // ---- A leaf with a tight limit: mint a key, call until 429, see it on the group page, revoke, then 401.
+  const leafExt = `leaf-${run}`;
+  await page.goto(`${BASE}/dashboard/groups/new?parent=${child.id}`);
+  await page.locator("#ext").waitFor();
+  await page.fill("#name", `Leaf ${run}`);
+  await page.fill("#ext", leafExt);
+  await page.fill('input[id^="slug-"]', SLUG);
+  await page.locator('input[id^="thr-"]').first().fill("2");
+  // A usage (DAY) limit too, so the usage bar and the near-limit filter have something to show.
+  await page.click("button:has-text('Add limit')");
+  await page.locator(".limit-row").nth(1).locator("select").nth(1).selectOption("DAY");
+  await page.locator('input[id^="thr-"]').nth(1).fill("2");
+  await page.click("button:has-text('Create group')");
+  await page.getByRole("heading", { name: "Effective limits" }).waitFor();
+  const [leaf] = await byExt(leafExt);
+  must(leaf, "the leaf exists");
+  check(await page.locator("tr.binding").count() >= 1, "the binding limit is highlighted in CASCADING mode");
+  check((await page.locator("tr.binding").first().textContent()).includes("2"), "the leaf's own 2/minute is the limit that binds");
+  await page.fill("#key-name", `e2e-${run}`);
+  await page.click("button:has-text('Mint key')");
+  const minted = page.locator("#minted-key");
+  await minted.waitFor();
+  const leafKey = (await minted.textContent()).trim();
+  await screen("group-key-minted");
+  await page.click("button:has-text('Copy key')");
+  check((await page.evaluate(() => navigator.clipboard.readText())) === leafKey, "Copy puts the minted key on the clipboard");
+  await page.click("button:has-text('Done, hide it')");
+  check(!(await page.content()).includes(leafKey), "the minted key is gone from the page once hidden");
+  await page.reload();
+  check(!(await page.content()).includes(leafKey), "the minted key is shown once, not after a reload");
+
+  const call = () => api("POST", "/v1/chat/completions", { model: SLUG, messages: [{ role: "user", content: "hi" }] }, `Api-Key ${leafKey}`);
+  let got429 = false;
+  const statuses = [];
+  for (let i = 0; i < 10 && !got429; i++) {
+    const r = await call();
+    statuses.push(r.status);
+    got429 = r.status === 429;
+  }
+  must(got429, `the leaf's key is throttled (statuses ${statuses.join(",")})`);
+  // Billing events are written in batches: reload until the page shows the 429 (bounded, not timed).
+  let shown = false;
+  for (let i = 0; i < 40 && !shown; i++) {
+    await page.goto(`${BASE}/dashboard/groups/${leaf.id}`);
+    await page.getByRole("heading", { name: "429s in the last hour" }).waitFor();
+    shown = (await page.locator("table.throttles td.mono", { hasText: SLUG }).count()) > 0;
+    if (!shown) await page.waitForTimeout(250);
+  }
+  check(shown, "the 429 shows on the group page");
+  const meter = page.locator("ul.bars meter").first();
+  check((await meter.getAttribute("value")) === "2" && (await meter.getAttribute("max")) === "2", "the usage bar shows 2 of 2");
+  check((await page.locator("ul.bars").textContent()).includes("UTC"), "the usage bar names its UTC reset");
+  await screen("group");
+  await page.screenshot({ path: join(OUT, "group-page.png"), fullPage: true });
+
+  // Tree: the throttled filter finds the leaf.
+  await page.goto(`${BASE}/dashboard/?filter=throttled`);
+  await page.getByRole("tree").waitFor();
+  check((await page.getByRole("treeitem").filter({ hasText: `Leaf ${run}` }).count()) === 1, "the throttled filter shows the leaf");
+  check((await page.getByRole("treeitem").count()) === 3, "the throttled filter shows only the leaf with its two ancestors");
+  await page.getByLabel("Near limit (≥80%)").check();
+  await page.waitForURL(/filter=near/);
+  await page.getByRole("tree").waitFor();
+  check((await page.getByRole("treeitem").filter({ hasText: `Leaf ${run}` }).locator(".usage.near").textContent()) === "100%", "the near-limit filter shows the leaf at 100% of its usage limit");
+
+  // The session cookie is for the management API only: a model call from the page gets no credential from it.
+  expectedLoadFailures = ["401"];
+  const cookieCall = await page.evaluate(async (slug) => {
+    const r = await fetch("/v1/chat/completions", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ model: slug, messages: [{ role: "user", content: "hi" }] }) });
+    return r.status;
+  }, SLUG);
+  check(cookieCall === 401, `a model call with only the session cookie is 401 (got ${cookieCall})`);
+  expectedLoadFailures = [];
+
+  await page.goto(`${BASE}/dashboard/groups/${leaf.id}`);
+  const oldPrefix = leafKey.slice(0, 16);
+  // Rotation: mint the new key, then the page offers to revoke the old one.
+  await page.getByRole("button", { name: `Rotate key ${oldPrefix}` }).click();
+  const dialog = page.getByRole("dialog");
+  await dialog.waitFor();
+  const rotated = (await page.locator("#minted-key").textContent()).trim();
+  check(rotated !== leafKey && (await dialog.textContent()).includes(`Revoke the old key ${oldPrefix}`), "rotate mints a new key and offers to revoke the old one");
+  await dialog.getByRole("button", { name: "Cancel" }).click();
+  await page.click("button:has-text('Done, hide it')");
+  await page.getByRole("button", { name: `Revoke key ${oldPrefix}` }).click();
+  await dialog.waitFor();
+  await screen("group-revoke-confirm");
+  await dialog.getByRole("button", { name: "Revoke key" }).click();
+  await page.locator("p.notice", { hasText: "revoked" }).waitFor();
+  const after = await call();
+  check(after.status === 401, `the next call after the revocation is 401 (got ${after.status})`);
+  const withNew = await api("POST", "/v1/chat/completions", { model: SLUG, messages: [{ role: "user", content: "hi" }] }, `Api-Key ${rotated}`);
+  check(withNew.status === 429, `the rotated key still works, within the group's spent limits (got ${withNew.status})`);
+
+  // ---- Five levels, keyboard navigation, search with URL state.
+  const chain = [];
+  let parent = null;
+  for (let level = 1; level <= 5; level++) {
+    const r = await api("POST", "/v1/gateway/groups", {
+      metadata: { name: `Deep ${level} ${run}`, external_entity_id: `deep${level}-${run}` },
+      models: [{ slug: SLUG, rate_limits: [{ type: "REQUEST", unit: "MINUTE", threshold: 1000 }] }],
+      hierarchy: parent ? { parent_group_id: parent } : { limit_enforcement: "INDEPENDENT" },
+    });
+    must(r.status === 201, `level ${level} created (${r.status} ${r.text.slice(0, 120)})`);
+    chain.push(r.json);
+    parent = r.json.id;
+  }
+  await page.goto(`${BASE}/dashboard/`);
+  await page.getByRole("tree").waitFor();
+  await screen("tree");
+  await page.fill("#tree-search", `deep5-${run}`);
+  await page.waitForURL(/\?q=deep5-/);
+  const items = page.getByRole("treeitem");
+  check((await items.count()) === 5, "a search by external id shows the match with its four ancestors");
+  check((await items.last().getAttribute("aria-level")) === "5", "the match sits at level 5");
+  await screen("tree-search");
+  await page.reload();
+  check((await page.locator("#tree-search").inputValue()) === `deep5-${run}`, "the search survives a reload (URL state)");
+  const level = (n) => until(page, (n) => document.activeElement?.getAttribute("aria-level") === n, n);
+  await items.first().focus();
+  check(await level("1"), "the first item takes the focus");
+  await page.keyboard.press("End");
+  check(await level("5"), "End moves to the last item");
+  await page.keyboard.press("ArrowLeft");
+  check(await level("4"), "ArrowLeft moves to the parent");
+  await page.keyboard.press("Home");
+  check(await level("1"), "Home moves to the first item");
+  await page.keyboard.press("ArrowDown");
+  check(await level("2"), "ArrowDown moves to the next item");
+  await page.keyboard.press("Enter");
+  must(await until(page, (p) => location.pathname === p, `/dashboard/groups/${chain[1].id}`), "Enter opens the group");
+  // Search by key prefix.
+  const k = await api("POST", `/v1/gateway/groups/${chain[2].id}/api_keys`, { name: "by-prefix" });
+  await page.goto(`${BASE}/dashboard/?q=${encodeURIComponent(k.json.prefix)}`);
+  await page.getByRole("tree").waitFor();
+  check((await page.getByRole("treeitem").last().textContent()).includes(`Deep 3 ${run}`), "a search by key prefix finds the key's group");
+
+  // ---- Delete a subtree: the dialog lists the subtree; the API no longer has any of it.
+  await page.goto(`${BASE}/dashboard/groups/${chain[1].id}`);
+  await page.getByRole("button", { name: "Delete" }).click();
+  await page.getByRole("dialog").waitFor();
+  const listed = await page.locator(".subtree li").allTextContents();
+  check(listed.length === 4 && listed.some((t) => t.includes(`Deep 5 ${run}`)), "the delete dialog lists the group and its three descendants");
+  check(listed.join(" ").includes(k.json.prefix), "the delete dialog lists the keys that go with it");
+  await screen("group-delete-confirm");
+  await page.getByRole("dialog").getByRole("button", { name: "Delete group and subtree" }).click();
+  await page.getByRole("heading", { level: 1, name: "Groups" }).waitFor();
+  // The group goes at once; its descendants go as the manager cascades the delete: poll, bounded.
+  for (const g of chain.slice(1)) {
+    let status = 0;
+    for (let i = 0; i < 80 && status !== 404; i++) {
+      status = (await api("GET", `/v1/gateway/groups/${g.id}`)).status;
+      if (status !== 404) await new Promise((r) => setTimeout(r, 250));
+    }
+    check(status === 404, `deleted ${g.metadata.name}: GET answers 404`);
+  }
+  check((await api("GET", `/v1/gateway/groups/${chain[0].id}`)).status === 200, "the subtree's parent remains");
+
+  // ---- The other screens.
+  for (const [path, name, heading] of [
+    ["endpoints", "endpoints", "Endpoints"],
+    ["events", "billing-events", "Billing events"],
+    ["models", "models", "Models"],
+  ]) {
+    await page.goto(`${BASE}/dashboard/${path}`);
+    await page.getByRole("heading", { level: 1, name: heading }).waitFor();
+    await page.locator("[aria-busy=true]").waitFor({ state: "detached" });
+    await screen(name);
+  }
+  await page.goto(`${BASE}/dashboard/events?status=429`);
+  await page.locator("table").waitFor();
+  check((await page.locator("td.bad", { hasText: "429" }).count()) >= 1, "the billing events filter shows the 429s");
+  const [download] = await Promise.all([page.waitForEvent("download"), page.click("button:has-text('Export CSV')")]);
+  const csv = readFileSync(await download.path(), "utf8");
+  check(csv.startsWith("timestamp,request_id,model_slug") && csv.includes(leafExt) && csv.includes(",429,"), "the CSV export holds the filtered events");
+  await page.goto(`${BASE}/dashboard/models`);
+  const disclosure = page.locator("button.disclosure").first();
+  await disclosure.waitFor();
+  await disclosure.click();
+  await page.getByRole("heading", { name: "Environments" }).waitFor();
+  check((await page.locator(".model-detail td", { hasText: "production" }).count()) >= 1, "the seeded model shows its production environment");
+  await screen("model-detail");
+  await page.locator(".model-detail tr", { hasText: "production" }).first().getByRole("button", { name: "Activate" }).click();
+  const actNotice = page.locator(".model-detail p.notice");
+  await actNotice.waitFor();
+  check((await actNotice.textContent()) === "Activate production: already so.", `activating the active production environment is a no-op (${await actNotice.textContent()})`);
+
+  check((await page.getByRole("link", { name: "Workspace keys" }).count()) === 0, "a WORKSPACE_MANAGE_ALL key is not offered the workspace keys screen (authz.Decide)");
+
+  // ---- Sign out ends the session.
+  await page.click("button:has-text('Sign out')");
+  await page.locator("#api-key").waitFor();
+  check(true, "sign out returns to the login form");
+  check((await api("GET", "/v1/gateway/groups", undefined, "")).status === 401, "without a key the API refuses");
+
+  // ---- A WORKSPACE_MANAGE_API_KEYS key sees the workspace keys and not the gateway screens.
+  await page.fill("#api-key", KEYS_KEY);
+  await page.click("button[type=submit]");
+  await page.getByRole("navigation", { name: "Main" }).waitFor();
+  await page.getByRole("link", { name: "Workspace keys" }).click();
+  await page.getByRole("heading", { level: 1, name: "Workspace keys" }).waitFor();
+  await page.locator("[aria-busy=true]").waitFor({ state: "detached" });
+  const navLinks = await page.getByRole("navigation", { name: "Main" }).getByRole("link").allTextContents();
+  check(navLinks.includes("Workspace keys") && !navLinks.includes("Groups") && !navLinks.includes("Billing events"), `a WORKSPACE_MANAGE_API_KEYS key is offered only its screens (${navLinks.join(", ")})`);
+  check((await page.locator("td.mono", { hasText: KEY.slice(0, 16) }).count()) === 1, "the workspace keys screen lists the admin key by prefix");
+  await screen("workspace-keys");
+  await page.click("button:has-text('Sign out')");
+  await page.locator("#api-key").waitFor();
+} catch (e) {
+  failures++;
+  console.log(`FAIL ${e.stack ?? e}`);
+  await page.screenshot({ path: join(OUT, "failure.png"), fullPage: true }).catch(() => {});
+}
+
+const csp = await page.evaluate(() => window.__csp ?? []).catch(() => []);
+check(csp.length === 0, `no CSP violation${csp.length ? ": " + csp.join("; ") : ""}`);
+check(consoleErrors.length === 0, `no console or page error${consoleErrors.length ? ":\n  " + consoleErrors.join("\n  ") : ""}`);
+check(a11y.length === 0, `zero axe WCAG 2.2 AA violations on every screen in both themes${a11y.length ? ":\n  " + a11y.join("\n  ") : ""}`);
+console.log(`${shots} screenshots in ${OUT}`);
+await browser.close();
+process.exit(failures ? 1 : 0);
