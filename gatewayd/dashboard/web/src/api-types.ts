@@ -183,11 +183,14 @@ export interface Logs {
 }
 
 export interface LogsRequest {
+  /** Start of the window, included; a day before the end by default. */
   start_epoch_millis?: number;
+  /** End of the window, included; now by default. */
   end_epoch_millis?: number;
   direction?: "asc" | "desc";
   limit?: number;
   min_level?: "DEBUG" | "INFO" | "WARNING" | "ERROR";
+  /** An RE2 regular expression, found in a line's message or request id. */
   search_pattern?: string;
 }
 
