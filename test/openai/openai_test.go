@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,22 +21,7 @@ import (
 )
 
 func TestOpenAINodeClient(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("SKIPPED: `node` is not on PATH, so the openai npm client test cannot run. Install Node.js to run it.")
-	}
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: this test needs the envtest binaries (make envtest)")
-	}
-	dir, _ := os.Getwd()
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai")); err != nil {
-		npm := exec.Command("npm", "install", "--no-audit", "--no-fund")
-		npm.Dir = dir
-		if out, err := npm.CombinedOutput(); err != nil {
-			t.Fatalf("npm install failed: %v\n%s", err, out)
-		}
-	}
-
+	node := gatewaytest.NodeWithPackage(t, "openai")
 	env, err := gatewaytest.StartEnv()
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +60,6 @@ func TestOpenAINodeClient(t *testing.T) {
 	}
 
 	cmd := exec.CommandContext(ctx, node, "client.mjs")
-	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GATEWAY_URL="+url, "GATEWAY_KEY="+key, "MODEL="+slug)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

@@ -38,21 +38,7 @@ type delivery struct {
 }
 
 func TestAsyncWebhooksVerifyWithStandardWebhooks(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("SKIPPED: `node` is not on PATH, so the standardwebhooks npm check cannot run. Install Node.js to run it.")
-	}
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: this test needs the envtest binaries (make envtest)")
-	}
-	dir, _ := os.Getwd()
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "standardwebhooks")); err != nil {
-		npm := exec.Command("npm", "install", "--no-audit", "--no-fund")
-		npm.Dir = dir
-		if out, err := npm.CombinedOutput(); err != nil {
-			t.Fatalf("npm install failed: %v\n%s", err, out)
-		}
-	}
+	node := gatewaytest.NodeWithPackage(t, "standardwebhooks")
 	env, err := gatewaytest.StartEnv()
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +150,7 @@ func TestAsyncWebhooksVerifyWithStandardWebhooks(t *testing.T) {
 	if err := os.WriteFile(file, in, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(node, filepath.Join(dir, "verify.mjs"), file).CombinedOutput()
+	out, err := exec.Command(node, "verify.mjs", file).CombinedOutput() // from the package directory
 	t.Logf("node: %s", out)
 	if err != nil {
 		t.Fatalf("standardwebhooks refused a delivery: %v", err)
