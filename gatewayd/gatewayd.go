@@ -37,6 +37,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/keyuse"
 	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/gatewayd/reload"
+	"github.com/modelgate/modelgate/gatewayd/rest/sandboxes"
 	"github.com/modelgate/modelgate/gatewayd/state"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 	"github.com/modelgate/modelgate/gatewayd/view"
@@ -113,6 +114,8 @@ type Options struct {
 	Async queue.Store
 	// AsyncConfig tunes async inference; defaults when zero.
 	AsyncConfig async.Config
+	// Sandboxes configures the sandbox image routes (upload signing key, base URL, image reference guard).
+	Sandboxes sandboxes.Options
 }
 
 // Gateway is a configured data plane.

@@ -57,7 +57,7 @@ func (g *Gateway) mountManagement() error {
 		Usage:                 usageReader{g.opts.Store},
 		Clock:                 g.opts.Clock.Now,
 		ReadYourWritesTimeout: g.opts.ReadYourWritesTimeout,
-	}).Register(g.mux)
+	}).WithSandboxes(g.opts.Sandboxes).Register(g.mux)
 	return nil
 }
 

@@ -8,7 +8,13 @@ import (
 )
 
 func TestSelectTeam(t *testing.T) {
-	teams := []string{"blue", "green", "red"}
+	list := []string{"blue", "green", "red"}
+	teams := func() []string { return list }
+	none := func() []string { return nil }
+	unread := func() []string {
+		t.Errorf("the teams were read although the team selectors disagree")
+		return nil
+	}
 	// allow answers Decide for a caller that acts for exactly the teams listed.
 	allow := func(ok ...string) func(string) authz.Decision {
 		return func(team string) authz.Decision {
@@ -28,14 +34,14 @@ func TestSelectTeam(t *testing.T) {
 	tests := []struct {
 		name          string
 		header, query string
-		teams         []string
+		teams         func() []string
 		decide        func(string) authz.Decision
 		want          string
 		wantStatus    int
 		wantCode      string
 	}{
-		{"header and query differ", "red", "blue", teams, never, "", 400, httperr.CodeInvalidRequest},
-		{"header and query differ, even for unknown teams", "x", "y", nil, never, "", 400, httperr.CodeInvalidRequest},
+		{"header and query differ", "red", "blue", unread, never, "", 400, httperr.CodeInvalidRequest},
+		{"header and query differ, even for unknown teams", "x", "y", unread, never, "", 400, httperr.CodeInvalidRequest},
 		{"header and query equal", "red", "red", teams, allow("red"), "red", 0, ""},
 		{"header only", "red", "", teams, allow("red", "blue"), "red", 0, ""},
 		{"query only", "", "blue", teams, allow("red", "blue"), "blue", 0, ""},
@@ -43,9 +49,9 @@ func TestSelectTeam(t *testing.T) {
 		{"given team that does not exist", "", "violet", teams, allow("red"), "", 404, httperr.CodeNotFound},
 		{"neither, one accessible team", "", "", teams, allow("green"), "green", 0, ""},
 		{"neither, several accessible teams", "", "", teams, allow("green", "red"), "", 400, CodeTeamRequired},
-		{"neither, every team accessible (workspace key)", "", "", teams, allow(teams...), "", 400, CodeTeamRequired},
+		{"neither, every team accessible (workspace key)", "", "", teams, allow(list...), "", 400, CodeTeamRequired},
 		{"neither, no accessible team", "", "", teams, allow(), "", 403, httperr.CodeForbidden},
-		{"neither, workspace without teams", "", "", nil, allow(), "", 403, httperr.CodeForbidden},
+		{"neither, workspace without teams", "", "", none, allow(), "", 403, httperr.CodeForbidden},
 		{"whitespace-only selectors count as absent", " ", "", teams, allow("red"), "red", 0, ""},
 	}
 	for _, tc := range tests {
