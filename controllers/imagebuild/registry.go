@@ -5,8 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"io"
+	"net/http"
 	"os"
 
 	"github.com/google/go-containerregistry/pkg/name"
