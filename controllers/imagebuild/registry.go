@@ -196,3 +196,47 @@ func isNotFound(err error) bool {
 	var te *transport.Error
 	return errors.As(err, &te) && te.StatusCode == http.StatusNotFound
 }
+
+// Resolve describes what ref points at: its digest and size. A missing ref is (Result{}, false, nil).
+func Resolve(ctx context.Context, ref name.Reference, opts []remote.Option) (Result, bool, error) {
+	desc, err := remote.Get(ref, append(append([]remote.Option{}, opts...), remote.WithContext(ctx))...)
+	if isNotFound(err) {
+		return Result{}, false, nil
+	}
+	if err != nil {
+		return Result{}, false, pushErr(ctx, err)
+	}
+	var size int64
+	if desc.MediaType.IsIndex() {
+		idx, err := desc.ImageIndex()
+		if err != nil {
+			return Result{}, false, err
+		}
+		size, err = indexSize(idx)
+		if err != nil {
+			return Result{}, false, err
+		}
+	} else {
+		img, err := desc.Image()
+		if err != nil {
+			return Result{}, false, err
+		}
+		if size, err = imageSize(img); err != nil {
+			return Result{}, false, err
+		}
+	}
+	return Result{Digest: desc.Digest, Size: size}, true, nil
+}
+
+// ContextLayer is the digest of the single layer of the context artifact at ref.
+func ContextLayer(ctx context.Context, ref name.Digest, opts []remote.Option) (v1.Hash, error) {
+	img, err := remote.Image(ref, append(append([]remote.Option{}, opts...), remote.WithContext(ctx))...)
+	if err != nil {
+		return v1.Hash{}, pushErr(ctx, err)
+	}
+	m, err := img.Manifest()
+	if err != nil || len(m.Layers) != 1 {
+		return v1.Hash{}, refuse("The uploaded build context is not a single-layer artifact.")
+	}
+	return m.Layers[0].Digest, nil
+}
