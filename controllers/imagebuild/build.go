@@ -288,7 +288,8 @@ func copyLayer(c *Context, in Instruction, vars map[string]string, workdir, temp
 	}
 	dest := expand(words[len(words)-1], vars)
 	srcs := words[:len(words)-1]
-	toDir := strings.HasSuffix(dest, "/") || len(srcs) > 1
+	// A destination ending in '/' (or '.', the working directory) is a directory, as is any with several sources.
+	toDir := strings.HasSuffix(dest, "/") || dest == "." || strings.HasSuffix(dest, "/.") || len(srcs) > 1
 	if !path.IsAbs(dest) {
 		dest = path.Join(orRoot(workdir), dest)
 	}

@@ -136,7 +136,7 @@ func TestBuildFromZip(t *testing.T) {
 	base := pushBase(t, src)
 	zr := zipOf(t, map[string]string{
 		"Dockerfile": "ARG BASE=" + base.String() + "\nFROM ${BASE}\n# a comment\nENV GREETING=hello \\\n    TARGET=\"the world\"\n" +
-			"WORKDIR /app\nCOPY app.py ./\nCOPY conf/ /etc/app/\nLABEL team=red\nEXPOSE 8080\nUSER 1000\nCMD [\"python\", \"app.py\"]\n",
+			"WORKDIR /app\nCOPY app.py ./\nCOPY app.py .\nCOPY app.py /opt/renamed.py\nCOPY conf/ /etc/app/\nLABEL team=red\nEXPOSE 8080\nUSER 1000\nCMD [\"python\", \"app.py\"]\n",
 		"app.py":         "print('hi')\n",
 		"conf/a.yaml":    "a: 1\n",
 		"conf/sub/b.txt": "b\n",
@@ -157,11 +157,11 @@ func TestBuildFromZip(t *testing.T) {
 		t.Fatalf("remote.Image: %v", err)
 	}
 	layers, _ := got.Layers()
-	if len(layers) != 3 {
+	if len(layers) != 5 {
 		t.Errorf("layers = %d, want the base's 1 plus one per COPY", len(layers))
 	}
 	files := filesOf(t, got)
-	for p, want := range map[string]string{"app/app.py": "print('hi')\n", "etc/app/a.yaml": "a: 1\n", "etc/app/sub/b.txt": "b\n"} {
+	for p, want := range map[string]string{"app/app.py": "print('hi')\n", "opt/renamed.py": "print('hi')\n", "etc/app/a.yaml": "a: 1\n", "etc/app/sub/b.txt": "b\n"} {
 		if files[p] != want {
 			t.Errorf("file %s = %q, want %q (files: %v)", p, files[p], want, keys(files))
 		}
