@@ -1,10 +1,10 @@
-// Package sandboxrestart kills the manager in the middle of a sandbox image build and restarts it: the build
+// Package sandboxmanager runs the SandboxImageBuild reconciler in managers the test controls. It kills the manager in the middle of a sandbox image build and restarts it: the build
 // must reach BUILT, with exactly one tag. It runs its own envtest and managers (the local stack's manager cannot
 // be killed), and a real OCI registry on a loopback socket whose manifest writes the test can hold.
 //
 // envtest has no kubelet and no gatewayd here, so the test writes what gatewayd's upload would: the context
 // artifact in the registry and the build's contextDigest and BUILDING status.
-package sandboxrestart
+package sandboxmanager
 
 import (
 	"archive/tar"
@@ -45,7 +45,11 @@ import (
 
 const ns = "default"
 
-var env *kubetest.Env
+var (
+	env *kubetest.Env
+	// reg is the workspace registry of namespace default, for every test of the package.
+	reg *holdingRegistry
+)
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
@@ -54,21 +58,35 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "%v\n", err)
 		os.Exit(1)
 	}
-	code := m.Run()
+	reg = newHoldingRegistry()
+	err = env.Client.Create(context.Background(), &gatewayv1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ws"},
+		Spec: gatewayv1.WorkspaceSpec{ImageRegistry: registryOf()}})
+	code := 1
+	if err == nil {
+		code = m.Run()
+	} else {
+		fmt.Fprintf(os.Stderr, "failed to create the Workspace: %v\n", err)
+	}
+	reg.close()
 	_ = env.Stop()
 	os.Exit(code)
+}
+
+func registryOf() *gatewayv1.ImageRegistry {
+	return &gatewayv1.ImageRegistry{URL: "http://" + reg.host + "/sandboxes"}
 }
 
 // holdingRegistry is a registry whose manifest writes by digest wait while held, and report that they wait.
 type holdingRegistry struct {
 	host    string
+	close   func()
 	mu      sync.Mutex
 	held    bool
 	waiting chan struct{} // closed when the first held write arrives
 	once    sync.Once
 }
 
-func newHoldingRegistry(t *testing.T) *holdingRegistry {
+func newHoldingRegistry() *holdingRegistry {
 	h := &holdingRegistry{waiting: make(chan struct{})}
 	inner := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -89,7 +107,7 @@ func newHoldingRegistry(t *testing.T) *holdingRegistry {
 		}
 		inner.ServeHTTP(w, r)
 	}))
-	t.Cleanup(srv.Close)
+	h.close = srv.Close
 	h.host = strings.TrimPrefix(srv.URL, "http://")
 	return h
 }
@@ -102,7 +120,7 @@ func (h *holdingRegistry) hold(on bool) {
 
 // startManager runs a manager with the product's controllers until the returned stop is called; stop returns
 // once the manager has stopped.
-func startManager(t *testing.T) (stop func()) {
+func startManager(t *testing.T, opts controllers.SandboxOptions) (stop func()) {
 	t.Helper()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
@@ -111,9 +129,10 @@ func startManager(t *testing.T) (stop func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := controllers.SetupWithManager(mgr, controllers.Options{Sandbox: controllers.SandboxOptions{AllowInternalImages: true, TempDir: t.TempDir()}}); err != nil {
+	if err := controllers.SetupWithManager(mgr, controllers.Options{Sandbox: opts}); err != nil {
 		t.Fatal(err)
 	}
+	opts.AllowInternalImages, opts.TempDir = true, t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -198,13 +217,10 @@ func waitBuild(t *testing.T, name string) *gatewayv1.SandboxImageBuild {
 }
 
 func TestManagerKilledMidBuild(t *testing.T) {
-	reg := newHoldingRegistry(t)
-	create(t, &gatewayv1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ws"},
-		Spec: gatewayv1.WorkspaceSpec{ImageRegistry: &gatewayv1.ImageRegistry{URL: "http://" + reg.host + "/sandboxes"}}})
 	img := &gatewayv1.SandboxImage{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: gatewayv1.SandboxImageObjectName("red", "agent")},
 		Spec: gatewayv1.SandboxImageSpec{TeamID: "red", Name: "agent"}}
 	create(t, img)
-	repo, err := sandbox.Repository(&gatewayv1.ImageRegistry{URL: "http://" + reg.host + "/sandboxes"}, "red", "agent")
+	repo, err := sandbox.Repository(registryOf(), "red", "agent")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +229,7 @@ func TestManagerKilledMidBuild(t *testing.T) {
 
 	// Manager 1 builds until it writes the image's manifest, and is killed while that write hangs.
 	reg.hold(true)
-	stop := startManager(t)
+	stop := startManager(t, controllers.SandboxOptions{})
 	select {
 	case <-reg.waiting:
 	case <-time.After(60 * time.Second):
@@ -230,7 +246,7 @@ func TestManagerKilledMidBuild(t *testing.T) {
 	}
 
 	// Manager 2 runs the build again, to BUILT, with one tag.
-	stop = startManager(t)
+	stop = startManager(t, controllers.SandboxOptions{})
 	defer func() { stop() }()
 	done := waitBuild(t, b.Name)
 	if done.Status.Status != gatewayv1.SandboxBuilt || done.Status.Tag != "v1" {
@@ -275,7 +291,7 @@ func TestManagerKilledMidBuild(t *testing.T) {
 	if err := env.Client.Status().Update(context.Background(), replay); err != nil {
 		t.Fatal(err)
 	}
-	stop = startManager(t)
+	stop = startManager(t, controllers.SandboxOptions{})
 	again := waitBuild(t, "sib-second")
 	if again.Status.Status != gatewayv1.SandboxBuilt || again.Status.Tag != "v2" {
 		t.Fatalf("replayed build: %s %q %q", again.Status.Status, again.Status.Tag, again.Status.Reason)
@@ -308,3 +324,5 @@ func fileIn(t *testing.T, l interface{ Uncompressed() (io.ReadCloser, error) }, 
 		}
 	}
 }
+
+func keyOf(name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
