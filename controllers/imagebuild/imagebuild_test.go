@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -27,9 +28,9 @@ import (
 
 // newRegistry serves an in-memory OCI registry on a real loopback socket; with user set, every request must
 // carry that basic-auth user and password.
-func newRegistry(t *testing.T, user, pass string) string {
+func newRegistry(t testing.TB, user, pass string) string {
 	t.Helper()
-	h := registry.New()
+	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	if user != "" {
 		inner := h
 		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
