@@ -35,6 +35,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(childRegistryEnv) != "" {
+		serveChildRegistry() // the benchmark's registry, in a process of its own; never returns
+	}
 	if os.Getenv("E2E_LOG") != "" {
 		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
 	} else {
