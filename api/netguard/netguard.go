@@ -1,9 +1,9 @@
-// Package netguard keeps gatewayd from being turned against its own network: a URL that a caller hands in (an
-// async result webhook) must be https and must not aim at loopback, private, link-local or other internal
-// addresses, unless the operator allows them (a development stack). It lives in api/ because both planes guard
-// caller-supplied targets: gatewayd (async webhooks, sandbox image references) and the manager (image imports). The URL check refuses what it can see in
-// the URL; the dialer guard checks every address a name resolves to at connection time, so DNS cannot smuggle
-// an internal address past the first check.
+// Package netguard keeps modelgate from being turned against its own network: a URL or registry host that a
+// caller hands in (an async result webhook, a sandbox image reference) must not aim at loopback, private,
+// link-local or other internal addresses, unless the operator allows them (a development stack); URLs must also
+// be https. The static check refuses what it can see in the URL or host; the dialer guard checks every address a
+// name resolves to at connection time, so DNS cannot smuggle an internal address past the first check. It lives
+// in api/ because both planes use it: gatewayd (webhooks, image references) and the manager (imports, FROM).
 package netguard
 
 import (
