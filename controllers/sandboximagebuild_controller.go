@@ -174,7 +174,7 @@ var errRetry = errors.New("retry shortly")
 const secretGrace = time.Minute
 
 func (r *SandboxImageBuildReconciler) runImport(ctx context.Context, b *gatewayv1.SandboxImageBuild, repo name.Repository, push []remote.Option) (imagebuild.Result, error) {
-	src, err := name.ParseReference(b.Spec.Source.Import.Image, name.StrictValidation)
+	src, err := name.ParseReference(b.Spec.Source.Import.Image)
 	if err != nil {
 		return imagebuild.Result{}, &imagebuild.Refusal{Reason: "spec.source.import.image is not an image reference."}
 	}

@@ -263,12 +263,12 @@ func (s *service) checkImage(ref string) error {
 	if len(ref) > 1024 {
 		return fmt.Errorf("must be at most 1024 characters")
 	}
-	parsed, err := name.ParseReference(ref, name.StrictValidation)
+	parsed, err := name.ParseReference(ref)
 	if err != nil {
 		return fmt.Errorf("is not an image reference (registry/repository:tag or @digest)")
 	}
-	first, _, _ := strings.Cut(ref, "/")
-	if !strings.ContainsAny(first, ".:") && first != "localhost" {
+	first, _, hasPath := strings.Cut(ref, "/")
+	if !hasPath || (!strings.ContainsAny(first, ".:[") && first != "localhost") {
 		return fmt.Errorf("must include the registry hostname (for example docker.io/library/python:3.12)")
 	}
 	if err := netguard.CheckHost(parsed.Context().RegistryStr(), s.opts.AllowInternalImages); err != nil {

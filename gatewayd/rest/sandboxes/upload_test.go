@@ -65,3 +65,33 @@ func TestSignature(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckImage(t *testing.T) {
+	prod, dev := &service{}, &service{opts: Options{AllowInternalImages: true}}
+	tests := []struct {
+		ref       string
+		prod, dev bool // accepted
+	}{
+		{"ghcr.io/org/app:1.2", true, true},
+		{"docker.io/library/python:3.12", true, true},
+		{"registry.example.com:5000/a/b@sha256:" + strings.Repeat("a", 64), true, true},
+		{"127.0.0.1:5000/x:1", false, true},
+		{"localhost:5000/x:1", false, true},
+		{"169.254.169.254/latest:1", false, true},
+		{"10.0.0.8:5000/x", false, true},
+		{"[::1]:5000/x", false, true},
+		{"python:3.12", false, false},       // no registry hostname
+		{"library/python", false, false},    // no registry hostname
+		{"ghcr.io/Org/App:1", false, false}, // not a reference (uppercase repository)
+		{"ghcr.io/org/app:", false, false},  // empty tag
+		{strings.Repeat("a", 1100), false, false},
+	}
+	for _, tc := range tests {
+		if err := prod.checkImage(tc.ref); (err == nil) != tc.prod {
+			t.Errorf("production checkImage(%q) = %v, want accepted=%v", tc.ref, err, tc.prod)
+		}
+		if err := dev.checkImage(tc.ref); (err == nil) != tc.dev {
+			t.Errorf("development checkImage(%q) = %v, want accepted=%v", tc.ref, err, tc.dev)
+		}
+	}
+}
