@@ -95,6 +95,14 @@ func (r *SandboxImageBuildReconciler) Reconcile(ctx context.Context, req ctrl.Re
 	if b.Status.Status.Terminal() || b.DeletionTimestamp != nil {
 		return ctrl.Result{}, nil
 	}
+	// The cache may not have this build's last status write yet (the event of its BUILDING write can queue a
+	// reconcile that runs after it is BUILT): read it from the API server before running a build again.
+	if err := r.Reader.Get(ctx, req.NamespacedName, b); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if b.Status.Status.Terminal() || b.DeletionTimestamp != nil {
+		return ctrl.Result{}, nil
+	}
 	img := &gatewayv1.SandboxImage{}
 	if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.ImageRef}, img); err != nil {
 		if apierrors.IsNotFound(err) {
