@@ -155,17 +155,17 @@ func workspaceRegistry(ctx context.Context, c client.Reader, ns string) (*gatewa
 // the Secret of its docker_config) and points the image at the build, all before it answers, so a GET right after
 // shows this push's UPLOADING or BUILDING and never a previous push's terminal status.
 func (s *service) push(w http.ResponseWriter, r *http.Request, c auth.Caller) {
-	if len(s.opts.UploadKey) == 0 {
-		httperr.Write(w, http.StatusServiceUnavailable, httperr.CodeUnavailable,
-			"Sandbox image pushes are not configured on this gatewayd: it has no upload signing key (--sandbox-upload-key-file).", nil)
-		return
-	}
 	team, ok := s.selectTeam(w, r, c)
 	if !ok {
 		return
 	}
 	var body pushBody
 	if !kit.DecodeBody(w, r, &body, false) {
+		return
+	}
+	if body.Image == nil && len(s.opts.UploadKey) == 0 {
+		httperr.Write(w, http.StatusServiceUnavailable, httperr.CodeUnavailable,
+			"Builds from an upload are not configured on this gatewayd: it has no upload signing key (--sandbox-upload-key-file). Imports (image) work.", nil)
 		return
 	}
 	if err := sandbox.CheckName(body.Name); err != nil {

@@ -35,7 +35,8 @@ func SelectTeam(header, query string, teams func() []string, decide func(team st
 				map[string]string{"id": given})
 		}
 		if dec := decide(given); !dec.Allowed {
-			return "", httperr.New(http.StatusForbidden, httperr.CodeForbidden, dec.Reason, map[string]string{"team_id": given})
+			return "", httperr.New(http.StatusForbidden, httperr.CodeForbidden, dec.Reason,
+				[]httperr.FieldError{{Field: "team_id", Message: "names a team this key does not act for"}})
 		}
 		return given, nil
 	}
@@ -48,7 +49,8 @@ func SelectTeam(header, query string, teams func() []string, decide func(team st
 	switch len(accessible) {
 	case 0:
 		return "", httperr.New(http.StatusForbidden, httperr.CodeForbidden,
-			"This key has no accessible team, so it cannot push or read sandbox images.", nil)
+			"This key has no accessible team, so it cannot push or read sandbox images.",
+			[]httperr.FieldError{{Field: "team_id", Message: "no team of this workspace is accessible to this key"}})
 	case 1:
 		return accessible[0], nil
 	}
