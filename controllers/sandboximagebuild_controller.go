@@ -164,6 +164,10 @@ func (r *SandboxImageBuildReconciler) Reconcile(ctx context.Context, req ctrl.Re
 
 	tag, err := r.assignTag(ctx, b, repo, res, push)
 	if err != nil {
+		// Retried with backoff, but not forever: a build is never left BUILDING.
+		if ctx.Err() == nil && r.Clock.Since(b.CreationTimestamp.Time) > tagDeadline {
+			return ctrl.Result{}, r.fail(ctx, b, img, fmt.Sprintf("No tag could be assigned within %s: %v.", tagDeadline, err))
+		}
 		return ctrl.Result{}, err
 	}
 	if err := r.setStatus(ctx, b, func(s *gatewayv1.SandboxImageBuildStatus) {
@@ -174,6 +178,9 @@ func (r *SandboxImageBuildReconciler) Reconcile(ctx context.Context, req ctrl.Re
 	log.Info("Sandbox image built", "build", b.Name, "image", img.Spec.Name, "tag", tag, "digest", res.Digest.String())
 	return ctrl.Result{}, nil
 }
+
+// tagDeadline bounds how long a built image waits for its tag (the workspace registry or the API server refusing).
+const tagDeadline = 2 * time.Hour
 
 // errRetry is a build that waits for something another writer is about to create (its docker config Secret).
 var errRetry = errors.New("retry shortly")
