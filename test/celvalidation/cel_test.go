@@ -636,6 +636,14 @@ spec: {modelID: sentiment, source: {url: "https://models.example.com/x"}, autosc
 kind: ModelDeployment
 spec: {modelID: sentiment, source: {url: "https://models.example.com/x"}, autoscaling: {minReplica: 2, maxReplica: 2}}`},
 
+		// Workspace.spec.imageRegistry.
+		{name: "workspace: image registry accepted", object: `
+kind: Workspace
+spec: {imageRegistry: {url: "registry.example.com/sandboxes", secretRef: {name: registry-creds}}}`},
+		{name: "workspace: image registry without url refused", object: `
+kind: Workspace
+spec: {imageRegistry: {url: ""}}`, wantPath: "spec.imageRegistry.url", wantMsg: "at least 1 chars long"},
+
 		// SandboxImage and SandboxImageBuild.
 		{name: "sandbox image: valid object accepted", object: sandboxImage},
 		{name: "sandbox image: name with uppercase refused", object: `
