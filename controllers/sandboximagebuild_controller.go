@@ -15,7 +15,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
@@ -335,13 +337,31 @@ func (r *SandboxImageBuildReconciler) setStatus(ctx context.Context, b *gatewayv
 		if err := r.Reader.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 			return err
 		}
-		before := b.Status
+		before := b.Status.DeepCopy()
 		change(&b.Status)
-		if before == b.Status {
+		b.Status.ObservedGeneration = b.Generation
+		meta.SetStatusCondition(&b.Status.Conditions, readyCondition(b))
+		if equality.Semantic.DeepEqual(before, &b.Status) {
 			return nil
 		}
 		return r.Client.Status().Update(ctx, b)
 	})
+}
+
+// readyCondition derives the build's Ready condition from its status.
+func readyCondition(b *gatewayv1.SandboxImageBuild) metav1.Condition {
+	c := metav1.Condition{Type: gatewayv1.ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: b.Generation}
+	switch b.Phase() {
+	case gatewayv1.SandboxBuilt:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, gatewayv1.ReasonSandboxBuilt, fmt.Sprintf("The image is tagged %s.", b.Status.Tag)
+	case gatewayv1.SandboxFailed:
+		c.Reason, c.Message = gatewayv1.ReasonSandboxFailed, b.Status.Reason
+	case gatewayv1.SandboxUploading:
+		c.Reason, c.Message = gatewayv1.ReasonSandboxUploading, "The build waits for its context at the upload URL."
+	default:
+		c.Reason, c.Message = gatewayv1.ReasonSandboxBuilding, "The image is being imported or built."
+	}
+	return c
 }
 
 // workspaceImageRegistry is the imageRegistry of the oldest Workspace of ns that sets one; nil when none does.

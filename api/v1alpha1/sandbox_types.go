@@ -217,7 +217,25 @@ type SandboxImageBuildStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	JobName string `json:"jobName,omitempty"`
+
+	// observedGeneration is the generation last reconciled.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: Ready (True once BUILT; False with reason Uploading, Building or Failed).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
+
+// Reasons of a SandboxImageBuild's Ready condition.
+const (
+	ReasonSandboxUploading = "Uploading"
+	ReasonSandboxBuilding  = "Building"
+	ReasonSandboxBuilt     = "Built"
+	ReasonSandboxFailed    = "Failed"
+)
 
 // Phase is the status of the build, with an unwritten status read from its source: an upload waits for its
 // context, an import is being processed.

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/modelgate/modelgate/api/sandbox"
@@ -77,6 +78,10 @@ func TestBuildKitBackend(t *testing.T) {
 		done := waitBuild(t, b.Name)
 		if done.Status.Status != gatewayv1.SandboxFailed || !strings.Contains(done.Status.Reason, "BuildKit Job sib-bk-fail failed") {
 			t.Fatalf("build: %+v", done.Status)
+		}
+		if c := meta.FindStatusCondition(done.Status.Conditions, gatewayv1.ConditionReady); c == nil || c.Status != metav1.ConditionFalse ||
+			c.Reason != gatewayv1.ReasonSandboxFailed || c.Message != done.Status.Reason {
+			t.Errorf("Ready condition of a FAILED build: %+v", c)
 		}
 	})
 }

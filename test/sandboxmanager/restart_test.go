@@ -30,6 +30,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -251,6 +252,9 @@ func TestManagerKilledMidBuild(t *testing.T) {
 	done := waitBuild(t, b.Name)
 	if done.Status.Status != gatewayv1.SandboxBuilt || done.Status.Tag != "v1" {
 		t.Fatalf("build after restart: %s tag %q reason %q", done.Status.Status, done.Status.Tag, done.Status.Reason)
+	}
+	if c := meta.FindStatusCondition(done.Status.Conditions, gatewayv1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue || c.Reason != gatewayv1.ReasonSandboxBuilt {
+		t.Errorf("Ready condition of a BUILT build: %+v", c)
 	}
 	got := get(t, img.Name, &gatewayv1.SandboxImage{})
 	if got.Status.LastVersion != 1 || len(got.Status.Tags) != 1 || got.Status.Tags[0].Name != "v1" || got.Status.Tags[0].Build != b.Name {
