@@ -50,6 +50,9 @@ type Options struct {
 	// until scaled down by promotion, and one while a wake is pending.
 	Autoscaler *autoscale.Autoscaler
 
+	// Sandbox configures the SandboxImageBuild reconciler (imports and builds of sandbox images).
+	Sandbox SandboxOptions
+
 	// SkipNameValidation lets a test process start more than one manager with these controllers. The manager's
 	// own Controller.SkipNameValidation is honoured as well.
 	SkipNameValidation bool
@@ -126,6 +129,9 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		}},
 		{"workspaceapikey-createdby", func() error {
 			return (&KeyCreatorReconciler{Client: c, Recorder: mgr.GetEventRecorderFor("modelgate-manager")}).setup(mgr, copts)
+		}},
+		{"SandboxImageBuild", func() error {
+			return (&SandboxImageBuildReconciler{Client: c, Reader: mgr.GetAPIReader(), Opts: opts.Sandbox, Clock: opts.Clock}).setup(mgr, copts)
 		}},
 		{"snapshot", func() error {
 			return (&SnapshotReconciler{Client: c, Reader: mgr.GetAPIReader(), ChunkBytes: opts.SnapshotChunkBytes}).setup(mgr, copts)

@@ -44,6 +44,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/reload"
 	"github.com/modelgate/modelgate/gatewayd/requestlog"
 	"github.com/modelgate/modelgate/gatewayd/rest/throttles"
+	"github.com/modelgate/modelgate/gatewayd/rest/sandboxes"
 	"github.com/modelgate/modelgate/gatewayd/state"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 	"github.com/modelgate/modelgate/gatewayd/view"
@@ -132,6 +133,8 @@ type Options struct {
 	// DashboardSessionSecrets is the key ring that seals dashboard session cookies (dashboard.SessionOptions);
 	// one random secret for this process when empty, so sessions end at a restart and do not span replicas.
 	DashboardSessionSecrets [][]byte
+	// Sandboxes configures the sandbox image routes (upload signing key, base URL, image reference guard).
+	Sandboxes sandboxes.Options
 }
 
 // Gateway is a configured data plane.

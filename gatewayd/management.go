@@ -60,7 +60,7 @@ func (g *Gateway) mountManagement() error {
 		ReadYourWritesTimeout: g.opts.ReadYourWritesTimeout,
 		RequestLog:            g.requests,
 		PodLogs:               g.pods,
-	}).Register(g.mux)
+	}).WithSandboxes(g.opts.Sandboxes).Register(g.mux)
 	return nil
 }
 

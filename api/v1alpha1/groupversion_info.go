@@ -32,6 +32,8 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&Model{}, &ModelList{},
 		&ModelDeployment{}, &ModelDeploymentList{},
 		&Team{}, &TeamList{},
+		&SandboxImage{}, &SandboxImageList{},
+		&SandboxImageBuild{}, &SandboxImageBuildList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

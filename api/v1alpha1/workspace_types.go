@@ -75,6 +75,11 @@ type WorkspaceSpec struct {
 	// names a webhook_endpoint is refused until it is set.
 	// +optional
 	AsyncWebhook *AsyncWebhook `json:"asyncWebhook,omitempty"`
+
+	// imageRegistry is where the workspace's sandbox images (and their uploaded build contexts) are pushed. A
+	// sandbox image push is refused until it is set.
+	// +optional
+	ImageRegistry *ImageRegistry `json:"imageRegistry,omitempty"`
 }
 
 // AsyncWebhook is how async inference results are signed; each request names its own webhook_endpoint.

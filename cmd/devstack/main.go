@@ -25,6 +25,7 @@ func main() {
 	flag.StringVar(&opts.UpstreamAddr, "upstream-addr", "127.0.0.1:9999", "Address the demo OpenAI-compatible upstream listens on.")
 	flag.StringVar(&opts.ModelAddr, "model-addr", "127.0.0.1:9998", "Address the demo model server listens on.")
 	flag.StringVar(&opts.MetricsAddr, "metrics-addr", "127.0.0.1:9090", "Address gatewayd serves /metrics on.")
+	flag.StringVar(&opts.RegistryAddr, "registry-addr", "127.0.0.1:5000", "Address of the in-process OCI registry, the workspace's image registry for sandbox images.")
 	flag.StringVar(&opts.DevDir, "dev-dir", ".dev", "Directory for the kubeconfig, the env file and the workspace signing key.")
 	flag.DurationVar(&opts.ReadyTimeout, "ready-timeout", 3*time.Minute, "How long to wait for every component to answer.")
 	zapOpts := zap.Options{Development: true}

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -32,6 +33,7 @@ func main() {
 		showVer    bool
 		dash       bool
 		dashKeys   string
+		uploadKey  string
 	)
 	flag.StringVar(&opts.Addr, "addr", ":8080", "Address gatewayd serves model calls, the REST API, /healthz and /readyz on.")
 	flag.StringVar(&opts.MetricsAddr, "metrics-addr", ":9090", "Address of /metrics (every workspace's series): keep it inside the cluster. Empty turns it off.")
@@ -50,6 +52,9 @@ func main() {
 	flag.DurationVar(&opts.AsyncConfig.Lease, "async-lease", async.DefaultLease, "How long a worker's lease on a running async request lasts without a heartbeat (sent every third of it): how soon a request of a crashed replica runs again.")
 	flag.BoolVar(&dash, "dashboard", true, "Serve the operator dashboard at /dashboard/ (it needs the management API).")
 	flag.StringVar(&dashKeys, "dashboard-session-secrets-file", "", "File of the secrets that seal dashboard session cookies, one a line, newest first (the chart mounts its Secret here). Empty: one random secret, so sessions end at a restart and do not span replicas.")
+	flag.StringVar(&uploadKey, "sandbox-upload-key-file", "", "File (mount it from a Secret) holding the key that signs sandbox upload URLs; every replica needs the same one. Sandbox pushes answer 503 without it.")
+	flag.StringVar(&opts.Sandboxes.BaseURL, "sandbox-base-url", "", "Public base URL that sandbox upload URLs start with; defaults to the scheme and Host of the push request.")
+	flag.BoolVar(&opts.Sandboxes.AllowInternalImages, "sandbox-allow-internal-images", false, "Let sandbox image references aim at loopback, private and link-local registries. For development stacks only.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -78,6 +83,14 @@ func main() {
 	}
 	opts.RESTConfig = cfg
 	opts.Logger = log
+	if uploadKey != "" {
+		key, err := os.ReadFile(uploadKey)
+		if err != nil || len(bytes.TrimSpace(key)) < 32 {
+			log.Error(err, "The sandbox upload key file must be readable and hold at least 32 bytes", "file", uploadKey)
+			os.Exit(1)
+		}
+		opts.Sandboxes.UploadKey = bytes.TrimSpace(key)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -49,6 +49,10 @@ func main() {
 	flag.StringVar(&f.certs.WebhookConfigurationName, "webhook-configuration-name", "", "self-managed: the ValidatingWebhookConfiguration whose caBundle is filled in.")
 	flag.StringVar(&f.statsService, "gatewayd-stats-service", "",
 		"gatewayd's metrics Service, as name (in POD_NAMESPACE) or namespace/name: the autoscaler reads /internal/stats from each of its ready endpoints every 2 s. Empty runs no autoscaler.")
+	flag.BoolVar(&f.sandbox.AllowInternalImages, "sandbox-allow-internal-images", false, "Let imported and FROM images come from loopback, private and link-local registries. For development stacks only.")
+	flag.StringVar(&f.sandbox.BuildKitImage, "sandbox-buildkit-image", "", "Rootless BuildKit image (for example moby/buildkit:rootless) that builds Dockerfiles the built-in builder refuses (RUN, several stages); off when empty.")
+	flag.StringVar(&f.sandbox.ContextFetcherImage, "sandbox-context-fetcher-image", "gcr.io/go-containerregistry/crane:debug", "Image (with crane, gunzip and unzip) that fetches a build context for the BuildKit Job.")
+	flag.StringVar(&f.sandbox.TempDir, "sandbox-temp-dir", "", "Directory (an emptyDir) that holds a build context and its layers while a build runs; the system's temporary directory when empty.")
 	showVersion := flag.Bool("version", false, "Print the version and exit.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -71,6 +75,7 @@ func main() {
 
 // flags are the command-line settings of the manager.
 type flags struct {
+	sandbox                 controllers.SandboxOptions
 	metricsAddr             string
 	probeAddr               string
 	leaderElect             bool
@@ -137,7 +142,7 @@ func run(f flags) error {
 	if err != nil {
 		return fmt.Errorf("failed to create manager: %w", err)
 	}
-	if err := controllers.SetupWithManager(mgr, controllers.Options{Autoscaler: f.autoscaler()}); err != nil {
+	if err := controllers.SetupWithManager(mgr, controllers.Options{Autoscaler: f.autoscaler(), Sandbox: f.sandbox}); err != nil {
 		return fmt.Errorf("failed to set up controllers: %w", err)
 	}
 	// The webhook server starts only once it has a certificate (at once in cert-manager mode).

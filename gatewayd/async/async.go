@@ -22,7 +22,7 @@ import (
 
 	"github.com/modelgate/modelgate/api/snapshot"
 
-	"github.com/modelgate/modelgate/gatewayd/async/netguard"
+	"github.com/modelgate/modelgate/api/netguard"
 	"github.com/modelgate/modelgate/gatewayd/async/queue"
 	"github.com/modelgate/modelgate/gatewayd/inference"
 	"github.com/modelgate/modelgate/gatewayd/limits"

@@ -10,7 +10,7 @@ import (
 
 	"github.com/modelgate/modelgate/api/snapshot"
 
-	"github.com/modelgate/modelgate/gatewayd/async/netguard"
+	"github.com/modelgate/modelgate/api/netguard"
 	"github.com/modelgate/modelgate/gatewayd/async/queue"
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/httperr"

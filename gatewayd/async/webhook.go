@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/modelgate/modelgate/gatewayd/async/netguard"
+	"github.com/modelgate/modelgate/api/netguard"
 	"github.com/modelgate/modelgate/gatewayd/async/queue"
 	"github.com/modelgate/modelgate/gatewayd/billing"
 )

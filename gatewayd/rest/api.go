@@ -19,6 +19,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/rest/groups"
 	"github.com/modelgate/modelgate/gatewayd/rest/kit"
 	"github.com/modelgate/modelgate/gatewayd/rest/models"
+	"github.com/modelgate/modelgate/gatewayd/rest/sandboxes"
 	"github.com/modelgate/modelgate/gatewayd/rest/teams"
 	"github.com/modelgate/modelgate/gatewayd/rest/workspacekeys"
 )
@@ -37,7 +38,17 @@ type KeyUseReader = kit.KeyUseReader
 
 // API serves the /v1 management routes.
 type API struct {
-	kit *kit.Kit
+	kit       *kit.Kit
+	sandboxes sandboxes.Options
+}
+
+// SandboxOptions configures the sandbox image routes.
+type SandboxOptions = sandboxes.Options
+
+// WithSandboxes sets the sandbox image routes' options (upload signing key, base URL, image guard).
+func (a *API) WithSandboxes(opts SandboxOptions) *API {
+	a.sandboxes = opts
+	return a
 }
 
 //go:embed openapi.json
@@ -54,6 +65,7 @@ func (a *API) Register(mux *http.ServeMux) {
 	workspacekeys.Register(mux, a.kit)
 	models.Register(mux, a.kit)
 	teams.Register(mux, a.kit)
+	sandboxes.Register(mux, a.kit, a.sandboxes)
 
 	// The spec is public: it holds no workspace data, and clients need it before they have a key.
 	mux.HandleFunc("GET /v1/spec", func(w http.ResponseWriter, r *http.Request) {

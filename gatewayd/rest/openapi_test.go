@@ -160,7 +160,11 @@ var _ = Describe("Error answers of every route", func() {
 			if path == "/v1/spec" {
 				continue
 			}
-			for method := range ops {
+			for method, op := range ops {
+				// An operation that declares no security (a signed upload URL) is not a workspace-key route.
+				if sec, ok := op.(map[string]any)["security"].([]any); ok && len(sec) == 0 {
+					continue
+				}
 				method = strings.ToUpper(method)
 				// Ids no object has: valid names, and a valid 16-character prefix.
 				url := param.ReplaceAllStringFunc(path, func(p string) string {

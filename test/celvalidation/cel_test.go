@@ -103,6 +103,14 @@ spec:
   modelID: sentiment
   source: {url: "https://models.example.com/sentiment"}
 `
+	sandboxImage = `
+kind: SandboxImage
+spec: {teamID: red, name: "agents/python_3.12-slim"}
+`
+	uploadBuild = `
+kind: SandboxImageBuild
+spec: {imageRef: img-1, teamID: red, source: {upload: {}}}
+`
 	containerDeployment = `
 kind: ModelDeployment
 spec:
@@ -627,6 +635,38 @@ spec: {modelID: sentiment, source: {url: "https://models.example.com/x"}, autosc
 		{name: "deployment: minReplica equal to maxReplica accepted", object: `
 kind: ModelDeployment
 spec: {modelID: sentiment, source: {url: "https://models.example.com/x"}, autoscaling: {minReplica: 2, maxReplica: 2}}`},
+
+		// Workspace.spec.imageRegistry.
+		{name: "workspace: image registry accepted", object: `
+kind: Workspace
+spec: {imageRegistry: {url: "registry.example.com/sandboxes", secretRef: {name: registry-creds}}}`},
+		{name: "workspace: image registry without url refused", object: `
+kind: Workspace
+spec: {imageRegistry: {url: ""}}`, wantPath: "spec.imageRegistry.url", wantMsg: "at least 1 chars long"},
+
+		// SandboxImage and SandboxImageBuild.
+		{name: "sandbox image: valid object accepted", object: sandboxImage},
+		{name: "sandbox image: name with uppercase refused", object: `
+kind: SandboxImage
+spec: {teamID: red, name: Agent}`, wantPath: "spec.name", wantMsg: "should match"},
+		{name: "sandbox image: name with a leading separator refused", object: `
+kind: SandboxImage
+spec: {teamID: red, name: "-agent"}`, wantPath: "spec.name", wantMsg: "should match"},
+		{name: "sandbox image: team change refused", object: sandboxImage, update: `spec: {teamID: blue}`,
+			wantPath: "spec", wantMsg: "spec is immutable"},
+		{name: "sandbox build: upload accepted", object: uploadBuild},
+		{name: "sandbox build: import with credentials accepted", object: `
+kind: SandboxImageBuild
+spec: {imageRef: img-1, teamID: red, source: {import: {image: "ghcr.io/org/app:1", dockerConfigSecretRef: {name: creds}}}}`},
+		{name: "sandbox build: no source refused", object: `
+kind: SandboxImageBuild
+spec: {imageRef: img-1, teamID: red, source: {}}`, wantPath: "spec.source", wantMsg: "exactly one of upload and import must be set"},
+		{name: "sandbox build: both sources refused", object: `
+kind: SandboxImageBuild
+spec: {imageRef: img-1, teamID: red, source: {upload: {}, import: {image: "ghcr.io/org/app:1"}}}`,
+			wantPath: "spec.source", wantMsg: "exactly one of upload and import must be set"},
+		{name: "sandbox build: spec change refused", object: uploadBuild, update: `spec: {imageRef: img-2}`,
+			wantPath: "spec", wantMsg: "a SandboxImageBuild is immutable"},
 	}
 
 	ctx := context.Background()

@@ -388,7 +388,7 @@ func checkDefault(t *testing.T, objs []*unstructured.Unstructured) {
 
 	// Every namespace: ClusterRoles, and no Secret access for gatewayd until names are given.
 	gwRole := clusterRole(t, objs, "modelgate-gatewayd")
-	if rule := ruleFor(gwRole.Rules, "", "secrets"); rule != nil {
+	if rule := secretReadRule(gwRole.Rules); rule != nil {
 		t.Errorf("gatewayd may read Secrets (%+v) although gatewayd.upstreamSecretNames is empty", rule)
 	}
 	if helmtest.Find(objs, "ClusterRoleBinding", "modelgate-manager") == nil || helmtest.Find(objs, "ClusterRoleBinding", "modelgate-gatewayd") == nil {
@@ -480,7 +480,7 @@ func checkNamespaced(t *testing.T, objs []*unstructured.Unstructured) {
 	}
 	var role rbacv1.Role
 	fromUnstructured(t, helmtest.Find(objs, "Role", "modelgate-gatewayd"), &role)
-	rule := ruleFor(role.Rules, "", "secrets")
+	rule := secretReadRule(role.Rules)
 	if rule == nil || !slices.Equal(rule.ResourceNames, []string{"openai-upstream", "billing-webhook"}) || !slices.Equal(rule.Verbs, []string{"get"}) {
 		t.Errorf("gatewayd Secret rule = %+v, want get on resourceNames [openai-upstream billing-webhook]", rule)
 	}
@@ -551,7 +551,7 @@ func checkEverything(t *testing.T, objs []*unstructured.Unstructured) {
 	}
 	var role rbacv1.Role
 	fromUnstructured(t, helmtest.Find(objs, "Role", "modelgate-gatewayd"), &role)
-	if rule := ruleFor(role.Rules, "", "secrets"); rule == nil || len(rule.ResourceNames) != 0 || !slices.Contains(rule.Verbs, "watch") {
+	if rule := secretReadRule(role.Rules); rule == nil || len(rule.ResourceNames) != 0 || !slices.Contains(rule.Verbs, "watch") {
 		t.Errorf("gatewayd Secret rule with secretAccess=namespace = %+v, want get/list/watch of every Secret", rule)
 	}
 }
@@ -603,6 +603,14 @@ func hasNamespacedObject(objs []*unstructured.Unstructured, kind, name, ns strin
 		}
 	}
 	return false
+}
+
+// secretReadRule is gatewayd's rule that reads Secrets, leaving out the create-only rule of sandbox pushes (a
+// push's docker_config becomes a Secret; creating one reads nothing).
+func secretReadRule(rules []rbacv1.PolicyRule) *rbacv1.PolicyRule {
+	return ruleFor(slices.DeleteFunc(slices.Clone(rules), func(r rbacv1.PolicyRule) bool {
+		return slices.Equal(r.Verbs, []string{"create"})
+	}), "", "secrets")
 }
 
 func ruleFor(rules []rbacv1.PolicyRule, group, resource string) *rbacv1.PolicyRule {

@@ -15,6 +15,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -101,8 +102,8 @@ func TestChartRBAC(t *testing.T) {
 				return watch(&corev1.SecretList{}, served)(ctx, c)
 			}},
 			{"get a Secret in another namespace", false, getSecret(other, upstreamSecret)},
-			{"create a Secret", false, func(ctx context.Context, c client.WithWatch) error {
-				return c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: served, GenerateName: "x-"}})
+			{"create a Secret in another namespace", false, func(ctx context.Context, c client.WithWatch) error {
+				return c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: other, GenerateName: "x-"}})
 			}},
 		})
 	})
@@ -200,6 +201,19 @@ func gatewaydChecks(ns string) []check {
 			ws.Labels = map[string]string{"touched": "true"}
 			return c.Update(ctx, &ws)
 		}},
+		{"push a sandbox image: create its record and build, record the upload, delete the record", true, sandboxPush(ns)},
+		{"create a Secret (a push's docker_config, owned by its build)", true, func(ctx context.Context, c client.WithWatch) error {
+			return c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "sib-docker-config-"}})
+		}},
+		{"write a SandboxImage's tags (the manager's)", false, func(ctx context.Context, c client.WithWatch) error {
+			img := &gatewayv1.SandboxImage{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "img-"},
+				Spec: gatewayv1.SandboxImageSpec{TeamID: "red", Name: "tags"}}
+			if err := c.Create(ctx, img); err != nil {
+				return fmt.Errorf("setup: %w", err)
+			}
+			img.Status.LastVersion = 1
+			return c.Status().Update(ctx, img)
+		}},
 		{"write a snapshot ConfigMap", false, createDeleteConfigMap(ns, false)},
 		{"delete the snapshot ConfigMap", false, func(ctx context.Context, c client.WithWatch) error {
 			return c.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "modelgate-snapshot"}})
@@ -228,10 +242,45 @@ func gatewaydChecks(ns string) []check {
 	}
 }
 
+// sandboxPush is what gatewayd's sandbox routes write: the SandboxImage, a SandboxImageBuild, the build's status
+// (the upload's context digest), and the SandboxImage's deletion.
+func sandboxPush(ns string) func(context.Context, client.WithWatch) error {
+	return func(ctx context.Context, c client.WithWatch) error {
+		img := &gatewayv1.SandboxImage{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "img-"},
+			Spec: gatewayv1.SandboxImageSpec{TeamID: "red", Name: "agent"}}
+		if err := c.Create(ctx, img); err != nil {
+			return err
+		}
+		b := &gatewayv1.SandboxImageBuild{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "sib-"},
+			Spec: gatewayv1.SandboxImageBuildSpec{ImageRef: img.Name, TeamID: "red", Source: gatewayv1.SandboxSource{Upload: &gatewayv1.SandboxUpload{}}}}
+		if err := c.Create(ctx, b); err != nil {
+			return err
+		}
+		b.Status.ContextDigest, b.Status.Status = "sha256:0", gatewayv1.SandboxBuilding
+		if err := c.Status().Update(ctx, b); err != nil {
+			return err
+		}
+		return c.Delete(ctx, img)
+	}
+}
+
 // managerChecks are what the reconcilers, the admission webhooks, leader election and the self-managed
 // webhook certificate need, and the nearest things they must not get.
 func managerChecks(ns, fullname string) []check {
 	return []check{
+		{"create and delete a BuildKit Job (the sandbox build backend)", true, func(ctx context.Context, c client.WithWatch) error {
+			job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "sib-"},
+				Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+					Containers: []corev1.Container{{Name: "buildkit", Image: "moby/buildkit:rootless"}}}}}}
+			if err := c.Create(ctx, job); err != nil {
+				return err
+			}
+			return c.Delete(ctx, job)
+		}},
+		{"create a SandboxImageBuild (only gatewayd and users push)", false, func(ctx context.Context, c client.WithWatch) error {
+			return c.Create(ctx, &gatewayv1.SandboxImageBuild{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "sib-"},
+				Spec: gatewayv1.SandboxImageBuildSpec{ImageRef: "img-x", TeamID: "red", Source: gatewayv1.SandboxSource{Upload: &gatewayv1.SandboxUpload{}}}})
+		}},
 		{"list and watch every kind", true, func(ctx context.Context, c client.WithWatch) error {
 			for _, l := range []client.ObjectList{&gatewayv1.GroupList{}, &gatewayv1.APIKeyList{}, &gatewayv1.EndpointList{},
 				&gatewayv1.WorkspaceList{}, &gatewayv1.WorkspaceAPIKeyList{}} {

@@ -39,6 +39,7 @@ func (s *Stack) seed(ctx context.Context) error {
 			Spec: gatewayv1.WorkspaceSpec{
 				KeyRegistration: &gatewayv1.KeyRegistration{PublicKey: publicKeyBase64(signing)},
 				AsyncWebhook:    &gatewayv1.AsyncWebhook{SecretRef: gatewayv1.SecretKeySelector{Name: AsyncWebhookSecretName}},
+				ImageRegistry:   &gatewayv1.ImageRegistry{URL: "http://" + s.RegistryHost + "/sandboxes"},
 			},
 		},
 		&corev1.Secret{
@@ -120,6 +121,7 @@ func (s *Stack) writeEnv() error {
 		"export MODELGATE_API_KEY=" + s.APIKey,
 		"export KUBECONFIG=" + s.KubeconfigPath,
 		"export MODELGATE_NAMESPACE=" + s.Namespace,
+		"export MODELGATE_REGISTRY=" + s.RegistryHost,
 		// kubectl is built with the API server and is not on PATH otherwise.
 		`export PATH="` + filepath.Dir(s.KubectlPath) + `:$PATH"`,
 	}

@@ -65,6 +65,9 @@ type Options struct {
 	State state.Config
 	// MetricsAddr is where gatewayd serves /metrics. A port of 0 picks a free one. Default 127.0.0.1:0.
 	MetricsAddr string
+	// RegistryAddr is where the in-process OCI registry (the workspace's image registry) listens. A port of 0
+	// picks a free one. Default 127.0.0.1:0.
+	RegistryAddr string
 }
 
 // Names of the seeded objects. config/samples/endpoint.yaml declares the same Endpoint and upstream Secret, so
@@ -87,6 +90,8 @@ const (
 	// development value, so a local receiver can verify async results.
 	AsyncWebhookSecretName = "async-webhook"
 	AsyncWebhookSecret     = "whsec_bW9kZWxnYXRlLWRldi1hc3luYy13ZWJob29rLXNlY3JldA=="
+	// SandboxUploadKey is gatewayd's development key for signing sandbox upload URLs.
+	SandboxUploadKey = "modelgate-dev-sandbox-upload-signing-key"
 )
 
 // Stack is a running local product. Its exported fields are set once Start returns.
@@ -119,6 +124,11 @@ type Stack struct {
 	EnvPath        string
 	// KubectlPath is the kubectl binary that matches the API server.
 	KubectlPath string
+	// RegistryHost is the in-process OCI registry's host:port: the seeded Workspace's imageRegistry is
+	// http://<RegistryHost>/sandboxes, and plain-HTTP image references to it are allowed (a development stack).
+	RegistryHost string
+	// SandboxUploadKey signs sandbox upload URLs (a fixed development value, so tests can sign their own).
+	SandboxUploadKey []byte
 
 	devDir        string
 	removeDevDir  bool
@@ -126,6 +136,7 @@ type Stack struct {
 	running       []<-chan struct{}
 	stopUpstream  func()
 	stopModel     func()
+	stopRegistry  func()
 	failed        chan error
 	webhookServer webhook.Server
 }
@@ -164,6 +175,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	if err := s.startModel(opts.ModelAddr); err != nil {
+		return nil, err
+	}
+	if err := s.startRegistry(opts.RegistryAddr); err != nil {
 		return nil, err
 	}
 
@@ -211,6 +225,10 @@ func (s *Stack) Stop() error {
 		s.stopModel()
 		s.stopModel = nil
 	}
+	if s.stopRegistry != nil {
+		s.stopRegistry()
+		s.stopRegistry = nil
+	}
 	if s.Env != nil {
 		if err := s.Env.Stop(); err != nil {
 			errs = append(errs, fmt.Errorf("failed to stop the control plane: %w", err))
@@ -242,6 +260,9 @@ func (o *Options) defaults() error {
 	}
 	if o.ModelAddr == "" {
 		o.ModelAddr = "127.0.0.1:0"
+	}
+	if o.RegistryAddr == "" {
+		o.RegistryAddr = "127.0.0.1:0"
 	}
 	if o.MetricsAddr == "" {
 		o.MetricsAddr = "127.0.0.1:0"
@@ -335,7 +356,10 @@ func (s *Stack) startManager(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("failed to create manager: %w", err)
 	}
-	if err := controllers.SetupWithManager(mgr, opts.Controllers); err != nil {
+	copts := opts.Controllers
+	// A development stack imports and builds from registries on this machine.
+	copts.Sandbox.AllowInternalImages = true
+	if err := controllers.SetupWithManager(mgr, copts); err != nil {
 		return fmt.Errorf("failed to set up controllers: %w", err)
 	}
 	if err := webhooks.SetupWithManager(mgr); err != nil {
@@ -355,6 +379,12 @@ func (s *Stack) startGatewayd(ctx context.Context, opts Options) error {
 	// A development stack: async result webhooks may go to a receiver on this machine (DESIGN.md "Details
 	// pinned for the serving half").
 	gopts.AsyncConfig.AllowInternalWebhooks = true
+	// ... and sandbox images may come from this machine's registries (the in-process one included).
+	gopts.Sandboxes.AllowInternalImages = true
+	if len(gopts.Sandboxes.UploadKey) == 0 {
+		gopts.Sandboxes.UploadKey = []byte(SandboxUploadKey)
+	}
+	s.SandboxUploadKey = gopts.Sandboxes.UploadKey
 	// Listening here, rather than in ListenAndServe, makes a port of 0 safe: the address is known and held.
 	ln, err := net.Listen("tcp", opts.GatewayAddr)
 	if err != nil {

@@ -21,6 +21,17 @@ per-namespace Roles (namespaces listed). docs/rbac.md explains every rule and wh
 - apiGroups: [gateway.modelgate.io]
   resources: [groups/finalizers, modeldeployments/finalizers]
   verbs: [update]
+# The SandboxImageBuild reconciler runs imports and builds, and writes the tags onto the SandboxImage's status; the
+# BuildKit backend runs a build as a Job it owns.
+- apiGroups: [gateway.modelgate.io]
+  resources: [sandboximagebuilds, sandboximages]
+  verbs: [get, list, watch]
+- apiGroups: [gateway.modelgate.io]
+  resources: [sandboximagebuilds/status, sandboximages/status]
+  verbs: [get, update, patch]
+- apiGroups: [batch]
+  resources: [jobs]
+  verbs: [get, list, watch, create, delete]
 # A ModelDeployment with a container source runs as a Deployment and a Service the manager owns. Activation and
 # the autoscaler scale it, or a service source's scaleTargetRef, through the scale subresource; the autoscaler
 # finds every gatewayd replica through its EndpointSlices.
@@ -88,6 +99,22 @@ per-namespace Roles (namespaces listed). docs/rbac.md explains every rule and wh
 - apiGroups: [""]
   resources: [pods/log]
   verbs: [get]
+# Sandbox image pushes: the POST creates the repository's record and one build per push, the upload records the
+# context's digest on the build's status, and DELETE removes the record.
+- apiGroups: [gateway.modelgate.io]
+  resources: [sandboximages]
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [gateway.modelgate.io]
+  resources: [sandboximagebuilds]
+  verbs: [get, list, watch, create]
+- apiGroups: [gateway.modelgate.io]
+  resources: [sandboximagebuilds/status]
+  verbs: [get, update]
+# A push's docker_config goes into a Secret owned by its build. RBAC cannot limit creation by name; gatewayd still
+# reads no Secret it was not granted.
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [create]
 {{- if eq .Values.gatewayd.secretAccess "namespace" }}
 # secretAccess=namespace: every Secret of a served namespace (Endpoints created through the REST API).
 - apiGroups: [""]

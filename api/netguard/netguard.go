@@ -1,8 +1,9 @@
-// Package netguard keeps gatewayd from being turned against its own network: a URL that a caller hands in (an
-// async result webhook) must be https and must not aim at loopback, private, link-local or other internal
-// addresses, unless the operator allows them (a development stack). The URL check refuses what it can see in
-// the URL; the dialer guard checks every address a name resolves to at connection time, so DNS cannot smuggle
-// an internal address past the first check.
+// Package netguard keeps modelgate from being turned against its own network: a URL or registry host that a
+// caller hands in (an async result webhook, a sandbox image reference) must not aim at loopback, private,
+// link-local or other internal addresses, unless the operator allows them (a development stack); URLs must also
+// be https. The static check refuses what it can see in the URL or host; the dialer guard checks every address a
+// name resolves to at connection time, so DNS cannot smuggle an internal address past the first check. It lives
+// in api/ because both planes use it: gatewayd (webhooks, image references) and the manager (imports, FROM).
 package netguard
 
 import (
@@ -85,15 +86,15 @@ func control(_, address string, _ syscall.RawConn) error {
 	return nil
 }
 
-// Client returns an HTTP client for caller-supplied URLs: it does not follow redirects (a redirect could point
-// anywhere) and, unless allowInternal, refuses connections to internal addresses. It uses no proxy, so the
-// guard sees the real destination.
-func Client(allowInternal bool) *http.Client {
+// Transport returns a transport for caller-supplied targets that may redirect (a registry sends blob reads to
+// its storage): unless allowInternal, every connection, redirected ones included, is refused when it aims at an
+// internal address after name resolution. It uses no proxy, so the guard sees the real destination.
+func Transport(allowInternal bool) *http.Transport {
 	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 	if !allowInternal {
 		d.Control = control
 	}
-	t := &http.Transport{
+	return &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			return d.DialContext(ctx, network, addr)
 		},
@@ -102,5 +103,30 @@ func Client(allowInternal bool) *http.Client {
 		IdleConnTimeout:     90 * time.Second,
 		ForceAttemptHTTP2:   true,
 	}
-	return &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// CheckHost returns why host (a registry host, with an optional port) may not be reached, nil when it may: the
+// static half of the guard, for references that are not URLs.
+func CheckHost(host string, allowInternal bool) error {
+	if allowInternal {
+		return nil
+	}
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if isLoopbackHost(host) {
+		return errors.New("must not aim at a loopback address")
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && Internal(ip) {
+		return errors.New("must not aim at a private, link-local or otherwise internal address")
+	}
+	return nil
+}
+
+// Client returns an HTTP client for caller-supplied URLs: it does not follow redirects (a redirect could point
+// anywhere) and, unless allowInternal, refuses connections to internal addresses. It uses no proxy, so the
+// guard sees the real destination.
+func Client(allowInternal bool) *http.Client {
+	return &http.Client{Transport: Transport(allowInternal), CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }

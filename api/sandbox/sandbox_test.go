@@ -1,0 +1,70 @@
+package sandbox
+
+import (
+	"encoding/base64"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+)
+
+func TestCheckName(t *testing.T) {
+	for n, ok := range map[string]bool{
+		"agent": true, "agents/python_3.12-slim": true, "a__b": true, "a---b": true, "a/b/c": true,
+		"": false, "Agent": false, "-a": false, "a-": false, "a//b": false, "/a": false, "a/": false, "a b": false,
+		"a:b": false, "a@b": false, strings.Repeat("a", MaxNameLength): true, strings.Repeat("a", MaxNameLength+1): false,
+	} {
+		if err := CheckName(n); (err == nil) != ok {
+			t.Errorf("CheckName(%q) = %v, want ok=%v", n, err, ok)
+		}
+	}
+}
+
+func TestRepository(t *testing.T) {
+	r, err := Repository(&gatewayv1.ImageRegistry{URL: "http://127.0.0.1:5000/sandboxes/"}, "red", "agents/runner")
+	if err != nil || r.String() != "127.0.0.1:5000/sandboxes/red/agents/runner" || r.Scheme() != "http" {
+		t.Fatalf("Repository = %v (%s), %v", r, r.Scheme(), err)
+	}
+	r, err = Repository(&gatewayv1.ImageRegistry{URL: "registry.example.com/sb"}, "red", "x")
+	if err != nil || r.String() != "registry.example.com/sb/red/x" || r.Scheme() != "https" {
+		t.Fatalf("Repository = %v (%s), %v", r, r.Scheme(), err)
+	}
+	if _, err := Repository(nil, "red", "x"); err == nil || !strings.Contains(err.Error(), "imageRegistry") {
+		t.Fatalf("no registry: %v", err)
+	}
+}
+
+func TestParseDockerConfig(t *testing.T) {
+	cfg := `{"auths": {"ghcr.io": {"auth": "` + base64.StdEncoding.EncodeToString([]byte("u:p4ss")) + `"},
+		"https://index.docker.io/v1/": {"username": "hub", "password": "hubpass"}}}`
+	kc, err := ParseDockerConfig([]byte(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ref, want := range map[string]authn.AuthConfig{
+		"ghcr.io/org/app:1":   {Username: "u", Password: "p4ss"},
+		"docker.io/library/x": {Username: "hub", Password: "hubpass"},
+		"quay.io/x/y":         {},
+	} {
+		r, _ := name.ParseReference(ref)
+		a, err := kc.Resolve(r.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := a.Authorization()
+		if got.Username != want.Username || got.Password != want.Password {
+			t.Errorf("%s: %+v, want %+v", ref, got, want)
+		}
+	}
+	for _, bad := range []string{`nope`, `{}`, `{"auths": {"x": {"auth": "!!"}}}`, `{"auths": {"x": {"auth": "` + base64.StdEncoding.EncodeToString([]byte("nocolon")) + `"}}}`} {
+		_, err := ParseDockerConfig([]byte(bad))
+		if err == nil {
+			t.Errorf("%s accepted", bad)
+		} else if strings.Contains(err.Error(), "nocolon") || strings.Contains(err.Error(), "!!") {
+			t.Errorf("the error quotes the input: %v", err)
+		}
+	}
+}

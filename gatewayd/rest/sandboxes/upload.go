@@ -1,0 +1,228 @@
+package sandboxes
+
+import (
+	"compress/gzip"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/go-logr/logr"
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/stream"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/modelgate/modelgate/api/sandbox"
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gatewayd/httperr"
+	"github.com/modelgate/modelgate/gatewayd/rest/kit"
+)
+
+// The upload URL is {base_url}/v1/sandboxes/uploads/{namespace}.{build}?expires=<unix seconds>&sig=<hex>, where sig
+// is HMAC-SHA256(UploadKey, "PUT\n<namespace>\n<build>\n<expires>"). A namespace is a DNS label and a build name
+// has no dot, so the path segment splits at its first dot.
+
+// sign is the signature of an upload of build in ns that expires at exp.
+func sign(key []byte, ns, build string, exp int64) []byte {
+	m := hmac.New(sha256.New, key)
+	fmt.Fprintf(m, "PUT\n%s\n%s\n%d", ns, build, exp)
+	return m.Sum(nil)
+}
+
+// uploadURL is the signed URL of build's upload, valid for UploadTTL.
+func (s *service) uploadURL(r *http.Request, ns, build string) string {
+	base := strings.TrimSuffix(s.opts.BaseURL, "/")
+	if base == "" {
+		scheme := "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+		base = scheme + "://" + r.Host
+	}
+	exp := s.k.Opts.Clock().Add(s.opts.UploadTTL).Unix()
+	q := url.Values{"expires": {strconv.FormatInt(exp, 10)}, "sig": {hex.EncodeToString(sign(s.opts.UploadKey, ns, build, exp))}}
+	return base + "/v1/sandboxes/uploads/" + ns + "." + build + "?" + q.Encode()
+}
+
+// verify answers 403 naming the field when the URL's signature is wrong or it has expired. The signature is
+// checked first, in constant time, so an expired URL is only reported as such to whoever holds a real one.
+func (s *service) verify(w http.ResponseWriter, r *http.Request) (ns, build string, ok bool) {
+	ns, build, _ = strings.Cut(r.PathValue("build"), ".")
+	q := r.URL.Query()
+	exp, err := strconv.ParseInt(q.Get("expires"), 10, 64)
+	sig, serr := hex.DecodeString(q.Get("sig"))
+	if len(s.opts.UploadKey) == 0 || err != nil || serr != nil || !hmac.Equal(sig, sign(s.opts.UploadKey, ns, build, exp)) {
+		httperr.Write(w, http.StatusForbidden, httperr.CodeForbidden,
+			"The upload URL's signature is not valid: use the upload_url of the push response unchanged.",
+			[]httperr.FieldError{{Field: "sig", Message: "must be the signature the service issued"}})
+		return "", "", false
+	}
+	if s.k.Opts.Clock().Unix() > exp {
+		httperr.Write(w, http.StatusForbidden, httperr.CodeForbidden,
+			"The upload URL has expired: upload URLs are valid for one hour; push again for a new one.",
+			[]httperr.FieldError{{Field: "expires", Message: "has passed"}})
+		return "", "", false
+	}
+	return ns, build, true
+}
+
+// errTooLarge is a body that passed the cap.
+var errTooLarge = errors.New("upload exceeds the size limit")
+
+// cappedReader fails once more than left bytes were read, so a body without Content-Length is cut off too.
+type cappedReader struct {
+	r        io.Reader
+	left     int64
+	exceeded bool
+}
+
+func (c *cappedReader) Read(p []byte) (int, error) {
+	if c.left < 0 {
+		return 0, errTooLarge
+	}
+	if int64(len(p)) > c.left+1 {
+		p = p[:c.left+1]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	if c.left < 0 {
+		c.exceeded = true
+		return n, errTooLarge
+	}
+	return n, err
+}
+
+func (s *service) tooLarge(w http.ResponseWriter) {
+	httperr.Write(w, http.StatusRequestEntityTooLarge, httperr.CodePayloadTooLarge,
+		fmt.Sprintf("The upload is larger than %d bytes (5 GB), the most a build context may be.", s.opts.MaxUploadBytes),
+		[]httperr.FieldError{{Field: "body", Message: fmt.Sprintf("must be at most %d bytes", s.opts.MaxUploadBytes)}})
+}
+
+// upload is PUT /v1/sandboxes/uploads/{build}: it streams the ZIP into the workspace registry as a single-layer
+// artifact tagged sandbox.ContextTag(build), computing the digest while it streams (constant memory, nothing on
+// disk), and records the artifact's digest on the build, which moves it to BUILDING for the manager.
+func (s *service) upload(w http.ResponseWriter, r *http.Request) {
+	ns, buildName, ok := s.verify(w, r)
+	if !ok {
+		return
+	}
+	if r.ContentLength > s.opts.MaxUploadBytes {
+		s.tooLarge(w)
+		return
+	}
+	ctx := r.Context()
+	log := logr.FromContextOrDiscard(ctx).WithValues("namespace", ns, "build", buildName)
+	c := s.k.Opts.Client
+	var build gatewayv1.SandboxImageBuild
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: buildName}, &build); err != nil {
+		if apierrors.IsNotFound(err) {
+			kit.NotFound(w, "Sandbox image build", buildName)
+			return
+		}
+		kit.WriteKubeError(w, r, "get sandbox image build", err)
+		return
+	}
+	if build.Spec.Source.Upload == nil || build.Phase() != gatewayv1.SandboxUploading {
+		httperr.Write(w, http.StatusConflict, httperr.CodeConflict,
+			fmt.Sprintf("Build %q does not wait for an upload (status %s): each push takes one upload.", buildName, build.Phase()),
+			[]httperr.FieldError{{Field: "build", Message: "must be UPLOADING"}})
+		return
+	}
+	var img gatewayv1.SandboxImage
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: build.Spec.ImageRef}, &img); err != nil {
+		kit.WriteKubeError(w, r, "get sandbox image", err)
+		return
+	}
+	reg, ok := s.registry(w, r, ns)
+	if !ok {
+		return
+	}
+	repo, err := sandbox.Repository(reg, img.Spec.TeamID, img.Spec.Name)
+	if err != nil {
+		kit.WriteKubeError(w, r, "resolve the workspace registry", err)
+		return
+	}
+	kc, err := registryKeychain(r, c, ns, reg)
+	if err != nil {
+		log.Error(err, "Failed to read the workspace registry credentials")
+		httperr.Write(w, http.StatusServiceUnavailable, httperr.CodeUnavailable,
+			"The workspace registry's credentials (Workspace.spec.imageRegistry.secretRef) could not be read.", nil)
+		return
+	}
+	ropts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(kc), remote.WithTransport(s.opts.RegistryTransport)}
+
+	body := &cappedReader{r: r.Body, left: s.opts.MaxUploadBytes}
+	// A ZIP is compressed already: the fastest gzip level only frames it, at little CPU.
+	layer := stream.NewLayer(io.NopCloser(body), stream.WithCompressionLevel(gzip.BestSpeed))
+	if err := remote.WriteLayer(repo, layer, ropts...); err != nil {
+		if body.exceeded {
+			s.tooLarge(w)
+			return
+		}
+		log.Error(err, "Failed to stream the build context into the workspace registry")
+		httperr.Write(w, http.StatusBadGateway, httperr.CodeUnavailable,
+			"The build context could not be written to the workspace registry; retry the upload.", nil)
+		return
+	}
+	artifact, err := mutate.AppendLayers(empty.Image, layer)
+	if err == nil {
+		artifact = mutate.ConfigMediaType(mutate.MediaType(artifact, types.OCIManifestSchema1), sandbox.ContextMediaType)
+		err = remote.Write(repo.Tag(sandbox.ContextTag(buildName)), artifact, ropts...)
+	}
+	dig, derr := artifact.Digest()
+	if err != nil || derr != nil {
+		log.Error(errors.Join(err, derr), "Failed to write the build context manifest")
+		httperr.Write(w, http.StatusBadGateway, httperr.CodeUnavailable,
+			"The build context could not be written to the workspace registry; retry the upload.", nil)
+		return
+	}
+	err = kit.UpdateOnConflict(func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(&build), &build); err != nil {
+			return err
+		}
+		if build.Phase() != gatewayv1.SandboxUploading {
+			return nil
+		}
+		build.Status.ContextDigest, build.Status.Status = dig.String(), gatewayv1.SandboxBuilding
+		return c.Status().Update(ctx, &build)
+	})
+	if err != nil {
+		kit.WriteKubeError(w, r, "record the build context", err)
+		return
+	}
+	log.Info("Received a build context", "contextDigest", dig.String())
+	httperr.WriteJSON(w, http.StatusOK, map[string]any{"name": img.Spec.Name, "build": buildName,
+		"status": build.Phase(), "context_digest": dig.String()})
+}
+
+// registryKeychain is the keychain of the workspace registry: its docker config Secret, anonymous when none.
+func registryKeychain(r *http.Request, c client.Reader, ns string, reg *gatewayv1.ImageRegistry) (authn.Keychain, error) {
+	if reg.SecretRef == nil {
+		return authn.NewMultiKeychain(), nil
+	}
+	var sec corev1.Secret
+	if err := c.Get(r.Context(), client.ObjectKey{Namespace: ns, Name: reg.SecretRef.Name}, &sec); err != nil {
+		return nil, fmt.Errorf("failed to read Secret %s: %w", reg.SecretRef.Name, err)
+	}
+	key := reg.SecretRef.Key
+	if key == "" {
+		key = gatewayv1.DockerConfigKey
+	}
+	kc, err := sandbox.ParseDockerConfig(sec.Data[key])
+	if err != nil {
+		return nil, fmt.Errorf("secret %s entry %s %w", reg.SecretRef.Name, key, err)
+	}
+	return kc, nil
+}
