@@ -60,6 +60,11 @@ export interface DeletedGroup {
   deleted_at: string;
 }
 
+export interface DeletedSandboxImage {
+  name: string;
+  deleted: boolean;
+}
+
 export interface Deployment {
   id: string;
   created_at: string;
@@ -266,6 +271,15 @@ export interface Promote {
   scale_down_previous_deployment?: boolean;
 }
 
+export interface PushSandboxImage {
+  /** Repository name (lowercase components joined by '.', '_', '__' or '-', separated by '/'); reusing one adds a version. */
+  name: string;
+  /** Image to import, registry hostname included. */
+  image?: string;
+  /** Docker config JSON ({"auths": {...}}) for a private image; only with image; never returned. */
+  docker_config?: string;
+}
+
 export interface RateLimited {
   error: "Rate limit exceeded. Please try again later.";
   retry_after: number;
@@ -284,6 +298,41 @@ export interface Retry {
   retried: boolean;
   reason: string;
   deployment: Deployment;
+}
+
+export interface SandboxImage {
+  name: string;
+  status: "UPLOADING" | "BUILDING" | "BUILT" | "FAILED";
+  tags: string[];
+  created_at: string;
+  updated_at: string;
+}
+
+export interface SandboxPush {
+  name: string;
+  status: "UPLOADING" | "BUILDING" | "BUILT" | "FAILED";
+  /** Present without image: PUT the ZIP here within one hour. */
+  upload_url?: string;
+  /** The repository in the workspace registry; the tag is assigned when BUILT. */
+  image_ref?: string;
+}
+
+export interface SandboxTag {
+  name: string;
+  created_at: string;
+  size_bytes: number;
+}
+
+export interface SandboxTagPage {
+  items: SandboxTag[];
+  pagination: Pagination;
+}
+
+export interface SandboxUpload {
+  name: string;
+  build: string;
+  status: "UPLOADING" | "BUILDING" | "BUILT" | "FAILED";
+  context_digest: string;
 }
 
 export interface SecretRef {
