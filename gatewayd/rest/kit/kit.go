@@ -236,8 +236,9 @@ func Teams(ctx context.Context, rd client.Reader, ns string) ([]gatewayv1.Team, 
 }
 
 // updateBackoff spreads concurrent writers of one object: each round one of them wins, so it allows about as
-// many rounds as concurrent callers a route should absorb (tens), with jitter so the losers do not collide again.
-var updateBackoff = wait.Backoff{Steps: 30, Duration: 5 * time.Millisecond, Factor: 1.5, Jitter: 1, Cap: 500 * time.Millisecond}
+// many rounds as concurrent callers a route should absorb (tens, twice over for a loaded API server, where a round
+// can go by with no winner), with jitter so the losers do not collide again.
+var updateBackoff = wait.Backoff{Steps: 60, Duration: 5 * time.Millisecond, Factor: 1.5, Jitter: 1, Cap: 500 * time.Millisecond}
 
 // UpdateOnConflict runs update (read the object, change it, write it) again on a resourceVersion conflict, with
 // the fresh object each time, so concurrent PATCHes of one object each apply and answer 200. Only a writer that
