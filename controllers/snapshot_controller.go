@@ -82,8 +82,6 @@ func (r *SnapshotReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{}, fmt.Errorf("failed to read snapshot index of %s: %w", ns, err)
 	}
 	exists := err == nil
-	// The parts the index named before this pass: a gatewayd may still be reading them, so they outlive it.
-	previous := index.Data[snapshot.DataParts]
 	version, _ := strconv.ParseInt(index.Data[snapshot.DataVersion], 10, 64)
 	if !exists || index.Data[snapshot.DataChecksum] != enc.checksum || index.Data[snapshot.DataFormat] != enc.format {
 		version = nextVersion(version, time.Now())
@@ -103,7 +101,7 @@ func (r *SnapshotReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	}
 	// Also after a restart with nothing new to publish: stale chunks of an interrupted pass go, and a Workspace
 	// that missed its version catches up.
-	if err := r.deleteStaleChunks(ctx, ns, index, previous); err != nil {
+	if err := r.deleteStaleChunks(ctx, ns, index); err != nil {
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, r.recordVersion(ctx, in.Workspaces, version)
@@ -199,17 +197,15 @@ func (r *SnapshotReconciler) upsert(ctx context.Context, cm *corev1.ConfigMap) e
 	return nil
 }
 
-// deleteStaleChunks deletes every chunk ConfigMap of ns that neither the index nor the index before this pass
-// (previous, its DataParts) names: numbered chunks past the index's count, numbered chunks under a
-// content-addressed index, and parts no index names any more. Keeping the previous index's parts lets a
-// gatewayd that read that index finish reading it.
-func (r *SnapshotReconciler) deleteStaleChunks(ctx context.Context, ns string, index *corev1.ConfigMap, previous string) error {
+// deleteStaleChunks deletes every chunk ConfigMap of ns that the index does not name: numbered chunks past its
+// count, numbered chunks under a content-addressed index, and parts it no longer lists. It runs after the index
+// moved: gatewayd reads the index and its parts from an informer cache, which receives the index's update
+// before these deletions, so it never looks for a part deleted here.
+func (r *SnapshotReconciler) deleteStaleChunks(ctx context.Context, ns string, index *corev1.ConfigMap) error {
 	keep := map[string]bool{}
-	for _, list := range []string{index.Data[snapshot.DataParts], previous} {
-		for _, h := range strings.Split(list, "\n") {
-			if h != "" {
-				keep[snapshot.PartName(h)] = true
-			}
+	for _, h := range strings.Split(index.Data[snapshot.DataParts], "\n") {
+		if h != "" {
+			keep[snapshot.PartName(h)] = true
 		}
 	}
 	numbered := 0
