@@ -96,6 +96,15 @@ bench: bench-peers ## Run the Go micro-benchmarks, then the side-by-side load ha
 	go build -o $(LOCALBIN)/loadbench ./test/loadbench/cmd/loadbench
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" $(LOCALBIN)/loadbench -docs docs/benchmarks.md $(LOADBENCH_FLAGS)
 
+# SERIES_SIZES are the group counts of the scale series (10 keys per group).
+SERIES_SIZES ?= 10000,30000,100000
+
+.PHONY: bench-scale
+bench-scale: ## The scale series: 10k, 30k and 100k groups, both snapshot layouts; rewrites its section of docs/benchmarks.md and docs/scale-series.png (tens of minutes).
+	go build -o $(LOCALBIN)/loadbench ./test/loadbench/cmd/loadbench
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" $(LOCALBIN)/loadbench -scale-series -series-sizes $(SERIES_SIZES) \
+		-docs docs/benchmarks.md -series-plot docs/scale-series.png $(LOADBENCH_FLAGS)
+
 .PHONY: bench-load
 bench-load: bench-peers ## Only the harness's load rounds (OpenAI route, /production/predict, bare proxy, direct): about 1 minute, prints the table, leaves docs alone.
 	go build -o $(LOCALBIN)/loadbench ./test/loadbench/cmd/loadbench

@@ -158,7 +158,8 @@ func measurePublication(ctx context.Context, cfg SeriesConfig, cs kubernetes.Int
 		return err
 	}
 	defer child.stop()
-	probe := &prober{url: child.base + "/v1/chat/completions", key: key, client: &http.Client{Timeout: 10 * time.Second}}
+	probe := &prober{url: child.base + "/v1/chat/completions", key: key, client: &http.Client{Timeout: 10 * time.Second},
+		body: []byte(`{"model":"` + plainSlug + `","messages":[{"role":"user","content":"probe"}]}`)}
 	if _, err := probe.until(ctx, http.StatusOK, time.Minute, 5*time.Millisecond); err != nil {
 		return fmt.Errorf("the probe key never worked: %w", err)
 	}

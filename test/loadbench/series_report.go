@@ -21,7 +21,12 @@ const (
 	SeriesEndMarker   = "<!-- scale-series:end -->"
 )
 
-func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+func mib(b int64) string {
+	if b < 1<<20 {
+		return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
+	}
+	return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+}
 
 func ms(d time.Duration) string {
 	if d == 0 {
@@ -152,6 +157,7 @@ func WriteSeriesPlot(points []seriesPoint, path string) error {
 		pl.X.Scale, pl.Y.Scale = plot.LogScale{}, plot.LogScale{}
 		pl.X.Tick.Marker, pl.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
 		pl.Legend.Top, pl.Legend.Left = true, true
+		drawn := false
 		for _, layout := range []string{layoutNumbered, layoutContent} {
 			var xys plotter.XYs
 			for _, p := range points {
@@ -172,6 +178,10 @@ func WriteSeriesPlot(points []seriesPoint, path string) error {
 			line.Width = vg.Points(2)
 			pl.Add(line, pts)
 			pl.Legend.Add(layout, line, pts)
+			drawn = true
+		}
+		if !drawn {
+			continue // log axes need at least one positive value
 		}
 		pl.Draw(tiles.At(dc, k%2, k/2))
 	}
