@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,6 +38,10 @@ type SnapshotReconciler struct {
 	Reader client.Reader
 	// ChunkBytes caps the payload of one ConfigMap.
 	ChunkBytes int
+
+	// encoders keeps a snapshot.PartsEncoder per workspace namespace, so a pass re-encodes only the ranges that
+	// changed since the last one. Reconciles of one namespace never run at once (one constant key each).
+	encoders sync.Map
 }
 
 func (r *SnapshotReconciler) setup(mgr ctrl.Manager, opts controller.Options) error {
@@ -288,7 +293,8 @@ func (r *SnapshotReconciler) encode(snap *snapshot.Snapshot) (encoded, error) {
 			return encoded{format: snapshot.Format, checksum: checksum, payload: payload}, nil
 		}
 	}
-	parts, checksum, err := snapshot.EncodeParts(snap, r.ChunkBytes)
+	e, _ := r.encoders.LoadOrStore(snap.Namespace, &snapshot.PartsEncoder{})
+	parts, checksum, err := e.(*snapshot.PartsEncoder).Encode(snap, r.ChunkBytes)
 	if err != nil {
 		return encoded{}, err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strings"
 )
 
@@ -53,52 +54,99 @@ type Part struct {
 // EncodeParts cuts s into the parts of the content-addressed layout and encodes each; the checksum is the one
 // the index carries. maxBytes caps a part's payload: a range that encodes larger is halved until it fits.
 func EncodeParts(s *Snapshot, maxBytes int) (parts []Part, checksum string, err error) {
+	return (&PartsEncoder{}).Encode(s, maxBytes)
+}
+
+// PartsEncoder is EncodeParts with a memory of its last call: a range whose items equal, one by one, those of
+// the range with the same bounds last time is not encoded again, so a change pays for encoding the ranges it
+// touched and comparing the rest. Its output is exactly EncodeParts'. It holds the last snapshot's items, which
+// must not be modified afterwards (the translation builds new ones every pass). Safe for one caller at a time.
+type PartsEncoder struct {
+	last map[rangeKey]encodedRange
+	// ns is the namespace the memory was filled for: parts carry it, so they are not reused across namespaces.
+	ns string
+	// Encoded and Reused count the ranges of the last call that were encoded and taken from the memory.
+	Encoded, Reused int
+}
+
+// rangeKey names a range by its kind and its first and last keys.
+type rangeKey struct {
+	groups      bool
+	first, last string
+	n           int
+}
+
+type encodedRange struct {
+	groups []Group
+	keys   []APIKey
+	parts  []Part
+}
+
+// Encode is EncodeParts, reusing the ranges that did not change since the last call.
+func (e *PartsEncoder) Encode(s *Snapshot, maxBytes int) (parts []Part, checksum string, err error) {
 	head := *s
 	head.Groups, head.APIKeys = nil, nil
-	add := func(p *Snapshot) error {
-		payload, sum, err := Encode(p)
-		if err != nil {
-			return err
-		}
-		parts = append(parts, Part{Hash: sum, Payload: payload})
-		return nil
-	}
-	if err := add(&head); err != nil {
+	payload, sum, err := Encode(&head)
+	if err != nil {
 		return nil, "", err
 	}
-	// encodeRange encodes items[lo:hi] of one kind, halving a range that encodes too large.
-	var encodeRange func(mk func(lo, hi int) *Snapshot, lo, hi int) error
-	encodeRange = func(mk func(lo, hi int) *Snapshot, lo, hi int) error {
+	parts = append(parts, Part{Hash: sum, Payload: payload})
+	next := map[rangeKey]encodedRange{}
+	e.Encoded, e.Reused = 0, 0
+	// encodeRange appends the parts of mk(lo, hi), halving a range that encodes too large.
+	var encodeRange func(mk func(lo, hi int) *Snapshot, lo, hi int, out *[]Part) error
+	encodeRange = func(mk func(lo, hi int) *Snapshot, lo, hi int, out *[]Part) error {
 		payload, sum, err := Encode(mk(lo, hi))
 		if err != nil {
 			return err
 		}
 		if len(payload) > maxBytes && hi-lo > 1 {
 			mid := lo + (hi-lo)/2
-			if err := encodeRange(mk, lo, mid); err != nil {
+			if err := encodeRange(mk, lo, mid, out); err != nil {
 				return err
 			}
-			return encodeRange(mk, mid, hi)
+			return encodeRange(mk, mid, hi, out)
 		}
-		parts = append(parts, Part{Hash: sum, Payload: payload})
+		*out = append(*out, Part{Hash: sum, Payload: payload})
 		return nil
 	}
-	groups := func(lo, hi int) *Snapshot {
-		return &Snapshot{Namespace: s.Namespace, Groups: s.Groups[lo:hi]}
-	}
+	groups := func(lo, hi int) *Snapshot { return &Snapshot{Namespace: s.Namespace, Groups: s.Groups[lo:hi]} }
 	for _, r := range Ranges(len(s.Groups), func(i int) string { return s.Groups[i].ID }, GroupsPerPart) {
-		if err := encodeRange(groups, r[0], r[1]); err != nil {
+		items := s.Groups[r[0]:r[1]]
+		k := rangeKey{groups: true, first: items[0].ID, last: items[len(items)-1].ID, n: len(items)}
+		if prev, ok := e.last[k]; ok && s.Namespace == e.ns && slices.EqualFunc(prev.groups, items, func(a, b Group) bool { return a.Equal(&b) }) {
+			parts = append(parts, prev.parts...)
+			next[k] = prev
+			e.Reused++
+			continue
+		}
+		var out []Part
+		if err := encodeRange(groups, r[0], r[1], &out); err != nil {
 			return nil, "", err
 		}
+		parts = append(parts, out...)
+		next[k] = encodedRange{groups: items, parts: out}
+		e.Encoded++
 	}
-	keys := func(lo, hi int) *Snapshot {
-		return &Snapshot{Namespace: s.Namespace, APIKeys: s.APIKeys[lo:hi]}
-	}
+	keys := func(lo, hi int) *Snapshot { return &Snapshot{Namespace: s.Namespace, APIKeys: s.APIKeys[lo:hi]} }
 	for _, r := range Ranges(len(s.APIKeys), func(i int) string { return s.APIKeys[i].Prefix }, KeysPerPart) {
-		if err := encodeRange(keys, r[0], r[1]); err != nil {
+		items := s.APIKeys[r[0]:r[1]]
+		k := rangeKey{first: items[0].Prefix, last: items[len(items)-1].Prefix, n: len(items)}
+		if prev, ok := e.last[k]; ok && s.Namespace == e.ns && slices.Equal(prev.keys, items) {
+			parts = append(parts, prev.parts...)
+			next[k] = prev
+			e.Reused++
+			continue
+		}
+		var out []Part
+		if err := encodeRange(keys, r[0], r[1], &out); err != nil {
 			return nil, "", err
 		}
+		parts = append(parts, out...)
+		next[k] = encodedRange{keys: items, parts: out}
+		e.Encoded++
 	}
+	e.last, e.ns = next, s.Namespace
 	return parts, PartsChecksum(PartList(parts)), nil
 }
 

@@ -241,3 +241,45 @@ func fnv64(s string) uint64 {
 	}
 	return h
 }
+
+// TestPartsEncoderReusesUnchangedRanges checks that the encoder with a memory gives exactly EncodeParts' output,
+// and encodes only the ranges a change touched.
+func TestPartsEncoderReusesUnchangedRanges(t *testing.T) {
+	var e PartsEncoder
+	base := workspace(5000, 20000)
+	first, sum1, err := e.Encode(base, MaxChunkBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, wantSum, _ := EncodeParts(base, MaxChunkBytes)
+	if !slices.Equal(hashes(first), hashes(want)) || sum1 != wantSum {
+		t.Fatal("a first call differs from EncodeParts")
+	}
+	if e.Reused != 0 {
+		t.Errorf("a first call reused %d ranges", e.Reused)
+	}
+	ranges := e.Encoded
+
+	changed := workspace(5000, 20000)
+	changed.Groups[2500].Models[0].RateLimits[0].Threshold = 1
+	got, sum, err := e.Encode(changed, MaxChunkBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, wantSum, _ = EncodeParts(changed, MaxChunkBytes)
+	if !slices.Equal(hashes(got), hashes(want)) || sum != wantSum {
+		t.Fatal("a call with a memory differs from EncodeParts")
+	}
+	if e.Encoded != 1 || e.Reused != ranges-1 {
+		t.Errorf("encoded %d and reused %d ranges of %d, want 1 and %d", e.Encoded, e.Reused, ranges, ranges-1)
+	}
+
+	other := workspace(5000, 20000)
+	other.Namespace = "other"
+	if _, _, err := e.Encode(other, MaxChunkBytes); err != nil {
+		t.Fatal(err)
+	}
+	if e.Reused != 0 {
+		t.Errorf("reused %d ranges of another namespace", e.Reused)
+	}
+}

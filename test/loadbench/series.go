@@ -40,7 +40,9 @@ type SeriesConfig struct {
 	// CreateBudget bounds the creation through admission per size: what is not created by then is
 	// extrapolated from the measured rate.
 	CreateBudget time.Duration
-	Log          func(format string, args ...any)
+	// ChangeTimeout bounds one change's propagation; a change past it stops the size, and the report says so.
+	ChangeTimeout time.Duration
+	Log           func(format string, args ...any)
 }
 
 // Layouts of the snapshot ConfigMaps compared by the series.
@@ -165,6 +167,7 @@ func measurePublication(ctx context.Context, cfg SeriesConfig, cs kubernetes.Int
 	}
 
 	var published []snapshot.Part // the content layout's parts on the API server
+	var encoder snapshot.PartsEncoder // the manager's: one per workspace, remembering the last pass
 	for _, layout := range []string{layoutNumbered, layoutContent} {
 		res := &layoutResult{}
 		p.Layouts[layout] = res
@@ -192,7 +195,7 @@ func measurePublication(ctx context.Context, cfg SeriesConfig, cs kubernetes.Int
 				}
 				w, o = len(payload), 1+len(snapshot.Split(payload, snapshot.MaxChunkBytes))
 			} else {
-				parts, sum, err := snapshot.EncodeParts(s, snapshot.MaxChunkBytes)
+				parts, sum, err := encoder.Encode(s, snapshot.MaxChunkBytes)
 				if err != nil {
 					return err
 				}
@@ -207,7 +210,7 @@ func measurePublication(ctx context.Context, cfg SeriesConfig, cs kubernetes.Int
 				}
 			}
 			written, objects = append(written, w), append(objects, o)
-			at, err := probe.until(ctx, want, changeTimeout, 5*time.Millisecond)
+			at, err := probe.until(ctx, want, cfg.ChangeTimeout, 5*time.Millisecond)
 			if err != nil {
 				return fmt.Errorf("%s, change %d: %w", layout, i+1, err)
 			}

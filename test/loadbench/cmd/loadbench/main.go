@@ -127,7 +127,7 @@ func main() {
 
 // runSeries runs the scale series and writes its section of docs and its plot; it returns the exit code.
 func runSeries(ctx context.Context, sizes string, changes int, budget time.Duration, docs, plotPath string) int {
-	cfg := loadbench.SeriesConfig{KeysPerGroup: 10, Changes: changes, CreateBudget: budget,
+	cfg := loadbench.SeriesConfig{KeysPerGroup: 10, Changes: changes, CreateBudget: budget, ChangeTimeout: 3 * time.Minute,
 		Log: func(format string, args ...any) { fmt.Fprintf(os.Stderr, "loadbench: "+format+"\n", args...) }}
 	for _, s := range strings.Split(sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
