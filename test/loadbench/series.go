@@ -73,7 +73,7 @@ type seriesPoint struct {
 	Groups, Keys int
 	// PayloadBytes and Parts describe the content layout; ConfigMaps is the numbered layout's count.
 	PayloadBytes, Parts, ConfigMaps int
-	Layouts                        map[string]*layoutResult
+	Layouts                         map[string]*layoutResult
 	// APIServerRSS and EtcdRSS are the control plane's after publishing (cumulative over the series).
 	APIServerRSS, EtcdRSS int64
 	// Created objects (groups then keys) through admission within the budget, and the time taken.
@@ -166,7 +166,7 @@ func measurePublication(ctx context.Context, cfg SeriesConfig, cs kubernetes.Int
 		return fmt.Errorf("the probe key never worked: %w", err)
 	}
 
-	var published []snapshot.Part // the content layout's parts on the API server
+	var published []snapshot.Part     // the content layout's parts on the API server
 	var encoder snapshot.PartsEncoder // the manager's: one per workspace, remembering the last pass
 	for _, layout := range []string{layoutNumbered, layoutContent} {
 		res := &layoutResult{}
