@@ -132,16 +132,18 @@ func WriteSeriesDocs(path, section string) error {
 // WriteSeriesPlot draws, per layout, bytes written per change and propagation p99 against the group count,
 // on log axes, into a PNG.
 func WriteSeriesPlot(points []seriesPoint, path string) error {
+	// target is the target at 100,000 groups, drawn dashed; 0 for none.
 	panels := []struct {
 		title, y string
+		target   float64
 		f        func(*layoutResult) float64
 	}{
-		{"Bytes written to etcd per single-group change", "MiB", func(r *layoutResult) float64 { return float64(r.Written) / (1 << 20) }},
-		{"Propagation p99 of a single-group change", "seconds", func(r *layoutResult) float64 {
+		{"Bytes written to etcd per single-group change", "MiB", 2, func(r *layoutResult) float64 { return float64(r.Written) / (1 << 20) }},
+		{"Propagation p99 of a single-group change", "seconds", 1, func(r *layoutResult) float64 {
 			return percentile(append([]time.Duration(nil), r.Propagation...), .99).Seconds()
 		}},
-		{"Materialization per change (translate + encode)", "seconds", func(r *layoutResult) float64 { return r.Materialize.Seconds() }},
-		{"gatewayd RSS", "MiB", func(r *layoutResult) float64 { return float64(r.RSS) / (1 << 20) }},
+		{"Materialization per change (translate + encode)", "seconds", 0, func(r *layoutResult) float64 { return r.Materialize.Seconds() }},
+		{"gatewayd RSS", "MiB", 1024, func(r *layoutResult) float64 { return float64(r.RSS) / (1 << 20) }},
 	}
 	colors := map[string]color.Color{layoutNumbered: color.RGBA{R: 200, A: 255}, layoutContent: color.RGBA{B: 200, G: 90, A: 255}}
 	const w, h = 6 * vg.Inch, 4 * vg.Inch
@@ -182,6 +184,16 @@ func WriteSeriesPlot(points []seriesPoint, path string) error {
 		}
 		if !drawn {
 			continue // log axes need at least one positive value
+		}
+		if panel.target > 0 && len(points) > 0 {
+			line, err := plotter.NewLine(plotter.XYs{{X: float64(points[0].Groups), Y: panel.target}, {X: float64(points[len(points)-1].Groups), Y: panel.target}})
+			if err != nil {
+				return err
+			}
+			line.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+			line.Color = color.Gray{Y: 100}
+			pl.Add(line)
+			pl.Legend.Add("target at 100,000 groups", line)
 		}
 		pl.Draw(tiles.At(dc, k%2, k/2))
 	}
