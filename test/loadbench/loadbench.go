@@ -169,6 +169,21 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		plain = append(plain, withRedis)
 		stream = append(stream, withRedis)
 	}
+	// With peers, gatewayd also runs in its own process (the scale measurement's child, on the embedded store), as
+	// the peers do: on a shared machine a separate process gets its own share of the CPU, which the in-process
+	// targets share with the load generator.
+	if len(peers) > 0 {
+		if c, err := startChild(ctx, st.KubeconfigPath, ws.ns); err != nil {
+			peerNotRun[ownProcess] = err
+			cfg.progress("gatewayd in its own process not run: %v", err)
+		} else {
+			defer c.stop()
+			t := func() *Target {
+				return &Target{Name: ownProcess, URL: c.base + "/v1/chat/completions", Auth: "Api-Key " + ws.key, Model: plainSlug, StreamModel: streamSlug}
+			}
+			peers = append([]*peer{{name: ownProcess, plain: t(), stream: t(), stop: func() {}}}, peers...)
+		}
+	}
 	// Peers come last, so the fixed indexes (direct, proxy, embedded, withRedis) keep their meaning.
 	peerIndex := map[string]int{}
 	for _, p := range peers {
@@ -179,8 +194,10 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	want := expect(cfg)
 	// A peer's broken answers are the peer's finding, reported on its rows, not a failure of gatewayd's run.
 	peerV := map[int]*Violations{}
-	for _, i := range peerIndex {
-		peerV[i] = &Violations{}
+	for name, i := range peerIndex {
+		if name != ownProcess { // gatewayd's own answers count against the run
+			peerV[i] = &Violations{}
+		}
 	}
 	vOf := func(i int) *Violations {
 		if pv, ok := peerV[i]; ok {

@@ -420,6 +420,9 @@ func (r *Report) addPredict(cfg Config, rs *rounds) {
 	r.Notes = append(r.Notes, "/production/predict: a WORKSPACE_INVOKE key calls the production environment of a model whose url deployment is the zero-delay upstream with predict path /chat/completions, so the call carries the OpenAI target's body to the same server and the answer (usage included, checked) streams back unchanged. It pays for workspace-key auth, authz, the route step, the request log line and the forward; predict has no limits and no token accounting. Its runs take a place in each round's rotation of the plain targets, and each figure is taken against direct, the bare proxy and the OpenAI route of the same round. CPU per call is the harness process's user and system time over a throughput run divided by its calls (load generator, target and upstream together, so the difference between two targets is their own cost); on a shared machine it moves far less than the wall-time figures.")
 }
 
+// ownProcess names the target of gatewayd in its own process, driven with the peers.
+const ownProcess = "gatewayd (own process)"
+
 // addPeers reports gatewayd against each real peer of the same rounds: throughput at the throughput run's
 // concurrency, added latency at concurrency 1, time to first token and chunk-gap growth. A peer that is not
 // installed has its rows marked not run with the reason; one that is installed but could not start fails the
@@ -429,6 +432,10 @@ func (r *Report) addPeers(cfg Config, rs *rounds, index map[string]int, notRun m
 	type goal struct {
 		name  string
 		ratio float64
+	}
+	own, hasOwn := index[ownProcess]
+	if !hasOwn && len(index) > 0 {
+		r.notRun("throughput gatewayd (own process) ÷ nginx", "", fmt.Sprint(notRun[ownProcess]))
 	}
 	for _, g := range []goal{{"nginx", 0.90}, {"Portkey", 4}} {
 		tput := fmt.Sprintf("throughput gatewayd ÷ %s, concurrency %d", g.name, c)
@@ -456,6 +463,13 @@ func (r *Report) addPeers(cfg Config, rs *rounds, index map[string]int, notRun m
 		ratio := perRound(rs.throughput, func(round []Result) float64 { return round[embedded].Throughput() / round[i].Throughput() })
 		rps := perRound(rs.throughput, func(round []Result) float64 { return round[i].Throughput() })
 		r.add(tput, fmt.Sprintf("%.2f (%s: %.0f req/s)", ratio, g.name, rps), fmt.Sprintf("≥ %.2f", g.ratio), ratio >= g.ratio)
+		if hasOwn {
+			// The same ratio with gatewayd in its own process, as the peer is: the like-for-like figure.
+			o := perRound(rs.throughput, func(round []Result) float64 { return round[own].Throughput() / round[i].Throughput() })
+			orps := perRound(rs.throughput, func(round []Result) float64 { return round[own].Throughput() })
+			r.add(fmt.Sprintf("throughput gatewayd (own process) ÷ %s, concurrency %d", g.name, c),
+				fmt.Sprintf("%.2f (gatewayd: %.0f req/s)", o, orps), fmt.Sprintf("≥ %.2f", g.ratio), o >= g.ratio)
+		}
 		added := func(q float64) float64 {
 			return perRound(rs.latency, func(round []Result) float64 { return float64(p(q)(round[i]) - p(q)(round[direct])) })
 		}
@@ -463,6 +477,10 @@ func (r *Report) addPeers(cfg Config, rs *rounds, index map[string]int, notRun m
 		if g.name == "nginx" {
 			d := perRound(rs.latency, func(round []Result) float64 { return float64(p(.5)(round[embedded]) - p(.5)(round[i])) })
 			r.add("added latency p50, gatewayd − nginx", us(d), "≤ +50 µs", d <= 50e3)
+			if hasOwn {
+				d := perRound(rs.latency, func(round []Result) float64 { return float64(p(.5)(round[own]) - p(.5)(round[i])) })
+				r.add("added latency p50, gatewayd (own process) − nginx", us(d), "≤ +50 µs", d <= 50e3)
+			}
 		}
 		st := func(f func(Result) time.Duration) float64 {
 			return perRound(rs.stream, func(round []Result) float64 { return float64(f(round[i]) - f(round[direct])) })
