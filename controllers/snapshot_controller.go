@@ -290,6 +290,8 @@ func (r *SnapshotReconciler) encode(snap *snapshot.Snapshot) (encoded, error) {
 			return encoded{}, err
 		}
 		if len(payload) <= r.ChunkBytes {
+			// Inline again: the parts encoder's memory of this workspace is of no further use.
+			r.encoders.Delete(snap.Namespace)
 			return encoded{format: snapshot.Format, checksum: checksum, payload: payload}, nil
 		}
 	}
