@@ -74,16 +74,39 @@ fuzz: ## Run every fuzz target for FUZZTIME.
 BENCHTIME ?= 200ms
 LOADBENCH_FLAGS ?=
 
+# The peers of the load harness: Debian's nginx, and Portkey's gateway pinned in test/loadbench/portkey's lockfile.
+# Installed when missing (apt-get needs root or sudo); a peer that still is not there is skipped, and its rows say so.
+PORTKEY_DIR := test/loadbench/portkey
+
+.PHONY: bench-peers
+bench-peers: ## Install the harness's peers when missing: nginx (apt) and @portkey-ai/gateway (npm ci from the lockfile).
+	@command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || { \
+		if [ "$$(id -u)" -eq 0 ]; then apt-get update -qq && apt-get install -y -qq --no-install-recommends nginx </dev/null; \
+		else sudo -n apt-get update -qq && sudo -n apt-get install -y -qq --no-install-recommends nginx </dev/null; fi \
+		|| echo "bench-peers: could not install nginx; its rows will say not installed"; }
+	@[ -f $(PORTKEY_DIR)/node_modules/@portkey-ai/gateway/build/start-server.js ] || \
+		{ command -v npm >/dev/null && npm ci --prefix $(PORTKEY_DIR) --no-audit --no-fund; } || \
+		echo "bench-peers: could not install Portkey; its rows will say not installed"
+
 .PHONY: bench
-bench: ## Run the Go micro-benchmarks, then the side-by-side load harness, which rewrites docs/benchmarks.md.
+bench: bench-peers ## Run the Go micro-benchmarks, then the side-by-side load harness, which rewrites docs/benchmarks.md.
 	@# Only the packages that define benchmarks, so nothing else is compiled for nothing.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go test -run '^$$' -bench . -benchmem -benchtime=$(BENCHTIME) \
 		$$(grep -rl --include='*_test.go' --exclude-dir=node_modules '^func Benchmark' . | xargs -n1 dirname | sort -u)
 	go build -o $(LOCALBIN)/loadbench ./test/loadbench/cmd/loadbench
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" $(LOCALBIN)/loadbench -docs docs/benchmarks.md $(LOADBENCH_FLAGS)
 
+# SERIES_SIZES are the group counts of the scale series (10 keys per group).
+SERIES_SIZES ?= 10000,30000,100000
+
+.PHONY: bench-scale
+bench-scale: ## The scale series: 10k, 30k and 100k groups, both snapshot layouts; rewrites its section of docs/benchmarks.md and docs/scale-series.png (tens of minutes).
+	go build -o $(LOCALBIN)/loadbench ./test/loadbench/cmd/loadbench
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" $(LOCALBIN)/loadbench -scale-series -series-sizes $(SERIES_SIZES) \
+		-docs docs/benchmarks.md -series-plot docs/scale-series.png $(LOADBENCH_FLAGS)
+
 .PHONY: bench-load
-bench-load: ## Only the harness's load rounds (OpenAI route, /production/predict, bare proxy, direct): about 1 minute, prints the table, leaves docs alone.
+bench-load: bench-peers ## Only the harness's load rounds (OpenAI route, /production/predict, bare proxy, direct): about 1 minute, prints the table, leaves docs alone.
 	go build -o $(LOCALBIN)/loadbench ./test/loadbench/cmd/loadbench
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" $(LOCALBIN)/loadbench -skip-propagation -skip-scale -stream-duration 200ms $(LOADBENCH_FLAGS)
 

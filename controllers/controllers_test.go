@@ -423,6 +423,56 @@ var _ = Describe("Snapshot materializer", func() {
 			}
 		}, 2*timeout, poll).Should(Succeed())
 
+		By("rewriting only the part a one-group change touches, and deleting the part it replaced")
+		partNames := func(g Gomega) map[string]bool {
+			var cms corev1.ConfigMapList
+			g.Expect(k8s.List(ctx, &cms, client.InNamespace(ns), client.MatchingLabels{snapshot.LabelKey: snapshot.LabelChunk})).To(Succeed())
+			out := map[string]bool{}
+			for _, cm := range cms.Items {
+				out[cm.Name] = true
+			}
+			return out
+		}
+		var before map[string]bool
+		Eventually(func(g Gomega) {
+			_, _, chunks, err := readSnapshot(ns)
+			g.Expect(err).NotTo(HaveOccurred())
+			before = partNames(g)
+			g.Expect(before).To(HaveLen(chunks))
+		}, timeout, poll).Should(Succeed())
+		changed := &gatewayv1.Group{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "big-07"}, changed)).To(Succeed())
+		changed.Spec.Models[0].RateLimits = []gatewayv1.Limit{{Type: gatewayv1.LimitTypeRequest, Unit: gatewayv1.UnitMinute, Threshold: 5}}
+		slug := changed.Spec.Models[0].Slug
+		Expect(k8s.Update(ctx, changed)).To(Succeed())
+		Eventually(func(g Gomega) {
+			s, _, chunks, err := readSnapshot(ns)
+			g.Expect(err).NotTo(HaveOccurred())
+			var got *snapshot.Group
+			for i := range s.Groups {
+				if s.Groups[i].ID == "big-07" {
+					got = &s.Groups[i]
+				}
+			}
+			g.Expect(got).NotTo(BeNil())
+			limited := 0
+			for _, m := range got.Models {
+				if m.Slug == slug {
+					limited = len(m.RateLimits)
+				}
+			}
+			g.Expect(limited).To(Equal(1))
+			after := partNames(g)
+			g.Expect(after).To(HaveLen(chunks), "a replaced part is still there")
+			fresh := 0
+			for name := range after {
+				if !before[name] {
+					fresh++
+				}
+			}
+			g.Expect(fresh).To(Equal(1), "parts written for a one-group change")
+		}, 2*timeout, poll).Should(Succeed())
+
 		By("going back inline, without stale chunks, when the workspace shrinks")
 		Expect(k8s.DeleteAllOf(ctx, &gatewayv1.Group{}, client.InNamespace(ns))).To(Succeed())
 		Eventually(func(g Gomega) {

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,6 +38,10 @@ type SnapshotReconciler struct {
 	Reader client.Reader
 	// ChunkBytes caps the payload of one ConfigMap.
 	ChunkBytes int
+
+	// encoders keeps a snapshot.PartsEncoder per workspace namespace, so a pass re-encodes only the ranges that
+	// changed since the last one. Reconciles of one namespace never run at once (one constant key each).
+	encoders sync.Map
 }
 
 func (r *SnapshotReconciler) setup(mgr ctrl.Manager, opts controller.Options) error {
@@ -70,7 +76,7 @@ func (r *SnapshotReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{}, fmt.Errorf("failed to materialize snapshot for workspace %s: %w", ns, err)
 	}
 	snap := translate.Translate(in)
-	payload, checksum, err := snapshot.Encode(snap)
+	enc, err := r.encode(snap)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to materialize snapshot for workspace %s: %w", ns, err)
 	}
@@ -82,20 +88,25 @@ func (r *SnapshotReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	}
 	exists := err == nil
 	version, _ := strconv.ParseInt(index.Data[snapshot.DataVersion], 10, 64)
-	if !exists || index.Data[snapshot.DataChecksum] != checksum || index.Data[snapshot.DataFormat] != snapshot.Format {
+	if !exists || index.Data[snapshot.DataChecksum] != enc.checksum || index.Data[snapshot.DataFormat] != enc.format {
 		version = nextVersion(version, time.Now())
-		chunks := snapshot.Split(payload, r.ChunkBytes)
-		if err := r.publish(ctx, ns, index, exists, version, payload, checksum, chunks); err != nil {
+		var written, bytes int
+		if enc.parts != nil {
+			written, bytes, err = r.publishParts(ctx, ns, index, exists, version, enc)
+		} else {
+			written, bytes = 1, len(enc.payload)
+			err = r.publish(ctx, ns, index, exists, version, enc.payload, enc.checksum, nil)
+		}
+		if err != nil {
 			return ctrl.Result{}, fmt.Errorf("failed to publish snapshot %d of %s: %w", version, ns, err)
 		}
 		logf.FromContext(ctx).Info("Published snapshot", "version", version,
 			"groups", len(snap.Groups), "apiKeys", len(snap.APIKeys), "workspaceAPIKeys", len(snap.WorkspaceAPIKeys),
-			"endpoints", len(snap.Endpoints), "bytes", len(payload), "chunks", len(chunks))
+			"endpoints", len(snap.Endpoints), "bytes", enc.size(), "parts", len(enc.parts), "partsWritten", written, "bytesWritten", bytes)
 	}
 	// Also after a restart with nothing new to publish: stale chunks of an interrupted pass go, and a Workspace
 	// that missed its version catches up.
-	n, _ := strconv.Atoi(index.Data[snapshot.DataChunks])
-	if err := r.deleteStaleChunks(ctx, ns, n); err != nil {
+	if err := r.deleteStaleChunks(ctx, ns, index); err != nil {
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, r.recordVersion(ctx, in.Workspaces, version)
@@ -191,9 +202,21 @@ func (r *SnapshotReconciler) upsert(ctx context.Context, cm *corev1.ConfigMap) e
 	return nil
 }
 
-// deleteStaleChunks removes chunk ConfigMaps numbered above keep, left by a larger earlier snapshot. It lists
-// metadata only, so the payloads are not transferred.
-func (r *SnapshotReconciler) deleteStaleChunks(ctx context.Context, ns string, keep int) error {
+// deleteStaleChunks deletes every chunk ConfigMap of ns that the index does not name: numbered chunks past its
+// count, numbered chunks under a content-addressed index, and parts it no longer lists. It runs after the index
+// moved: gatewayd reads the index and its parts from an informer cache, which receives the index's update
+// before these deletions, so it never looks for a part deleted here.
+func (r *SnapshotReconciler) deleteStaleChunks(ctx context.Context, ns string, index *corev1.ConfigMap) error {
+	keep := map[string]bool{}
+	for _, h := range strings.Split(index.Data[snapshot.DataParts], "\n") {
+		if h != "" {
+			keep[snapshot.PartName(h)] = true
+		}
+	}
+	numbered := 0
+	if index.Data[snapshot.DataFormat] == snapshot.Format {
+		numbered, _ = strconv.Atoi(index.Data[snapshot.DataChunks])
+	}
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
 	if err := r.Reader.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{snapshot.LabelKey: snapshot.LabelChunk}); err != nil {
@@ -201,8 +224,10 @@ func (r *SnapshotReconciler) deleteStaleChunks(ctx context.Context, ns string, k
 	}
 	for i := range list.Items {
 		m := &list.Items[i]
-		n, err := strconv.Atoi(strings.TrimPrefix(m.Name, snapshot.IndexName+"-"))
-		if err != nil || n <= keep {
+		if keep[m.Name] {
+			continue
+		}
+		if n, err := strconv.Atoi(strings.TrimPrefix(m.Name, snapshot.IndexName+"-")); err == nil && n >= 1 && n <= numbered {
 			continue
 		}
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: m.Name}}
@@ -234,4 +259,104 @@ func (r *SnapshotReconciler) recordVersion(ctx context.Context, workspaces []gat
 // refuses any version that is not greater than the one it serves, so a restart from 1 would freeze it.
 func nextVersion(prev int64, now time.Time) int64 {
 	return max(prev+1, now.UnixMilli())
+}
+
+// encoded is a snapshot ready to publish: inline (payload) or content-addressed (parts).
+type encoded struct {
+	format, checksum string
+	payload          []byte
+	parts            []snapshot.Part
+}
+
+func (e encoded) size() int {
+	n := len(e.payload)
+	for _, p := range e.parts {
+		n += len(p.Payload)
+	}
+	return n
+}
+
+// partsAbove is the item count past which the reconciler goes straight to the content-addressed layout, without
+// first encoding the whole snapshot to see whether it fits in one ConfigMap: a few thousand groups and keys
+// encode to well under MaxChunkBytes, so below it the inline try is cheap and usually fits.
+const partsAbove = 4096
+
+// encode chooses the layout: inline when the payload fits in one ConfigMap, content-addressed parts otherwise,
+// so that a change rewrites only the parts it touches.
+func (r *SnapshotReconciler) encode(snap *snapshot.Snapshot) (encoded, error) {
+	if len(snap.Groups)+len(snap.APIKeys) <= partsAbove {
+		payload, checksum, err := snapshot.Encode(snap)
+		if err != nil {
+			return encoded{}, err
+		}
+		if len(payload) <= r.ChunkBytes {
+			// Inline again: the parts encoder's memory of this workspace is of no further use.
+			r.encoders.Delete(snap.Namespace)
+			return encoded{format: snapshot.Format, checksum: checksum, payload: payload}, nil
+		}
+	}
+	e, _ := r.encoders.LoadOrStore(snap.Namespace, &snapshot.PartsEncoder{})
+	parts, checksum, err := e.(*snapshot.PartsEncoder).Encode(snap, r.ChunkBytes)
+	if err != nil {
+		return encoded{}, err
+	}
+	return encoded{format: snapshot.FormatContent, checksum: checksum, parts: parts}, nil
+}
+
+// publishParts creates the parts that do not exist yet (a part's name is its content's hash, so one that exists
+// holds these very bytes), then points the index at the list. It returns how many parts and bytes it wrote.
+func (r *SnapshotReconciler) publishParts(ctx context.Context, ns string, index *corev1.ConfigMap, exists bool, version int64,
+	enc encoded) (written, bytes int, err error) {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
+	if err := r.Reader.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{snapshot.LabelKey: snapshot.LabelChunk}); err != nil {
+		return 0, 0, fmt.Errorf("failed to list snapshot chunks of %s: %w", ns, err)
+	}
+	have := map[string]bool{}
+	for i := range list.Items {
+		have[list.Items[i].Name] = true
+	}
+	for _, p := range enc.parts {
+		name := snapshot.PartName(p.Hash)
+		if have[name] {
+			continue
+		}
+		have[name] = true
+		cm := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+				Labels: map[string]string{snapshot.LabelKey: snapshot.LabelChunk}},
+			Immutable:  ptr.To(true),
+			BinaryData: map[string][]byte{snapshot.BinaryPayload: p.Payload},
+		}
+		if err := r.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
+			return written, bytes, fmt.Errorf("failed to create ConfigMap %s: %w", name, err)
+		}
+		written++
+		bytes += len(p.Payload)
+	}
+	if index.Labels == nil {
+		index.Labels = map[string]string{}
+	}
+	index.Namespace, index.Name = ns, snapshot.IndexName
+	index.Labels[snapshot.LabelKey] = snapshot.LabelIndex
+	parts := snapshot.PartList(enc.parts)
+	index.Data = map[string]string{
+		snapshot.DataVersion:  strconv.FormatInt(version, 10),
+		snapshot.DataChecksum: enc.checksum,
+		snapshot.DataChunks:   strconv.Itoa(len(enc.parts)),
+		snapshot.DataFormat:   snapshot.FormatContent,
+		snapshot.DataParts:    parts,
+	}
+	index.BinaryData = nil
+	bytes += len(parts)
+	if !exists {
+		if err := r.Create(ctx, index); err != nil {
+			return written, bytes, fmt.Errorf("failed to create ConfigMap %s: %w", snapshot.IndexName, err)
+		}
+		return written, bytes, nil
+	}
+	if err := r.Update(ctx, index); err != nil {
+		return written, bytes, fmt.Errorf("failed to update ConfigMap %s: %w", snapshot.IndexName, err)
+	}
+	return written, bytes, nil
 }

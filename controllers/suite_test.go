@@ -63,6 +63,9 @@ func readSnapshot(ns string) (*snapshot.Snapshot, int64, int, error) {
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: snapshot.IndexName}, &index); err != nil {
 		return nil, 0, 0, err
 	}
+	if index.Labels[snapshot.LabelKey] == snapshot.LabelIndex && index.Data[snapshot.DataFormat] == snapshot.FormatContent {
+		return readParts(ns, &index)
+	}
 	if index.Labels[snapshot.LabelKey] != snapshot.LabelIndex || index.Data[snapshot.DataFormat] != snapshot.Format {
 		return nil, 0, 0, fmt.Errorf("index has labels %v and format %q", index.Labels, index.Data[snapshot.DataFormat])
 	}
@@ -95,4 +98,35 @@ func readSnapshot(ns string) (*snapshot.Snapshot, int64, int, error) {
 	}
 	s, err := snapshot.Decode(payload, index.Data[snapshot.DataChecksum])
 	return s, version, n, err
+}
+
+// readParts reads a content-addressed snapshot: the index's part list, each part checked against its name.
+func readParts(ns string, index *corev1.ConfigMap) (*snapshot.Snapshot, int64, int, error) {
+	version, err := strconv.ParseInt(index.Data[snapshot.DataVersion], 10, 64)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	list := index.Data[snapshot.DataParts]
+	if snapshot.PartsChecksum(list) != index.Data[snapshot.DataChecksum] {
+		return nil, 0, 0, fmt.Errorf("part list does not match the index checksum")
+	}
+	hashes, err := snapshot.ParsePartList(list)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	parts := make([]*snapshot.Snapshot, len(hashes))
+	for i, h := range hashes {
+		var cm corev1.ConfigMap
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: snapshot.PartName(h)}, &cm); err != nil {
+			return nil, 0, 0, err
+		}
+		if cm.Labels[snapshot.LabelKey] != snapshot.LabelChunk || cm.Immutable == nil || !*cm.Immutable {
+			return nil, 0, 0, fmt.Errorf("part %s has labels %v and immutable %v", h, cm.Labels, cm.Immutable)
+		}
+		if parts[i], err = snapshot.DecodePart(cm.BinaryData[snapshot.BinaryPayload], h); err != nil {
+			return nil, 0, 0, err
+		}
+	}
+	s, err := snapshot.Merge(parts)
+	return s, version, len(hashes), err
 }

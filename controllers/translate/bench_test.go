@@ -98,3 +98,23 @@ func bigWorkspace(roots, children, grandchildren, keysPerGroup int) Input {
 	}
 	return in
 }
+
+// BenchmarkTranslateOnly and BenchmarkEncodeParts split a materializer pass of 10,000 groups and 100,000 keys
+// into translation and the content-addressed encoding.
+//
+//	go test -run '^$' -bench 'TranslateOnly|EncodeParts' -benchtime 3x ./controllers/translate/
+func BenchmarkTranslateOnly(b *testing.B) {
+	in := bigWorkspace(100, 9, 10, 10)
+	for b.Loop() {
+		Translate(in)
+	}
+}
+
+func BenchmarkEncodeParts(b *testing.B) {
+	s := Translate(bigWorkspace(100, 9, 10, 10))
+	for b.Loop() {
+		if _, _, err := snapshot.EncodeParts(s, snapshot.MaxChunkBytes); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

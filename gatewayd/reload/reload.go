@@ -46,6 +46,11 @@ type Loader struct {
 	mu      sync.Mutex
 	pending map[string]bool // namespaces still waiting for their first good snapshot; nil before sync
 
+	// parts caches, per namespace, the decoded parts of the last content-addressed snapshot loaded, by hash: a
+	// change decodes only the parts it rewrote. Only the loader's worker touches it.
+	partsMu sync.Mutex
+	parts   map[string]map[string]*snapshot.Snapshot
+
 	version    *prometheus.GaugeVec
 	loadErrors *prometheus.CounterVec
 }
@@ -59,6 +64,7 @@ func New(client kubernetes.Interface, namespaces []string, store limits.Store, r
 		store:      store,
 		queue:      workqueue.NewTyped[string](),
 		listers:    map[string]listersv1.ConfigMapLister{},
+		parts:      map[string]map[string]*snapshot.Snapshot{},
 		ready:      make(chan struct{}),
 		version: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "modelgate_snapshot_version",
@@ -242,8 +248,9 @@ func (l *Loader) load(ns string, cur *view.Namespace) (*view.Namespace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to read snapshot index: %w", err)
 	}
-	if f := idx.Data[snapshot.DataFormat]; f != snapshot.Format {
-		return nil, fmt.Errorf("index data.%s is %q, want %q", snapshot.DataFormat, f, snapshot.Format)
+	format := idx.Data[snapshot.DataFormat]
+	if format != snapshot.Format && format != snapshot.FormatContent {
+		return nil, fmt.Errorf("index data.%s is %q, want %q or %q", snapshot.DataFormat, format, snapshot.Format, snapshot.FormatContent)
 	}
 	version, err := strconv.ParseInt(idx.Data[snapshot.DataVersion], 10, 64)
 	if err != nil || version < 1 {
@@ -256,20 +263,27 @@ func (l *Loader) load(ns string, cur *view.Namespace) (*view.Namespace, error) {
 		}
 		return nil, fmt.Errorf("index version %d is not newer than the loaded version %d", version, cur.Version)
 	}
-	n, err := strconv.Atoi(idx.Data[snapshot.DataChunks])
-	if err != nil || n < 0 {
-		return nil, fmt.Errorf("index data.%s is %q, want a non-negative integer", snapshot.DataChunks, idx.Data[snapshot.DataChunks])
-	}
-	payload := idx.BinaryData[snapshot.BinaryPayload]
-	if n > 0 {
-		payload, err = l.assemble(cms, n, version)
-		if err != nil {
-			return nil, err
+	var s *snapshot.Snapshot
+	var parts map[string]*snapshot.Snapshot
+	if format == snapshot.FormatContent {
+		if s, parts, err = l.loadParts(ns, cms, idx.Data[snapshot.DataParts], checksum); err != nil {
+			return nil, fmt.Errorf("version %d: %w", version, err)
 		}
-	}
-	s, err := snapshot.Decode(payload, checksum)
-	if err != nil {
-		return nil, fmt.Errorf("version %d: %w", version, err)
+	} else {
+		n, err := strconv.Atoi(idx.Data[snapshot.DataChunks])
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("index data.%s is %q, want a non-negative integer", snapshot.DataChunks, idx.Data[snapshot.DataChunks])
+		}
+		payload := idx.BinaryData[snapshot.BinaryPayload]
+		if n > 0 {
+			payload, err = l.assemble(cms, n, version)
+			if err != nil {
+				return nil, err
+			}
+		}
+		if s, err = snapshot.Decode(payload, checksum); err != nil {
+			return nil, fmt.Errorf("version %d: %w", version, err)
+		}
 	}
 	if s.Namespace != ns {
 		return nil, fmt.Errorf("version %d names namespace %q, want %q", version, s.Namespace, ns)
@@ -278,6 +292,9 @@ func (l *Loader) load(ns string, cur *view.Namespace) (*view.Namespace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("version %d is inconsistent: %w", version, err)
 	}
+	l.partsMu.Lock()
+	l.parts[ns] = parts // nil after an inline snapshot: nothing to reuse
+	l.partsMu.Unlock()
 	return built, nil
 }
 
@@ -308,4 +325,45 @@ func (l *Loader) assemble(cms listersv1.ConfigMapNamespaceLister, n int, version
 		payload = append(payload, p...)
 	}
 	return payload, nil
+}
+
+// loadParts reads, verifies and merges the parts a content-addressed index lists. A part the last load already
+// decoded is reused: its name is its content's hash, so equal names are equal bytes. It returns the merged
+// snapshot and the decoded parts by hash, for the next load.
+func (l *Loader) loadParts(ns string, cms listersv1.ConfigMapNamespaceLister, list, checksum string) (*snapshot.Snapshot, map[string]*snapshot.Snapshot, error) {
+	if got := snapshot.PartsChecksum(list); got != checksum {
+		return nil, nil, fmt.Errorf("%w: index says %s, its part list hashes to %s", snapshot.ErrChecksum, checksum, got)
+	}
+	hashes, err := snapshot.ParsePartList(list)
+	if err != nil {
+		return nil, nil, err
+	}
+	l.partsMu.Lock()
+	cached := l.parts[ns]
+	l.partsMu.Unlock()
+	decoded := make(map[string]*snapshot.Snapshot, len(hashes))
+	ordered := make([]*snapshot.Snapshot, len(hashes))
+	for i, h := range hashes {
+		if p, ok := decoded[h]; ok {
+			ordered[i] = p
+			continue
+		}
+		p, ok := cached[h]
+		if !ok {
+			name := snapshot.PartName(h)
+			cm, err := cms.Get(name)
+			if err != nil {
+				return nil, nil, fmt.Errorf("part %s is missing: %w", name, err)
+			}
+			if p, err = snapshot.DecodePart(cm.BinaryData[snapshot.BinaryPayload], h); err != nil {
+				return nil, nil, err
+			}
+		}
+		decoded[h], ordered[i] = p, p
+	}
+	s, err := snapshot.Merge(ordered)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, decoded, nil
 }

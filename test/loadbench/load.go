@@ -25,6 +25,8 @@ type Target struct {
 	URL string
 	// Auth is the Authorization header value.
 	Auth string
+	// Header holds further request headers (a peer's routing headers), or nil.
+	Header http.Header
 	// Model is the body's model field for plain and streamed calls.
 	Model, StreamModel string
 	// Charged, when set, returns the tokens the target has charged to its accounting so far, so a run can check
@@ -45,6 +47,9 @@ type Expect struct {
 	StreamChunks int
 	// StreamDelay is the paced upstream's time between two content chunks.
 	StreamDelay time.Duration
+	// PlainContent is the JSON string (quotes included) of a plain answer's message content; empty skips the
+	// check. Content chunk i of a stream carries "tok<i> ".
+	PlainContent string
 }
 
 // Violations counts answers that break the harness's correctness rules. Any non-zero count fails the run.
@@ -57,6 +62,8 @@ type Violations struct {
 	Tokens atomic.Int64
 	// Chunks counts streams whose number of chunks differs from the upstream's.
 	Chunks atomic.Int64
+	// Body counts answers whose content differs from what the upstream wrote.
+	Body atomic.Int64
 	// Accounting counts runs after which the target's charged tokens differ from the tokens it answered with.
 	Accounting atomic.Int64
 
@@ -66,7 +73,7 @@ type Violations struct {
 
 // Total is the sum of every count.
 func (v *Violations) Total() int64 {
-	return v.Status.Load() + v.Throttled.Load() + v.Tokens.Load() + v.Chunks.Load() + v.Accounting.Load()
+	return v.Status.Load() + v.Throttled.Load() + v.Tokens.Load() + v.Chunks.Load() + v.Body.Load() + v.Accounting.Load()
 }
 
 // Examples returns up to ten descriptions of violations, oldest first.
@@ -87,8 +94,8 @@ func (v *Violations) note(c *atomic.Int64, format string, args ...any) {
 
 // String summarises the counts.
 func (v *Violations) String() string {
-	return fmt.Sprintf("status=%d throttled=%d tokens=%d chunks=%d accounting=%d",
-		v.Status.Load(), v.Throttled.Load(), v.Tokens.Load(), v.Chunks.Load(), v.Accounting.Load())
+	return fmt.Sprintf("status=%d throttled=%d tokens=%d chunks=%d body=%d accounting=%d",
+		v.Status.Load(), v.Throttled.Load(), v.Tokens.Load(), v.Chunks.Load(), v.Body.Load(), v.Accounting.Load())
 }
 
 // Result is one run of one target.
@@ -275,6 +282,9 @@ func (t *Target) send(ctx context.Context, body []byte) (*http.Response, error) 
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", t.Auth)
+	for k, vs := range t.Header {
+		req.Header[k] = vs
+	}
 	return t.httpClient().Do(req)
 }
 
@@ -317,6 +327,9 @@ func (t *Target) plain(ctx context.Context, body []byte, want Expect, v *Violati
 	r.Requests++
 	total := checkUsage(t.Name, b, want, v)
 	r.Tokens += total
+	if want.PlainContent != "" && !bytes.Contains(b, []byte(want.PlainContent)) {
+		v.note(&v.Body, "%s: answer does not carry the upstream's content %s: %.200s", t.Name, want.PlainContent, b)
+	}
 }
 
 func (t *Target) stream(ctx context.Context, body []byte, want Expect, v *Violations, r *Result) {
@@ -374,6 +387,9 @@ func (t *Target) stream(ctx context.Context, body []byte, want Expect, v *Violat
 			}
 		}
 		last, lastSent = now, sent
+		if chunks < want.StreamChunks-2 && !bytes.Contains(data, []byte(`"tok`+strconv.Itoa(chunks)+` "`)) {
+			v.note(&v.Body, "%s: content chunk %d does not carry the upstream's text \"tok%d \": %.200s", t.Name, chunks, chunks, data)
+		}
 		chunks++
 		if bytes.Contains(data, []byte(`"total_tokens"`)) {
 			usage = true

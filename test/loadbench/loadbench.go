@@ -48,6 +48,9 @@ type Config struct {
 	SkipPropagation, SkipScale bool
 	// RedisServer is the redis-server binary for the Redis rows; empty looks it up on PATH.
 	RedisServer string
+	// Peers locates nginx, node and Portkey; SkipPeers leaves the peer rows out.
+	Peers     PeerPaths
+	SkipPeers bool
 	// Quick marks a quick run in the report: its figures show that the harness works, not how fast gatewayd is.
 	Quick bool
 	// Log receives progress messages.
@@ -136,6 +139,28 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		defer stopRedis()
 	}
 
+	var peers []*peer
+	peerNotRun := map[string]error{}
+	for _, start := range []struct {
+		name string
+		f    func(context.Context, PeerPaths, *upstreams) (*peer, error)
+	}{{"nginx", startNginx}, {"Portkey", startPortkey}} {
+		if cfg.SkipPeers {
+			peerNotRun[start.name] = errSkipped
+			continue
+		}
+		p, err := start.f(ctx, cfg.Peers, u)
+		if err != nil {
+			// A peer that is not installed, or does not start, is left out and its rows say why; the run goes on.
+			peerNotRun[start.name] = err
+			cfg.progress("%s rows not run: %v", start.name, err)
+			continue
+		}
+		defer p.stop()
+		p.name = start.name
+		peers = append(peers, p)
+	}
+
 	directPlain, directStream := directTarget(u)
 	proxyPlain, proxyStream := proxyTarget(u)
 	plain := []*Target{directPlain, proxyPlain, gw}
@@ -144,7 +169,42 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		plain = append(plain, withRedis)
 		stream = append(stream, withRedis)
 	}
+	// With peers, gatewayd also runs in its own process (the scale measurement's child, on the embedded store), as
+	// the peers do: on a shared machine a separate process gets its own share of the CPU, which the in-process
+	// targets share with the load generator.
+	if len(peers) > 0 {
+		if c, err := startChild(ctx, st.KubeconfigPath, ws.ns); err != nil {
+			peerNotRun[ownProcess] = err
+			cfg.progress("gatewayd in its own process not run: %v", err)
+		} else {
+			defer c.stop()
+			t := func() *Target {
+				return &Target{Name: ownProcess, URL: c.base + "/v1/chat/completions", Auth: "Api-Key " + ws.key, Model: plainSlug, StreamModel: streamSlug}
+			}
+			peers = append([]*peer{{name: ownProcess, plain: t(), stream: t(), stop: func() {}}}, peers...)
+		}
+	}
+	// Peers come last, so the fixed indexes (direct, proxy, embedded, withRedis) keep their meaning.
+	peerIndex := map[string]int{}
+	for _, p := range peers {
+		peerIndex[p.name] = len(plain)
+		plain = append(plain, p.plain)
+		stream = append(stream, p.stream)
+	}
 	want := expect(cfg)
+	// A peer's broken answers are the peer's finding, reported on its rows, not a failure of gatewayd's run.
+	peerV := map[int]*Violations{}
+	for name, i := range peerIndex {
+		if name != ownProcess { // gatewayd's own answers count against the run
+			peerV[i] = &Violations{}
+		}
+	}
+	vOf := func(i int) *Violations {
+		if pv, ok := peerV[i]; ok {
+			return pv
+		}
+		return v
+	}
 
 	// The predict route of the same gatewayd, to the same upstream, with the same body: it runs in each round's
 	// rotation of the plain targets, and its figures are taken against direct, the bare proxy and the OpenAI
@@ -153,8 +213,8 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 
 	cfg.progress("warming up %d targets", len(plain)+1)
 	for i := range plain {
-		Drive(ctx, plain[i], cfg.Concurrency, 200*time.Millisecond, false, want, v)
-		Drive(ctx, stream[i], 1, time.Millisecond, true, want, v)
+		Drive(ctx, plain[i], cfg.Concurrency, 200*time.Millisecond, false, want, vOf(i))
+		Drive(ctx, stream[i], 1, time.Millisecond, true, want, vOf(i))
 	}
 	Drive(ctx, predict, cfg.Concurrency, 200*time.Millisecond, false, want, v)
 	u.forget()
@@ -165,7 +225,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 			*predictInto = append(*predictInto, Drive(ctx, predict, concurrency, d, false, want, v))
 			return
 		}
-		into[i] = append(into[i], Drive(ctx, plain[i], concurrency, d, false, want, v))
+		into[i] = append(into[i], Drive(ctx, plain[i], concurrency, d, false, want, vOf(i)))
 	}
 	for r := range cfg.Rounds {
 		cfg.progress("round %d of %d", r+1, cfg.Rounds)
@@ -178,7 +238,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		}
 		for k := range stream {
 			i := (k + r) % len(stream)
-			rounds.stream[i] = append(rounds.stream[i], Drive(ctx, stream[i], cfg.StreamConcurrency, cfg.StreamDuration, true, want, v))
+			rounds.stream[i] = append(rounds.stream[i], Drive(ctx, stream[i], cfg.StreamConcurrency, cfg.StreamDuration, true, want, vOf(i)))
 		}
 		u.forget()
 		if err := ctx.Err(); err != nil {
@@ -189,6 +249,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		t.CheckBilling(ctx, v)
 	}
 	rep.addLoad(cfg, rounds, withRedis != nil)
+	rep.addPeers(cfg, rounds, peerIndex, peerNotRun, peerV)
 	rep.addPredict(cfg, rounds)
 
 	cfg.progress("measuring the limiter check")
@@ -248,6 +309,10 @@ func (c Config) Override(o Config) Config {
 	set(&c.RedisServer, o.RedisServer)
 	c.SkipPropagation = c.SkipPropagation || o.SkipPropagation
 	c.SkipScale = c.SkipScale || o.SkipScale
+	c.SkipPeers = c.SkipPeers || o.SkipPeers
+	set(&c.Peers.Nginx, o.Peers.Nginx)
+	set(&c.Peers.Node, o.Peers.Node)
+	set(&c.Peers.PortkeyDir, o.Peers.PortkeyDir)
 	return c
 }
 

@@ -176,12 +176,18 @@ func medianDuration(ds []time.Duration) time.Duration {
 type prober struct {
 	url, key string
 	client   *http.Client
+	// body is the request, probeBody when nil.
+	body []byte
 }
 
 var probeBody = []byte(`{"model":"` + stack.EndpointSlug + `","messages":[{"role":"user","content":"probe"}]}`)
 
 func (p *prober) call(ctx context.Context) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(probeBody))
+	body := p.body
+	if body == nil {
+		body = probeBody
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
 	if err != nil {
 		return 0, err
 	}

@@ -419,3 +419,104 @@ func (r *Report) addPredict(cfg Config, rs *rounds) {
 			cpu(func(round []Result, _ Result) Result { return round[proxy] })/1e3, cpu(openAI)/1e3, cpu(predict)/1e3))
 	r.Notes = append(r.Notes, "/production/predict: a WORKSPACE_INVOKE key calls the production environment of a model whose url deployment is the zero-delay upstream with predict path /chat/completions, so the call carries the OpenAI target's body to the same server and the answer (usage included, checked) streams back unchanged. It pays for workspace-key auth, authz, the route step, the request log line and the forward; predict has no limits and no token accounting. Its runs take a place in each round's rotation of the plain targets, and each figure is taken against direct, the bare proxy and the OpenAI route of the same round. CPU per call is the harness process's user and system time over a throughput run divided by its calls (load generator, target and upstream together, so the difference between two targets is their own cost); on a shared machine it moves far less than the wall-time figures.")
 }
+
+// ownProcess names the target of gatewayd in its own process, driven with the peers.
+const ownProcess = "gatewayd (own process)"
+
+// addPeers reports gatewayd against each real peer of the same rounds: throughput at the throughput run's
+// concurrency, added latency at concurrency 1, time to first token and chunk-gap growth. A peer that is not
+// installed has its rows marked not run with the reason; one that is installed but could not start fails the
+// phase.
+func (r *Report) addPeers(cfg Config, rs *rounds, index map[string]int, notRun map[string]error, peerV map[int]*Violations) {
+	c := cfg.Concurrency
+	type goal struct {
+		name  string
+		ratio float64
+	}
+	own, hasOwn := index[ownProcess]
+	if !hasOwn && len(index) > 0 {
+		r.notRun("throughput gatewayd (own process) ÷ nginx", "", fmt.Sprint(notRun[ownProcess]))
+	}
+	for _, g := range []goal{{"nginx", 0.90}, {"Portkey", 4}} {
+		tput := fmt.Sprintf("throughput gatewayd ÷ %s, concurrency %d", g.name, c)
+		lat := fmt.Sprintf("added latency p50 / p99, concurrency 1: %s (gatewayd: see above)", g.name)
+		strm := fmt.Sprintf("added TTFT p50 / p99 gap growth / mid-stream p99 gap growth, streaming: %s", g.name)
+		i, ok := index[g.name]
+		if !ok {
+			err := notRun[g.name]
+			if err == nil {
+				err = errors.New("not started")
+			}
+			why := err.Error()
+			if errors.Is(err, errNotInstalled) || errors.Is(err, errSkipped) {
+				r.notRun(tput, fmt.Sprintf("≥ %.2f", g.ratio), why)
+			} else {
+				r.failed(tput, fmt.Sprintf("≥ %.2f", g.ratio), err)
+			}
+			r.notRun(lat, "", why)
+			r.notRun(strm, "", why)
+			if g.name == "nginx" {
+				r.notRun("added latency p50, gatewayd − nginx", "≤ +50 µs", why)
+			}
+			continue
+		}
+		ratio := perRound(rs.throughput, func(round []Result) float64 { return round[embedded].Throughput() / round[i].Throughput() })
+		rps := perRound(rs.throughput, func(round []Result) float64 { return round[i].Throughput() })
+		r.add(tput, fmt.Sprintf("%.2f (%s: %.0f req/s)", ratio, g.name, rps), fmt.Sprintf("≥ %.2f", g.ratio), ratio >= g.ratio)
+		if hasOwn {
+			// The same ratio with gatewayd in its own process, as the peer is: the like-for-like figure.
+			o := perRound(rs.throughput, func(round []Result) float64 { return round[own].Throughput() / round[i].Throughput() })
+			orps := perRound(rs.throughput, func(round []Result) float64 { return round[own].Throughput() })
+			r.add(fmt.Sprintf("throughput gatewayd (own process) ÷ %s, concurrency %d", g.name, c),
+				fmt.Sprintf("%.2f (gatewayd: %.0f req/s)", o, orps), fmt.Sprintf("≥ %.2f", g.ratio), o >= g.ratio)
+		}
+		added := func(q float64) float64 {
+			return perRound(rs.latency, func(round []Result) float64 { return float64(p(q)(round[i]) - p(q)(round[direct])) })
+		}
+		r.info(lat, us(added(.5))+" / "+us(added(.99)))
+		if g.name == "nginx" {
+			d := perRound(rs.latency, func(round []Result) float64 { return float64(p(.5)(round[embedded]) - p(.5)(round[i])) })
+			r.add("added latency p50, gatewayd − nginx", us(d), "≤ +50 µs", d <= 50e3)
+			if hasOwn {
+				d := perRound(rs.latency, func(round []Result) float64 { return float64(p(.5)(round[own]) - p(.5)(round[i])) })
+				r.add("added latency p50, gatewayd (own process) − nginx", us(d), "≤ +50 µs", d <= 50e3)
+			}
+		}
+		st := func(f func(Result) time.Duration) float64 {
+			return perRound(rs.stream, func(round []Result) float64 { return float64(f(round[i]) - f(round[direct])) })
+		}
+		ttft := func(r Result) time.Duration { return percentile(r.TTFT, .5) }
+		growth := func(r Result) time.Duration { return percentile(r.GapGrowth, .99) }
+		mid := func(r Result) time.Duration { return percentile(r.MidGrowth, .99) }
+		served := 0
+		for _, res := range rs.stream[i] {
+			served += res.Requests
+		}
+		if served == 0 {
+			r.info(strm, "no stream completed (see the violations row)")
+		} else {
+			r.info(strm, us(st(ttft))+" / "+us(st(growth))+" / "+us(st(mid)))
+		}
+		pv := peerV[i]
+		ok = pv.Total() == 0
+		verdict := Pass
+		if !ok {
+			verdict = Info
+		}
+		value := fmt.Sprintf("%d (%s)", pv.Total(), pv.String())
+		if ex := pv.Examples(); len(ex) > 0 {
+			value += "; first: " + ex[0]
+		}
+		// A peer's own failures do not fail gatewayd's run: the row shows them; 0 is what the checks expect.
+		r.Rows = append(r.Rows, Row{fmt.Sprintf("correctness violations of %s (same checks as gatewayd's)", g.name), value, "0 (info for a peer)", verdict})
+	}
+	if len(index) > 0 {
+		r.Notes = append(r.Notes, "Peers: nginx is Debian's, two workers, upstream keepalive 128 over HTTP/1.1, proxy_buffering and "+
+			"proxy_request_buffering off, no access log, run as nobody with its own prefix on a loopback port. Portkey is "+
+			"@portkey-ai/gateway pinned in test/loadbench/portkey/package-lock.json, run with node (--headless), each call naming "+
+			"the fake upstream in x-portkey-provider: openai and x-portkey-custom-host. Both run as separate processes, so the "+
+			"harness's CPU-per-call figures leave their cost out; the throughput ratios are wall-time ones from the same rounds. "+
+			"Each peer's answers pass the same checks as gatewayd's: status 200, the upstream's content and usage in the body, "+
+			"every stream's chunk count and each content chunk's text.")
+	}
+}

@@ -160,7 +160,7 @@ const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 // bigWorkspace builds the custom resources of a workspace of n groups in 3-level trees of up to 100 (a root,
 // 9 teams, 10 leaves per team; CASCADING, thresholds shrinking down the tree) and keys federated keys spread
-// over the groups, and returns the plaintext of one key. Keys come from a seeded generator: they are fixtures
+// over the groups (key i in group i%n), and returns the plaintext of key probeIndex. Keys come from a seeded generator: they are fixtures
 // and only need the product's format.
 func bigWorkspace(ns string, n, keys int) (translate.Input, string) {
 	in := translate.Input{Namespace: ns}
@@ -181,7 +181,8 @@ func bigWorkspace(ns string, n, keys int) (translate.Input, string) {
 	var first string
 	for i := range keys {
 		key := "mgk_" + random(12) + "." + random(32)
-		if i == 0 {
+		// The key of the series' probe group (a leaf), or the only key.
+		if i == min(probeIndex, keys-1) {
 			first = key
 		}
 		sum := sha256.Sum256([]byte(key))

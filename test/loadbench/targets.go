@@ -117,7 +117,9 @@ const completionTokens = 16
 
 // expect is what the upstreams report for the harness's request.
 func expect(cfg Config) Expect {
-	return Expect{PromptTokens: 5, CompletionTokens: completionTokens, StreamChunks: cfg.StreamDeltas + 2, StreamDelay: cfg.StreamDelay}
+	return Expect{PromptTokens: 5, CompletionTokens: completionTokens, StreamChunks: cfg.StreamDeltas + 2, StreamDelay: cfg.StreamDelay,
+		// The zero-delay upstream answers three deltas' worth of text (upstream.Options.StreamDeltas's default).
+		PlainContent: `"` + strings.Repeat("tok ", 3) + `"`}
 }
 
 // loadWorkspace is the workspace every gatewayd target serves: a 3-level CASCADING tree (root, team, leaf) whose

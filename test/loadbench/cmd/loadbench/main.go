@@ -10,8 +10,10 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"go.uber.org/zap/zapcore"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -43,6 +45,15 @@ func main() {
 	flag.BoolVar(&set.SkipPropagation, "skip-propagation", false, "Leave out the propagation measurement.")
 	flag.BoolVar(&set.SkipScale, "skip-scale", false, "Leave out the memory measurement.")
 	flag.StringVar(&set.RedisServer, "redis-server", "", "redis-server binary for the Redis rows; default from PATH.")
+	flag.BoolVar(&set.SkipPeers, "skip-peers", false, "Leave out the nginx and Portkey rows.")
+	flag.StringVar(&set.Peers.Nginx, "nginx", "", "nginx binary of the nginx rows; default from PATH or /usr/sbin/nginx.")
+	flag.StringVar(&set.Peers.Node, "node", "", "node binary that runs Portkey; default from PATH.")
+	flag.StringVar(&set.Peers.PortkeyDir, "portkey-dir", "", "Directory whose node_modules holds @portkey-ai/gateway; default test/loadbench/portkey.")
+	series := flag.Bool("scale-series", false, "Run only the scale series (sizes from -series-sizes) and write its table and plot.")
+	seriesSizes := flag.String("series-sizes", "10000,30000,100000", "Group counts of the scale series; each group has 10 keys.")
+	seriesChanges := flag.Int("series-changes", 6, "Single-group changes timed per size and layout in the scale series.")
+	seriesBudget := flag.Duration("series-budget", time.Minute, "Time per size for creating the workspace through admission.")
+	seriesPlot := flag.String("series-plot", "", "Write the scale series' plot (PNG) to this file.")
 	flag.Parse()
 	cfg := loadbench.FullConfig()
 	if *quick {
@@ -62,6 +73,9 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *series {
+		os.Exit(runSeries(ctx, *seriesSizes, *seriesChanges, *seriesBudget, *docs, *seriesPlot))
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -109,4 +123,52 @@ func main() {
 		fmt.Fprintln(os.Stderr, "loadbench: missed targets:", strings.Join(rep.Missed(), "; "))
 		os.Exit(3)
 	}
+}
+
+// runSeries runs the scale series and writes its section of docs and its plot; it returns the exit code.
+func runSeries(ctx context.Context, sizes string, changes int, budget time.Duration, docs, plotPath string) int {
+	cfg := loadbench.SeriesConfig{KeysPerGroup: 10, Changes: changes, CreateBudget: budget, ChangeTimeout: 3 * time.Minute,
+		Log: func(format string, args ...any) { fmt.Fprintf(os.Stderr, "loadbench: "+format+"\n", args...) }}
+	for _, s := range strings.Split(sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 100 {
+			fmt.Fprintln(os.Stderr, "loadbench: -series-sizes wants group counts of at least 100:", s)
+			return 2
+		}
+		cfg.Sizes = append(cfg.Sizes, n)
+	}
+	var load [3]float64
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Sscan(string(b), &load[0], &load[1], &load[2])
+	}
+	start := time.Now()
+	points, err := loadbench.RunSeries(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "loadbench:", err)
+	}
+	var end [3]float64
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Sscan(string(b), &end[0], &end[1], &end[2])
+	}
+	header := fmt.Sprintf("Run: %s UTC, %s, load average %.2f at the start and %.2f at the end (2 cores shared with other work).\n\n"+
+		"```sh\nmake bench-scale   # loadbench -scale-series -series-sizes %s -series-changes %d -series-budget %s\n```\n\n",
+		start.UTC().Format("2006-01-02 15:04"), time.Since(start).Round(time.Second), load[0], end[0], sizes, changes, budget)
+	section := loadbench.SeriesMarkdown(points, cfg, header)
+	fmt.Println(section)
+	if plotPath != "" && len(points) > 0 {
+		if err := loadbench.WriteSeriesPlot(points, plotPath); err != nil {
+			fmt.Fprintln(os.Stderr, "loadbench: plot:", err)
+			return 2
+		}
+	}
+	if docs != "" {
+		if err := loadbench.WriteSeriesDocs(docs, section); err != nil {
+			fmt.Fprintln(os.Stderr, "loadbench:", err)
+			return 2
+		}
+	}
+	if err != nil {
+		return 2
+	}
+	return 0
 }

@@ -1,0 +1,120 @@
+package reload
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+
+	"github.com/modelgate/modelgate/api/snapshot"
+)
+
+// bigSnapshot has enough groups for several content-addressed ranges.
+func bigSnapshot(groups int, threshold int64) *snapshot.Snapshot {
+	s := &snapshot.Snapshot{Namespace: ns}
+	for i := range groups {
+		s.Groups = append(s.Groups, snapshot.Group{ID: fmt.Sprintf("g-%05d", i), Mode: "INDEPENDENT", Depth: 1,
+			Models: []snapshot.Model{{Slug: "demo/echo", RateLimits: []snapshot.Limit{{Type: "REQUEST", Unit: "MINUTE", Threshold: threshold, SourceGroup: "g"}}}}})
+	}
+	return s
+}
+
+// publishParts writes the parts that are not there yet and the index, as the manager does, and returns the
+// parts it wrote.
+func (s *cmStore) publishParts(t *testing.T, version int64, snap *snapshot.Snapshot) (written []string) {
+	t.Helper()
+	parts, sum, err := snapshot.EncodeParts(snap, snapshot.MaxChunkBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range parts {
+		if _, ok, _ := s.indexer.GetByKey(ns + "/" + snapshot.PartName(p.Hash)); ok {
+			continue
+		}
+		s.put(snapshot.PartName(p.Hash), nil, p.Payload)
+		written = append(written, p.Hash)
+	}
+	s.put(snapshot.IndexName, map[string]string{snapshot.DataVersion: strconv.FormatInt(version, 10), snapshot.DataChecksum: sum,
+		snapshot.DataChunks: strconv.Itoa(len(parts)), snapshot.DataFormat: snapshot.FormatContent, snapshot.DataParts: snapshot.PartList(parts)}, nil)
+	return written
+}
+
+func TestLoadContentAddressedParts(t *testing.T) {
+	ctx := context.Background()
+	l, s := newLoader(t)
+	s.publishParts(t, 1, bigSnapshot(5000, 600))
+	l.Sync(ctx, ns)
+	if l.servedVersion(t) != 1 || len(l.View().Namespace(ns).Groups) != 5000 {
+		t.Fatalf("content-addressed v1 not loaded: version %d, errors %v", l.servedVersion(t), l.errorsOf())
+	}
+
+	// One group changes: one part is new, and only it is decoded; the others come from the last load.
+	changed := bigSnapshot(5000, 600)
+	changed.Groups[4321].Models[0].RateLimits[0].Threshold = 7
+	if written := s.publishParts(t, 2, changed); len(written) != 1 {
+		t.Fatalf("a one-group change wrote %d parts, want 1", len(written))
+	}
+	before := l.parts[ns]
+	l.Sync(ctx, ns)
+	if l.servedVersion(t) != 2 {
+		t.Fatalf("v2 not loaded: errors %v", l.errorsOf())
+	}
+	if got := l.View().Namespace(ns).Snapshot.Groups[4321].Models[0].RateLimits[0].Threshold; got != 7 {
+		t.Fatalf("changed group's threshold is %d, want 7", got)
+	}
+	reused := 0
+	for h, p := range l.parts[ns] {
+		if before[h] == p {
+			reused++
+		}
+	}
+	if reused != len(l.parts[ns])-1 {
+		t.Errorf("%d of %d parts reused from the last load, want all but the changed one", reused, len(l.parts[ns]))
+	}
+
+	// Refused, keeping v2: a part whose bytes do not match its name, a missing part, a list that does not
+	// match the checksum.
+	next := bigSnapshot(5000, 600)
+	next.Groups[4321].Models[0].RateLimits[0].Threshold = 7
+	next.Groups[10].Models[0].RateLimits[0].Threshold = 9
+	parts, sum, _ := snapshot.EncodeParts(next, snapshot.MaxChunkBytes)
+	list := snapshot.PartList(parts)
+	index := func(version int, list, sum string) {
+		s.put(snapshot.IndexName, map[string]string{snapshot.DataVersion: strconv.Itoa(version), snapshot.DataChecksum: sum,
+			snapshot.DataChunks: strconv.Itoa(len(parts)), snapshot.DataFormat: snapshot.FormatContent, snapshot.DataParts: list}, nil)
+	}
+	var fresh snapshot.Part
+	for _, p := range parts {
+		if _, ok := l.parts[ns][p.Hash]; !ok {
+			fresh = p
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		write func()
+	}{
+		{"missing part", func() { index(3, list, sum) }},
+		{"corrupt part", func() { s.put(snapshot.PartName(fresh.Hash), nil, flipped(fresh.Payload)); index(3, list, sum) }},
+		{"list does not match checksum", func() { index(3, list, snapshot.PartsChecksum("x")) }},
+	} {
+		before := l.errorsOf()
+		tc.write()
+		l.Sync(ctx, ns)
+		if l.errorsOf() != before+1 || l.servedVersion(t) != 2 {
+			t.Errorf("%s: errors %v→%v, serving %d; want one more error and the last good 2", tc.name, before, l.errorsOf(), l.servedVersion(t))
+		}
+	}
+	s.put(snapshot.PartName(fresh.Hash), nil, fresh.Payload)
+	index(3, list, sum)
+	l.Sync(ctx, ns)
+	if l.servedVersion(t) != 3 {
+		_, err := l.load(ns, l.View().Namespace(ns))
+		t.Fatalf("v3 not loaded once its part is right: errors %v: %v", l.errorsOf(), err)
+	}
+}
+
+func flipped(b []byte) []byte {
+	out := append([]byte(nil), b...)
+	out[len(out)/2] ^= 0xff
+	return out
+}
