@@ -210,7 +210,7 @@ func New(opts Options) (*Gateway, error) {
 		g.mux.Handle("GET /v1/gateway/events", billing.Handler(opts.Billing, g.billingCaller))
 	}
 	up := upstream.New(upstream.Options{Transport: opts.Transport, Secrets: g.secrets, Timeout: opts.UpstreamTimeout})
-	inference.New(inference.Options{
+	calls := inference.New(inference.Options{
 		View:                   loader.View,
 		Limits:                 opts.Store,
 		Clock:                  opts.Clock,
@@ -224,7 +224,9 @@ func New(opts Options) (*Gateway, error) {
 		Addresses:              g.addrs,
 		WorkspaceKeys:          g.workspaceKeys,
 		RequestLog:             g.requests,
-	}).Register(g.mux)
+	})
+	calls.Register(g.mux)
+	calls.RegisterChains(g.mux)
 	if opts.Async != nil {
 		if g.async, err = async.New(async.Options{
 			Config: opts.AsyncConfig, View: loader.View, Store: opts.Async, Limits: opts.Store, Upstream: up,
@@ -234,6 +236,7 @@ func New(opts Options) (*Gateway, error) {
 			return nil, err
 		}
 		g.async.Register(g.mux)
+		g.async.RegisterChains(g.mux)
 	}
 	if !opts.DisableManagementAPI {
 		if err := g.mountManagement(); err != nil {
