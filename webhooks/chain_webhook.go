@@ -13,7 +13,7 @@ import (
 )
 
 // +kubebuilder:webhook:path=/validate-gateway-modelgate-io-v1alpha1-chain,mutating=false,failurePolicy=fail,sideEffects=None,groups=gateway.modelgate.io,resources=chains,verbs=create;update,versions=v1alpha1,name=vchain-v1alpha1.gateway.modelgate.io,admissionReviewVersions=v1
-// +kubebuilder:webhook:path=/validate-gateway-modelgate-io-v1alpha1-chaindeployment,mutating=false,failurePolicy=fail,sideEffects=None,groups=gateway.modelgate.io,resources=chaindeployments,verbs=create,versions=v1alpha1,name=vchaindeployment-v1alpha1.gateway.modelgate.io,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/validate-gateway-modelgate-io-v1alpha1-chaindeployment,mutating=false,failurePolicy=fail,sideEffects=None,groups=gateway.modelgate.io,resources=chaindeployments,verbs=create;update,versions=v1alpha1,name=vchaindeployment-v1alpha1.gateway.modelgate.io,admissionReviewVersions=v1
 
 // ChainValidator refuses a Chain whose environment, or spec.development, points at a ChainDeployment of another
 // chain. A pointer at a deployment that does not exist yet is admitted with a warning, as for a Model.
