@@ -35,6 +35,9 @@ func Register(mux *http.ServeMux, k *kit.Kit) {
 	k.Handle(mux, "GET /v1/chains/{chain_id}/deployments", kit.AccessModels, a.listDeployments)
 	k.Handle(mux, "GET /v1/chains/{chain_id}/environments", kit.AccessModels, a.listEnvironments)
 	k.Handle(mux, "GET /v1/chains/{chain_id}/environments/{env_name}", kit.AccessModels, a.getEnvironment)
+	k.Handle(mux, "POST /v1/chains/{chain_id}/environments/{env_name}/activate", kit.AccessModels, a.activateEnvironment(true))
+	k.Handle(mux, "POST /v1/chains/{chain_id}/environments/{env_name}/deactivate", kit.AccessModels, a.activateEnvironment(false))
+	k.Handle(mux, "POST /v1/chains/{chain_id}/environments/{env_name}/promote", kit.AccessModels, a.promote)
 }
 
 // Wire shapes, as for models.
