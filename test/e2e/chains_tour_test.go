@@ -136,6 +136,39 @@ func TestChainsTour(t *testing.T) {
 		t.Fatalf("GET chain deployments = %s", r)
 	}
 
+	r = admin(t, s, http.MethodGet, "/v1/chains", nil)
+	expect(t, r, http.StatusOK, "")
+	if !strings.Contains(string(r.raw), `"id":"`+id+`"`) {
+		t.Fatalf("GET chains = %s, want %s listed", r, id)
+	}
+
+	// Environment routes, as for models.
+	r = admin(t, s, http.MethodGet, "/v1/chains/"+id+"/environments/production", nil)
+	expect(t, r, http.StatusOK, "")
+	if cur, _ := r.body["current_deployment"].(map[string]any); cur["id"] != dep || r.body["chain_id"] != id {
+		t.Fatalf("GET chain environment = %s", r)
+	}
+	r = admin(t, s, http.MethodPost, "/v1/chains/"+id+"/environments/production/activate", nil)
+	expect(t, r, http.StatusOK, "")
+	if r.body["success"] != true || r.body["no_op"] != true {
+		t.Fatalf("activate an active environment = %s, want {success: true, no_op: true}", r)
+	}
+	r = admin(t, s, http.MethodPost, "/v1/chains/"+id+"/environments/production/deactivate", nil)
+	expect(t, r, http.StatusOK, "")
+	if r.body["no_op"] != false {
+		t.Fatalf("deactivate = %s, want no_op false", r)
+	}
+	waitFor(t, time.Minute, "a deactivated chain to answer 404", func() bool {
+		r = send(t, http.MethodPost, base+"/production/run_remote", auth, map[string]any{"text": "x"})
+		return r.code == http.StatusNotFound
+	})
+	r = admin(t, s, http.MethodPost, "/v1/chains/"+id+"/environments/production/activate", nil)
+	expect(t, r, http.StatusOK, "")
+	waitFor(t, time.Minute, "the chain to be served again", func() bool {
+		r = send(t, http.MethodPost, base+"/production/run_remote", auth, map[string]any{"text": "x"})
+		return r.code == http.StatusOK
+	})
+
 	// async_run_remote reaches SUCCEEDED, and its status names the chain.
 	r = send(t, http.MethodPost, base+"/production/async_run_remote", auth, map[string]any{"model_input": map[string]any{"text": "later"}})
 	expect(t, r, http.StatusCreated, "")
