@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/test/stack"
 )
 
 // chainletServer is a chainlet served from outside the cluster (a url source). "back" upper-cases the text it
@@ -200,4 +201,18 @@ func TestChainsTour(t *testing.T) {
 		var list gatewayv1.ModelDeploymentList
 		return s.Client.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{gatewayv1.LabelChain: id}) == nil && len(list.Items) == 0
 	})
+}
+
+// TestDemoChain calls the chain that the local stack seeds: two url chainlets on the demo model server.
+func TestDemoChain(t *testing.T) {
+	s := theStack(t)
+	var r response
+	waitFor(t, time.Minute, "the demo chain to be served", func() bool {
+		r = send(t, http.MethodPost, s.GatewayURL+"/chains/"+stack.ChainName+"/production/run_remote", "Bearer "+s.APIKey,
+			map[string]any{"text": "I love it"})
+		return r.code == http.StatusOK
+	})
+	if r.body["label"] != "positive" {
+		t.Fatalf("run_remote of the demo chain = %s, want the demo model's prediction", r)
+	}
 }
