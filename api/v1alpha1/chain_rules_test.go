@@ -25,7 +25,9 @@ func TestWorstStatus(t *testing.T) {
 }
 
 func TestValidateChainDeploymentSpec(t *testing.T) {
-	url := func(name string) Chainlet { return Chainlet{Name: name, Source: DeploymentSource{URL: "https://x.example.com/" + name}} }
+	url := func(name string) Chainlet {
+		return Chainlet{Name: name, Source: DeploymentSource{URL: "https://x.example.com/" + name}}
+	}
 	for _, c := range []struct {
 		name string
 		spec ChainDeploymentSpec
