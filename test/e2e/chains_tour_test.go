@@ -170,6 +170,33 @@ func TestChainsTour(t *testing.T) {
 		return r.code == http.StatusOK
 	})
 
+	// Promote a second deployment to production; the first one's chainlets are scaled down.
+	dep2 := id + "-v2"
+	must(s.Client.Create(ctx, &gatewayv1.ChainDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: dep2},
+		Spec: gatewayv1.ChainDeploymentSpec{ChainID: id, Entrypoint: "front", Chainlets: []gatewayv1.Chainlet{
+			{Name: "front", Source: gatewayv1.DeploymentSource{URL: front.URL}},
+			{Name: "back", Source: gatewayv1.DeploymentSource{URL: back.URL}},
+		}},
+	}))
+	waitFor(t, time.Minute, "the second chain deployment to be promotable", func() bool {
+		r = admin(t, s, http.MethodPost, "/v1/chains/"+id+"/environments/production/promote", map[string]any{"deployment_id": dep2})
+		return r.code == http.StatusOK
+	})
+	if cur, _ := r.body["current_deployment"].(map[string]any); cur["id"] != dep2 {
+		t.Fatalf("promote = %s, want current_deployment %s", r, dep2)
+	}
+	r = send(t, http.MethodPost, base+"/production/run_remote", auth, map[string]any{"text": "promoted"})
+	expect(t, r, http.StatusOK, "")
+	md := &gatewayv1.ModelDeployment{}
+	must(s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: dep + "-front"}, md))
+	if md.Annotations[gatewayv1.AnnotationScaledDownAt] == "" {
+		t.Fatalf("the previous deployment's entrypoint was not asked to scale down: %v", md.Annotations)
+	}
+	r = admin(t, s, http.MethodPost, "/v1/chains/"+id+"/environments/production/promote", map[string]any{"deployment_id": "nope"})
+	expect(t, r, http.StatusBadRequest, "")
+	dep = dep2
+
 	// async_run_remote reaches SUCCEEDED, and its status names the chain.
 	r = send(t, http.MethodPost, base+"/production/async_run_remote", auth, map[string]any{"model_input": map[string]any{"text": "later"}})
 	expect(t, r, http.StatusCreated, "")

@@ -65,8 +65,8 @@ func (a *api) chainlets(r *http.Request, c auth.Caller, cd *gatewayv1.ChainDeplo
 }
 
 // activateEnvironment activates or deactivates every chainlet of the chain deployment the environment serves.
-// The entrypoint goes first: it decides whether run_remote answers, and, as for a model deployment, of several
-// concurrent calls exactly one changes it.
+// The entrypoint goes first: it decides whether run_remote answers, and no_op is true when it already was in the
+// asked state.
 func (a *api) activateEnvironment(active bool) kit.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, c auth.Caller) {
 		ch, env, ok := a.loadEnvironment(w, r, c)
@@ -90,16 +90,20 @@ func (a *api) activateEnvironment(active bool) kit.HandlerFunc {
 			kit.WriteKubeError(w, r, "get chainlet deployments", err)
 			return
 		}
-		changed := false
-		for _, md := range mds {
-			ch, err := kit.SetActive(r.Context(), a.Opts.Client, md, active)
+		// no_op is the entrypoint's: of concurrent callers exactly one changes it. The others still bring every
+		// other chainlet to the asked state, which also heals a call that stopped half way.
+		noOp := true
+		for i, md := range mds {
+			changed, err := kit.SetActive(r.Context(), a.Opts.Client, md, active)
 			if err != nil {
 				kit.WriteKubeError(w, r, "update chainlet deployment", err)
 				return
 			}
-			changed = changed || ch
+			if i == 0 && md.Name == cd.ChainletDeploymentName(cd.Spec.Entrypoint) {
+				noOp = !changed
+			}
 		}
-		httperr.WriteJSON(w, http.StatusOK, activationJSON{Success: true, NoOp: !changed})
+		httperr.WriteJSON(w, http.StatusOK, activationJSON{Success: true, NoOp: noOp})
 	}
 }
 
