@@ -68,6 +68,10 @@ type Options struct {
 // +kubebuilder:rbac:groups=gateway.modelgate.io,resources=models/status;modeldeployments/status;teams/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=gateway.modelgate.io,resources=workspaceapikeys,verbs=delete
 // +kubebuilder:rbac:groups=gateway.modelgate.io,resources=modeldeployments/finalizers,verbs=update
+// +kubebuilder:rbac:groups=gateway.modelgate.io,resources=chains;chaindeployments,verbs=get;list;watch;update;patch;delete
+// +kubebuilder:rbac:groups=gateway.modelgate.io,resources=chains/status;chaindeployments/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=gateway.modelgate.io,resources=chains/finalizers;chaindeployments/finalizers,verbs=update
+// +kubebuilder:rbac:groups=gateway.modelgate.io,resources=modeldeployments,verbs=create;delete
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=apps,resources=deployments/scale,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
@@ -124,6 +128,10 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 			return mgr.Add(a)
 		}},
 		{"Team", func() error { return (&TeamReconciler{Client: c}).setup(mgr, copts) }},
+		{"Chain", func() error { return (&ChainReconciler{Client: c}).setup(mgr, copts) }},
+		{"ChainDeployment", func() error {
+			return (&ChainDeploymentReconciler{Client: c, Recorder: mgr.GetEventRecorderFor("modelgate-manager")}).setup(mgr, copts)
+		}},
 		{"deprovision", func() error {
 			return (&DeprovisionReconciler{Client: c, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorderFor("modelgate-manager")}).setup(mgr, copts)
 		}},
@@ -185,6 +193,9 @@ func setupIndexes(ctx context.Context, mgr ctrl.Manager) error {
 		}},
 		{&gatewayv1.ModelDeployment{}, IndexDeploymentService, func(o client.Object) []string {
 			return nonEmpty(routedService(o.(*gatewayv1.ModelDeployment)))
+		}},
+		{&gatewayv1.ChainDeployment{}, gatewayv1.FieldChainDeploymentChain, func(o client.Object) []string {
+			return nonEmpty(o.(*gatewayv1.ChainDeployment).Spec.ChainID)
 		}},
 		{&gatewayv1.Endpoint{}, gatewayv1.FieldEndpointSlug, func(o client.Object) []string {
 			return nonEmpty(o.(*gatewayv1.Endpoint).Spec.Slug)

@@ -62,6 +62,8 @@ func (r *SnapshotReconciler) setup(mgr ctrl.Manager, opts controller.Options) er
 		Watches(&gatewayv1.Endpoint{}, enqueue, specOnly).
 		Watches(&gatewayv1.Model{}, enqueue, specOnly).
 		Watches(&gatewayv1.Team{}, enqueue, specOnly).
+		Watches(&gatewayv1.Chain{}, enqueue, specOnly).
+		Watches(&gatewayv1.ChainDeployment{}, enqueue, specOnly).
 		// A deployment's status decides whether a url deployment is served and which port a service one uses.
 		Watches(&gatewayv1.ModelDeployment{}, enqueue, builder.WithPredicates(routingChanged)).
 		WithOptions(opts).
@@ -125,8 +127,10 @@ func (r *SnapshotReconciler) gather(ctx context.Context, ns string) (translate.I
 		models gatewayv1.ModelList
 		deps   gatewayv1.ModelDeploymentList
 		teams  gatewayv1.TeamList
+		chains gatewayv1.ChainList
+		cdeps  gatewayv1.ChainDeploymentList
 	)
-	for _, l := range []client.ObjectList{&ws, &groups, &keys, &wkeys, &eps, &models, &deps, &teams} {
+	for _, l := range []client.ObjectList{&ws, &groups, &keys, &wkeys, &eps, &models, &deps, &teams, &chains, &cdeps} {
 		if err := r.List(ctx, l, opts...); err != nil {
 			return translate.Input{}, fmt.Errorf("failed to list %T: %w", l, err)
 		}
@@ -134,7 +138,7 @@ func (r *SnapshotReconciler) gather(ctx context.Context, ns string) (translate.I
 	return translate.Input{
 		Namespace: ns, Workspaces: ws.Items, Groups: groups.Items, APIKeys: keys.Items,
 		WorkspaceAPIKeys: wkeys.Items, Endpoints: eps.Items, Models: models.Items, ModelDeployments: deps.Items,
-		Teams: teams.Items,
+		Teams: teams.Items, Chains: chains.Items, ChainDeployments: cdeps.Items,
 	}, nil
 }
 

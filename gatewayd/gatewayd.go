@@ -238,7 +238,7 @@ func New(opts Options) (*Gateway, error) {
 		g.mux.Handle("GET /v1/gateway/throttles", throttles.Handler(opts.Billing, g.billingCaller, opts.Clock.Now))
 	}
 	up := upstream.New(upstream.Options{Transport: opts.Transport, Secrets: g.secrets, Timeout: opts.UpstreamTimeout})
-	inference.New(inference.Options{
+	calls := inference.New(inference.Options{
 		View:                   loader.View,
 		Limits:                 opts.Store,
 		Clock:                  opts.Clock,
@@ -254,7 +254,9 @@ func New(opts Options) (*Gateway, error) {
 		HoldTimeout:            opts.HoldTimeout,
 		WorkspaceKeys:          g.workspaceKeys,
 		RequestLog:             g.requests,
-	}).Register(g.mux)
+	})
+	calls.Register(g.mux)
+	calls.RegisterChains(g.mux)
 	if opts.Async != nil {
 		if g.async, err = async.New(async.Options{
 			Config: opts.AsyncConfig, View: loader.View, Store: opts.Async, Limits: opts.Store, Upstream: up,
@@ -264,6 +266,7 @@ func New(opts Options) (*Gateway, error) {
 			return nil, err
 		}
 		g.async.Register(g.mux)
+		g.async.RegisterChains(g.mux)
 	}
 	if !opts.DisableManagementAPI {
 		if err := g.mountManagement(); err != nil {

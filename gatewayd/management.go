@@ -50,6 +50,10 @@ func (g *Gateway) mountManagement() error {
 		func(o client.Object) []string { return []string{o.(*gatewayv1.ModelDeployment).Spec.ModelID} }); err != nil {
 		return fmt.Errorf("failed to index the management API's list cache: %w", err)
 	}
+	if err := g.lists.IndexField(context.Background(), &gatewayv1.ChainDeployment{}, gatewayv1.FieldChainDeploymentChain,
+		func(o client.Object) []string { return []string{o.(*gatewayv1.ChainDeployment).Spec.ChainID} }); err != nil {
+		return fmt.Errorf("failed to index the management API's list cache: %w", err)
+	}
 	rest.New(rest.Options{
 		Client:                c,
 		Lister:                g.lists,

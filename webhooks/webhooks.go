@@ -25,7 +25,7 @@ import (
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 )
 
-// +kubebuilder:rbac:groups=gateway.modelgate.io,resources=groups;apikeys;endpoints;workspaces;workspaceapikeys;models;modeldeployments;teams,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gateway.modelgate.io,resources=groups;apikeys;endpoints;workspaces;workspaceapikeys;models;modeldeployments;teams;chains;chaindeployments,verbs=get;list;watch
 
 // SetupWithManager registers the validating webhook of every kind with the manager's webhook server.
 //
@@ -64,6 +64,12 @@ func SetupWithManager(mgr manager.Manager) error {
 		}},
 		{"ModelDeployment", func() error {
 			return builder.WebhookManagedBy(mgr, &gatewayv1.ModelDeployment{}).WithValidator(&ModelDeploymentValidator{Reader: r}).Complete()
+		}},
+		{"Chain", func() error {
+			return builder.WebhookManagedBy(mgr, &gatewayv1.Chain{}).WithValidator(&ChainValidator{Reader: r}).Complete()
+		}},
+		{"ChainDeployment", func() error {
+			return builder.WebhookManagedBy(mgr, &gatewayv1.ChainDeployment{}).WithValidator(&ChainDeploymentValidator{}).Complete()
 		}},
 	}
 	for _, s := range steps {

@@ -31,6 +31,30 @@ type Snapshot struct {
 	Deployments []Deployment `json:"deployments"`
 	// Teams are the workspace's teams, sorted by ID.
 	Teams []Team `json:"teams,omitempty"`
+	// Chains are the workspace's chains that are not being deleted, with the chain deployment each environment
+	// points at, sorted by ID.
+	Chains []ServedChain `json:"chains,omitempty"`
+	// ChainDeployments are the chain deployments of the listed chains, each with the deployment (in
+	// Deployments) of its entrypoint, sorted by ID.
+	ChainDeployments []ChainDeployment `json:"chainDeployments,omitempty"`
+}
+
+// ServedChain is a chain and its environments.
+type ServedChain struct {
+	ID     string `json:"id"`
+	TeamID string `json:"teamID,omitempty"`
+	// Environments point at chain deployments by ID; an empty Deployment has none promoted yet.
+	Environments []EnvironmentRoute `json:"environments"`
+	// Development is the chain deployment of the development routes, empty when none.
+	Development string `json:"development,omitempty"`
+}
+
+// ChainDeployment is one deployment of a chain: run_remote calls its entrypoint's deployment.
+type ChainDeployment struct {
+	ID      string `json:"id"`
+	ChainID string `json:"chainID"`
+	// Entrypoint is the ID of the Deployment that runs the entrypoint chainlet.
+	Entrypoint string `json:"entrypoint"`
 }
 
 // ServedModel is a model and its environments.

@@ -1,5 +1,5 @@
 // Package v1alpha1 holds the gateway.modelgate.io/v1alpha1 API: the Workspace, Group, APIKey, Endpoint,
-// WorkspaceAPIKey, Model and ModelDeployment custom resources that kubectl, GitOps and the REST API all write.
+// WorkspaceAPIKey, Model, ModelDeployment, Chain and ChainDeployment custom resources that kubectl, GitOps and the REST API all write.
 // It imports nothing beyond apimachinery, so clients can depend on it cheaply.
 //
 // +kubebuilder:object:generate=true
@@ -34,6 +34,8 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&Team{}, &TeamList{},
 		&SandboxImage{}, &SandboxImageList{},
 		&SandboxImageBuild{}, &SandboxImageBuildList{},
+		&Chain{}, &ChainList{},
+		&ChainDeployment{}, &ChainDeploymentList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

@@ -118,7 +118,12 @@ In another terminal:
   # Activate an environment (no_op is true while its deployment is already active):
   curl -s -X POST "$MODELGATE_URL/v1/models/%[8]s/environments/%[10]s/activate" -H "Authorization: Bearer $MODELGATE_API_KEY"
 
+  # Chains: %[11]s runs %[12]s as two url chainlets on the demo model; run_remote calls the entrypoint:
+  kubectl get chains,chaindeployments
+  curl -s "$MODELGATE_URL/chains/%[11]s/production/run_remote" -H "Authorization: Bearer $MODELGATE_API_KEY" \
+    -H 'Content-Type: application/json' -d '{"text":"I love it"}'
+
 Press Ctrl-C to stop everything.
 `, s.GatewayURL, s.UpstreamURL, s.Namespace, s.KubectlPath, s.EnvPath, s.MetricsURL,
-		s.ModelURL, stack.ModelName, stack.ModelDeploymentName, stack.ModelStagingEnv)
+		s.ModelURL, stack.ModelName, stack.ModelDeploymentName, stack.ModelStagingEnv, stack.ChainName, stack.ChainDeploymentName)
 }

@@ -33,6 +33,8 @@ type Input struct {
 	Models           []gatewayv1.Model
 	ModelDeployments []gatewayv1.ModelDeployment
 	Teams            []gatewayv1.Team
+	Chains           []gatewayv1.Chain
+	ChainDeployments []gatewayv1.ChainDeployment
 }
 
 // Translate builds the snapshot of one workspace. Only what can be served is in it: Ready groups (see
@@ -53,6 +55,7 @@ func Translate(in Input) *snapshot.Snapshot {
 		Deployments:      translateDeployments(in.ModelDeployments),
 		Teams:            translateTeams(in.Teams),
 	}
+	s.Chains, s.ChainDeployments = translateChains(in.Chains, in.ChainDeployments)
 
 	groups := make([]*gatewayv1.Group, len(in.Groups))
 	for i := range in.Groups {

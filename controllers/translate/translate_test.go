@@ -108,6 +108,10 @@ func loadInput(t *testing.T, path string) Input {
 			in.ModelDeployments = append(in.ModelDeployments, *o)
 		case *gatewayv1.Team:
 			in.Teams = append(in.Teams, *o)
+		case *gatewayv1.Chain:
+			in.Chains = append(in.Chains, *o)
+		case *gatewayv1.ChainDeployment:
+			in.ChainDeployments = append(in.ChainDeployments, *o)
 		default:
 			t.Fatalf("%s: document %d: unexpected kind %T", path, i, obj)
 		}

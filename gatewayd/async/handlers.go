@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/modelgate/modelgate/api/snapshot"
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 
 	"github.com/modelgate/modelgate/api/netguard"
 	"github.com/modelgate/modelgate/gatewayd/async/queue"
@@ -77,6 +78,12 @@ func (s *Service) asyncPredict(w http.ResponseWriter, r *http.Request) {
 		httperr.WriteError(w, e)
 		return
 	}
+	s.accept(w, r, caller, m.ID, d, environmentOf(r))
+}
+
+// accept reads an async call's body and queues it for deployment d, under modelID (a chain's requests go under
+// the modelID of its chainlet deployments), answering 201 {request_id}.
+func (s *Service) accept(w http.ResponseWriter, r *http.Request, caller auth.Caller, modelID string, d *snapshot.Deployment, environment string) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if err != nil {
 		if errors.As(err, new(*http.MaxBytesError)) {
@@ -115,14 +122,14 @@ func (s *Service) asyncPredict(w http.ResponseWriter, r *http.Request) {
 		hook = queue.HookPending
 	}
 	req := &queue.Request{
-		ID: newRequestID(), Namespace: caller.Namespace, ModelID: m.ID, DeploymentID: d.ID, Environment: environmentOf(r),
+		ID: newRequestID(), Namespace: caller.Namespace, ModelID: modelID, DeploymentID: d.ID, Environment: environment,
 		Input: body.ModelInput, Webhook: body.WebhookEndpoint, Priority: body.Priority,
 		MaxTimeInQueueSeconds: body.MaxTimeInQueueSeconds, Retry: body.Retry,
 		Status: queue.Queued, WebhookStatus: hook, CreatedAt: now, StatusAt: now, Errors: []queue.Error{},
 	}
 	claimed, err := s.enqueue(r.Context(), req, d)
 	if err != nil {
-		s.opts.Logger.Error(err, "Failed to enqueue an async request", "namespace", caller.Namespace, "model", m.ID)
+		s.opts.Logger.Error(err, "Failed to enqueue an async request", "namespace", caller.Namespace, "model", modelID)
 		httperr.Write(w, http.StatusServiceUnavailable, httperr.CodeUnavailable, "The async queue is unavailable; retry shortly.", nil)
 		return
 	}
@@ -182,6 +189,23 @@ func statusOf(q *queue.Request) Status {
 // it does not exist, belongs to another workspace or model, or the caller may not see that model; 403 when the
 // caller may not invoke it.
 func (s *Service) request(w http.ResponseWriter, r *http.Request) (*queue.Request, bool) {
+	modelID := r.PathValue("model_id")
+	return s.requestOf(w, r, modelID, "No async request of this model has this id.", func(caller auth.Caller, q *queue.Request) *httperr.Error {
+		if _, chain := gatewayv1.ChainOfModelID(modelID); chain {
+			// A chain's requests are read at the chain's route, which names the chain in its answer.
+			return httperr.New(http.StatusNotFound, httperr.CodeNotFound, "No async request of this model has this id.", "request_id: "+q.ID)
+		}
+		teamID := ""
+		if ns := s.opts.View().Namespace(caller.Namespace); ns != nil && ns.Models[modelID] != nil {
+			teamID = ns.Models[modelID].TeamID
+		}
+		return inference.MayInvoke(caller, modelID, teamID, q.Environment)
+	})
+}
+
+// requestOf is request for the requests queued under modelID, which authorize lets the caller read or cancel.
+func (s *Service) requestOf(w http.ResponseWriter, r *http.Request, modelID, notFoundMessage string,
+	authorize func(auth.Caller, *queue.Request) *httperr.Error) (*queue.Request, bool) {
 	caller, aerr := auth.Workspace(r, auth.ViewLookup(s.opts.View))
 	if aerr != nil {
 		httperr.WriteError(w, aerr)
@@ -191,8 +215,8 @@ func (s *Service) request(w http.ResponseWriter, r *http.Request) (*queue.Reques
 		httperr.WriteError(w, e)
 		return nil, false
 	}
-	id, modelID := r.PathValue("request_id"), r.PathValue("model_id")
-	notFound := httperr.New(http.StatusNotFound, httperr.CodeNotFound, "No async request of this model has this id.", "request_id: "+id)
+	id := r.PathValue("request_id")
+	notFound := httperr.New(http.StatusNotFound, httperr.CodeNotFound, notFoundMessage, "request_id: "+id)
 	q, err := s.opts.Store.Get(r.Context(), id)
 	switch {
 	case errors.Is(err, queue.ErrNotFound):
@@ -206,11 +230,7 @@ func (s *Service) request(w http.ResponseWriter, r *http.Request) (*queue.Reques
 		httperr.WriteError(w, notFound)
 		return nil, false
 	}
-	teamID := ""
-	if ns := s.opts.View().Namespace(caller.Namespace); ns != nil && ns.Models[modelID] != nil {
-		teamID = ns.Models[modelID].TeamID
-	}
-	if e := inference.MayInvoke(caller, modelID, teamID, q.Environment); e != nil {
+	if e := authorize(caller, q); e != nil {
 		httperr.WriteError(w, e)
 		return nil, false
 	}
@@ -266,6 +286,11 @@ func (s *Service) requestCancel(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	s.cancel(w, r, q)
+}
+
+// cancel cancels q if it is still QUEUED, and answers {request_id, canceled, message}.
+func (s *Service) cancel(w http.ResponseWriter, r *http.Request, q *queue.Request) {
 	got, canceled, err := s.opts.Store.Cancel(r.Context(), q.ID, s.opts.Clock.Now().UTC())
 	if err != nil {
 		httperr.Write(w, http.StatusServiceUnavailable, httperr.CodeUnavailable, "The async queue is unavailable; retry shortly.", nil)

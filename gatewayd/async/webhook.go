@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/modelgate/modelgate/api/netguard"
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/async/queue"
 	"github.com/modelgate/modelgate/gatewayd/billing"
 )
@@ -18,8 +19,10 @@ const webhookBatch = 32
 
 // WebhookPayload is the body POSTed to a request's webhook_endpoint (DESIGN.md "Async inference").
 type WebhookPayload struct {
-	RequestID    string          `json:"request_id"`
-	ModelID      string          `json:"model_id"`
+	RequestID string `json:"request_id"`
+	// ModelID is the model's id; a chain's request carries ChainID instead.
+	ModelID      string          `json:"model_id,omitempty"`
+	ChainID      string          `json:"chain_id,omitempty"`
 	DeploymentID string          `json:"deployment_id"`
 	Type         string          `json:"type"`
 	Time         time.Time       `json:"time"`
@@ -121,8 +124,12 @@ func (s *Service) post(ctx context.Context, r *queue.Request) error {
 		errs = []queue.Error{}
 	}
 	now := s.opts.Clock.Now().UTC()
-	body, err := json.Marshal(WebhookPayload{RequestID: r.ID, ModelID: r.ModelID, DeploymentID: r.DeploymentID,
-		Type: WebhookType, Time: now, Data: data, Errors: errs})
+	payload := WebhookPayload{RequestID: r.ID, ModelID: r.ModelID, DeploymentID: r.DeploymentID,
+		Type: WebhookType, Time: now, Data: data, Errors: errs}
+	if chain, ok := gatewayv1.ChainOfModelID(r.ModelID); ok {
+		payload.ModelID, payload.ChainID, payload.DeploymentID = "", chain, s.chainDeploymentOf(r)
+	}
+	body, err := json.Marshal(payload)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"net/http"
 
 	"github.com/modelgate/modelgate/gatewayd/rest/apikeys"
+	"github.com/modelgate/modelgate/gatewayd/rest/chains"
 	"github.com/modelgate/modelgate/gatewayd/rest/endpoints"
 	"github.com/modelgate/modelgate/gatewayd/rest/groups"
 	"github.com/modelgate/modelgate/gatewayd/rest/kit"
@@ -66,6 +67,7 @@ func (a *API) Register(mux *http.ServeMux) {
 	models.Register(mux, a.kit)
 	teams.Register(mux, a.kit)
 	sandboxes.Register(mux, a.kit, a.sandboxes)
+	chains.Register(mux, a.kit)
 
 	// The spec is public: it holds no workspace data, and clients need it before they have a key.
 	mux.HandleFunc("GET /v1/spec", func(w http.ResponseWriter, r *http.Request) {

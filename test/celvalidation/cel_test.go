@@ -111,6 +111,15 @@ spec: {teamID: red, name: "agents/python_3.12-slim"}
 kind: SandboxImageBuild
 spec: {imageRef: img-1, teamID: red, source: {upload: {}}}
 `
+	chainDeployment = `
+kind: ChainDeployment
+spec:
+  chainID: pipe
+  entrypoint: front
+  chainlets:
+  - {name: front, source: {container: {image: "registry.example.com/front:1", port: 9000}}}
+  - {name: back, source: {url: "https://back.example.com"}}
+`
 	containerDeployment = `
 kind: ModelDeployment
 spec:
@@ -667,6 +676,47 @@ spec: {imageRef: img-1, teamID: red, source: {upload: {}, import: {image: "ghcr.
 			wantPath: "spec.source", wantMsg: "exactly one of upload and import must be set"},
 		{name: "sandbox build: spec change refused", object: uploadBuild, update: `spec: {imageRef: img-2}`,
 			wantPath: "spec", wantMsg: "a SandboxImageBuild is immutable"},
+		// Chain and ChainDeployment.
+		{name: "chain: valid object accepted", object: `
+kind: Chain
+spec: {environments: [{name: production, deployment: v1}, {name: staging}], development: v2}`},
+		{name: "chain: no production environment refused", object: `
+kind: Chain
+spec: {environments: [{name: staging, deployment: v1}]}`,
+			wantPath: "spec.environments", wantMsg: "a production environment is required"},
+		{name: "chain: development as an environment refused", object: `
+kind: Chain
+spec: {environments: [{name: production}, {name: development, deployment: v1}]}`,
+			wantPath: "spec.environments", wantMsg: "development is not an environment"},
+		{name: "chain: duplicate environment names refused", object: `
+kind: Chain
+spec: {environments: [{name: production}, {name: production, deployment: v1}]}`,
+			wantPath: "spec.environments[1]", wantMsg: "Duplicate value"},
+		{name: "chain deployment: valid object accepted", object: chainDeployment},
+		{name: "chain deployment: entrypoint that is not a chainlet refused", object: `
+kind: ChainDeployment
+spec: {chainID: pipe, entrypoint: middle, chainlets: [{name: front, source: {url: "https://x.example.com"}}]}`,
+			wantPath: "spec.entrypoint", wantMsg: "entrypoint must name one of spec.chainlets"},
+		{name: "chain deployment: duplicate chainlet names refused", object: `
+kind: ChainDeployment
+spec: {chainID: pipe, entrypoint: front, chainlets: [{name: front, source: {url: "https://x.example.com"}}, {name: front, source: {url: "https://y.example.com"}}]}`,
+			wantPath: "spec.chainlets[1]", wantMsg: "Duplicate value"},
+		{name: "chain deployment: chainlet with two sources refused", object: `
+kind: ChainDeployment
+spec: {chainID: pipe, entrypoint: front, chainlets: [{name: front, source: {url: "https://x.example.com", service: {name: s, port: 80}}}]}`,
+			wantPath: "spec.chainlets[0].source", wantMsg: "exactly one of container, service and url must be set"},
+		{name: "chain deployment: chainID change refused", object: chainDeployment,
+			update: `spec: {chainID: other}`, wantPath: "spec.chainID", wantMsg: "chainID is immutable"},
+		{name: "chain deployment: entrypoint change refused", object: chainDeployment,
+			update: `spec: {entrypoint: back}`, wantPath: "spec.entrypoint", wantMsg: "entrypoint is immutable"},
+		{name: "chain deployment: chainlet source change refused", object: chainDeployment,
+			update:   `spec: {chainlets: [{name: front, source: {container: {image: "registry.example.com/front:2", port: 9000}}}, {name: back, source: {url: "https://back.example.com"}}]}`,
+			wantPath: "spec.chainlets[0].source", wantMsg: "a chainlet's source is immutable"},
+		{name: "chain deployment: adding a chainlet refused", object: chainDeployment,
+			update:   `spec: {chainlets: [{name: front, source: {container: {image: "registry.example.com/front:1", port: 9000}}}, {name: back, source: {url: "https://back.example.com"}}, {name: extra, source: {url: "https://extra.example.com"}}]}`,
+			wantPath: "spec.chainlets", wantMsg: "chainlets cannot be added, removed or reordered"},
+		{name: "chain deployment: autoscaling change accepted", object: chainDeployment,
+			update: `spec: {chainlets: [{name: front, source: {container: {image: "registry.example.com/front:1", port: 9000}}, autoscaling: {minReplica: 1, maxReplica: 4}}, {name: back, source: {url: "https://back.example.com"}}]}`},
 	}
 
 	ctx := context.Background()

@@ -19,8 +19,8 @@ import (
 const SigningKeyFile = "workspace-ed25519.pem"
 
 // seed creates the Workspace, the admin workspace key with its Secret, the demo Endpoint with its upstream
-// Secret, and the demo Model with its deployment at the demo model server (the deployment first, so the Model's
-// admission finds what it points at). Each create is retried until the deadline, because the webhooks may refuse connections for a moment
+// Secret, the demo Model with its deployment at the demo model server (the deployment first, so the Model's
+// admission finds what it points at), and the demo Chain with its two-chainlet deployment on the same server. Each create is retried until the deadline, because the webhooks may refuse connections for a moment
 // after their server starts.
 func (s *Stack) seed(ctx context.Context) error {
 	signing, err := loadOrCreateSigningKey(filepath.Join(s.devDir, SigningKeyFile))
@@ -90,6 +90,24 @@ func (s *Stack) seed(ctx context.Context) error {
 					{Name: gatewayv1.EnvironmentProduction, Deployment: ModelDeploymentName},
 					{Name: ModelStagingEnv, Deployment: ModelDeploymentName},
 				},
+			},
+		},
+		&gatewayv1.ChainDeployment{
+			ObjectMeta: metav1.ObjectMeta{Name: ChainDeploymentName, Namespace: ns},
+			Spec: gatewayv1.ChainDeploymentSpec{
+				ChainID:    ChainName,
+				Entrypoint: ChainEntrypoint,
+				Chainlets: []gatewayv1.Chainlet{
+					{Name: ChainEntrypoint, Source: gatewayv1.DeploymentSource{URL: s.ModelURL}},
+					{Name: ChainOtherChainlet, Source: gatewayv1.DeploymentSource{URL: s.ModelURL}},
+				},
+			},
+		},
+		&gatewayv1.Chain{
+			ObjectMeta: metav1.ObjectMeta{Name: ChainName, Namespace: ns},
+			Spec: gatewayv1.ChainSpec{
+				DisplayName:  "Demo chain",
+				Environments: []gatewayv1.ChainEnvironment{{Name: gatewayv1.EnvironmentProduction, Deployment: ChainDeploymentName}},
 			},
 		},
 	}

@@ -86,6 +86,12 @@ const (
 	ModelName           = "demo-model"
 	ModelDeploymentName = "demo-model-v1"
 	ModelStagingEnv     = "staging"
+	// ChainName is the seeded Chain, whose production environment serves ChainDeploymentName: two url chainlets
+	// at the demo model server, ChainEntrypoint (which run_remote calls) and ChainOtherChainlet.
+	ChainName           = "demo-chain"
+	ChainDeploymentName = "demo-chain-v1"
+	ChainEntrypoint     = "sentiment"
+	ChainOtherChainlet  = "review"
 	// AsyncWebhookSecretName holds the Workspace's asyncWebhook signing secret, AsyncWebhookSecret: a fixed
 	// development value, so a local receiver can verify async results.
 	AsyncWebhookSecretName = "async-webhook"

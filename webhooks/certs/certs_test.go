@@ -278,7 +278,7 @@ func eventuallyCABundle(name string, ca []byte) {
 	Eventually(func(g Gomega) {
 		vwc := &admissionv1.ValidatingWebhookConfiguration{}
 		g.Expect(k8s.Get(ctx, types.NamespacedName{Name: name}, vwc)).To(Succeed())
-		g.Expect(vwc.Webhooks).To(HaveLen(8))
+		g.Expect(vwc.Webhooks).To(HaveLen(10))
 		for _, wh := range vwc.Webhooks {
 			g.Expect(wh.ClientConfig.CABundle).To(Equal(ca), "webhook %s", wh.Name)
 		}
@@ -331,7 +331,7 @@ func webhookConfiguration() *admissionv1.ValidatingWebhookConfiguration {
 	Expect(err).NotTo(HaveOccurred())
 	vwc := &admissionv1.ValidatingWebhookConfiguration{}
 	Expect(yaml.Unmarshal(raw, vwc)).To(Succeed())
-	Expect(vwc.Webhooks).To(HaveLen(8))
+	Expect(vwc.Webhooks).To(HaveLen(10))
 	return vwc
 }
 

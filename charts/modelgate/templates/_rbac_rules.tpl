@@ -9,17 +9,22 @@ per-namespace Roles (namespaces listed). docs/rbac.md explains every rule and wh
 # markers (test/chart checks that they agree), minus leases, which live in the release namespace only.
 # Reconcilers and admission webhooks read every kind; the Group reconciler deletes what hangs below a deleted group,
 # and deprovisioning deletes the PERSONAL WorkspaceAPIKeys of people a Workspace no longer lists.
+# A Chain's finalizer deletes its ChainDeployments, and a ChainDeployment creates and deletes one ModelDeployment
+# per chainlet.
 - apiGroups: [gateway.modelgate.io]
-  resources: [apikeys, groups, workspaceapikeys]
+  resources: [apikeys, chaindeployments, chains, groups, workspaceapikeys]
   verbs: [get, list, watch, update, patch, delete]
 - apiGroups: [gateway.modelgate.io]
-  resources: [endpoints, modeldeployments, models, teams, workspaces]
+  resources: [endpoints, models, teams, workspaces]
   verbs: [get, list, watch, update, patch]
 - apiGroups: [gateway.modelgate.io]
-  resources: [apikeys/status, endpoints/status, groups/status, modeldeployments/status, models/status, teams/status, workspaceapikeys/status, workspaces/status]
+  resources: [modeldeployments]
+  verbs: [get, list, watch, create, update, patch, delete]
+- apiGroups: [gateway.modelgate.io]
+  resources: [apikeys/status, chaindeployments/status, chains/status, endpoints/status, groups/status, modeldeployments/status, models/status, teams/status, workspaceapikeys/status, workspaces/status]
   verbs: [get, update, patch]
 - apiGroups: [gateway.modelgate.io]
-  resources: [groups/finalizers, modeldeployments/finalizers]
+  resources: [chaindeployments/finalizers, chains/finalizers, groups/finalizers, modeldeployments/finalizers]
   verbs: [update]
 # The SandboxImageBuild reconciler runs imports and builds, and writes the tags onto the SandboxImage's status; the
 # BuildKit backend runs a build as a Job it owns.
@@ -84,6 +89,10 @@ per-namespace Roles (namespaces listed). docs/rbac.md explains every rule and wh
 - apiGroups: [gateway.modelgate.io]
   resources: [models, modeldeployments]
   verbs: [get, list, watch, update, patch, delete]
+# The chain management routes read chains and their deployments, and delete chains.
+- apiGroups: [gateway.modelgate.io]
+  resources: [chains, chaindeployments]
+  verbs: [get, list, watch, delete]
 # The logs route reads a deployment's Events.
 - apiGroups: [""]
   resources: [events]

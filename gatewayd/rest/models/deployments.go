@@ -108,27 +108,12 @@ func (a *api) activateDeployment(active bool) kit.HandlerFunc {
 // exactly one changes it and answers no_op false; the others, finding on their fresh read that it is already in
 // the asked state, answer no_op true. Scaled to zero counts as active: activation is not a wake.
 func (a *api) setActive(w http.ResponseWriter, r *http.Request, d *gatewayv1.ModelDeployment, active bool) {
-	for range 30 {
-		if d.Spec.IsActive() == active {
-			httperr.WriteJSON(w, http.StatusOK, activationJSON{Success: true, NoOp: true})
-			return
-		}
-		d.Spec.Active = &active
-		err := a.Opts.Client.Update(r.Context(), d)
-		if err == nil {
-			httperr.WriteJSON(w, http.StatusOK, activationJSON{Success: true, NoOp: false})
-			return
-		}
-		if !apierrors.IsConflict(err) {
-			kit.WriteKubeError(w, r, "update deployment", err)
-			return
-		}
-		if err := a.Opts.Client.Get(r.Context(), client.ObjectKeyFromObject(d), d); err != nil {
-			kit.WriteKubeError(w, r, "get deployment", err)
-			return
-		}
+	changed, err := kit.SetActive(r.Context(), a.Opts.Client, d, active)
+	if err != nil {
+		kit.WriteKubeError(w, r, "update deployment", err)
+		return
 	}
-	kit.WriteKubeError(w, r, "update deployment", kit.ErrBusy)
+	httperr.WriteJSON(w, http.StatusOK, activationJSON{Success: true, NoOp: !changed})
 }
 
 // retryDeployment redeploys a failed deployment by bumping spec.retryNonce.

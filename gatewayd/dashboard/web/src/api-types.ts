@@ -14,6 +14,58 @@ export interface AutoscalingSettings {
   concurrency_target: number;
 }
 
+export interface Chain {
+  id: string;
+  created_at: string;
+  name: string;
+  deployments_count: number;
+  production_deployment_id: string | null;
+  development_deployment_id: string | null;
+  team_name: string;
+}
+
+export interface ChainDeployment {
+  id: string;
+  created_at: string;
+  name: string;
+  chain_id: string;
+  is_production: boolean;
+  is_development: boolean;
+  /** The worst of the chainlets' statuses. */
+  status: string;
+  entrypoint: string;
+  chainlets: Chainlet[];
+  environment: string | null;
+}
+
+export interface ChainDeploymentList {
+  deployments: ChainDeployment[];
+}
+
+export interface ChainEnvironment {
+  name: string;
+  created_at: string;
+  chain_id: string;
+  current_deployment: ChainDeployment;
+}
+
+export interface ChainEnvironmentList {
+  environments: ChainEnvironment[];
+}
+
+export interface ChainList {
+  chains: Chain[];
+}
+
+export interface Chainlet {
+  name: string;
+  /** The ModelDeployment that runs the chainlet. */
+  deployment_id: string;
+  status: string;
+  active_replica_count: number;
+  is_entrypoint: boolean;
+}
+
 export interface CreateEndpoint {
   slug: string;
   targets: Target[];
