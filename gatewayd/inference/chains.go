@@ -13,7 +13,6 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/authz"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
-	"github.com/modelgate/modelgate/gatewayd/upstream"
 	"github.com/modelgate/modelgate/gatewayd/view"
 )
 
@@ -148,32 +147,5 @@ func (h *Handler) runRemote(w http.ResponseWriter, r *http.Request) {
 		httperr.WriteError(sw, rerr)
 		return
 	}
-	h.forwardPredict(sw, r, reqID, caller.Namespace, d, start)
-}
-
-// forwardPredict forwards r to the predict path of deployment d and streams the answer through sw: the
-// forwarding half of a predict call, for routes that resolved d their own way.
-func (h *Handler) forwardPredict(sw *statusWriter, r *http.Request, reqID, namespace string, d *snapshot.Deployment, start time.Time) {
-	defer h.opts.Concurrency.Begin(namespace, d.ID)() // demand for the autoscaler
-	defer h.logPredict(sw, r, reqID, namespace, d.ID, start)
-	target, release, rerr := RouteDeployment(namespace, d, h.opts.Addresses)
-	if rerr != nil {
-		httperr.WriteError(sw, rerr)
-		return
-	}
-	defer release()
-	header := http.Header{}
-	for _, name := range []string{"Content-Type", "Accept"} {
-		if val := r.Header.Get(name); val != "" {
-			header.Set(name, val)
-		}
-	}
-	header.Set(requestIDHeader, reqID)
-	_ = http.NewResponseController(sw).SetReadDeadline(time.Now().Add(h.opts.BodyReadTimeout))
-	_, err := h.opts.Upstream.Forward(r.Context(), upstream.Request{
-		Target: target, Body: predictBody(http.MaxBytesReader(sw, r.Body, h.opts.MaxBodyBytes), r.ContentLength), ContentLength: r.ContentLength, Header: header,
-	}, sw)
-	if err != nil {
-		writeForwardError(sw, r, target.Name, err)
-	}
+	h.forwardPredict(sw, r, reqID, caller, d, start)
 }

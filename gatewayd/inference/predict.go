@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelgate/modelgate/api/snapshot"
+
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
@@ -65,6 +67,13 @@ func (h *Handler) predict(w http.ResponseWriter, r *http.Request) {
 		httperr.WriteError(sw, rerr)
 		return
 	}
+	h.forwardPredict(sw, r, reqID, caller, d, start)
+}
+
+// forwardPredict forwards r to the predict path of deployment d and streams the answer through sw, for every route
+// that calls a deployment (predict, run_remote): a call to a deployment with no ready address is held (hold.go)
+// until one is ready, then forwarded the same way.
+func (h *Handler) forwardPredict(sw *statusWriter, r *http.Request, reqID string, caller auth.Caller, d *snapshot.Deployment, start time.Time) {
 	defer h.opts.Concurrency.Begin(caller.Namespace, d.ID)() // demand for the autoscaler, held calls included
 	defer h.logPredict(sw, r, reqID, caller.Namespace, d.ID, start)
 	rc := http.NewResponseController(sw)
