@@ -123,16 +123,7 @@ func toDeploymentJSON(c *gatewayv1.Chain, d *gatewayv1.ChainDeployment) deployme
 // manage it); a chain c may not see is 404, and so is one being deleted.
 func (a *api) loadChain(w http.ResponseWriter, r *http.Request, c auth.Caller, action authz.Action, env string) (*gatewayv1.Chain, bool) {
 	ch := &gatewayv1.Chain{}
-	if !a.LoadObject(w, r, c, "chain_id", "Chain", ch) {
-		return nil, false
-	}
-	dec := authz.Decide(c.Principal(), action, authz.Resource{TeamID: ch.Spec.TeamID, ModelID: ch.Name, Environment: env})
-	switch {
-	case dec.Hidden:
-		kit.NotFound(w, "Chain", ch.Name)
-		return nil, false
-	case !dec.Allowed:
-		httperr.Write(w, http.StatusForbidden, httperr.CodeForbidden, dec.Reason, map[string]any{"key_type": c.Key.Type, "chain_id": ch.Name})
+	if !a.LoadDecided(w, r, c, "chain_id", "Chain", ch, func() string { return ch.Spec.TeamID }, action, env) {
 		return nil, false
 	}
 	return ch, true

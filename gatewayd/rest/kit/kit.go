@@ -210,6 +210,26 @@ func (k *Kit) LoadObject(w http.ResponseWriter, r *http.Request, c auth.Caller, 
 	return true
 }
 
+// LoadDecided is LoadObject for an object that belongs to a team (a Model, a Chain), then authz.Decide's answer
+// for c doing action to it through environment env: a hidden object is 404 as a missing one is, a refused
+// action 403 with the rule's sentence. teamID reads the object's team once it is loaded.
+func (k *Kit) LoadDecided(w http.ResponseWriter, r *http.Request, c auth.Caller, param, kind string, obj client.Object,
+	teamID func() string, action authz.Action, env string) bool {
+	if !k.LoadObject(w, r, c, param, kind, obj) {
+		return false
+	}
+	dec := authz.Decide(c.Principal(), action, authz.Resource{TeamID: teamID(), ModelID: obj.GetName(), Environment: env})
+	switch {
+	case dec.Hidden:
+		NotFound(w, kind, obj.GetName())
+		return false
+	case !dec.Allowed:
+		httperr.Write(w, http.StatusForbidden, httperr.CodeForbidden, dec.Reason, map[string]any{"key_type": c.Key.Type, param: obj.GetName()})
+		return false
+	}
+	return true
+}
+
 // ListReader is what the list routes read whole namespaces from: Options.Lister, or Client.
 func (k *Kit) ListReader() client.Reader {
 	if k.Opts.Lister != nil {

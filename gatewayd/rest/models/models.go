@@ -143,16 +143,7 @@ func toDeploymentJSON(m *gatewayv1.Model, d *gatewayv1.ModelDeployment) deployme
 // manage it); a model c may not see is 404.
 func (a *api) loadModel(w http.ResponseWriter, r *http.Request, c auth.Caller, action authz.Action, env string) (*gatewayv1.Model, bool) {
 	m := &gatewayv1.Model{}
-	if !a.LoadObject(w, r, c, "model_id", "Model", m) {
-		return nil, false
-	}
-	dec := authz.Decide(c.Principal(), action, authz.Resource{TeamID: m.Spec.TeamID, ModelID: m.Name, Environment: env})
-	switch {
-	case dec.Hidden:
-		kit.NotFound(w, "Model", m.Name)
-		return nil, false
-	case !dec.Allowed:
-		httperr.Write(w, http.StatusForbidden, httperr.CodeForbidden, dec.Reason, map[string]any{"key_type": c.Key.Type, "model_id": m.Name})
+	if !a.LoadDecided(w, r, c, "model_id", "Model", m, func() string { return m.Spec.TeamID }, action, env) {
 		return nil, false
 	}
 	return m, true
