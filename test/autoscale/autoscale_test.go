@@ -55,6 +55,20 @@ type slowModel struct {
 	inProgress atomic.Int64
 }
 
+// serveSlowModel serves a slowModel on host until the test ends, and returns it with its port.
+func serveSlowModel(t *testing.T, host string) (*slowModel, int32) {
+	t.Helper()
+	model := &slowModel{release: make(chan struct{})}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: model}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return model, int32(ln.Addr().(*net.TCPAddr).Port)
+}
+
 func (m *slowModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet {
 		return
@@ -116,15 +130,7 @@ func TestAutoscaler(t *testing.T) {
 		create(t, c, endpointSlice(ns, fmt.Sprintf("%s-%d", statsService, i), statsService, stats.PortName, host, int32(port), true))
 	}
 
-	model := &slowModel{release: make(chan struct{})}
-	mln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	msrv := &http.Server{Handler: model}
-	go func() { _ = msrv.Serve(mln) }()
-	defer msrv.Close()
-	modelPort := int32(mln.Addr().(*net.TCPAddr).Port)
+	model, modelPort := serveSlowModel(t, host)
 
 	md := &gatewayv1.ModelDeployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "auto-v1", Namespace: ns},

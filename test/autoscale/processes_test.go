@@ -68,15 +68,7 @@ func TestAutoscalerReadsGatewaydProcesses(t *testing.T) {
 		create(t, c, endpointSlice(ns, fmt.Sprintf("%s-p%d", statsService, i), statsService, stats.PortName, host, int32(port), true))
 	}
 
-	model := &slowModel{release: make(chan struct{})}
-	mln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	msrv := &http.Server{Handler: model}
-	go func() { _ = msrv.Serve(mln) }()
-	defer msrv.Close()
-	modelPort := int32(mln.Addr().(*net.TCPAddr).Port)
+	model, modelPort := serveSlowModel(t, host)
 
 	md := &gatewayv1.ModelDeployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "proc-v1", Namespace: ns},
