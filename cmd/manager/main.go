@@ -9,11 +9,13 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/leaderelection"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -38,6 +40,11 @@ func main() {
 	flag.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
 	flag.BoolVar(&f.leaderElect, "leader-elect", true, "Elect a leader so that only one replica reconciles at a time.")
 	flag.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader-election Lease; defaults to the pod's namespace in a cluster.")
+	flag.DurationVar(&f.leaseDuration, "leader-election-lease-duration", 15*time.Second,
+		"How long a leader's Lease holds after its last renewal: a replica killed without stepping down is replaced after this.")
+	flag.DurationVar(&f.renewDeadline, "leader-election-renew-deadline", 10*time.Second,
+		"How long the leader keeps trying to renew its Lease before it stops leading; shorter than the lease duration.")
+	flag.DurationVar(&f.retryPeriod, "leader-election-retry-period", 2*time.Second, "How often a replica tries to take or renew the Lease.")
 	flag.IntVar(&f.webhookPort, "webhook-port", 9443, "Port the admission webhook server listens on.")
 	flag.StringVar(&f.namespaces, "namespaces", "", "Comma-separated workspace namespaces to watch; empty watches every namespace.")
 	flag.StringVar(&f.namespace, "namespace", "", "Deprecated: use --namespaces. One namespace to watch, added to --namespaces.")
@@ -80,6 +87,9 @@ type flags struct {
 	probeAddr               string
 	leaderElect             bool
 	leaderElectionNamespace string
+	leaseDuration           time.Duration
+	renewDeadline           time.Duration
+	retryPeriod             time.Duration
 	webhookPort             int
 	namespaces              string
 	namespace               string
@@ -110,9 +120,27 @@ func (f flags) watchedNamespaces() []string {
 	return out
 }
 
+// validateLeaderElection refuses lease timings the leader elector cannot run with, naming the flag and the rule:
+// a leader must give up before its Lease can expire, and try to renew more than once (with jitter) before it gives up.
+func (f flags) validateLeaderElection() error {
+	switch {
+	case f.retryPeriod <= 0:
+		return fmt.Errorf("--leader-election-retry-period=%s must be positive", f.retryPeriod)
+	case f.renewDeadline <= time.Duration(leaderelection.JitterFactor*float64(f.retryPeriod)):
+		return fmt.Errorf("--leader-election-renew-deadline=%s must be longer than %.1f times --leader-election-retry-period=%s",
+			f.renewDeadline, leaderelection.JitterFactor, f.retryPeriod)
+	case f.leaseDuration <= f.renewDeadline:
+		return fmt.Errorf("--leader-election-lease-duration=%s must be longer than --leader-election-renew-deadline=%s", f.leaseDuration, f.renewDeadline)
+	}
+	return nil
+}
+
 func run(f flags) error {
 	// Refuse a flag combination that cannot work before connecting to anything.
 	if err := f.certs.Validate(); err != nil {
+		return err
+	}
+	if err := f.validateLeaderElection(); err != nil {
 		return err
 	}
 	ctx := ctrl.LoggerInto(ctrl.SetupSignalHandler(), ctrl.Log.WithName("manager"))
@@ -128,6 +156,9 @@ func run(f flags) error {
 		LeaderElection:          f.leaderElect,
 		LeaderElectionID:        leaderElectionID,
 		LeaderElectionNamespace: f.leaderElectionNamespace,
+		LeaseDuration:           &f.leaseDuration,
+		RenewDeadline:           &f.renewDeadline,
+		RetryPeriod:             &f.retryPeriod,
 		// Stepping down promptly on SIGTERM lets the next replica take over without waiting for the lease to expire.
 		LeaderElectionReleaseOnCancel: true,
 		WebhookServer:                 webhook.NewServer(webhook.Options{Port: f.webhookPort, CertDir: f.certs.CertDir}),
