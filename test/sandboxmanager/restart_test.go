@@ -14,9 +14,11 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -77,46 +79,80 @@ func registryOf() *gatewayv1.ImageRegistry {
 	return &gatewayv1.ImageRegistry{URL: "http://" + reg.host + "/sandboxes"}
 }
 
-// holdingRegistry is a registry whose manifest writes by digest wait while held, and report that they wait.
+// holdingRegistry is a registry whose writes a test can hold: while a hold is on, a request it matches waits
+// until its client goes away, and the hold reports that one arrived.
 type holdingRegistry struct {
 	host    string
 	close   func()
 	mu      sync.Mutex
-	held    bool
-	waiting chan struct{} // closed when the first held write arrives
-	once    sync.Once
+	match   func(*http.Request) bool
+	arrived chan struct{} // closed when the first held request of the current hold arrives
 }
 
 func newHoldingRegistry() *holdingRegistry {
-	h := &holdingRegistry{waiting: make(chan struct{})}
+	h := &holdingRegistry{}
 	inner := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.mu.Lock()
-		held := h.held
-		h.mu.Unlock()
-		if held && r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/manifests/sha256:") {
-			// Read the body, so the server notices when the client goes away, then hold until it does: the killed
-			// manager's request dies with it.
-			_, _ = io.Copy(io.Discard, r.Body)
-			h.once.Do(func() { close(h.waiting) })
-			select {
-			case <-r.Context().Done():
-			case <-time.After(time.Minute):
-			}
-			w.WriteHeader(http.StatusServiceUnavailable)
+		if !h.holds(r) {
+			inner.ServeHTTP(w, r)
 			return
 		}
-		inner.ServeHTTP(w, r)
+		// The body is read so that the server notices when the client goes away; the write then waits until it
+		// does: a killed manager's request dies with it, and nothing of it is stored.
+		_, _ = io.Copy(io.Discard, r.Body)
+		select {
+		case <-r.Context().Done():
+		case <-time.After(2 * time.Minute):
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
 	}))
 	h.close = srv.Close
 	h.host = strings.TrimPrefix(srv.URL, "http://")
 	return h
 }
 
-func (h *holdingRegistry) hold(on bool) {
+// holds reports whether r is held, and closes the current hold's channel at the first such request.
+func (h *holdingRegistry) holds(r *http.Request) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.held = on
+	if h.match == nil || !h.match(r) {
+		return false
+	}
+	select {
+	case <-h.arrived:
+	default:
+		close(h.arrived)
+	}
+	return true
+}
+
+// hold holds the requests match selects until release; the channel is closed when the first one arrives.
+func (h *holdingRegistry) hold(match func(*http.Request) bool) <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.match, h.arrived = match, make(chan struct{})
+	return h.arrived
+}
+
+// release lets every later request through; a request already held stays held until its client goes away.
+func (h *holdingRegistry) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.match = nil
+}
+
+// manifestByDigest selects the write of an image's manifest by digest into repo: the push of a built image.
+func manifestByDigest(repo name.Repository) func(*http.Request) bool {
+	return func(r *http.Request) bool {
+		return r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/v2/"+repo.RepositoryStr()+"/manifests/sha256:")
+	}
+}
+
+// tagWrite selects the write of tag into repo.
+func tagWrite(repo name.Repository, tag string) func(*http.Request) bool {
+	return func(r *http.Request) bool {
+		return r.Method == http.MethodPut && r.URL.Path == "/v2/"+repo.RepositoryStr()+"/manifests/"+tag
+	}
 }
 
 // startManager runs a manager with the product's controllers until the returned stop is called; stop returns
@@ -130,10 +166,10 @@ func startManager(t *testing.T, opts controllers.SandboxOptions) (stop func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	opts.AllowInternalImages, opts.TempDir = true, t.TempDir()
 	if err := controllers.SetupWithManager(mgr, controllers.Options{Sandbox: opts}); err != nil {
 		t.Fatal(err)
 	}
-	opts.AllowInternalImages, opts.TempDir = true, t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -204,7 +240,7 @@ func get[T client.Object](t *testing.T, name string, obj T) T {
 
 func waitBuild(t *testing.T, name string) *gatewayv1.SandboxImageBuild {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		b := get(t, name, &gatewayv1.SandboxImageBuild{})
 		if b.Status.Status.Terminal() {
@@ -217,7 +253,12 @@ func waitBuild(t *testing.T, name string) *gatewayv1.SandboxImageBuild {
 	}
 }
 
-func TestManagerKilledMidBuild(t *testing.T) {
+// TestManagerProcessKilledMidBuild runs the manager binary (cmd/manager) as a child process, leader-elected, and
+// kills it with SIGKILL at two points of a build: while the built image's manifest is being written, and after the
+// image's v-tag is in the registry but before the SandboxImage records it. Each time a new manager process takes
+// the Lease once the killed one's expires, runs the build again to BUILT, and no tag is taken twice. A third
+// restart replays a build whose BUILT status write was lost: it finds its tag recorded and takes no other.
+func TestManagerProcessKilledMidBuild(t *testing.T) {
 	img := &gatewayv1.SandboxImage{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: gatewayv1.SandboxImageObjectName("red", "agent")},
 		Spec: gatewayv1.SandboxImageSpec{TeamID: "red", Name: "agent"}}
 	create(t, img)
@@ -225,30 +266,26 @@ func TestManagerKilledMidBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := map[string]string{"Dockerfile": "FROM scratch\nCOPY hello.txt /hello.txt\nCMD [\"/hello\"]\n", "hello.txt": "hello\n"}
-	b := pushBuild(t, img, repo, "sib-first", files)
+	managerBinary(t) // built before any timing matters
 
-	// Manager 1 builds until it writes the image's manifest, and is killed while that write hangs.
-	reg.hold(true)
-	stop := startManager(t, controllers.SandboxOptions{})
-	select {
-	case <-reg.waiting:
-	case <-time.After(60 * time.Second):
-		stop()
-		t.Fatalf("the build never reached the registry")
-	}
-	stop()
-	reg.hold(false)
+	// Manager 1 builds until it writes the image's manifest, and is killed while that write is held.
+	held := reg.hold(manifestByDigest(repo))
+	b := pushBuild(t, img, repo, "sib-first", map[string]string{"Dockerfile": "FROM scratch\nCOPY hello.txt /hello.txt\nCMD [\"/hello\"]\n", "hello.txt": "hello\n"})
+	m1 := startManagerProcess(t, "1")
+	waitHeld(t, held, m1, "the manifest write of sib-first")
+	holder1, _ := leaseHolder(t)
+	m1.kill(t)
+	reg.release()
 	if got := get(t, b.Name, &gatewayv1.SandboxImageBuild{}); got.Status.Status != gatewayv1.SandboxBuilding {
 		t.Fatalf("after the kill the build is %s (%s), want still BUILDING", got.Status.Status, got.Status.Reason)
 	}
-	if _, err := remote.Head(repo.Tag("v1")); err == nil {
-		t.Fatalf("a tag exists although no build finished")
+	if holder, _ := leaseHolder(t); holder != holder1 {
+		t.Fatalf("the Lease names %q after the kill, want the killed leader %q (SIGKILL releases nothing)", holder, holder1)
 	}
+	expectTags(t, repo, nil)
 
-	// Manager 2 runs the build again, to BUILT, with one tag.
-	stop = startManager(t, controllers.SandboxOptions{})
-	defer func() { stop() }()
+	// Manager 2 leads once the Lease expires and runs the build again, to BUILT, with one tag.
+	m2 := startManagerProcess(t, "2")
 	done := waitBuild(t, b.Name)
 	if done.Status.Status != gatewayv1.SandboxBuilt || done.Status.Tag != "v1" {
 		t.Fatalf("build after restart: %s tag %q reason %q", done.Status.Status, done.Status.Tag, done.Status.Reason)
@@ -256,56 +293,122 @@ func TestManagerKilledMidBuild(t *testing.T) {
 	if c := meta.FindStatusCondition(done.Status.Conditions, gatewayv1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue || c.Reason != gatewayv1.ReasonSandboxBuilt {
 		t.Errorf("Ready condition of a BUILT build: %+v", c)
 	}
-	got := get(t, img.Name, &gatewayv1.SandboxImage{})
-	if got.Status.LastVersion != 1 || len(got.Status.Tags) != 1 || got.Status.Tags[0].Name != "v1" || got.Status.Tags[0].Build != b.Name {
-		t.Fatalf("image status after restart: %+v", got.Status)
+	if holder2, transitions := leaseHolder(t); holder2 == holder1 || transitions < 1 {
+		t.Errorf("the Lease is held by %q after %d transitions; want the new manager, not %q", holder2, transitions, holder1)
 	}
+	expectImageStatus(t, repo, img.Name, 1, map[string]string{"v1": b.Name})
+	expectTags(t, repo, map[string]string{"v1": done.Status.Digest, "latest": done.Status.Digest})
 	image, err := remote.Image(repo.Tag("v1"))
 	if err != nil {
 		t.Fatalf("v1 is not in the registry: %v", err)
-	}
-	if d, _ := image.Digest(); d.String() != done.Status.Digest || got.Status.Tags[0].Digest != d.String() {
-		t.Errorf("v1 is %s, status says %s / %s", d, done.Status.Digest, got.Status.Tags[0].Digest)
 	}
 	layers, _ := image.Layers()
 	if len(layers) != 1 || fileIn(t, layers[0], "hello.txt") != "hello\n" {
 		t.Errorf("v1 does not hold hello.txt")
 	}
-
-	// A run that died after recording its tag but before the build's status finds its tag and takes no other.
-	pushBuild(t, img, repo, "sib-second", map[string]string{"Dockerfile": "FROM scratch\nCOPY hello.txt /b.txt\n", "hello.txt": "two\n"})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		d := get(t, "sib-second", &gatewayv1.SandboxImageBuild{})
-		if d.Status.Status == gatewayv1.SandboxBuilt {
-			if d.Status.Tag != "v2" {
-				t.Fatalf("second build took %s", d.Status.Tag)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("second build: %+v", d.Status)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if cf, err := image.ConfigFile(); err != nil || !slices.Equal(cf.Config.Cmd, []string{"/hello"}) {
+		t.Errorf("v1's config: %+v, %v", cf, err)
 	}
-	// Replay: mark it BUILDING again, as if the status write after the tag had been lost, and restart.
-	stop()
-	replay := get(t, "sib-second", &gatewayv1.SandboxImageBuild{})
+
+	// Manager 2 is killed after writing v2 and while it writes latest: the registry has v2, the SandboxImage
+	// does not record it. Manager 3 runs the build again and takes v2, not v3.
+	held = reg.hold(tagWrite(repo, "latest"))
+	second := pushBuild(t, img, repo, "sib-second", map[string]string{"Dockerfile": "FROM scratch\nCOPY hello.txt /b.txt\n", "hello.txt": "two\n"})
+	waitHeld(t, held, m2, "the latest tag write of sib-second")
+	m2.kill(t)
+	reg.release()
+	if got := get(t, second.Name, &gatewayv1.SandboxImageBuild{}); got.Status.Status != gatewayv1.SandboxBuilding {
+		t.Fatalf("after the kill the second build is %s (%s), want still BUILDING", got.Status.Status, got.Status.Reason)
+	}
+	expectImageStatus(t, repo, img.Name, 1, map[string]string{"v1": b.Name})
+	orphan, err := remote.Head(repo.Tag("v2"))
+	if err != nil {
+		t.Fatalf("the killed manager did not get to write v2, so the kill was not between the tag and its record: %v", err)
+	}
+	m3 := startManagerProcess(t, "3")
+	done2 := waitBuild(t, second.Name)
+	if done2.Status.Status != gatewayv1.SandboxBuilt || done2.Status.Tag != "v2" {
+		t.Fatalf("second build after restart: %s tag %q reason %q", done2.Status.Status, done2.Status.Tag, done2.Status.Reason)
+	}
+	if done2.Status.Digest != orphan.Digest.String() {
+		t.Errorf("the rebuilt image is %s, the killed run's was %s: the built-in builder is not reproducible", done2.Status.Digest, orphan.Digest)
+	}
+	expectImageStatus(t, repo, img.Name, 2, map[string]string{"v1": b.Name, "v2": second.Name})
+	expectTags(t, repo, map[string]string{"v1": done.Status.Digest, "v2": done2.Status.Digest, "latest": done2.Status.Digest})
+
+	// Replay: mark the second build BUILDING again, as if its BUILT write had been lost after the SandboxImage
+	// recorded v2, and kill and restart the manager: the build finds v2 and takes no other.
+	m3.kill(t)
+	replay := get(t, second.Name, &gatewayv1.SandboxImageBuild{})
 	replay.Status.Status, replay.Status.Tag, replay.Status.Digest = gatewayv1.SandboxBuilding, "", ""
 	if err := env.Client.Status().Update(context.Background(), replay); err != nil {
 		t.Fatal(err)
 	}
-	stop = startManager(t, controllers.SandboxOptions{})
-	again := waitBuild(t, "sib-second")
-	if again.Status.Status != gatewayv1.SandboxBuilt || again.Status.Tag != "v2" {
-		t.Fatalf("replayed build: %s %q %q", again.Status.Status, again.Status.Tag, again.Status.Reason)
+	startManagerProcess(t, "4")
+	again := waitBuild(t, second.Name)
+	if again.Status.Status != gatewayv1.SandboxBuilt || again.Status.Tag != "v2" || again.Status.Digest != done2.Status.Digest {
+		t.Fatalf("replayed build: %s %q %q %q", again.Status.Status, again.Status.Tag, again.Status.Digest, again.Status.Reason)
 	}
-	final := get(t, img.Name, &gatewayv1.SandboxImage{})
-	if final.Status.LastVersion != 2 || len(final.Status.Tags) != 2 {
-		t.Fatalf("the replayed build took another tag: %+v", final.Status)
+	expectImageStatus(t, repo, img.Name, 2, map[string]string{"v1": b.Name, "v2": second.Name})
+	expectTags(t, repo, map[string]string{"v1": done.Status.Digest, "v2": done2.Status.Digest, "latest": done2.Status.Digest})
+}
+
+// waitHeld waits until the registry holds a write the manager process m makes, failing if m exits first.
+func waitHeld(t *testing.T, held <-chan struct{}, m *managerProcess, what string) {
+	t.Helper()
+	select {
+	case <-held:
+	case <-m.done:
+		t.Fatalf("the manager exited before %s: %v", what, m.cmd.ProcessState)
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the registry never saw %s", what)
 	}
-	if _, err := remote.Head(repo.Tag("v3")); err == nil {
-		t.Errorf("v3 exists in the registry")
+}
+
+// expectTags checks that the image tags of repo (every tag but the uploaded contexts') are exactly want, tag to
+// digest.
+func expectTags(t *testing.T, repo name.Repository, want map[string]string) {
+	t.Helper()
+	tags, err := remote.List(repo)
+	if err != nil {
+		t.Fatalf("list the tags of %s: %v", repo, err)
+	}
+	got := map[string]string{}
+	for _, tag := range tags {
+		if strings.HasPrefix(tag, sandbox.ContextTag("")) {
+			continue
+		}
+		desc, err := remote.Head(repo.Tag(tag))
+		if err != nil {
+			t.Fatalf("head %s: %v", tag, err)
+		}
+		got[tag] = desc.Digest.String()
+	}
+	if len(want) == 0 && len(got) == 0 {
+		return
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("registry tags of %s: %v, want %v", repo, got, want)
+	}
+}
+
+// expectImageStatus checks the SandboxImage's version counter and that its tags are exactly want (tag to build),
+// each once, with the digest the registry has under that tag.
+func expectImageStatus(t *testing.T, repo name.Repository, name string, lastVersion int64, want map[string]string) {
+	t.Helper()
+	st := get(t, name, &gatewayv1.SandboxImage{}).Status
+	got := map[string]string{}
+	for _, tag := range st.Tags {
+		if _, dup := got[tag.Name]; dup {
+			t.Errorf("status.tags has %s twice: %+v", tag.Name, st.Tags)
+		}
+		got[tag.Name] = tag.Build
+		if desc, err := remote.Head(repo.Tag(tag.Name)); err != nil || desc.Digest.String() != tag.Digest {
+			t.Errorf("status.tags records %s at %s, the registry has %v (%v)", tag.Name, tag.Digest, desc, err)
+		}
+	}
+	if st.LastVersion != lastVersion || len(st.Tags) != len(want) || !maps.Equal(got, want) {
+		t.Fatalf("image status: lastVersion %d tags %+v, want %d and %v", st.LastVersion, st.Tags, lastVersion, want)
 	}
 }
 

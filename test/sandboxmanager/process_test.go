@@ -1,0 +1,180 @@
+package sandboxmanager
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	certutil "k8s.io/client-go/util/cert"
+)
+
+// leaderElectionID is the manager's Lease (cmd/manager).
+const leaderElectionID = "modelgate-manager.gateway.modelgate.io"
+
+// managerLease is the timing of the manager processes' leader election: a killed leader's Lease expires after
+// leaseDuration, and only then does the next process lead. Short, so a restart takes seconds, but with a renew
+// deadline that a busy machine still meets.
+var managerLease = []string{"--leader-election-lease-duration=6s", "--leader-election-renew-deadline=4s", "--leader-election-retry-period=1s"}
+
+var (
+	buildOnce   sync.Once
+	managerBin  string
+	buildErr    error
+	buildOutput []byte
+)
+
+// managerBinary builds cmd/manager once for the package.
+func managerBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "modelgate-sandboxmanager-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		managerBin = filepath.Join(dir, "manager")
+		buildOutput, buildErr = exec.Command("go", "build", "-o", managerBin, "github.com/modelgate/modelgate/cmd/manager").CombinedOutput()
+	})
+	if buildErr != nil {
+		t.Fatalf("failed to build the manager: %v\n%s", buildErr, buildOutput)
+	}
+	return managerBin
+}
+
+// managerProcess is cmd/manager running as a child process against the package's envtest.
+type managerProcess struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed when the process has exited
+	logs *lockedBuffer
+}
+
+// startManagerProcess runs the manager binary with leader election on, in namespace default, until kill or the
+// end of the test. Webhooks run in cert-manager mode on a self-signed certificate the test writes, since nothing
+// calls them here; metrics and probes are off.
+func startManagerProcess(t *testing.T, label string) *managerProcess {
+	t.Helper()
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, env.Environment.KubeConfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	certDir := filepath.Join(dir, "certs")
+	crt, key, err := certutil.GenerateSelfSignedCertKey("localhost", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(certDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(os.WriteFile(filepath.Join(certDir, "tls.crt"), crt, 0o600), os.WriteFile(filepath.Join(certDir, "tls.key"), key, 0o600)); err != nil {
+		t.Fatal(err)
+	}
+	tempDir := filepath.Join(dir, "builds")
+	if err := os.MkdirAll(tempDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{
+		"--leader-elect=true", "--leader-election-namespace=" + ns,
+		"--metrics-bind-address=0", "--health-probe-bind-address=0",
+		"--webhook-cert-mode=cert-manager", "--webhook-cert-dir=" + certDir, "--webhook-port=" + strconv.Itoa(freePort(t)),
+		"--namespaces=" + ns, "--sandbox-allow-internal-images", "--sandbox-temp-dir=" + tempDir,
+	}, managerLease...)
+	cmd := exec.Command(managerBinary(t), args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	p := &managerProcess{cmd: cmd, done: make(chan struct{}), logs: &lockedBuffer{}}
+	cmd.Stdout, cmd.Stderr = p.logs, p.logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("manager %s logs:\n%s", label, p.logs.String())
+		}
+	})
+	return p
+}
+
+// kill sends SIGKILL, as the kernel's OOM killer or a node loss would: the manager runs no shutdown code, so it
+// neither releases its Lease nor finishes or cancels its build. kill returns once the process is gone, and fails
+// the test when it had already exited by itself.
+func (p *managerProcess) kill(t *testing.T) {
+	t.Helper()
+	select {
+	case <-p.done:
+		t.Fatalf("the manager exited before it was killed: %v", p.cmd.ProcessState)
+	default:
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
+	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("the manager ended with %v, not by SIGKILL", p.cmd.ProcessState)
+	}
+}
+
+// exited reports whether the process has ended.
+func (p *managerProcess) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// leaseHolder is the identity holding the manager's Lease and how often it changed hands.
+func leaseHolder(t *testing.T) (holder string, transitions int32) {
+	t.Helper()
+	var l coordinationv1.Lease
+	if err := env.Client.Get(context.Background(), keyOf(leaderElectionID), &l); err != nil {
+		t.Fatalf("the manager's Lease: %v", err)
+	}
+	if l.Spec.HolderIdentity != nil {
+		holder = *l.Spec.HolderIdentity
+	}
+	if l.Spec.LeaseTransitions != nil {
+		transitions = *l.Spec.LeaseTransitions
+	}
+	return holder, transitions
+}
+
+// freePort is a TCP port nothing listens on at the moment.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *lockedBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *lockedBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
