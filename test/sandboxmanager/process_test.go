@@ -12,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	certutil "k8s.io/client-go/util/cert"
@@ -125,13 +126,20 @@ func (p *managerProcess) kill(t *testing.T) {
 	}
 }
 
-// exited reports whether the process has ended.
-func (p *managerProcess) exited() bool {
+// terminate sends SIGTERM, as the kubelet does when it stops a pod, and waits for the manager to exit; it fails
+// the test unless the manager exits cleanly.
+func (p *managerProcess) terminate(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
 	select {
 	case <-p.done:
-		return true
-	default:
-		return false
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the manager did not exit after SIGTERM")
+	}
+	if !p.cmd.ProcessState.Success() {
+		t.Fatalf("the manager ended with %v after SIGTERM, want exit status 0", p.cmd.ProcessState)
 	}
 }
 

@@ -433,3 +433,39 @@ func fileIn(t *testing.T, l interface{ Uncompressed() (io.ReadCloser, error) }, 
 }
 
 func keyOf(name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
+
+// TestManagerProcessStoppedMidBuild stops the manager process with SIGTERM while the built image's manifest is
+// being written: the manager cancels the build, which stays BUILDING (a stop is not a failure), and gives up its
+// Lease on the way out, so the next manager process leads without waiting for it to expire and builds to BUILT.
+func TestManagerProcessStoppedMidBuild(t *testing.T) {
+	img := &gatewayv1.SandboxImage{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: gatewayv1.SandboxImageObjectName("red", "stopped")},
+		Spec: gatewayv1.SandboxImageSpec{TeamID: "red", Name: "stopped"}}
+	create(t, img)
+	repo, err := sandbox.Repository(registryOf(), "red", "stopped")
+	if err != nil {
+		t.Fatal(err)
+	}
+	managerBinary(t)
+
+	held := reg.hold(manifestByDigest(repo))
+	b := pushBuild(t, img, repo, "sib-stopped", map[string]string{"Dockerfile": "FROM scratch\nCOPY hello.txt /hello.txt\n", "hello.txt": "stopped\n"})
+	m1 := startManagerProcess(t, "1")
+	waitHeld(t, held, m1, "the manifest write of sib-stopped")
+	m1.terminate(t)
+	reg.release()
+	if got := get(t, b.Name, &gatewayv1.SandboxImageBuild{}); got.Status.Status != gatewayv1.SandboxBuilding {
+		t.Fatalf("after the stop the build is %s (%s), want still BUILDING", got.Status.Status, got.Status.Reason)
+	}
+	if holder, _ := leaseHolder(t); holder != "" {
+		t.Errorf("the stopped leader did not release its Lease: it names %q", holder)
+	}
+	expectTags(t, repo, nil)
+
+	startManagerProcess(t, "2")
+	done := waitBuild(t, b.Name)
+	if done.Status.Status != gatewayv1.SandboxBuilt || done.Status.Tag != "v1" {
+		t.Fatalf("build after restart: %s tag %q reason %q", done.Status.Status, done.Status.Tag, done.Status.Reason)
+	}
+	expectImageStatus(t, repo, img.Name, 1, map[string]string{"v1": b.Name})
+	expectTags(t, repo, map[string]string{"v1": done.Status.Digest, "latest": done.Status.Digest})
+}
