@@ -1,8 +1,10 @@
-// Package sandboxmanager runs the SandboxImageBuild reconciler in managers the test controls. It kills the manager in the middle of a sandbox image build and restarts it: the build
-// must reach BUILT, with exactly one tag. It runs its own envtest and managers (the local stack's manager cannot
-// be killed), and a real OCI registry on a loopback socket whose manifest writes the test can hold.
+// Package sandboxmanager runs the SandboxImageBuild reconciler against its own envtest and a real OCI registry on
+// a loopback socket whose writes the test can hold. Its restart tests run the manager binary (cmd/manager) as
+// leader-elected child processes and kill one with SIGKILL (or stop it with SIGTERM) in the middle of a sandbox
+// image build: a new process must take the Lease and bring the build to BUILT, with exactly one tag. The
+// BuildKit test runs the reconciler in an in-process manager, since it only inspects the Job it creates.
 //
-// envtest has no kubelet and no gatewayd here, so the test writes what gatewayd's upload would: the context
+// envtest has no kubelet and no gatewayd here, so the tests write what gatewayd's upload would: the context
 // artifact in the registry and the build's contextDigest and BUILDING status.
 package sandboxmanager
 
