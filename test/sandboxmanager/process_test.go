@@ -59,13 +59,17 @@ type managerProcess struct {
 }
 
 // startManagerProcess runs the manager binary with leader election on, in namespace default, until kill or the
-// end of the test. Webhooks run in cert-manager mode on a self-signed certificate the test writes, since nothing
+// end of the test. It reaches the API server through the package's proxy. Webhooks run in cert-manager mode on a self-signed certificate the test writes, since nothing
 // calls them here; metrics and probes are off.
 func startManagerProcess(t *testing.T, label string) *managerProcess {
 	t.Helper()
 	dir := t.TempDir()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, env.Environment.KubeConfig, 0o600); err != nil {
+	kc, err := api.kubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	certDir := filepath.Join(dir, "certs")

@@ -15,20 +15,15 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log"
 	"maps"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -54,6 +49,8 @@ var (
 	env *kubetest.Env
 	// reg is the workspace registry of namespace default, for every test of the package.
 	reg *holdingRegistry
+	// api is the manager processes' way to the API server.
+	api *apiProxy
 )
 
 func TestMain(m *testing.M) {
@@ -64,6 +61,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	reg = newHoldingRegistry()
+	if api, err = newAPIProxy(env.Config); err != nil {
+		fmt.Fprintf(os.Stderr, "%v\n", err)
+		_ = env.Stop()
+		os.Exit(1)
+	}
 	err = env.Client.Create(context.Background(), &gatewayv1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ws"},
 		Spec: gatewayv1.WorkspaceSpec{ImageRegistry: registryOf()}})
 	code := 1
@@ -73,88 +75,13 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "failed to create the Workspace: %v\n", err)
 	}
 	reg.close()
+	api.srv.Close()
 	_ = env.Stop()
 	os.Exit(code)
 }
 
 func registryOf() *gatewayv1.ImageRegistry {
 	return &gatewayv1.ImageRegistry{URL: "http://" + reg.host + "/sandboxes"}
-}
-
-// holdingRegistry is a registry whose writes a test can hold: while a hold is on, a request it matches waits
-// until its client goes away, and the hold reports that one arrived.
-type holdingRegistry struct {
-	host    string
-	close   func()
-	mu      sync.Mutex
-	match   func(*http.Request) bool
-	arrived chan struct{} // closed when the first held request of the current hold arrives
-}
-
-func newHoldingRegistry() *holdingRegistry {
-	h := &holdingRegistry{}
-	inner := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !h.holds(r) {
-			inner.ServeHTTP(w, r)
-			return
-		}
-		// The body is read so that the server notices when the client goes away; the write then waits until it
-		// does: a killed manager's request dies with it, and nothing of it is stored.
-		_, _ = io.Copy(io.Discard, r.Body)
-		select {
-		case <-r.Context().Done():
-		case <-time.After(2 * time.Minute):
-		}
-		w.WriteHeader(http.StatusServiceUnavailable)
-	}))
-	h.close = srv.Close
-	h.host = strings.TrimPrefix(srv.URL, "http://")
-	return h
-}
-
-// holds reports whether r is held, and closes the current hold's channel at the first such request.
-func (h *holdingRegistry) holds(r *http.Request) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.match == nil || !h.match(r) {
-		return false
-	}
-	select {
-	case <-h.arrived:
-	default:
-		close(h.arrived)
-	}
-	return true
-}
-
-// hold holds the requests match selects until release; the channel is closed when the first one arrives.
-func (h *holdingRegistry) hold(match func(*http.Request) bool) <-chan struct{} {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.match, h.arrived = match, make(chan struct{})
-	return h.arrived
-}
-
-// release lets every later request through; a request already held stays held until its client goes away.
-func (h *holdingRegistry) release() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.match = nil
-}
-
-// manifestByDigest selects the write of an image's manifest by digest into repo: the push of a built image.
-func manifestByDigest(repo name.Repository) func(*http.Request) bool {
-	return func(r *http.Request) bool {
-		return r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/v2/"+repo.RepositoryStr()+"/manifests/sha256:")
-	}
-}
-
-// tagWrite selects the write of tag into repo.
-func tagWrite(repo name.Repository, tag string) func(*http.Request) bool {
-	return func(r *http.Request) bool {
-		return r.Method == http.MethodPut && r.URL.Path == "/v2/"+repo.RepositoryStr()+"/manifests/"+tag
-	}
 }
 
 // startManager runs a manager with the product's controllers until the returned stop is called; stop returns
@@ -256,10 +183,10 @@ func waitBuild(t *testing.T, name string) *gatewayv1.SandboxImageBuild {
 }
 
 // TestManagerProcessKilledMidBuild runs the manager binary (cmd/manager) as a child process, leader-elected, and
-// kills it with SIGKILL at two points of a build: while the built image's manifest is being written, and after the
-// image's v-tag is in the registry but before the SandboxImage records it. Each time a new manager process takes
-// the Lease once the killed one's expires, runs the build again to BUILT, and no tag is taken twice. A third
-// restart replays a build whose BUILT status write was lost: it finds its tag recorded and takes no other.
+// kills it with SIGKILL at three points of a build: while the built image's manifest is being written; after the
+// image's v-tag is in the registry but before the SandboxImage records it; and after the SandboxImage records it
+// but before the build's BUILT status is written. Each time a new manager process takes the Lease once the killed
+// one's expires, runs the build again to BUILT, and no tag is taken twice.
 func TestManagerProcessKilledMidBuild(t *testing.T) {
 	img := &gatewayv1.SandboxImage{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: gatewayv1.SandboxImageObjectName("red", "agent")},
 		Spec: gatewayv1.SandboxImageSpec{TeamID: "red", Name: "agent"}}
@@ -338,21 +265,24 @@ func TestManagerProcessKilledMidBuild(t *testing.T) {
 	expectImageStatus(t, repo, img.Name, 2, map[string]string{"v1": b.Name, "v2": second.Name})
 	expectTags(t, repo, map[string]string{"v1": done.Status.Digest, "v2": done2.Status.Digest, "latest": done2.Status.Digest})
 
-	// Replay: mark the second build BUILDING again, as if its BUILT write had been lost after the SandboxImage
-	// recorded v2, and kill and restart the manager: the build finds v2 and takes no other.
+	// Manager 3 is killed while it writes the third build's BUILT status: the SandboxImage records v3 for it, the
+	// build is still BUILDING. Manager 4 runs it again, finds v3 recorded and takes no other.
+	held = api.hold(buildStatusWrite("sib-third", string(gatewayv1.SandboxBuilt)))
+	third := pushBuild(t, img, repo, "sib-third", map[string]string{"Dockerfile": "FROM scratch\nCOPY hello.txt /c.txt\n", "hello.txt": "three\n"})
+	waitHeld(t, held, m3, "the BUILT status write of sib-third")
 	m3.kill(t)
-	replay := get(t, second.Name, &gatewayv1.SandboxImageBuild{})
-	replay.Status.Status, replay.Status.Tag, replay.Status.Digest = gatewayv1.SandboxBuilding, "", ""
-	if err := env.Client.Status().Update(context.Background(), replay); err != nil {
-		t.Fatal(err)
+	api.release()
+	if got := get(t, third.Name, &gatewayv1.SandboxImageBuild{}); got.Status.Status != gatewayv1.SandboxBuilding {
+		t.Fatalf("after the kill the third build is %s (%s), want still BUILDING", got.Status.Status, got.Status.Reason)
 	}
+	expectImageStatus(t, repo, img.Name, 3, map[string]string{"v1": b.Name, "v2": second.Name, "v3": third.Name})
 	startManagerProcess(t, "4")
-	again := waitBuild(t, second.Name)
-	if again.Status.Status != gatewayv1.SandboxBuilt || again.Status.Tag != "v2" || again.Status.Digest != done2.Status.Digest {
-		t.Fatalf("replayed build: %s %q %q %q", again.Status.Status, again.Status.Tag, again.Status.Digest, again.Status.Reason)
+	done3 := waitBuild(t, third.Name)
+	if done3.Status.Status != gatewayv1.SandboxBuilt || done3.Status.Tag != "v3" {
+		t.Fatalf("third build after restart: %s tag %q reason %q", done3.Status.Status, done3.Status.Tag, done3.Status.Reason)
 	}
-	expectImageStatus(t, repo, img.Name, 2, map[string]string{"v1": b.Name, "v2": second.Name})
-	expectTags(t, repo, map[string]string{"v1": done.Status.Digest, "v2": done2.Status.Digest, "latest": done2.Status.Digest})
+	expectImageStatus(t, repo, img.Name, 3, map[string]string{"v1": b.Name, "v2": second.Name, "v3": third.Name})
+	expectTags(t, repo, map[string]string{"v1": done.Status.Digest, "v2": done2.Status.Digest, "v3": done3.Status.Digest, "latest": done3.Status.Digest})
 }
 
 // waitHeld waits until the registry holds a write the manager process m makes, failing if m exits first.
