@@ -84,8 +84,8 @@ func registryOf() *gatewayv1.ImageRegistry {
 	return &gatewayv1.ImageRegistry{URL: "http://" + reg.host + "/sandboxes"}
 }
 
-// startManager runs a manager with the product's controllers until the returned stop is called; stop returns
-// once the manager has stopped.
+// startManager runs a manager with the product's controllers in the test process (for the BuildKit test, which
+// kills nothing) until the returned stop is called; stop returns once the manager has stopped.
 func startManager(t *testing.T, opts controllers.SandboxOptions) (stop func()) {
 	t.Helper()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
