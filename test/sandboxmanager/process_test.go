@@ -24,7 +24,7 @@ const leaderElectionID = "modelgate-manager.gateway.modelgate.io"
 // managerLease is the timing of the manager processes' leader election: a killed leader's Lease expires after
 // leaseDuration, and only then does the next process lead. Short, so a restart takes seconds, but with a renew
 // deadline that a busy machine still meets.
-var managerLease = []string{"--leader-election-lease-duration=6s", "--leader-election-renew-deadline=4s", "--leader-election-retry-period=1s"}
+var managerLease = []string{"--leader-election-lease-duration=8s", "--leader-election-renew-deadline=6s", "--leader-election-retry-period=1s"}
 
 var (
 	buildOnce   sync.Once
