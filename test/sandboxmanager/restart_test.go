@@ -285,7 +285,8 @@ func TestManagerProcessKilledMidBuild(t *testing.T) {
 	expectTags(t, repo, map[string]string{"v1": done.Status.Digest, "v2": done2.Status.Digest, "v3": done3.Status.Digest, "latest": done3.Status.Digest})
 }
 
-// waitHeld waits until the registry holds a write the manager process m makes, failing if m exits first.
+// waitHeld waits until the registry or the API proxy holds a write the manager process m makes, failing if m
+// exits first.
 func waitHeld(t *testing.T, held <-chan struct{}, m *managerProcess, what string) {
 	t.Helper()
 	select {
@@ -293,7 +294,7 @@ func waitHeld(t *testing.T, held <-chan struct{}, m *managerProcess, what string
 	case <-m.done:
 		t.Fatalf("the manager exited before %s: %v", what, m.cmd.ProcessState)
 	case <-time.After(2 * time.Minute):
-		t.Fatalf("the registry never saw %s", what)
+		t.Fatalf("%s never arrived", what)
 	}
 }
 
