@@ -2,7 +2,7 @@
 // through playwright-core. It asserts behaviour only (no timings): login; a root created with `60k` holds 60000
 // through the API; a child above its parent is refused before submit, then parent and child are raised and saved;
 // a server refusal is shown next to its field in the server's words; a minted key is called until 429, the 429
-// shows on the group page, the key is revoked and the next call is 401; a subtree is deleted; the tree is
+// shows on the group page under the limit that refused it, the key is revoked and the next call is 401; a subtree is deleted; the tree is
 // navigated with the keyboard over five levels; zero axe (WCAG 2.2 AA) violations on every screen in both themes;
 // no console error, page error or CSP violation. Screenshots of every screen in both themes go to OUT_DIR.
 import { createRequire } from "node:module";
@@ -280,6 +280,12 @@ try {
     if (!shown) await page.waitForTimeout(250);
   }
   check(shown, "the 429 shows on the group page");
+  // The page names the limit that refused, as the API counts it: the leaf's own limit, set on the leaf.
+  const thrItems = (await api("GET", `/v1/gateway/throttles?group_id=${leaf.id}`)).json?.items ?? [];
+  const refused = thrItems.find((t) => t.slug === SLUG && t.refused_by === "GROUP_LIMIT");
+  check(refused && refused.source_group_id === leaf.id && refused.count >= 1, `the API counts the 429 under the leaf's own limit (${JSON.stringify(thrItems)})`);
+  const label = refused ? `${refused.limit_type} / ${refused.limit_unit} (set on Leaf ${run})` : "(none)";
+  check((await page.locator("table.throttles td.limit", { hasText: label }).count()) === 1, `the group page charts the 429 under its limit: ${label}`);
   const meter = page.locator("ul.bars meter").first();
   check((await meter.getAttribute("value")) === "2" && (await meter.getAttribute("max")) === "2", "the usage bar shows 2 of 2");
   check((await page.locator("ul.bars").textContent()).includes("UTC"), "the usage bar names its UTC reset");

@@ -82,5 +82,4 @@ export interface Who {
   can: { gateway: boolean; keys: boolean; models: boolean };
 }
 
-export interface Throttle { group_id: string; external_entity_id: string; slug: string; count: number }
-export interface Throttles { start: string; end: string; items: Throttle[]; truncated: boolean }
+export type { ThrottleCount, Throttles } from "./api-types";
