@@ -1,7 +1,7 @@
 // The group page (effective limits with the binding one, usage, 429s, keys) and the group editor (create and
 // edit, with shorthand limit inputs, the client-side cascading check and the server's dry run).
 import { useMemo, useState } from "preact/hooks";
-import { api, ApiError, listGroups, listKeys, type ThrottleCount, type Throttles } from "./api";
+import { api, ApiError, listGroups, listKeys, serverWords, type ThrottleCount, type Throttles } from "./api";
 import type { EffectiveLimit, Group, GroupUsage, Key, MintedKey, ModelConfig } from "./api-types";
 import { BASE, Link, navigate } from "./app";
 import { type CGroup, cascadingConflicts, descendantsOf } from "./cascade";
@@ -55,15 +55,6 @@ function toModels(rows: ModelRow[]): { models: ModelConfig[]; paths: Map<string,
     return { slug: m.slug.trim(), rate_limits: rate, usage_limits: usage };
   });
   return { models, paths, errors };
-}
-
-// serverWords is a field's refusal as the server put it. A cascading refusal comes from the webhook through the API
-// server, which puts its reason ("Forbidden: ") first; that prefix goes, so the field reads as the webhook's
-// sentence, `Child group exceeds parent group limit.`, with its particulars.
-function serverWords(ae: ApiError, fieldMsg: string): string {
-  if (ae.code !== "child_exceeds_parent_limit") return fieldMsg;
-  const m = fieldMsg.replace(/^Forbidden: /, "");
-  return m.startsWith(ae.message) ? m : `${ae.message} ${m}`;
 }
 
 function LimitInput(props: { row: LimitRow; label: string; error?: string; onChange: (r: LimitRow) => void; onRemove: () => void }) {
