@@ -2,8 +2,9 @@
 // through playwright-core. It asserts behaviour only (no timings): login; a root created with `60k` holds 60000
 // through the API; a child above its parent is refused before submit, then parent and child are raised and saved;
 // a server refusal is shown next to its field in the server's words; a minted key is called until 429, the 429
-// shows on the group page under the limit that refused it, the key is revoked and the next call is 401; a subtree is deleted; the tree is
-// navigated with the keyboard over five levels; zero axe (WCAG 2.2 AA) violations on every screen in both themes;
+// shows on the group page under the limit that refused it, the key is revoked and the next call is 401; a bulk
+// limit edit is refused next to each group, then saved to both (checked through the API); a bulk delete shows the
+// subtrees; a subtree is deleted; the tree is navigated with the keyboard over five levels; zero axe (WCAG 2.2 AA) violations on every screen in both themes;
 // no console error, page error or CSP violation. Screenshots of every screen in both themes go to OUT_DIR.
 import { createRequire } from "node:module";
 import { readFileSync, mkdirSync } from "node:fs";
