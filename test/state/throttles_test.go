@@ -13,7 +13,10 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/state/redistest"
 )
 
-const otherSlug = "demo/other"
+const (
+	otherSlug  = "demo/other"
+	sharedSlug = "demo/shared"
+)
 
 type throttle struct {
 	GroupID          string `json:"group_id"`
@@ -27,9 +30,9 @@ type throttle struct {
 }
 
 // TestThrottlesNameTheRefusingLimit: in a CASCADING tree, child a is refused once by root's REQUEST per MINUTE
-// limit on demo/echo and once by its own REQUEST per DAY limit on demo/other, and its sibling b by root's limit;
-// GET /v1/gateway/throttles of a real gatewayd counts each under the limit that refused it, on the embedded
-// store and on redis-server.
+// limit on demo/echo and once by its own REQUEST per DAY limit on demo/other, and its sibling b by root's limit
+// and, on the shared model API demo/shared, by the workspace's model-API tier; GET /v1/gateway/throttles of a real
+// gatewayd counts each under the limit that refused it, on the embedded store and on redis-server.
 func TestThrottlesNameTheRefusingLimit(t *testing.T) {
 	t.Run("embedded", func(t *testing.T) {
 		testThrottles(t, "--store=embedded", "--state-dir="+t.TempDir())
@@ -44,16 +47,19 @@ func testThrottles(t *testing.T, flags ...string) {
 		{ID: "root", Models: []gatewayv1.ModelConfig{
 			{Slug: slug, RateLimits: []gatewayv1.Limit{{Type: "REQUEST", Unit: "MINUTE", Threshold: 2}}},
 			{Slug: otherSlug},
+			{Slug: sharedSlug},
 		}},
 		{ID: "a", Parent: "root", Models: []gatewayv1.ModelConfig{
 			{Slug: slug},
 			{Slug: otherSlug, UsageLimits: []gatewayv1.Limit{{Type: "REQUEST", Unit: "DAY", Threshold: 1}}},
 		}},
-		{ID: "b", Parent: "root", Models: []gatewayv1.ModelConfig{{Slug: slug}}},
+		{ID: "b", Parent: "root", Models: []gatewayv1.ModelConfig{{Slug: slug}, {Slug: sharedSlug}}},
 	}, func(s *snapshot.Snapshot) {
-		other := s.Endpoints[0]
+		other, shared := s.Endpoints[0], s.Endpoints[0]
 		other.ID, other.Slug = "other", otherSlug
-		s.Endpoints = append(s.Endpoints, other)
+		shared.ID, shared.Slug, shared.SharedModelAPI = "shared", sharedSlug, true
+		s.Endpoints = append(s.Endpoints, other, shared)
+		s.Workspace.ModelAPILimits = &snapshot.ModelAPILimits{RequestsPerMinute: 1}
 	})
 	g := startGatewayd(t, w.ns, flags...)
 	for i, c := range []struct {
@@ -63,6 +69,7 @@ func testThrottles(t *testing.T, flags ...string) {
 		{"a", slug, 200}, {"a", slug, 200}, {"a", slug, 429}, // root's minute
 		{"a", otherSlug, 200}, {"a", otherSlug, 429}, // a's day
 		{"b", slug, 429}, // root's minute again
+		{"b", sharedSlug, 200}, {"b", sharedSlug, 429}, // the key's model-API tier
 	} {
 		if got := chatModel(g.url, w.keys[c.group], c.model); got.err != nil || got.status != c.status {
 			t.Fatalf("call %d (%s, %s) = %d %v, want %d", i, c.group, c.model, got.status, got.err, c.status)
@@ -72,6 +79,7 @@ func testThrottles(t *testing.T, flags ...string) {
 		{"a", "ext-a", slug, 1, "GROUP_LIMIT", "REQUEST", "MINUTE", "root"},
 		{"a", "ext-a", otherSlug, 1, "GROUP_LIMIT", "REQUEST", "DAY", "a"},
 		{"b", "ext-b", slug, 1, "GROUP_LIMIT", "REQUEST", "MINUTE", "root"},
+		{"b", "ext-b", sharedSlug, 1, "MODEL_API_TIER", "REQUEST", "MINUTE", ""},
 	}
 	get := func(key, query string) (int, []throttle) {
 		req, _ := http.NewRequest(http.MethodGet, g.url+"/v1/gateway/throttles"+query, nil)
