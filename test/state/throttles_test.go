@@ -68,7 +68,7 @@ func testThrottles(t *testing.T, flags ...string) {
 	}{
 		{"a", slug, 200}, {"a", slug, 200}, {"a", slug, 429}, // root's minute
 		{"a", otherSlug, 200}, {"a", otherSlug, 429}, // a's day
-		{"b", slug, 429}, // root's minute again
+		{"b", slug, 429},                               // root's minute again
 		{"b", sharedSlug, 200}, {"b", sharedSlug, 429}, // the key's model-API tier
 	} {
 		if got := chatModel(g.url, w.keys[c.group], c.model); got.err != nil || got.status != c.status {
