@@ -81,7 +81,7 @@ func decodeThrottleKey(b []byte) (ThrottleKey, error) {
 // throttleMinute is the minute of t as Unix minutes, the rollup's bucket number.
 func throttleMinute(t time.Time) int64 { return t.Unix() / 60 }
 
-// sumThrottles adds counts into sums by key, and returns them sorted by group, slug, then limit.
+// sortedThrottles is sums as counts, sorted by group, slug, then limit.
 func sortedThrottles(sums map[ThrottleKey]int64) []ThrottleCount {
 	out := make([]ThrottleCount, 0, len(sums))
 	for k, n := range sums {
