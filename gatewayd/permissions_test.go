@@ -51,7 +51,9 @@ func managementRoutes(t *testing.T) [][2]string {
 		t.Fatal(err)
 	}
 	var doc struct {
-		Paths map[string]map[string]json.RawMessage `json:"paths"`
+		Paths map[string]map[string]struct {
+			MountedWith string `json:"x-mounted-with"`
+		} `json:"paths"`
 	}
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
@@ -68,7 +70,10 @@ func managementRoutes(t *testing.T) [][2]string {
 			}
 			return "no-such-object"
 		})
-		for method := range ops {
+		for method, op := range ops {
+			if op.MountedWith != "" {
+				continue // mounted beside the API only with a part (billing) the fixture leaves off
+			}
 			out = append(out, [2]string{strings.ToUpper(method), url})
 		}
 	}

@@ -2,7 +2,9 @@
 // a retention period, serves them at GET /v1/gateway/events, and delivers them to the workspace's billing
 // webhook from a durable outbox, signed the Standard Webhooks way, at least once. Events are written off the
 // hot path by a Recorder that batches them into the Store (bbolt for the embedded store, Redis streams when
-// several replicas share Redis); receivers deduplicate by idempotencyKey.
+// several replicas share Redis); receivers deduplicate by idempotencyKey. Beside the events, in the same write,
+// each store keeps a per-minute throttle rollup: the 429s per group, slug and the limit that refused them, which
+// GET /v1/gateway/throttles serves (throttles.go).
 package billing
 
 import (
@@ -46,6 +48,9 @@ type Record struct {
 	Event     Event
 	// Deliver puts the event in the webhook outbox too: the workspace had a billing webhook when it was recorded.
 	Deliver bool
+	// Refusal names the limit that refused a 429 call; nil for other calls, and for a 429 no gateway limit gave.
+	// It goes to the throttle rollup, not into the event.
+	Refusal *Refusal `json:",omitempty"`
 }
 
 // Query selects events of one namespace. Zero fields select everything.
@@ -93,6 +98,10 @@ type Store interface {
 	Outboxes(ctx context.Context) ([]string, error)
 	// Prune drops events recorded before t (retention). Undelivered outbox entries are kept.
 	Prune(ctx context.Context, before time.Time) error
+	// Throttles sums the throttle rollup of ns: every 429 Append stored, counted per ThrottleKey, over the minutes
+	// from the one holding start to the one holding end, both included. Append writes the rollup in the same
+	// write as the events; it keeps ThrottleKeep.
+	Throttles(ctx context.Context, ns string, start, end time.Time) ([]ThrottleCount, error)
 }
 
 // NewID returns a random identifier with prefix, for request ids and idempotency keys.

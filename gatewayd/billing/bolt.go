@@ -14,6 +14,9 @@ import (
 var (
 	bucketEvents = []byte("billing.events")
 	bucketOutbox = []byte("billing.outbox")
+	// bucketThrottles holds the throttle rollup: per namespace, key (Unix minute, big-endian) + ThrottleKey JSON,
+	// value the count, big-endian.
+	bucketThrottles = []byte("billing.throttles")
 )
 
 // Bolt keeps events in a bbolt file (the embedded store's, so one volume holds all state). Per namespace,
@@ -60,6 +63,11 @@ func (s *Bolt) Append(_ context.Context, recs []Record) error {
 					return err
 				}
 				if err := ob.Put(k, v); err != nil {
+					return err
+				}
+			}
+			if tk, ok := throttleOf(&r); ok {
+				if err := addThrottle(tx, r.Namespace, r.Event.Timestamp, tk); err != nil {
 					return err
 				}
 			}
@@ -216,6 +224,57 @@ func (s *Bolt) Prune(_ context.Context, before time.Time) error {
 			return nil
 		})
 	})
+}
+
+// addThrottle adds one to the rollup counter of k in the minute of at, and drops the minutes of ns older than
+// ThrottleKeep before at, so the rollup stays small without a pruner of its own.
+func addThrottle(tx *bolt.Tx, ns string, at time.Time, k ThrottleKey) error {
+	b, err := nested(tx, bucketThrottles, ns)
+	if err != nil {
+		return err
+	}
+	key := binary.BigEndian.AppendUint64(nil, uint64(throttleMinute(at)))
+	key = append(key, k.encode()...)
+	n := uint64(0)
+	if v := b.Get(key); len(v) == 8 {
+		n = binary.BigEndian.Uint64(v)
+	}
+	if err := b.Put(key, binary.BigEndian.AppendUint64(nil, n+1)); err != nil {
+		return err
+	}
+	oldest := uint64(throttleMinute(at.Add(-ThrottleKeep)))
+	c := b.Cursor()
+	for ck, _ := c.First(); ck != nil && binary.BigEndian.Uint64(ck[:8]) < oldest; ck, _ = c.First() {
+		if err := c.Delete(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Throttles implements Store.
+func (s *Bolt) Throttles(_ context.Context, ns string, start, end time.Time) ([]ThrottleCount, error) {
+	sums := map[ThrottleKey]int64{}
+	last := uint64(throttleMinute(end))
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := nsBucket(tx, bucketThrottles, ns)
+		if b == nil {
+			return nil
+		}
+		c := b.Cursor()
+		for k, v := c.Seek(binary.BigEndian.AppendUint64(nil, uint64(throttleMinute(start)))); k != nil && binary.BigEndian.Uint64(k[:8]) <= last; k, v = c.Next() {
+			tk, err := decodeThrottleKey(k[8:])
+			if err != nil || len(v) != 8 {
+				return fmt.Errorf("corrupt throttle counter %x: %v", k, err)
+			}
+			sums[tk] += int64(binary.BigEndian.Uint64(v))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("failed to read the throttle rollup: %w", err)
+	}
+	return sortedThrottles(sums), nil
 }
 
 var _ Store = (*Bolt)(nil)

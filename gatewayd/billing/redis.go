@@ -34,6 +34,11 @@ func (s *Redis) events(ns string) string { return s.prefix + ":billing:events:" 
 func (s *Redis) outbox(ns string) string { return s.prefix + ":billing:outbox:" + ns }
 func (s *Redis) namespaces() string      { return s.prefix + ":billing:namespaces" }
 
+// throttles is the hash of one minute of the throttle rollup of ns: field ThrottleKey JSON, value the count.
+func (s *Redis) throttles(ns string, minute int64) string {
+	return s.prefix + ":billing:throttles:" + ns + ":" + strconv.FormatInt(minute, 10)
+}
+
 // Append implements Store.
 func (s *Redis) Append(ctx context.Context, recs []Record) error {
 	_, err := s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
@@ -47,6 +52,12 @@ func (s *Redis) Append(ctx context.Context, recs []Record) error {
 				p.XAdd(ctx, &redis.XAddArgs{Stream: s.outbox(r.Namespace), Values: []any{"e", v}})
 			}
 			p.SAdd(ctx, s.namespaces(), r.Namespace)
+			if tk, ok := throttleOf(&r); ok {
+				// The minute comes from the event's time, not Redis's, as in the embedded store.
+				h := s.throttles(r.Namespace, throttleMinute(r.Event.Timestamp))
+				p.HIncrBy(ctx, h, string(tk.encode()), 1)
+				p.Expire(ctx, h, ThrottleKeep)
+			}
 		}
 		return nil
 	})
@@ -175,6 +186,36 @@ func (s *Redis) Prune(ctx context.Context, before time.Time) error {
 		}
 	}
 	return nil
+}
+
+// Throttles implements Store: one HGETALL per minute of the window, in one pipeline.
+func (s *Redis) Throttles(ctx context.Context, ns string, start, end time.Time) ([]ThrottleCount, error) {
+	first, last := throttleMinute(start), throttleMinute(end)
+	if last-first > int64(ThrottleKeep/ThrottleBucket) {
+		first = last - int64(ThrottleKeep/ThrottleBucket)
+	}
+	cmds := make([]*redis.MapStringStringCmd, 0, last-first+1)
+	_, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for m := first; m <= last; m++ {
+			cmds = append(cmds, p.HGetAll(ctx, s.throttles(ns, m)))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("failed to read the throttle rollup: %w", err)
+	}
+	sums := map[ThrottleKey]int64{}
+	for _, c := range cmds {
+		for f, v := range c.Val() {
+			tk, err := decodeThrottleKey([]byte(f))
+			n, perr := strconv.ParseInt(v, 10, 64)
+			if err != nil || perr != nil {
+				return nil, fmt.Errorf("corrupt throttle counter %q=%q in %s", f, v, c.Args()[1])
+			}
+			sums[tk] += n
+		}
+	}
+	return sortedThrottles(sums), nil
 }
 
 var _ Store = (*Redis)(nil)

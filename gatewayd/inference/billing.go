@@ -18,6 +18,7 @@ func (h *Handler) recordBilling(key *view.Key, c *call, w *statusWriter, u upstr
 	reqID := w.Header().Get("X-Request-Id")
 	h.opts.Billing.Record(billing.Record{
 		Namespace: ns,
+		Refusal:   c.refusal,
 		Deliver:   n != nil && n.Snapshot != nil && n.Snapshot.Workspace.BillingWebhook != nil,
 		Event: billing.Event{
 			IdempotencyKey: "evt_" + strings.TrimPrefix(reqID, "req_"), Timestamp: h.opts.Clock.Now().UTC(),

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/modelgate/modelgate/gatewayd/billing"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/limits"
 )
@@ -46,10 +47,11 @@ func tierField(l limits.Limit) string {
 	return tierRequestsField
 }
 
-// admit charges the REQUEST limits of plan, a call of slug in workspace, or returns the 429 of the first limit
-// hit (a group's or the workspace's model-API tier), or a 503 when the limit store cannot be reached (fail
-// closed). Either way nothing is charged unless every limit had room.
-func (h *Handler) admit(ctx context.Context, plan *limits.Plan, workspace, slug string) *httperr.Error {
+// admit charges the REQUEST limits of plan, for call c, or returns the 429 of the first limit hit (a group's or
+// the workspace's model-API tier) and names that limit in c.refusal for the throttle rollup, or a 503 when the
+// limit store cannot be reached (fail closed). Either way nothing is charged unless every limit had room.
+func (h *Handler) admit(ctx context.Context, plan *limits.Plan, c *call) *httperr.Error {
+	workspace, slug := c.workspace, c.model
 	if plan.Empty() {
 		return nil
 	}
@@ -62,8 +64,10 @@ func (h *Handler) admit(ctx context.Context, plan *limits.Plan, workspace, slug 
 		return nil
 	}
 	l := plan.Limits[res.Hit]
+	c.refusal = &billing.Refusal{By: billing.RefusedByGroup, Type: l.Key.Type.String(), Unit: l.Key.Unit.String(), SourceGroup: l.SourceGroup}
 	var e *httperr.Error
 	if l.IsTier() {
+		c.refusal.By, c.refusal.SourceGroup = billing.RefusedByTier, ""
 		field := tierField(l)
 		h.opts.Metrics.refusals.WithLabelValues(workspace, field).Inc()
 		e = httperr.New(http.StatusTooManyRequests, httperr.CodeRateLimited,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/authz"
+	"github.com/modelgate/modelgate/gatewayd/billing"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
@@ -21,6 +22,8 @@ import (
 // call is the bookkeeping of one model call, for metrics and billing.
 type call struct {
 	workspace, entity, model string
+	// refusal names the limit that refused the call with 429, nil when none did.
+	refusal *billing.Refusal
 }
 
 // openAI serves one OpenAI route for federated and workspace keys: suffix is appended to the Endpoint's base URL.
@@ -111,7 +114,7 @@ func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c
 		httperr.Write(w, http.StatusBadRequest, httperr.CodeClientError, "The request body must be a JSON object.", err.Error())
 		return
 	}
-	if lerr := h.admit(ctx, plan, c.workspace, req.Model); lerr != nil {
+	if lerr := h.admit(ctx, plan, c); lerr != nil {
 		httperr.WriteError(w, lerr)
 		return
 	}

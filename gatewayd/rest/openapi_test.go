@@ -165,6 +165,10 @@ var _ = Describe("Error answers of every route", func() {
 				if sec, ok := op.(map[string]any)["security"].([]any); ok && len(sec) == 0 {
 					continue
 				}
+				// An operation gatewayd mounts beside this API (x-mounted-with) is not served by this suite's server.
+				if _, ok := op.(map[string]any)["x-mounted-with"]; ok {
+					continue
+				}
 				method = strings.ToUpper(method)
 				// Ids no object has: valid names, and a valid 16-character prefix.
 				url := param.ReplaceAllStringFunc(path, func(p string) string {

@@ -2,8 +2,9 @@
 // through playwright-core. It asserts behaviour only (no timings): login; a root created with `60k` holds 60000
 // through the API; a child above its parent is refused before submit, then parent and child are raised and saved;
 // a server refusal is shown next to its field in the server's words; a minted key is called until 429, the 429
-// shows on the group page, the key is revoked and the next call is 401; a subtree is deleted; the tree is
-// navigated with the keyboard over five levels; zero axe (WCAG 2.2 AA) violations on every screen in both themes;
+// shows on the group page under the limit that refused it, the key is revoked and the next call is 401; a bulk
+// limit edit is refused next to each group, then saved to both (checked through the API); a bulk delete shows the
+// subtrees; a subtree is deleted; the tree is navigated with the keyboard over five levels; zero axe (WCAG 2.2 AA) violations on every screen in both themes;
 // no console error, page error or CSP violation. Screenshots of every screen in both themes go to OUT_DIR.
 import { createRequire } from "node:module";
 import { readFileSync, mkdirSync } from "node:fs";
@@ -280,6 +281,12 @@ try {
     if (!shown) await page.waitForTimeout(250);
   }
   check(shown, "the 429 shows on the group page");
+  // The page names the limit that refused, as the API counts it: the leaf's own limit, set on the leaf.
+  const thrItems = (await api("GET", `/v1/gateway/throttles?group_id=${leaf.id}`)).json?.items ?? [];
+  const refused = thrItems.find((t) => t.slug === SLUG && t.refused_by === "GROUP_LIMIT");
+  check(refused && refused.source_group_id === leaf.id && refused.count >= 1, `the API counts the 429 under the leaf's own limit (${JSON.stringify(thrItems)})`);
+  const label = refused ? `${refused.limit_type} / ${refused.limit_unit} (set on Leaf ${run})` : "(none)";
+  check((await page.locator("table.throttles td.limit", { hasText: label }).count()) === 1, `the group page charts the 429 under its limit: ${label}`);
   const meter = page.locator("ul.bars meter").first();
   check((await meter.getAttribute("value")) === "2" && (await meter.getAttribute("max")) === "2", "the usage bar shows 2 of 2");
   check((await page.locator("ul.bars").textContent()).includes("UTC"), "the usage bar names its UTC reset");
@@ -324,6 +331,70 @@ try {
   check(after.status === 401, `the next call after the revocation is 401 (got ${after.status})`);
   const withNew = await api("POST", "/v1/chat/completions", { model: SLUG, messages: [{ role: "user", content: "hi" }] }, `Api-Key ${rotated}`);
   check(withNew.status === 429, `the rotated key still works, within the group's spent limits (got ${withNew.status})`);
+
+  // ---- Bulk limit edit from the tree: select by keyboard (a checkbox, and Space on a tree item), each group
+  // dry-run first. 75k is over the root's 72000: both are refused, next to each group in the server's words, and
+  // nothing changes; 71k saves both (parent first), as the API shows.
+  await page.goto(`${BASE}/dashboard/`);
+  await page.getByRole("tree").waitFor();
+  const teamBox = page.getByRole("checkbox", { name: `Select Team ${run}` });
+  await teamBox.focus();
+  await page.keyboard.press("Space");
+  check(await teamBox.isChecked(), "Space on a group's checkbox selects it");
+  const leafItem = page.getByRole("treeitem", { name: new RegExp(`^Leaf ${run},`) });
+  await leafItem.focus();
+  await page.keyboard.press("Space");
+  check(await page.getByRole("checkbox", { name: `Select Leaf ${run}` }).isChecked(), "Space on a tree item selects it");
+  await page.getByRole("heading", { name: "2 groups selected" }).waitFor();
+  await page.fill("#bulk-slug", SLUG);
+  await page.fill("#bulk-thr", "75k");
+  expectedLoadFailures = ["400", "403"];
+  await page.click("button:has-text('Apply to 2 selected')");
+  const bulkStatus = page.locator(".bulk [role=status]");
+  await bulkStatus.filter({ hasText: "0 of 2 groups saved" }).waitFor();
+  const teamMsg = await page.getByRole("treeitem", { name: new RegExp(`^Team ${run},`) }).locator(".bulk-msg").textContent();
+  check(teamMsg.includes("Child group exceeds parent group limit.") && teamMsg.includes("72000"), `the team's refusal is next to it in the server's words: ${teamMsg}`);
+  const leafMsg = await leafItem.locator(".bulk-msg").textContent();
+  check(leafMsg.includes("Child group exceeds parent group limit.") && leafMsg.includes("70000"), `the leaf's refusal is next to it in the server's words: ${leafMsg}`);
+  const minuteOf = async (id) => (await api("GET", `/v1/gateway/groups/${id}`)).json.models[0].rate_limits.find((l) => l.unit === "MINUTE")?.threshold;
+  check((await minuteOf(child.id)) === 70000 && (await minuteOf(leaf.id)) === 2, "the refused bulk edit changed nothing (API)");
+  expectedLoadFailures = [];
+  await screen("tree-bulk-refused");
+  await page.fill("#bulk-thr", "71k");
+  await page.click("button:has-text('Apply to 2 selected')");
+  await bulkStatus.filter({ hasText: "2 of 2 groups saved" }).waitFor();
+  check((await minuteOf(child.id)) === 71000 && (await minuteOf(leaf.id)) === 71000, "the bulk edit set 71000 per minute on both groups (API)");
+  const leafAfter = (await api("GET", `/v1/gateway/groups/${leaf.id}`)).json;
+  check(leafAfter.models[0].usage_limits?.[0]?.threshold === 2, "the bulk edit kept the leaf's other limits");
+  await page.getByRole("button", { name: "Clear selection" }).click();
+
+  // ---- Bulk delete: the dialog shows each selected subtree; a selected descendant goes with its ancestor.
+  const mk = async (name, parentId) => (await api("POST", "/v1/gateway/groups", {
+    metadata: { name: `${name} ${run}`, external_entity_id: `${name.toLowerCase().replace(" ", "")}-${run}` },
+    models: [{ slug: SLUG }],
+    hierarchy: parentId ? { parent_group_id: parentId } : { limit_enforcement: "INDEPENDENT" },
+  })).json;
+  const bulkA = await mk("Bulk A", null);
+  const bulkA1 = await mk("Bulk A1", bulkA.id);
+  const bulkB = await mk("Bulk B", null);
+  await page.goto(`${BASE}/dashboard/?q=${encodeURIComponent("Bulk")}`);
+  await page.getByRole("tree").waitFor();
+  for (const n of ["Bulk A", "Bulk A1", "Bulk B"]) await page.getByRole("checkbox", { name: `Select ${n} ${run}` }).check();
+  await page.getByRole("button", { name: "Delete selected…" }).click();
+  const bulkDialog = page.getByRole("dialog");
+  await bulkDialog.waitFor();
+  const bulkListed = await bulkDialog.locator(".subtree > li").allTextContents();
+  check(bulkListed.length === 2 && bulkListed[0].includes(`Bulk A1 ${run}`) && bulkListed[1].includes(`Bulk B ${run}`), `the bulk delete dialog shows each subtree (${bulkListed.join(" | ")})`);
+  await screen("tree-bulk-delete-confirm");
+  await bulkDialog.getByRole("button", { name: "Delete groups and subtrees" }).click();
+  for (const g of [bulkA, bulkA1, bulkB]) {
+    let status = 0;
+    for (let i = 0; i < 80 && status !== 404; i++) {
+      status = (await api("GET", `/v1/gateway/groups/${g.id}`)).status;
+      if (status !== 404) await new Promise((r) => setTimeout(r, 250));
+    }
+    check(status === 404, `bulk-deleted ${g.metadata.name}: GET answers 404`);
+  }
 
   // ---- Five levels, keyboard navigation, search with URL state.
   const chain = [];

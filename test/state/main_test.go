@@ -240,9 +240,12 @@ type answer struct {
 	err       error
 }
 
-// chat makes one model call with key.
-func chat(url, key string) answer {
-	body := `{"model":"` + slug + `","messages":[{"role":"user","content":"hello world"}]}`
+// chat makes one model call of slug with key.
+func chat(url, key string) answer { return chatModel(url, key, slug) }
+
+// chatModel makes one model call of model with key.
+func chatModel(url, key, model string) answer {
+	body := `{"model":"` + model + `","messages":[{"role":"user","content":"hello world"}]}`
 	req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", bytes.NewReader([]byte(body)))
 	req.Header.Set("Authorization", "Api-Key "+key)
 	req.Header.Set("Content-Type", "application/json")

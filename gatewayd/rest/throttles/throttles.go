@@ -1,44 +1,48 @@
-// Package throttles serves GET /v1/gateway/throttles: how many model calls of each group and slug were refused
-// with 429 over the last hour, counted from the billing events (every call made with a federated key records one,
-// refusals included). The dashboard charts it on the group page and filters the group tree with it. The events
-// do not record which limit refused a call, so a count is per (group, slug); the limit in force is the group's
-// effective limit for that slug.
+// Package throttles serves GET /v1/gateway/throttles: how many model calls were refused with 429 over the last
+// hour, per group, slug and the limit that refused them (the group's own, an ancestor's in CASCADING mode, the
+// workspace's model-API tier, or none of the gateway's). It reads the throttle rollup that billing keeps beside
+// the events (billing.Store.Throttles), written in the same write as each event. The dashboard charts it on the
+// group page and filters the group tree with it.
 package throttles
 
 import (
 	"context"
 	"net/http"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/modelgate/modelgate/gatewayd/billing"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 )
 
-// Window is the span counted, ending now.
+// Window is the span counted, ending now. The rollup counts per minute, so the answer starts at the minute that
+// holds now minus Window: up to one minute more than an hour, never less.
 const Window = time.Hour
-
-// maxEvents bounds the events read for one answer; past it the answer says truncated.
-const maxEvents = 200_000
 
 // Caller authenticates a call and answers the namespace it may read, as billing.Handler's callers do.
 type Caller func(r *http.Request) (namespace string, refusal *httperr.Error)
 
-// Count is the 429s of one (group, slug).
+// Count is the 429s of one (group, slug, limit).
 type Count struct {
 	GroupID          string `json:"group_id"`
 	ExternalEntityID string `json:"external_entity_id"`
 	Slug             string `json:"slug"`
-	Count            int    `json:"count"`
+	Count            int64  `json:"count"`
+	// RefusedBy is billing.RefusedByGroup, RefusedByTier or RefusedByOther.
+	RefusedBy string `json:"refused_by"`
+	// LimitType and LimitUnit name the limit (REQUEST or TOKEN; SECOND, MINUTE or DAY); empty for OTHER.
+	LimitType string `json:"limit_type"`
+	LimitUnit string `json:"limit_unit"`
+	// SourceGroupID is the group that set a GROUP_LIMIT: the group itself or, in CASCADING mode, an ancestor.
+	SourceGroupID string `json:"source_group_id"`
 }
 
 // Answer is the body of GET /v1/gateway/throttles.
 type Answer struct {
-	Start     string  `json:"start"`
-	End       string  `json:"end"`
-	Items     []Count `json:"items"`
-	Truncated bool    `json:"truncated"`
+	Start string  `json:"start"`
+	End   string  `json:"end"`
+	Items []Count `json:"items"`
+	// Truncated is always false since counts come from the rollup; kept for clients of the earlier answer.
+	Truncated bool `json:"truncated"`
 }
 
 // Handler serves GET /v1/gateway/throttles, optionally narrowed to one group with ?group_id=.
@@ -49,8 +53,7 @@ func Handler(store billing.Store, caller Caller, now func() time.Time) http.Hand
 			httperr.WriteError(w, refusal)
 			return
 		}
-		end := now().UTC()
-		ans, err := Count429(r.Context(), store, ns, r.URL.Query().Get("group_id"), end.Add(-Window), end)
+		ans, err := Count429(r.Context(), store, ns, r.URL.Query().Get("group_id"), now().UTC())
 		if err != nil {
 			httperr.Write(w, http.StatusServiceUnavailable, httperr.CodeUnavailable, "Billing events are unavailable; retry shortly.", nil)
 			return
@@ -59,49 +62,22 @@ func Handler(store billing.Store, caller Caller, now func() time.Time) http.Hand
 	})
 }
 
-// Count429 counts the 429 events of namespace ns in [start, end), of group when it is not empty.
-func Count429(ctx context.Context, store billing.Store, ns, group string, start, end time.Time) (Answer, error) {
-	type key struct{ group, slug string }
-	counts := map[key]*Count{}
-	q := billing.Query{Start: start, End: end, Limit: 1000}
-	read := 0
-	truncated := false
-	for {
-		events, next, err := store.List(ctx, ns, q)
-		if err != nil {
-			return Answer{}, err
-		}
-		for _, e := range events {
-			if e.StatusCode != http.StatusTooManyRequests || (group != "" && e.GroupID != group) {
-				continue
-			}
-			k := key{e.GroupID, e.ModelSlug}
-			c := counts[k]
-			if c == nil {
-				c = &Count{GroupID: e.GroupID, ExternalEntityID: e.ExternalEntityID, Slug: e.ModelSlug}
-				counts[k] = c
-			}
-			c.Count++
-		}
-		read += len(events)
-		if next == "" || len(events) == 0 {
-			break
-		}
-		if read >= maxEvents {
-			truncated = true
-			break
-		}
-		q.Cursor = next
+// Count429 counts the 429s of namespace ns over the hour ending at end, of group when it is not empty.
+func Count429(ctx context.Context, store billing.Store, ns, group string, end time.Time) (Answer, error) {
+	start := end.Add(-Window).Truncate(billing.ThrottleBucket)
+	counts, err := store.Throttles(ctx, ns, start, end)
+	if err != nil {
+		return Answer{}, err
 	}
 	items := make([]Count, 0, len(counts))
 	for _, c := range counts {
-		items = append(items, *c)
-	}
-	slices.SortFunc(items, func(a, b Count) int {
-		if c := strings.Compare(a.GroupID, b.GroupID); c != 0 {
-			return c
+		if group != "" && c.GroupID != group {
+			continue
 		}
-		return strings.Compare(a.Slug, b.Slug)
-	})
-	return Answer{Start: start.Format(time.RFC3339), End: end.Format(time.RFC3339), Items: items, Truncated: truncated}, nil
+		items = append(items, Count{
+			GroupID: c.GroupID, ExternalEntityID: c.ExternalEntityID, Slug: c.Slug, Count: c.Count,
+			RefusedBy: c.By, LimitType: c.Type, LimitUnit: c.Unit, SourceGroupID: c.SourceGroup,
+		})
+	}
+	return Answer{Start: start.Format(time.RFC3339), End: end.Format(time.RFC3339), Items: items}, nil
 }

@@ -410,6 +410,30 @@ export interface TeamList {
   teams: Team[];
 }
 
+export interface ThrottleCount {
+  /** The group whose key made the calls. */
+  group_id: string;
+  external_entity_id: string;
+  slug: string;
+  count: number;
+  /** GROUP_LIMIT: a limit of the group's effective models (its own, or an ancestor's in CASCADING mode); MODEL_API_TIER: the workspace's modelAPILimits on a shared model API; OTHER: any other 429 (request bytes in flight for the key, the model's own 429). */
+  refused_by: "GROUP_LIMIT" | "MODEL_API_TIER" | "OTHER";
+  /** Type of the refusing limit; empty for OTHER. */
+  limit_type: "REQUEST" | "TOKEN" | "";
+  /** Unit of the refusing limit; empty for OTHER. */
+  limit_unit: "SECOND" | "MINUTE" | "DAY" | "";
+  /** The group that set a GROUP_LIMIT: this group or an ancestor; empty otherwise. */
+  source_group_id: string;
+}
+
+export interface Throttles {
+  start: string;
+  end: string;
+  items: ThrottleCount[];
+  /** Always false: counts come from the rollup. Kept for clients of the earlier answer. */
+  truncated: boolean;
+}
+
 export interface UsageEntry {
   type: string;
   unit: string;

@@ -20,6 +20,22 @@ export class ApiError extends Error {
   }
 }
 
+// serverWords is a field's refusal as the server put it. A cascading refusal comes from the webhook through the API
+// server, which puts its reason ("Forbidden: ") first; that prefix goes, so the field reads as the webhook's
+// sentence, `Child group exceeds parent group limit.`, with its particulars.
+export function serverWords(ae: ApiError, fieldMsg: string): string {
+  if (ae.code !== "child_exceeds_parent_limit") return fieldMsg;
+  const m = fieldMsg.replace(/^Forbidden: /, "");
+  return m.startsWith(ae.message) ? m : `${ae.message} ${m}`;
+}
+
+// refusal is a whole refusal in the server's words: the field it names with its message, else its error.
+export function refusal(err: unknown): string {
+  const ae = err as ApiError;
+  const f = ae.fields?.[0];
+  return f ? `${f.field}: ${serverWords(ae, f.message)}` : ae.message ?? String(err);
+}
+
 let onUnauthorized: () => void = () => {};
 export function setUnauthorizedHandler(f: () => void) {
   onUnauthorized = f;
@@ -82,5 +98,4 @@ export interface Who {
   can: { gateway: boolean; keys: boolean; models: boolean };
 }
 
-export interface Throttle { group_id: string; external_entity_id: string; slug: string; count: number }
-export interface Throttles { start: string; end: string; items: Throttle[]; truncated: boolean }
+export type { ThrottleCount, Throttles } from "./api-types";

@@ -1,7 +1,7 @@
 // The group page (effective limits with the binding one, usage, 429s, keys) and the group editor (create and
 // edit, with shorthand limit inputs, the client-side cascading check and the server's dry run).
 import { useMemo, useState } from "preact/hooks";
-import { api, ApiError, listGroups, listKeys, type Throttles } from "./api";
+import { api, ApiError, listGroups, listKeys, serverWords, type ThrottleCount, type Throttles } from "./api";
 import type { EffectiveLimit, Group, GroupUsage, Key, MintedKey, ModelConfig } from "./api-types";
 import { BASE, Link, navigate } from "./app";
 import { type CGroup, cascadingConflicts, descendantsOf } from "./cascade";
@@ -55,15 +55,6 @@ function toModels(rows: ModelRow[]): { models: ModelConfig[]; paths: Map<string,
     return { slug: m.slug.trim(), rate_limits: rate, usage_limits: usage };
   });
   return { models, paths, errors };
-}
-
-// serverWords is a field's refusal as the server put it. A cascading refusal comes from the webhook through the API
-// server, which puts its reason ("Forbidden: ") first; that prefix goes, so the field reads as the webhook's
-// sentence, `Child group exceeds parent group limit.`, with its particulars.
-function serverWords(ae: ApiError, fieldMsg: string): string {
-  if (ae.code !== "child_exceeds_parent_limit") return fieldMsg;
-  const m = fieldMsg.replace(/^Forbidden: /, "");
-  return m.startsWith(ae.message) ? m : `${ae.message} ${m}`;
 }
 
 function LimitInput(props: { row: LimitRow; label: string; error?: string; onChange: (r: LimitRow) => void; onRemove: () => void }) {
@@ -304,6 +295,14 @@ function bindingSet(g: Group): Set<EffectiveLimit> {
   return out;
 }
 
+// limitLabel names the limit that refused a count of 429s, as the group page charts it: the type and unit with the
+// group that set it (an ancestor's in CASCADING mode), the workspace's model-API tier, or neither.
+export function limitLabel(t: ThrottleCount, names: Map<string, string>): string {
+  if (t.refused_by === "GROUP_LIMIT") return `${t.limit_type} / ${t.limit_unit} (set on ${names.get(t.source_group_id) ?? t.source_group_id})`;
+  if (t.refused_by === "MODEL_API_TIER") return `${t.limit_type} / ${t.limit_unit} (workspace model-API tier)`;
+  return "Not a gateway limit (bytes in flight, or the model's own 429)";
+}
+
 export function GroupPage(props: { id: string }) {
   const data = useAsync(() => loadGroup(props.id), [props.id]);
   const [editing, setEditing] = useState(false);
@@ -445,12 +444,13 @@ export function GroupPage(props: { id: string }) {
         <h2 id="thr-title">429s in the last hour</h2>
         {throttles.length === 0 ? <p>No call was throttled in the last hour.</p> : (
           <table class="throttles">
-            <caption class="sr-only">Calls refused with 429, per model, over the last hour</caption>
-            <thead><tr><th scope="col">Model</th><th scope="col">429s</th><th scope="col"><span class="sr-only">Chart</span></th></tr></thead>
+            <caption class="sr-only">Calls refused with 429, per model and the limit that refused them, over the last hour</caption>
+            <thead><tr><th scope="col">Model</th><th scope="col">Refused by</th><th scope="col">429s</th><th scope="col"><span class="sr-only">Chart</span></th></tr></thead>
             <tbody>
               {throttles.map((t) => (
-                <tr key={t.slug}>
+                <tr key={`${t.slug}|${t.refused_by}|${t.source_group_id}|${t.limit_type}|${t.limit_unit}`}>
                   <td class="mono">{t.slug}</td>
+                  <td class="limit">{limitLabel(t, names)}</td>
                   <td class="num">{groupDigits(t.count)}</td>
                   <td><span class="hbar" style={{ width: `${Math.max(2, Math.round((t.count / maxT) * 100))}%` }} /></td>
                 </tr>

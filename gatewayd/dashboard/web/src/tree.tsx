@@ -1,11 +1,14 @@
 // The group tree: every group of the workspace under its parent (at most five levels), with its mode, model and
 // key counts, its highest usage as a share of its threshold and its 429s of the last hour. It is an ARIA tree:
-// arrow keys move and open, Home and End jump, Enter opens the group. Search and filters live in the URL.
+// arrow keys move and open, Home and End jump, Enter opens the group, Space selects it for a bulk edit (so does its
+// checkbox). Search and filters live in the URL.
 import { useMemo, useRef, useState } from "preact/hooks";
-import { api, listGroups, listKeys, type Throttles } from "./api";
+import { api, listGroups, listKeys, refusal, type Throttles } from "./api";
 import type { Group, GroupUsage, Key } from "./api-types";
 import { BASE, Link, navigate } from "./app";
-import { Loading, Page, useAsync } from "./ui";
+import { type LimitChange, topmost, withLimit, writeOrder } from "./bulk";
+import { formatShorthand, groupDigits, parseShorthand } from "./shorthand";
+import { Confirm, FieldMsg, Loading, Page, useAsync } from "./ui";
 
 export const NEAR_LIMIT = 0.8;
 
@@ -73,13 +76,174 @@ export function matches(g: Group, q: string, keys: Key[]): boolean {
 
 interface Row { g: Group; level: number; hasChildren: boolean; expanded: boolean; parent: string | null }
 
+// Outcome is what a bulk action did to one group, shown next to it.
+interface Outcome { ok: boolean; msg: string }
+
+// BulkPanel applies one limit change to the selected groups, each PATCH dry-run first and written only when the
+// dry run passes, in writeOrder; the outcome of each, in the server's words, goes next to the group. It also
+// deletes the selection, after a dialog that lists every subtree that goes with it.
+function BulkPanel(props: {
+  selected: Set<string>;
+  data: TreeData;
+  onOutcomes: (o: Map<string, Outcome>) => void;
+  onClear: () => void;
+  onDone: () => void;
+}) {
+  const [slug, setSlug] = useState("");
+  const [type, setType] = useState<LimitChange["type"]>("REQUEST");
+  const [unit, setUnit] = useState<LimitChange["unit"]>("MINUTE");
+  const [text, setText] = useState("");
+  const [errors, setErrors] = useState<Map<string, string>>(new Map());
+  const [busy, setBusy] = useState(false);
+  const [status, setStatus] = useState("");
+  const [confirming, setConfirming] = useState(false);
+  const d = props.data;
+  const ids = [...props.selected].filter((id) => d.groups.some((g) => g.id === id));
+  const byId = new Map(d.groups.map((g) => [g.id, g]));
+  const name = (id: string) => byId.get(id)?.metadata.name || id;
+  const parsed = parseShorthand(text);
+
+  async function apply(e: Event) {
+    e.preventDefault();
+    const errs = new Map<string, string>();
+    if (!slug.trim()) errs.set("slug", "A model slug is required.");
+    if (!parsed.ok) errs.set("threshold", text.trim() ? parsed.error : "A threshold is required.");
+    setErrors(errs);
+    if (errs.size || !parsed.ok) return;
+    const change: LimitChange = { slug: slug.trim(), type, unit, threshold: parsed.value };
+    const out = new Map<string, Outcome>();
+    setBusy(true);
+    for (const id of writeOrder(ids, d.groups, change)) {
+      setStatus(`Checking ${name(id)} with the server (dry run)…`);
+      const w = withLimit(byId.get(id)!, change);
+      if ("error" in w) {
+        out.set(id, { ok: false, msg: w.error });
+      } else {
+        const path = `/v1/gateway/groups/${encodeURIComponent(id)}`;
+        try {
+          await api("PATCH", `${path}?dry_run=true`, { models: w.models });
+          await api("PATCH", path, { models: w.models });
+          out.set(id, { ok: true, msg: `Saved: ${change.slug} ${type} per ${unit} = ${formatShorthand(change.threshold)}.` });
+        } catch (err) {
+          out.set(id, { ok: false, msg: refusal(err) });
+        }
+      }
+      props.onOutcomes(new Map(out));
+    }
+    const saved = [...out.values()].filter((o) => o.ok).length;
+    setStatus(`${saved} of ${out.size} groups saved; ${out.size - saved} refused (see each group).`);
+    setBusy(false);
+    props.onDone();
+  }
+
+  async function doDelete() {
+    setConfirming(false);
+    const out = new Map<string, Outcome>();
+    for (const id of topmost(ids, d.groups)) {
+      try {
+        await api("DELETE", `/v1/gateway/groups/${encodeURIComponent(id)}`);
+        for (const x of [id, ...subtreeOf(id, d.groups)]) deleted.add(x);
+      } catch (err) {
+        out.set(id, { ok: false, msg: refusal(err) });
+      }
+    }
+    props.onOutcomes(out);
+    setStatus(out.size ? `${out.size} deletes refused (see each group).` : "Deleted.");
+    props.onClear();
+    props.onDone();
+  }
+
+  const tops = topmost(ids, d.groups);
+  const keyCount = (id: string) => d.keys.get(id)?.length ?? 0;
+  return (
+    <section class="card bulk" aria-labelledby="bulk-title">
+      <h2 id="bulk-title">{ids.length} group{ids.length === 1 ? "" : "s"} selected</h2>
+      <form class="limit-row" onSubmit={apply} noValidate>
+        <div class="thr">
+          <label for="bulk-slug">Model slug</label>
+          <input id="bulk-slug" value={slug} onInput={(e) => setSlug((e.target as HTMLInputElement).value)} aria-invalid={errors.has("slug") ? "true" : undefined} aria-describedby="bulk-slug-err" />
+          <FieldMsg id="bulk-slug-err" msg={errors.get("slug")} />
+        </div>
+        <label>
+          <span class="sr-only">Limit type</span>
+          <select value={type} onChange={(e) => setType((e.target as HTMLSelectElement).value as LimitChange["type"])}>
+            <option value="REQUEST">REQUEST</option>
+            <option value="TOKEN">TOKEN</option>
+          </select>
+        </label>
+        <label>
+          <span class="sr-only">Limit unit</span>
+          <select value={unit} onChange={(e) => setUnit((e.target as HTMLSelectElement).value as LimitChange["unit"])}>
+            <option value="SECOND">per SECOND</option>
+            <option value="MINUTE">per MINUTE</option>
+            <option value="DAY">per DAY (usage)</option>
+          </select>
+        </label>
+        <div class="thr">
+          <label for="bulk-thr">Threshold</label>
+          <input id="bulk-thr" inputMode="decimal" autocomplete="off" value={text} onInput={(e) => setText((e.target as HTMLInputElement).value)} aria-invalid={errors.has("threshold") ? "true" : undefined} aria-describedby="bulk-thr-eq bulk-thr-err" />
+          <span id="bulk-thr-eq" class="equals" aria-live="polite">{parsed.ok ? `= ${groupDigits(parsed.value)}` : ""}</span>
+          <FieldMsg id="bulk-thr-err" msg={errors.get("threshold")} />
+        </div>
+        <button type="submit" class="primary" disabled={busy}>Apply to {ids.length} selected</button>
+      </form>
+      <div class="actions">
+        <span role="status" class="muted">{status}</span>
+        <span class="spacer" />
+        <button type="button" onClick={props.onClear}>Clear selection</button>
+        <button type="button" class="danger" onClick={() => setConfirming(true)} disabled={busy}>Delete selected…</button>
+      </div>
+      <Confirm open={confirming} title={`Delete ${ids.length} selected group${ids.length === 1 ? "" : "s"}?`} confirmLabel="Delete groups and subtrees" danger onCancel={() => setConfirming(false)} onConfirm={doDelete}>
+        <p>These go, each with its subtree and every key of it, revoked at once:</p>
+        <ul class="subtree">
+          {tops.map((id) => (
+            <li key={id}>
+              {name(id)} <span class="muted mono">({id}, {keyCount(id)} keys)</span>
+              {subtreeOf(id, d.groups).length > 0 && (
+                <ul>
+                  {subtreeOf(id, d.groups).map((x) => (
+                    <li key={x}>{name(x)} <span class="muted mono">({x}, {keyCount(x)} keys)</span></li>
+                  ))}
+                </ul>
+              )}
+            </li>
+          ))}
+        </ul>
+      </Confirm>
+    </section>
+  );
+}
+
+// subtreeOf is every descendant of id, parents before children.
+function subtreeOf(id: string, all: Group[]): string[] {
+  const out: string[] = [];
+  const walk = (p: string) => {
+    for (const g of all) {
+      if (g.hierarchy.parent_group_id === p && !out.includes(g.id)) {
+        out.push(g.id);
+        walk(g.id);
+      }
+    }
+  };
+  walk(id);
+  return out;
+}
+
 export function GroupTree(props: { query: URLSearchParams }) {
   const q = props.query.get("q") ?? "";
   const filter = props.query.get("filter") ?? "";
   const data = useAsync(loadTree, []);
   const [collapsed, setCollapsed] = useState<Set<string>>(new Set());
   const [active, setActive] = useState<string | null>(null);
+  const [selected, setSelected] = useState<Set<string>>(new Set());
+  const [outcomes, setOutcomes] = useState<Map<string, Outcome>>(new Map());
   const treeRef = useRef<HTMLUListElement>(null);
+
+  function select(id: string) {
+    const next = new Set(selected);
+    if (!next.delete(id)) next.add(id);
+    setSelected(next);
+  }
 
   function setQuery(next: { q?: string; filter?: string }) {
     const p = new URLSearchParams(props.query);
@@ -167,6 +331,9 @@ export function GroupTree(props: { query: URLSearchParams }) {
       case "Enter":
         navigate(`${BASE}groups/${encodeURIComponent(r.g.id)}`);
         break;
+      case " ":
+        select(r.g.id);
+        break;
       default:
         return;
     }
@@ -202,6 +369,9 @@ export function GroupTree(props: { query: URLSearchParams }) {
           ))}
         </fieldset>
       </form>
+      {d && selected.size > 0 && (
+        <BulkPanel selected={selected} data={d} onOutcomes={setOutcomes} onClear={() => setSelected(new Set())} onDone={data.reload} />
+      )}
       {!d ? (
         <Loading error={data.error} />
       ) : rows.length === 0 ? (
@@ -212,6 +382,8 @@ export function GroupTree(props: { query: URLSearchParams }) {
             const usage = d.usage.get(r.g.id) ?? 0;
             const t = d.throttled.get(r.g.id) ?? 0;
             const keys = d.keys.get(r.g.id)?.length ?? 0;
+            const o = outcomes.get(r.g.id);
+            const label = r.g.metadata.name || r.g.id;
             return (
               <li
                 key={r.g.id}
@@ -220,13 +392,22 @@ export function GroupTree(props: { query: URLSearchParams }) {
                 aria-level={r.level}
                 aria-expanded={r.hasChildren ? (r.expanded ? "true" : "false") : undefined}
                 aria-selected={current === r.g.id ? "true" : "false"}
-                aria-label={`${r.g.metadata.name || r.g.id}, ${r.g.hierarchy.limit_enforcement}, ${r.g.models.length} models, ${keys} keys, usage ${Math.round(usage * 100)}%${t ? `, ${t} throttled` : ""}`}
+                aria-label={`${r.g.metadata.name || r.g.id}, ${r.g.hierarchy.limit_enforcement}, ${r.g.models.length} models, ${keys} keys, usage ${Math.round(usage * 100)}%${t ? `, ${t} throttled` : ""}${selected.has(r.g.id) ? ", selected" : ""}${o ? `. ${o.msg}` : ""}`}
                 tabIndex={current === r.g.id ? 0 : -1}
                 class={`tree-row level-${r.level}`}
                 onKeyDown={(e) => onKey(e as unknown as KeyboardEvent, i)}
                 onFocus={() => setActive(r.g.id)}
                 onClick={() => navigate(`${BASE}groups/${encodeURIComponent(r.g.id)}`)}
               >
+                <input
+                  type="checkbox"
+                  class="select"
+                  aria-label={`Select ${label}`}
+                  checked={selected.has(r.g.id)}
+                  onClick={(e) => e.stopPropagation()}
+                  onKeyDown={(e) => e.stopPropagation()}
+                  onChange={() => select(r.g.id)}
+                />
                 <span class="twisty" aria-hidden="true">
                   {r.hasChildren ? (r.expanded ? "▾" : "▸") : ""}
                 </span>
@@ -238,6 +419,7 @@ export function GroupTree(props: { query: URLSearchParams }) {
                 </span>
                 <span class={usage >= NEAR_LIMIT ? "usage near" : "usage"}>{Math.round(usage * 100)}%</span>
                 {t > 0 && <span class="badge throttled">{t} × 429</span>}
+                {o && <span class={o.ok ? "bulk-msg ok" : "bulk-msg field-error"}>{o.msg}</span>}
               </li>
             );
           })}
