@@ -343,10 +343,22 @@ func TestWakeHeldCallFollowsPromotion(t *testing.T) {
 		body   []byte
 	}
 	answered := make(chan answer, 1)
-	go func() {
-		status, body, _ := f.call([]byte(`{"text":"promoted while held"}`))
-		answered <- answer{status, body}
-	}()
+	// A failing test leaves no call behind to report after it ended.
+	callCtx, cancelCall := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancelCall(); wg.Wait() })
+	wg.Go(func() {
+		req, _ := http.NewRequestWithContext(callCtx, http.MethodPost, f.url+svcPredict, strings.NewReader(`{"text":"promoted while held"}`))
+		req.Header.Set("Authorization", f.auth)
+		resp, err := f.client.Do(req)
+		if err != nil {
+			answered <- answer{0, []byte(err.Error())}
+			return
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		answered <- answer{resp.StatusCode, body}
+	})
 	f.waitMetricEquals(held, 1)
 	f.poll("the held call counted for svc", func() bool { return inFlight("svc") == 1 })
 

@@ -61,19 +61,16 @@ func wakeTarget(namespace string, d *snapshot.Deployment) wake.Target {
 // passes, errClientGone when the client leaves, 413 or 429 when the body is too large to hold. The returned body,
 // when not nil, must be stopped once the call ends.
 //
-// resolve, when not nil, names the deployment the call's route points at now. At each swap of the view the call
-// resolves its route again; when it points elsewhere (a promotion while the call waits), the call moves there:
-// moved is told, a wake is asked for the new deployment if it has no ready address either, and the call waits for
-// it instead, within the same hold timeout.
+// When route names an environment, the call resolves it again at each swap of the view; when it points elsewhere
+// (a promotion while the call waits), the call moves there: moved is told, a wake is asked for the new deployment
+// if it has no ready address either, and the call waits for it instead, within the same hold timeout.
 func (h *Handler) hold(w http.ResponseWriter, r *http.Request, caller auth.Caller, d *snapshot.Deployment, body io.Reader,
-	resolve func() *snapshot.Deployment, moved func(*snapshot.Deployment)) (upstream.Target, func(), *heldBody, *httperr.Error) {
+	route environmentRoute, moved func(*snapshot.Deployment)) (upstream.Target, func(), *heldBody, *httperr.Error) {
 	timeout := h.holdTimeout(d)
 	held := h.opts.Metrics.held.WithLabelValues(caller.Namespace, d.ModelID)
 	held.Inc()
 	defer held.Dec()
-	if h.opts.ViewChanged == nil {
-		resolve = nil
-	}
+	follow := route.environment != "" && h.opts.ViewChanged != nil
 
 	// The body's read deadline covers the hold, then the read as on any call.
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout + h.opts.BodyReadTimeout))
@@ -110,10 +107,10 @@ func (h *Handler) hold(w http.ResponseWriter, r *http.Request, caller auth.Calle
 	h.askWake(caller.Namespace, d)
 	for {
 		var changed <-chan struct{}
-		if resolve != nil {
+		if follow {
 			// Taken before the view is read, so that a swap in between is not missed.
 			changed = h.opts.ViewChanged()
-			if to := resolve(); to != nil && to.ID != d.ID {
+			if to := h.resolve(caller, route); to != nil && to.ID != d.ID {
 				d = to
 				moved(to)
 				t, release, rerr := routeDeployment(caller.Namespace, d, h.opts.Addresses)

@@ -67,26 +67,32 @@ func (h *Handler) predict(w http.ResponseWriter, r *http.Request) {
 		httperr.WriteError(sw, rerr)
 		return
 	}
-	var resolve func() *snapshot.Deployment
-	if sel.environment != "" {
-		// A held call follows its environment: a promotion while it waits moves it to the deployment promoted.
-		modelID := m.ID
-		resolve = func() *snapshot.Deployment {
-			_, d, rerr := AuthorizeInvoke(caller, h.opts.View().Namespace(caller.Namespace), modelID, sel.environment, "")
-			if rerr != nil {
-				return nil
-			}
-			return d
-		}
+	// A held call follows its environment: a promotion while it waits moves it to the deployment promoted.
+	h.forwardPredict(sw, r, reqID, caller, d, environmentRoute{modelID: m.ID, environment: sel.environment}, start)
+}
+
+// environmentRoute is the environment of a model that a predict call names; the zero value names none (a route
+// that names a deployment id, or a chain's entrypoint).
+type environmentRoute struct{ modelID, environment string }
+
+// resolve is the deployment route points at in the view in force, for caller; nil when none or when caller may
+// no longer invoke it.
+func (h *Handler) resolve(caller auth.Caller, route environmentRoute) *snapshot.Deployment {
+	if route.environment == "" {
+		return nil
 	}
-	h.forwardPredict(sw, r, reqID, caller, d, resolve, start)
+	_, d, rerr := AuthorizeInvoke(caller, h.opts.View().Namespace(caller.Namespace), route.modelID, route.environment, "")
+	if rerr != nil {
+		return nil
+	}
+	return d
 }
 
 // forwardPredict forwards r to the predict path of deployment d and streams the answer through sw, for every route
 // that calls a deployment (predict, run_remote): a call to a deployment with no ready address is held (hold.go)
-// until one is ready, then forwarded the same way. resolve, when not nil, names the deployment the call's route
-// points at now (nil when none): a held call moves to it when a new view points the route elsewhere.
-func (h *Handler) forwardPredict(sw *statusWriter, r *http.Request, reqID string, caller auth.Caller, d *snapshot.Deployment, resolve func() *snapshot.Deployment, start time.Time) {
+// until one is ready, then forwarded the same way. A held call whose route names an environment moves when a new
+// view points that environment elsewhere.
+func (h *Handler) forwardPredict(sw *statusWriter, r *http.Request, reqID string, caller auth.Caller, d *snapshot.Deployment, route environmentRoute, start time.Time) {
 	// Demand for the autoscaler, held calls included; a held call that moves counts for its new deployment.
 	done := h.opts.Concurrency.Begin(caller.Namespace, d.ID)
 	defer func() { done() }()
@@ -100,7 +106,7 @@ func (h *Handler) forwardPredict(sw *statusWriter, r *http.Request, reqID string
 			done()
 			d, done = to, h.opts.Concurrency.Begin(caller.Namespace, to.ID)
 		}
-		target, release, held, rerr = h.hold(sw, r, caller, d, body, resolve, moved)
+		target, release, held, rerr = h.hold(sw, r, caller, d, body, route, moved)
 		if held != nil {
 			defer held.stop(rc)
 			body = held
