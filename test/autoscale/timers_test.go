@@ -47,7 +47,6 @@ func TestAutoscalerTimersOnGatewaydProcesses(t *testing.T) {
 	c, ns := p.Client, p.Namespace
 
 	model, modelPort := serveSlowModel(t, p.host)
-	const delay = 60 * time.Second
 	md := &gatewayv1.ModelDeployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "proc-v1", Namespace: ns},
 		Spec: gatewayv1.ModelDeploymentSpec{ModelID: "proc", StartupTimeoutSeconds: 30,
