@@ -252,6 +252,7 @@ func New(opts Options) (*Gateway, error) {
 		Addresses:              g.addrs,
 		Waker:                  g.waker,
 		HoldTimeout:            opts.HoldTimeout,
+		ViewChanged:            loader.Changed,
 		WorkspaceKeys:          g.workspaceKeys,
 		RequestLog:             g.requests,
 	})

@@ -121,13 +121,19 @@ func newServiceFixtureOpts(t *testing.T, startupTimeoutSeconds int32, o fixtureO
 // s: one endpoint, ready as given, on the port named "http".
 func (f *serviceFixture) slice(s *svcServer, ready bool) *discoveryv1.EndpointSlice {
 	f.t.Helper()
+	return f.sliceOf(svcName, s, ready)
+}
+
+// sliceOf is slice for the Service named service.
+func (f *serviceFixture) sliceOf(service string, s *svcServer, ready bool) *discoveryv1.EndpointSlice {
+	f.t.Helper()
 	family := discoveryv1.AddressTypeIPv4
 	if s.addr.Addr().Is6() {
 		family = discoveryv1.AddressTypeIPv6
 	}
 	sl := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: svcName + "-" + s.name, Namespace: f.ns, Labels: map[string]string{
-			discoveryv1.LabelServiceName: svcName,
+		ObjectMeta: metav1.ObjectMeta{Name: service + "-" + s.name, Namespace: f.ns, Labels: map[string]string{
+			discoveryv1.LabelServiceName: service,
 			discoveryv1.LabelManagedBy:   "endpointslice-controller.k8s.io",
 		}},
 		AddressType: family,

@@ -21,6 +21,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/modelgate/modelgate/api/snapshot"
+	"github.com/modelgate/modelgate/api/stats"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/test/kubetest"
 )
@@ -299,6 +301,111 @@ func TestWakeHeldClientLeaves(t *testing.T) {
 	if n := f.metric(f.series("modelgate_model_wake_requests_total", "result", "ok")); n != 1 {
 		t.Fatalf("wake requests = %v, want 1: the clients that left cost no second wake", n)
 	}
+}
+
+// TestWakeHeldCallFollowsPromotion: a call held for production's deployment (scaled to zero) moves when
+// production is promoted to another deployment while it waits: it asks a wake of the new deployment, counts as
+// its demand (no longer the old one's), and is answered by the new deployment's server once that is ready. The
+// old deployment's server is never called.
+func TestWakeHeldCallFollowsPromotion(t *testing.T) {
+	ip := kubetest.EndpointAddress(t)
+	f := newServiceFixtureWith(t, 600, time.Minute)
+	c := crClient(t)
+	f.wakeObjects(c)
+	old, promoted := newSvcServer(t, ip, "one", 0), newSvcServer(t, ip, "two", 0)
+	const v2, v2Service = "svc2", "sentiment-v2"
+	if err := c.Create(context.Background(), &gatewayv1.ModelDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: v2},
+		Spec: gatewayv1.ModelDeploymentSpec{ModelID: svcModel, Source: gatewayv1.DeploymentSource{
+			Service: &gatewayv1.ServiceSource{Name: v2Service, Port: 8080}}}}); err != nil {
+		t.Fatal(err)
+	}
+	held := f.series("modelgate_model_held_calls")
+	inFlight := func(id string) int64 {
+		resp, err := http.Get(f.metricsURL + stats.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var st stats.Stats
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range st.Deployments {
+			if d.DeploymentID == id {
+				return d.InFlight
+			}
+		}
+		return 0
+	}
+
+	type answer struct {
+		status int
+		body   []byte
+	}
+	answered := make(chan answer, 1)
+	// A failing test leaves no call behind to report after it ended.
+	callCtx, cancelCall := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancelCall(); wg.Wait() })
+	wg.Go(func() {
+		req, _ := http.NewRequestWithContext(callCtx, http.MethodPost, f.url+svcPredict, strings.NewReader(`{"text":"promoted while held"}`))
+		req.Header.Set("Authorization", f.auth)
+		resp, err := f.client.Do(req)
+		if err != nil {
+			answered <- answer{0, []byte(err.Error())}
+			return
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		answered <- answer{resp.StatusCode, body}
+	})
+	f.waitMetricEquals(held, 1)
+	f.poll("the held call counted for svc", func() bool { return inFlight("svc") == 1 })
+
+	// Production moves to svc2, which has no ready address either.
+	f.snap.Deployments = append(f.snap.Deployments, snapshot.Deployment{ID: v2, ModelID: svcModel, Kind: snapshot.DeploymentService,
+		Service: v2Service, PortName: svcPort, PredictPath: "/predict", Active: true, StartupTimeoutSeconds: 600})
+	f.snap.Models[0].Environments[0].Deployment = v2
+	f.publish()
+	f.poll("the held call counted for svc2 instead of svc", func() bool { return inFlight(v2) == 1 && inFlight("svc") == 0 })
+	f.poll("a wake asked for svc2", func() bool {
+		md := &gatewayv1.ModelDeployment{}
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: v2}, md); err != nil {
+			t.Fatal(err)
+		}
+		return md.Annotations[gatewayv1.AnnotationWakeRequestedAt] != ""
+	})
+	if n := f.metric(held); n != 1 {
+		t.Fatalf("%s = %v after the promotion, want 1: the call waits for svc2", held, n)
+	}
+
+	// svc's server comes up first (a call that names svc is served): the held call no longer waits for it.
+	f.slice(old, true)
+	f.poll("a call to deployment svc served", func() bool {
+		req, _ := http.NewRequest(http.MethodPost, f.url+"/models/"+svcModel+"/deployment/svc/predict", strings.NewReader(`{"text":"svc"}`))
+		req.Header.Set("Authorization", f.auth)
+		resp, err := f.client.Do(req)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	if n := f.metric(held); n != 1 {
+		t.Fatalf("%s = %v once svc is ready, want 1: the call waits for svc2", held, n)
+	}
+	f.sliceOf(v2Service, promoted, true)
+	a := <-answered
+	if a.status != http.StatusOK || string(a.body) != `{"text":"promoted while held"}` {
+		t.Fatalf("the held call answered %d %.120s; want 200 with its body back", a.status, a.body)
+	}
+	if n := promoted.hits.Load(); n != 1 {
+		t.Fatalf("svc2's server hits = %d, want 1", n)
+	}
+	if n := old.hits.Load(); n != 1 {
+		t.Fatalf("svc's server hits = %d, want 1 (the call that named svc): the held call moved to svc2", n)
+	}
+	f.waitMetricEquals(held, 0)
 }
 
 // TestWakeRoutes: the wake routes answer 202 {} and ask for one wake between them (read back from the API);

@@ -147,5 +147,5 @@ func (h *Handler) runRemote(w http.ResponseWriter, r *http.Request) {
 		httperr.WriteError(sw, rerr)
 		return
 	}
-	h.forwardPredict(sw, r, reqID, caller, d, start)
+	h.forwardPredict(sw, r, reqID, caller, d, environmentRoute{}, start)
 }

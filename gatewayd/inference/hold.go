@@ -60,11 +60,17 @@ func wakeTarget(namespace string, d *snapshot.Deployment) wake.Target {
 // its release once an address is picked, with the body to forward; or 503 model_not_ready once the hold timeout
 // passes, errClientGone when the client leaves, 413 or 429 when the body is too large to hold. The returned body,
 // when not nil, must be stopped once the call ends.
-func (h *Handler) hold(w http.ResponseWriter, r *http.Request, caller auth.Caller, d *snapshot.Deployment, body io.Reader) (upstream.Target, func(), *heldBody, *httperr.Error) {
+//
+// When route names an environment, the call resolves it again at each swap of the view; when it points elsewhere
+// (a promotion while the call waits), the call moves there: moved is told, a wake is asked for the new deployment
+// if it has no ready address either, and the call waits for it instead, within the same hold timeout.
+func (h *Handler) hold(w http.ResponseWriter, r *http.Request, caller auth.Caller, d *snapshot.Deployment, body io.Reader,
+	route environmentRoute, moved func(*snapshot.Deployment)) (upstream.Target, func(), *heldBody, *httperr.Error) {
 	timeout := h.holdTimeout(d)
 	held := h.opts.Metrics.held.WithLabelValues(caller.Namespace, d.ModelID)
 	held.Inc()
 	defer held.Dec()
+	follow := route.environment != "" && h.opts.ViewChanged != nil
 
 	// The body's read deadline covers the hold, then the read as on any call.
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout + h.opts.BodyReadTimeout))
@@ -98,21 +104,61 @@ func (h *Handler) hold(w http.ResponseWriter, r *http.Request, caller auth.Calle
 		hb.endHold()
 		return t, release, hb, nil
 	}
-	if h.opts.Waker != nil {
-		// One patch for every call held for d. The call waits for an address, not for the patch; a failed patch
-		// is the Waker's to log.
-		h.opts.Waker.Ask(wakeTarget(caller.Namespace, d))
-	}
+	h.askWake(caller.Namespace, d)
 	for {
-		if err := h.opts.Addresses.WaitReady(ctx, caller.Namespace, d.Service, d.PortName); err != nil {
+		var changed <-chan struct{}
+		if follow {
+			// Taken before the view is read, so that a swap in between is not missed.
+			changed = h.opts.ViewChanged()
+			if to := h.resolve(caller, route); to != nil && to.ID != d.ID {
+				d = to
+				moved(to)
+				t, release, rerr := routeDeployment(caller.Namespace, d, h.opts.Addresses)
+				if rerr == nil {
+					hb.endHold()
+					return t, release, hb, nil
+				}
+				if !h.holds(d) {
+					// A url deployment has no address to wait for: its readiness is the manager's probe.
+					return upstream.Target{}, nil, hb, rerr
+				}
+				h.askWake(caller.Namespace, d)
+			}
+		}
+		if err := h.waitReady(ctx, changed, caller.Namespace, d); err != nil && ctx.Err() != nil {
 			return upstream.Target{}, nil, hb, verdict()
 		}
-		// The address may be gone again by now: pick, or wait for the next one.
+		// Ready, or the view swapped. The address may be gone again by now: pick, or wait for the next one.
 		if t, release, rerr := routeDeployment(caller.Namespace, d, h.opts.Addresses); rerr == nil {
 			hb.endHold()
 			return t, release, hb, nil
 		}
 	}
+}
+
+// askWake asks for a wake of d, once for every call held for it. The call waits for an address, not for the
+// patch; a failed patch is the Waker's to log.
+func (h *Handler) askWake(namespace string, d *snapshot.Deployment) {
+	if h.opts.Waker != nil {
+		h.opts.Waker.Ask(wakeTarget(namespace, d))
+	}
+}
+
+// waitReady waits for a ready address of d, until changed is closed (never when nil), or until ctx ends.
+func (h *Handler) waitReady(ctx context.Context, changed <-chan struct{}, namespace string, d *snapshot.Deployment) error {
+	if changed == nil {
+		return h.opts.Addresses.WaitReady(ctx, namespace, d.Service, d.PortName)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-changed:
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
+	return h.opts.Addresses.WaitReady(wctx, namespace, d.Service, d.PortName)
 }
 
 var (

@@ -58,6 +58,10 @@ type Options struct {
 	// HoldTimeout bounds how long a call waits for a deployment to start (less when the deployment's
 	// startupTimeoutSeconds is shorter); DefaultHoldTimeout when zero.
 	HoldTimeout time.Duration
+	// ViewChanged returns a channel closed at the next swap of the view (reload.Loader.Changed). A held predict
+	// call that names an environment resolves it again at each swap, so a promotion while it waits moves it to
+	// the deployment promoted. Nil: a held call stays on the deployment it resolved first.
+	ViewChanged func() <-chan struct{}
 	// RequestLog records each predict call that reached a deployment, for the logs route; off when nil.
 	RequestLog *requestlog.Log
 }

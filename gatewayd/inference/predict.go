@@ -67,21 +67,46 @@ func (h *Handler) predict(w http.ResponseWriter, r *http.Request) {
 		httperr.WriteError(sw, rerr)
 		return
 	}
-	h.forwardPredict(sw, r, reqID, caller, d, start)
+	// A held call follows its environment: a promotion while it waits moves it to the deployment promoted.
+	h.forwardPredict(sw, r, reqID, caller, d, environmentRoute{modelID: m.ID, environment: sel.environment}, start)
+}
+
+// environmentRoute is the environment of a model that a predict call names; the zero value names none (a route
+// that names a deployment id, or a chain's entrypoint).
+type environmentRoute struct{ modelID, environment string }
+
+// resolve is the deployment route points at in the view in force, for caller; nil when none or when caller may
+// no longer invoke it.
+func (h *Handler) resolve(caller auth.Caller, route environmentRoute) *snapshot.Deployment {
+	if route.environment == "" {
+		return nil
+	}
+	_, d, rerr := AuthorizeInvoke(caller, h.opts.View().Namespace(caller.Namespace), route.modelID, route.environment, "")
+	if rerr != nil {
+		return nil
+	}
+	return d
 }
 
 // forwardPredict forwards r to the predict path of deployment d and streams the answer through sw, for every route
 // that calls a deployment (predict, run_remote): a call to a deployment with no ready address is held (hold.go)
-// until one is ready, then forwarded the same way.
-func (h *Handler) forwardPredict(sw *statusWriter, r *http.Request, reqID string, caller auth.Caller, d *snapshot.Deployment, start time.Time) {
-	defer h.opts.Concurrency.Begin(caller.Namespace, d.ID)() // demand for the autoscaler, held calls included
-	defer h.logPredict(sw, r, reqID, caller.Namespace, d.ID, start)
+// until one is ready, then forwarded the same way. A held call whose route names an environment moves when a new
+// view points that environment elsewhere.
+func (h *Handler) forwardPredict(sw *statusWriter, r *http.Request, reqID string, caller auth.Caller, d *snapshot.Deployment, route environmentRoute, start time.Time) {
+	// Demand for the autoscaler, held calls included; a held call that moves counts for its new deployment.
+	done := h.opts.Concurrency.Begin(caller.Namespace, d.ID)
+	defer func() { done() }()
+	defer func() { h.logPredict(sw, r, reqID, caller.Namespace, d.ID, start) }()
 	rc := http.NewResponseController(sw)
 	var body io.Reader = http.MaxBytesReader(sw, r.Body, h.opts.MaxBodyBytes)
 	target, release, rerr := routeDeployment(caller.Namespace, d, h.opts.Addresses)
 	if rerr != nil && h.holds(d) {
 		var held *heldBody
-		target, release, held, rerr = h.hold(sw, r, caller, d, body)
+		moved := func(to *snapshot.Deployment) {
+			done()
+			d, done = to, h.opts.Concurrency.Begin(caller.Namespace, to.ID)
+		}
+		target, release, held, rerr = h.hold(sw, r, caller, d, body, route, moved)
 		if held != nil {
 			defer held.stop(rc)
 			body = held

@@ -48,17 +48,38 @@ const (
 	delay        = 60 * time.Second
 )
 
-// slowModel answers GET /health, and holds each POST /predict (after reading its body) while hold is set.
+// slowModel answers GET /health, and holds each POST /predict (after reading its body) from a Hold until its
+// release.
 type slowModel struct {
-	hold       atomic.Bool
-	release    chan struct{}
+	mu sync.Mutex
+	// gate, when set, holds every POST /predict until it is closed.
+	gate       chan struct{}
 	inProgress atomic.Int64
+}
+
+// Hold holds every POST /predict from now until release is called (once or more).
+func (m *slowModel) Hold() (release func()) {
+	gate := make(chan struct{})
+	m.mu.Lock()
+	m.gate = gate
+	m.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			m.mu.Lock()
+			if m.gate == gate {
+				m.gate = nil
+			}
+			m.mu.Unlock()
+			close(gate)
+		})
+	}
 }
 
 // serveSlowModel serves a slowModel on host until the test ends, and returns it with its port.
 func serveSlowModel(t *testing.T, host string) (*slowModel, int32) {
 	t.Helper()
-	model := &slowModel{release: make(chan struct{})}
+	model := &slowModel{}
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		t.Fatal(err)
@@ -76,9 +97,12 @@ func (m *slowModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(io.Discard, r.Body)
 	m.inProgress.Add(1)
 	defer m.inProgress.Add(-1)
-	if m.hold.Load() {
+	m.mu.Lock()
+	gate := m.gate
+	m.mu.Unlock()
+	if gate != nil {
 		select {
-		case <-m.release:
+		case <-gate:
 		case <-r.Context().Done():
 			return
 		}
@@ -160,18 +184,7 @@ func TestAutoscaler(t *testing.T) {
 	eventually(t, "auto-v1 ACTIVE", func() error { return expectStatus(c, ns, md.Name, gatewayv1.StatusActive, "") })
 	eventually(t, "the Deployment of auto-never at 1 replica", func() error { return expectReplicas(c, ns, never.WorkloadName(), 1) })
 
-	predict := func(base string) (int, error) {
-		req, _ := http.NewRequest(http.MethodPost, base+"/models/auto/production/predict", strings.NewReader(`{"x":1}`))
-		req.Header.Set("Authorization", "Bearer "+s.APIKey)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := (&http.Client{Timeout: 10 * time.Minute}).Do(req)
-		if err != nil {
-			return 0, err
-		}
-		defer resp.Body.Close()
-		_, _ = io.Copy(io.Discard, resp.Body)
-		return resp.StatusCode, nil
-	}
+	predict := func(base string) (int, error) { return callModel(base, s.APIKey, "auto") }
 	for _, u := range gatewayURLs {
 		eventually(t, "a call through "+u, func() error {
 			if code, err := predict(u); err != nil || code != http.StatusOK {
@@ -199,7 +212,7 @@ func TestAutoscaler(t *testing.T) {
 	}
 
 	t.Log("40 calls held by the slow model, 20 through each gatewayd, with concurrencyTarget 10: 4 replicas at once")
-	model.hold.Store(true)
+	release := model.Hold()
 	var calls sync.WaitGroup
 	var failed atomic.Int64
 	for i := range 40 {
@@ -248,7 +261,7 @@ func TestAutoscaler(t *testing.T) {
 	}
 
 	t.Log("the calls end; one more call half way through the delay restarts the timer")
-	close(model.release)
+	release()
 	calls.Wait()
 	if failed.Load() > 0 {
 		t.Fatalf("%d held calls failed", failed.Load())
@@ -332,7 +345,7 @@ func TestAutoscaler(t *testing.T) {
 	expectNeverScaledDown(t, c, never)
 
 	t.Log("a service source scales its scaleTargetRef through the scale subresource, within its environment's autoscaling")
-	byo := &slowModel{release: make(chan struct{})}
+	byo := &slowModel{}
 	bln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		t.Fatal(err)
@@ -361,24 +374,14 @@ func TestAutoscaler(t *testing.T) {
 		Spec: gatewayv1.ModelSpec{Environments: []gatewayv1.ModelEnvironment{{Name: "production", Deployment: "byo-v1",
 			Autoscaling: &gatewayv1.Autoscaling{MaxReplica: ptr.To[int32](4), ConcurrencyTarget: ptr.To[int32](5)}}}}})
 	eventually(t, "byo-v1 ACTIVE", func() error { return expectStatus(c, ns, "byo-v1", gatewayv1.StatusActive, "") })
-	byoPredict := func() (int, error) {
-		req, _ := http.NewRequest(http.MethodPost, gatewayURLs[1]+"/models/byo/production/predict", strings.NewReader(`{"x":1}`))
-		req.Header.Set("Authorization", "Bearer "+s.APIKey)
-		resp, err := (&http.Client{Timeout: 10 * time.Minute}).Do(req)
-		if err != nil {
-			return 0, err
-		}
-		defer resp.Body.Close()
-		_, _ = io.Copy(io.Discard, resp.Body)
-		return resp.StatusCode, nil
-	}
+	byoPredict := func() (int, error) { return callModel(gatewayURLs[1], s.APIKey, "byo") }
 	eventually(t, "a call to byo through gatewayd", func() error {
 		if code, err := byoPredict(); err != nil || code != http.StatusOK {
 			return fmt.Errorf("answered %d, %v", code, err)
 		}
 		return nil
 	})
-	byo.hold.Store(true)
+	releaseByo := byo.Hold()
 	var byoCalls sync.WaitGroup
 	for range 12 {
 		byoCalls.Go(func() {
@@ -395,7 +398,7 @@ func TestAutoscaler(t *testing.T) {
 	})
 	step()
 	eventually(t, "vllm scaled to ceil(12/5) = 3 through its scale subresource", func() error { return expectReplicas(c, ns, "vllm", 3) })
-	close(byo.release)
+	releaseByo()
 	byoCalls.Wait()
 }
 
@@ -437,6 +440,24 @@ func startGatewayd(ctx context.Context, t *testing.T, s *stack.Stack, host strin
 		t.Fatal("the second gatewayd never loaded its snapshot")
 	}
 	return replica{url: "http://" + ln.Addr().String(), metrics: "http://" + mln.Addr().String()}
+}
+
+// callModel makes one predict call to model's production environment through the gatewayd at base, and returns
+// its status code once the answer has been read.
+func callModel(base, apiKey, model string) (int, error) {
+	req, err := http.NewRequest(http.MethodPost, base+"/models/"+model+"/production/predict", strings.NewReader(`{"x":1}`))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+apiKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: 10 * time.Minute}).Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, nil
 }
 
 func readStats(t *testing.T, base string) stats.Stats {

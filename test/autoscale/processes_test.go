@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -14,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,44 +30,17 @@ import (
 
 // TestAutoscalerReadsGatewaydProcesses: the manager's autoscaler, on its real 2 s ticker, reads two gatewayd
 // processes (cmd/gatewayd, built here) through their metrics Service's EndpointSlices, and scales 40 calls held
-// by a slow model, 20 through each process, with concurrencyTarget 10, to 4 replicas; the count holds while the
-// calls do. The timers (scale-down delay, startup protection) are TestAutoscaler's, on a fake clock.
+// by a slow model, 20 through each process, with concurrencyTarget 10, to 4 replicas. That the count holds while
+// the calls do, and the timers (scale-down delay, startup protection), are TestAutoscalerTimersOnGatewaydProcesses's,
+// whose rounds are counted on a fake clock instead of waited for.
 func TestAutoscalerReadsGatewaydProcesses(t *testing.T) {
 	ctrl.SetLogger(logr.Discard())
-	host := kubetest.EndpointAddress(t).String()
-	binary := filepath.Join(t.TempDir(), "gatewayd")
-	if out, err := exec.Command("go", "build", "-o", binary, "github.com/modelgate/modelgate/cmd/gatewayd").CombinedOutput(); err != nil {
-		t.Fatalf("failed to build gatewayd: %v\n%s", err, out)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	p := startProcesses(ctx, t, controllers.Options{Autoscaler: &autoscale.Autoscaler{}})
+	c, ns := p.Client, p.Namespace
 
-	const ns = "default"
-	scaler := &autoscale.Autoscaler{StatsService: types.NamespacedName{Namespace: ns, Name: statsService}}
-	s, err := stack.Start(ctx, stack.Options{Namespace: ns, Controllers: controllers.Options{Autoscaler: scaler}})
-	if err != nil {
-		t.Fatalf("failed to start the stack (KUBEBUILDER_ASSETS=%q): %v", os.Getenv("KUBEBUILDER_ASSETS"), err)
-	}
-	t.Cleanup(func() {
-		if err := s.Stop(); err != nil {
-			t.Errorf("failed to stop the stack: %v", err)
-		}
-	})
-	c := s.Client
-
-	// Two gatewayd processes, each serving calls and stats on the host's address. What the EndpointSlice
-	// controller would write for their metrics Service: one ready endpoint per process.
-	var gatewayURLs []string
-	for i := range 2 {
-		addr, metrics := freeAddr(t, host), freeAddr(t, host)
-		startProcess(t, binary, s.KubeconfigPath, "--addr="+addr, "--metrics-addr="+metrics, "--namespaces="+ns, "--state-dir="+t.TempDir())
-		gatewayURLs = append(gatewayURLs, "http://"+addr)
-		port, _ := strconv.Atoi(metrics[strings.LastIndex(metrics, ":")+1:])
-		create(t, c, endpointSlice(ns, fmt.Sprintf("%s-p%d", statsService, i), statsService, stats.PortName, host, int32(port), true))
-	}
-
-	model, modelPort := serveSlowModel(t, host)
-
+	model, modelPort := serveSlowModel(t, p.host)
 	md := &gatewayv1.ModelDeployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "proc-v1", Namespace: ns},
 		Spec: gatewayv1.ModelDeploymentSpec{ModelID: "proc", StartupTimeoutSeconds: 30,
@@ -77,44 +48,15 @@ func TestAutoscalerReadsGatewaydProcesses(t *testing.T) {
 			Autoscaling: &gatewayv1.Autoscaling{MinReplica: ptr.To[int32](0), MaxReplica: ptr.To[int32](5),
 				ConcurrencyTarget: ptr.To[int32](10), ScaleDownDelaySeconds: ptr.To[int32](900)}},
 	}
-	create(t, c, md)
-	create(t, c, &gatewayv1.Model{ObjectMeta: metav1.ObjectMeta{Name: "proc", Namespace: ns},
-		Spec: gatewayv1.ModelSpec{Environments: []gatewayv1.ModelEnvironment{{Name: "production", Deployment: md.Name}}}})
-	// envtest runs no Deployment controller nor kubelet: the test reports the ready replica and writes the
-	// EndpointSlice of the model's Service pointing at the real model server, as they would.
+	p.serve(t, md, modelPort)
 	wl := md.WorkloadName()
-	eventually(t, "the Deployment of proc-v1 at 1 replica", func() error { return expectReplicas(c, ns, wl, 1) })
-	reportWorkload(t, c, ns, wl, 1)
-	create(t, c, endpointSlice(ns, wl+"-1", wl, gatewayv1.ModelPortName, host, modelPort, true))
-	eventually(t, "proc-v1 ACTIVE", func() error { return expectStatus(c, ns, md.Name, gatewayv1.StatusActive, "") })
 
-	call := func(base string) (int, error) {
-		req, _ := http.NewRequest(http.MethodPost, base+"/models/proc/production/predict", strings.NewReader(`{"x":1}`))
-		req.Header.Set("Authorization", "Bearer "+s.APIKey)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := (&http.Client{Timeout: 5 * time.Minute}).Do(req)
-		if err != nil {
-			return 0, err
-		}
-		defer resp.Body.Close()
-		_, _ = io.Copy(io.Discard, resp.Body)
-		return resp.StatusCode, nil
-	}
-	for _, u := range gatewayURLs {
-		eventually(t, "a call through "+u, func() error {
-			if code, err := call(u); err != nil || code != http.StatusOK {
-				return fmt.Errorf("answered %d, %v", code, err)
-			}
-			return nil
-		})
-	}
-
-	model.hold.Store(true)
+	release := model.Hold()
 	var calls sync.WaitGroup
 	codes := make(chan int, 40)
 	for i := range 40 {
 		calls.Go(func() {
-			code, err := call(gatewayURLs[i%2])
+			code, err := p.call(i % 2)
 			if err != nil {
 				t.Errorf("call %d: %v", i, err)
 			}
@@ -128,12 +70,7 @@ func TestAutoscalerReadsGatewaydProcesses(t *testing.T) {
 		return nil
 	})
 	eventually(t, "the Deployment of proc-v1 at 4 replicas", func() error { return expectReplicas(c, ns, wl, 4) })
-	// Several more autoscaler rounds while the calls are held: the count stays.
-	time.Sleep(3 * autoscale.DefaultInterval)
-	if err := expectReplicas(c, ns, wl, 4); err != nil {
-		t.Errorf("while 40 calls are held: %v", err)
-	}
-	close(model.release)
+	release()
 	calls.Wait()
 	close(codes)
 	for code := range codes {
@@ -141,6 +78,92 @@ func TestAutoscalerReadsGatewaydProcesses(t *testing.T) {
 			t.Errorf("a held call answered %d, want 200", code)
 		}
 	}
+}
+
+// processes are the local stack (envtest, the manager with opts, the seeded workspace "default") and two gatewayd
+// processes built from cmd/gatewayd, each serving calls and stats on the host's address, with the EndpointSlices
+// that the EndpointSlice controller would write for gatewayd's metrics Service: one ready endpoint per process.
+// Each process keeps its own real clock (its stats' peak window); only the manager takes opts.Clock.
+type processes struct {
+	*stack.Stack
+	// host is the address every server listens on (kubetest.EndpointAddress).
+	host                     string
+	gatewayURLs, metricsURLs []string
+}
+
+// startProcesses starts them until the test ends; opts.Autoscaler reads gatewayd's metrics Service.
+func startProcesses(ctx context.Context, t *testing.T, opts controllers.Options) *processes {
+	t.Helper()
+	p := &processes{host: kubetest.EndpointAddress(t).String()}
+	binary := filepath.Join(t.TempDir(), "gatewayd")
+	if out, err := exec.Command("go", "build", "-o", binary, "github.com/modelgate/modelgate/cmd/gatewayd").CombinedOutput(); err != nil {
+		t.Fatalf("failed to build gatewayd: %v\n%s", err, out)
+	}
+	const ns = "default"
+	opts.Autoscaler.StatsService = types.NamespacedName{Namespace: ns, Name: statsService}
+	s, err := stack.Start(ctx, stack.Options{Namespace: ns, Controllers: opts})
+	if err != nil {
+		t.Fatalf("failed to start the stack (KUBEBUILDER_ASSETS=%q): %v", os.Getenv("KUBEBUILDER_ASSETS"), err)
+	}
+	// A cleanup, registered before the processes': cleanups run last-registered first, so the processes stop
+	// before the control plane they watch.
+	t.Cleanup(func() {
+		if err := s.Stop(); err != nil {
+			t.Errorf("failed to stop the stack: %v", err)
+		}
+	})
+	p.Stack = s
+	for i := range 2 {
+		addr, metrics := freeAddr(t, p.host), freeAddr(t, p.host)
+		startProcess(t, binary, s.KubeconfigPath, "--addr="+addr, "--metrics-addr="+metrics, "--namespaces="+ns, "--state-dir="+t.TempDir())
+		p.gatewayURLs = append(p.gatewayURLs, "http://"+addr)
+		p.metricsURLs = append(p.metricsURLs, "http://"+metrics)
+		port, _ := strconv.Atoi(metrics[strings.LastIndex(metrics, ":")+1:])
+		create(t, s.Client, endpointSlice(ns, fmt.Sprintf("%s-p%d", statsService, i), statsService, stats.PortName, p.host, int32(port), true))
+	}
+	return p
+}
+
+// serve creates md, the Model "proc" whose production environment points at it, and what envtest lacks (it runs
+// no Deployment controller nor kubelet): one ready replica of md's Deployment and the EndpointSlice of its
+// Service pointing at the model server on modelPort. It returns once md is ACTIVE and a call through each
+// process is answered.
+func (p *processes) serve(t *testing.T, md *gatewayv1.ModelDeployment, modelPort int32) {
+	t.Helper()
+	c, ns := p.Client, p.Namespace
+	create(t, c, md)
+	create(t, c, &gatewayv1.Model{ObjectMeta: metav1.ObjectMeta{Name: "proc", Namespace: ns},
+		Spec: gatewayv1.ModelSpec{Environments: []gatewayv1.ModelEnvironment{{Name: "production", Deployment: md.Name}}}})
+	wl := md.WorkloadName()
+	eventually(t, "the Deployment of "+md.Name+" at 1 replica", func() error { return expectReplicas(c, ns, wl, 1) })
+	reportWorkload(t, c, ns, wl, 1)
+	create(t, c, endpointSlice(ns, wl+"-1", wl, gatewayv1.ModelPortName, p.host, modelPort, true))
+	eventually(t, md.Name+" ACTIVE", func() error { return expectStatus(c, ns, md.Name, gatewayv1.StatusActive, "") })
+	for i, u := range p.gatewayURLs {
+		eventually(t, "a call through "+u, func() error {
+			if code, err := p.call(i); err != nil || code != http.StatusOK {
+				return fmt.Errorf("answered %d, %v", code, err)
+			}
+			return nil
+		})
+	}
+}
+
+// call makes one predict call to the model "proc" through process i.
+func (p *processes) call(i int) (int, error) { return callModel(p.gatewayURLs[i], p.APIKey, "proc") }
+
+// demand is what the processes report for deployment id: the sum of each one's stats.Deployment.Demand.
+func (p *processes) demand(t *testing.T, id string) int64 {
+	t.Helper()
+	var n int64
+	for _, u := range p.metricsURLs {
+		for _, d := range readStats(t, u).Deployments {
+			if d.DeploymentID == id {
+				n += d.Demand()
+			}
+		}
+	}
+	return n
 }
 
 // freeAddr is a free TCP address on host.
