@@ -189,8 +189,9 @@ type Chainlet struct {
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="a chainlet's source is immutable: create another ChainDeployment instead"
 	Source DeploymentSource `json:"source"`
 
-	// autoscaling bounds the chainlet's replicas. A chainlet other than the entrypoint runs at least one replica:
-	// the others call it at its Service, past gatewayd, so nothing would wake it from zero.
+	// autoscaling bounds the chainlet's replicas. A chainlet other than the entrypoint runs at least one replica
+	// while its chain deployment serves: the others call it at its own address, past gatewayd, so no call would
+	// wake it from zero. When a promotion scales the whole chain deployment down, it is woken with the entrypoint.
 	// +optional
 	Autoscaling *Autoscaling `json:"autoscaling,omitempty"`
 }
