@@ -127,8 +127,8 @@ func WriteDeleted(w http.ResponseWriter, id string) {
 	httperr.WriteJSON(w, http.StatusOK, deletedJSON{ID: id, Deleted: true})
 }
 
-// Environment is the environment of o that the deployment named by envs (the environments that point at it)
-// stands for in a deployment's answer: the first that is not "development", nil when none.
+// Environment is the "environment" field of a deployment's answer, given the environments that point at the
+// deployment (sorted): the first that is not "development", nil when there is none.
 func Environment(envs []string) *string {
 	for _, e := range envs {
 		if e != gatewayv1.EnvironmentDevelopment {
