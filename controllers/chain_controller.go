@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -11,8 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 )
@@ -26,10 +23,7 @@ type ChainReconciler struct {
 func (r *ChainReconciler) setup(mgr ctrl.Manager, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&gatewayv1.Chain{}).
-		Watches(&gatewayv1.ChainDeployment{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
-			cd := obj.(*gatewayv1.ChainDeployment)
-			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: cd.Namespace, Name: cd.Spec.ChainID}}}
-		})).
+		Watches(&gatewayv1.ChainDeployment{}, enqueueOwner(func(cd *gatewayv1.ChainDeployment) string { return cd.Spec.ChainID })).
 		WithOptions(opts).
 		Complete(r)
 }
@@ -59,12 +53,7 @@ func (r *ChainReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ct
 			retErr = kerrors.NewAggregate([]error{retErr, err})
 		}
 	}()
-	status := make(map[string]gatewayv1.DeploymentStatus, len(list.Items))
-	for i := range list.Items {
-		if list.Items[i].DeletionTimestamp.IsZero() {
-			status[list.Items[i].Name] = list.Items[i].Status.Status
-		}
-	}
+	status := liveStatuses(list.Items, func(cd *gatewayv1.ChainDeployment) gatewayv1.DeploymentStatus { return cd.Status.Status })
 	c.Status = ChainStatusOf(c, status, c.Status)
 	return ctrl.Result{}, nil
 }
@@ -72,31 +61,9 @@ func (r *ChainReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ct
 // ChainStatusOf is the status of c given the status of each of its deployments that exist; prev keeps the
 // conditions' transition times.
 func ChainStatusOf(c *gatewayv1.Chain, deployments map[string]gatewayv1.DeploymentStatus, prev gatewayv1.ChainStatus) gatewayv1.ChainStatus {
-	out := gatewayv1.ChainStatus{ObservedGeneration: c.Generation, DeploymentsCount: int32(len(deployments)), Conditions: prev.Conditions}
-	env := func(name, deployment string) {
-		out.Environments = append(out.Environments, gatewayv1.EnvironmentStatus{Name: name, Deployment: deployment, Status: deployments[deployment]})
-	}
-	for _, e := range c.Spec.Environments {
-		env(e.Name, e.Deployment)
-	}
-	if c.Spec.Development != "" {
-		env(gatewayv1.EnvironmentDevelopment, c.Spec.Development)
-	}
-	var missing []string
-	for _, e := range out.Environments {
-		if _, ok := deployments[e.Deployment]; e.Deployment != "" && !ok {
-			missing = append(missing, fmt.Sprintf("%s → %s", e.Name, e.Deployment))
-		}
-	}
-	prod, _ := c.Environment(gatewayv1.EnvironmentProduction)
-	ch := ready(fmt.Sprintf("production serves chain deployment %s.", prod))
-	switch {
-	case len(missing) > 0:
-		ch = check{reason: "DeploymentNotFound", failed: true,
-			message: "Environments point at chain deployments that do not exist: " + strings.Join(missing, ", ") + "."}
-	case prod == "":
-		ch = check{reason: "NoProductionDeployment", failed: true, message: "No chain deployment is promoted to production yet."}
-	}
+	envs, ch := environmentsServed(c, deployments, "chain deployment")
+	out := gatewayv1.ChainStatus{ObservedGeneration: c.Generation, DeploymentsCount: int32(len(deployments)), Environments: envs,
+		Conditions: prev.Conditions}
 	setReady(&out.Conditions, ch, c.Generation)
 	return out
 }

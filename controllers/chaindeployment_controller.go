@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/controllers/autoscale"
 )
 
 // ChainDeploymentReconciler runs each chainlet of a ChainDeployment as a ModelDeployment it owns, hands every
@@ -83,17 +84,58 @@ func (r *ChainDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	}
 
 	statuses := make([]gatewayv1.ChainletStatus, 0, len(cd.Spec.Chainlets))
+	var entrypoint *gatewayv1.ModelDeployment
+	others := make([]*gatewayv1.ModelDeployment, 0, len(cd.Spec.Chainlets))
 	for i := range cd.Spec.Chainlets {
 		c := &cd.Spec.Chainlets[i]
 		md, err := r.ensureChainlet(ctx, cd, c)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
+		if c.Name == cd.Spec.Entrypoint {
+			entrypoint = md
+		} else {
+			others = append(others, md)
+		}
 		statuses = append(statuses, gatewayv1.ChainletStatus{Name: c.Name, Deployment: md.Name, Status: md.Status.Status,
 			ActiveReplicaCount: md.Status.ActiveReplicaCount, URL: cd.ChainletURL(c), ChainletURLs: cd.ChainletURLs(c.Name)})
 	}
 	cd.Status = ChainDeploymentStatusOf(cd, chain, statuses, cd.Status)
+	if entrypoint != nil {
+		if err := r.wakeWithEntrypoint(ctx, cd, entrypoint, others); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	return ctrl.Result{}, nil
+}
+
+// wakeWithEntrypoint carries a wake of the entrypoint to the other chainlets that were scaled down before it.
+// They are called at their own addresses, past gatewayd, so a call held for the entrypoint (or a queued async
+// request) is the only sign that they are needed again. Their floor of one replica keeps them up while the chain
+// deployment serves; this covers the one way they reach zero: a promotion scaled the whole chain deployment down,
+// and it is called again (promoted back, or by id). The copy is the entrypoint's own annotation value, so a
+// chainlet scaled down after that wake stays down.
+func (r *ChainDeploymentReconciler) wakeWithEntrypoint(ctx context.Context, cd *gatewayv1.ChainDeployment, entrypoint *gatewayv1.ModelDeployment, others []*gatewayv1.ModelDeployment) error {
+	wake := autoscale.AnnotationTime(entrypoint, gatewayv1.AnnotationWakeRequestedAt)
+	if wake.IsZero() {
+		return nil
+	}
+	for _, md := range others {
+		down := autoscale.AnnotationTime(md, gatewayv1.AnnotationScaledDownAt)
+		if down.IsZero() || !wake.After(down) || !wake.After(autoscale.AnnotationTime(md, gatewayv1.AnnotationWakeRequestedAt)) {
+			continue
+		}
+		patch := client.MergeFrom(md.DeepCopy())
+		if md.Annotations == nil {
+			md.Annotations = map[string]string{}
+		}
+		md.Annotations[gatewayv1.AnnotationWakeRequestedAt] = entrypoint.Annotations[gatewayv1.AnnotationWakeRequestedAt]
+		if err := r.Patch(ctx, md, patch); err != nil {
+			return fmt.Errorf("failed to wake chainlet deployment %s/%s with its entrypoint: %w", md.Namespace, md.Name, err)
+		}
+		r.Recorder.Eventf(cd, corev1.EventTypeNormal, "WokeChainlet", "Woke ModelDeployment %s with the entrypoint %s.", md.Name, entrypoint.Name)
+	}
+	return nil
 }
 
 // ChainDeploymentStatusOf is the status of cd given each chainlet's; prev keeps the conditions' transition times.
@@ -156,7 +198,7 @@ func (r *ChainDeploymentReconciler) ensureChainlet(ctx context.Context, cd *gate
 // DesiredChainletDeployment is the ModelDeployment that runs chainlet c of cd: its source, with
 // MODELGATE_CHAINLET_URLS in the environment of a container source, and its autoscaling, with at least one
 // replica for a chainlet other than the entrypoint (the others call it past gatewayd, which is what wakes a
-// deployment scaled to zero).
+// deployment scaled to zero; wakeWithEntrypoint covers a scale-down by promote, which the floor does not hold).
 func DesiredChainletDeployment(cd *gatewayv1.ChainDeployment, c *gatewayv1.Chainlet) *gatewayv1.ModelDeployment {
 	src := *c.Source.DeepCopy()
 	if src.Container != nil {

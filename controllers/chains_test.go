@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"encoding/json"
 	"slices"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -117,6 +118,51 @@ var _ = Describe("Chain reconcilers", func() {
 		Expect(md.Spec.Autoscaling).NotTo(BeNil())
 		Expect(md.Spec.Autoscaling.MinReplica).To(HaveValue(BeEquivalentTo(1)))
 		Expect(controllers.DesiredChainletDeployment(cd, cd.Spec.Chainlet("back")).Spec.Autoscaling).To(BeNil(), "a url entrypoint is left alone")
+	})
+
+	It("wakes the other chainlets with the entrypoint once a promotion scaled the whole chain deployment down", func() {
+		ns := newNamespace()
+		cd := twoChainlets(ns, "wake-v1", "wake", "")
+		cd.Spec.Chainlets[1].Source = gatewayv1.DeploymentSource{Container: &gatewayv1.ContainerSource{Image: "registry.example/back:1", Port: 9001}}
+		Expect(k8s.Create(ctx, chainOf(ns, "wake", "wake-v1"))).To(Succeed())
+		Expect(k8s.Create(ctx, cd)).To(Succeed())
+		front, back := "md-wake-v1-front", "md-wake-v1-back"
+		Eventually(func(g Gomega) { getWorkload(ns, front)(g); getWorkload(ns, back)(g) }, timeout, poll).Should(Succeed())
+		reportWorkload(ns, front, 1, 1)
+		reportWorkload(ns, back, 1, 1)
+		Eventually(statusOf(ns, "wake-v1-back"), timeout, poll).Should(Equal(gatewayv1.StatusActive))
+		Eventually(statusOf(ns, "wake-v1-front"), timeout, poll).Should(Equal(gatewayv1.StatusActive))
+
+		By("leaving a chainlet that was never scaled down alone when the entrypoint is woken")
+		t0 := time.Now().UTC().Add(-time.Minute)
+		annotate := func(name, key string, at time.Time) {
+			patchDeployment(ns, name, `{"metadata":{"annotations":{"`+key+`":"`+at.Format(time.RFC3339)+`"}}}`)
+		}
+		annotate("wake-v1-front", gatewayv1.AnnotationWakeRequestedAt, t0)
+		Consistently(func(g Gomega) map[string]string { return getDeployment(ns, "wake-v1-back")(g).Annotations }, 2*time.Second, poll).
+			ShouldNot(HaveKey(gatewayv1.AnnotationWakeRequestedAt))
+
+		By("scaling both chainlets to zero, as promote does to the previous deployment")
+		down := t0.Add(10 * time.Second)
+		annotate("wake-v1-front", gatewayv1.AnnotationScaledDownAt, down)
+		annotate("wake-v1-back", gatewayv1.AnnotationScaledDownAt, down)
+		Eventually(replicasOf(ns, front), timeout, poll).Should(BeEquivalentTo(0))
+		Eventually(replicasOf(ns, back), timeout, poll).Should(BeEquivalentTo(0), "the floor of one replica does not hold a deployment promote scaled down")
+		reportWorkload(ns, front, 0, 0)
+		reportWorkload(ns, back, 0, 0)
+
+		By("waking the entrypoint, as gatewayd does for a call held for it, wakes the other chainlet too")
+		wake := down.Add(10 * time.Second)
+		annotate("wake-v1-front", gatewayv1.AnnotationWakeRequestedAt, wake)
+		Eventually(replicasOf(ns, front), timeout, poll).Should(BeEquivalentTo(1))
+		Eventually(replicasOf(ns, back), timeout, poll).Should(BeEquivalentTo(1))
+		Expect(getDeployment(ns, "wake-v1-back")(Default).Annotations).To(HaveKeyWithValue(gatewayv1.AnnotationWakeRequestedAt, wake.Format(time.RFC3339)))
+		Eventually(statusOf(ns, "wake-v1-back"), timeout, poll).Should(Equal(gatewayv1.StatusWakingUp))
+
+		By("a chainlet scaled down after that wake stays down")
+		annotate("wake-v1-back", gatewayv1.AnnotationScaledDownAt, wake.Add(10*time.Second))
+		Eventually(replicasOf(ns, back), timeout, poll).Should(BeEquivalentTo(0))
+		Consistently(replicasOf(ns, back), 2*time.Second, poll).Should(BeEquivalentTo(0))
 	})
 
 	It("publishes the chain, and on deletion drops it from the next snapshot and removes every chainlet deployment", func() {

@@ -60,13 +60,13 @@ func SetupWithManager(mgr manager.Manager) error {
 			return builder.WebhookManagedBy(mgr, &gatewayv1.Team{}).WithValidator(&TeamValidator{Reader: r}).Complete()
 		}},
 		{"Model", func() error {
-			return builder.WebhookManagedBy(mgr, &gatewayv1.Model{}).WithValidator(&ModelValidator{Reader: r}).Complete()
+			return builder.WebhookManagedBy(mgr, &gatewayv1.Model{}).WithValidator(NewModelValidator(r)).Complete()
 		}},
 		{"ModelDeployment", func() error {
 			return builder.WebhookManagedBy(mgr, &gatewayv1.ModelDeployment{}).WithValidator(&ModelDeploymentValidator{Reader: r}).Complete()
 		}},
 		{"Chain", func() error {
-			return builder.WebhookManagedBy(mgr, &gatewayv1.Chain{}).WithValidator(&ChainValidator{Reader: r}).Complete()
+			return builder.WebhookManagedBy(mgr, &gatewayv1.Chain{}).WithValidator(NewChainValidator(r)).Complete()
 		}},
 		{"ChainDeployment", func() error {
 			return builder.WebhookManagedBy(mgr, &gatewayv1.ChainDeployment{}).WithValidator(&ChainDeploymentValidator{}).Complete()

@@ -3,7 +3,6 @@ package v1alpha1
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -143,34 +142,38 @@ type ChainList struct {
 	Items           []Chain `json:"items"`
 }
 
+var _ Environmental = &Chain{}
+
+func (c *Chain) environmentAt(i int) (string, *string) {
+	return c.Spec.Environments[i].Name, &c.Spec.Environments[i].Deployment
+}
+
+// EnvironmentPointers implements Environmental.
+func (c *Chain) EnvironmentPointers() []EnvironmentPointer {
+	if c == nil {
+		return nil
+	}
+	return environmentPointers(len(c.Spec.Environments), c.environmentAt, c.Spec.Development)
+}
+
 // Environment returns the ChainDeployment that environment name points at: "development" reads
 // spec.development. ok is false when the chain has no such environment.
 func (c *Chain) Environment(name string) (deployment string, ok bool) {
-	if name == EnvironmentDevelopment {
-		return c.Spec.Development, c.Spec.Development != ""
-	}
-	for _, e := range c.Spec.Environments {
-		if e.Name == name {
-			return e.Deployment, true
-		}
-	}
-	return "", false
+	return pointedAt(c.EnvironmentPointers(), name)
 }
 
 // EnvironmentsOf returns the environments of c that point at deployment, "development" included, sorted.
 func (c *Chain) EnvironmentsOf(deployment string) []string {
-	var out []string
-	if c.Spec.Development == deployment && deployment != "" {
-		out = append(out, EnvironmentDevelopment)
-	}
-	for _, e := range c.Spec.Environments {
-		if e.Deployment == deployment && deployment != "" {
-			out = append(out, e.Name)
-		}
-	}
-	slices.Sort(out)
-	return out
+	return environmentsOf(c.EnvironmentPointers(), deployment)
 }
+
+// PointEnvironment implements Environmental.
+func (c *Chain) PointEnvironment(name, deployment string) {
+	pointEnvironment(len(c.Spec.Environments), c.environmentAt, &c.Spec.Development, name, deployment)
+}
+
+// OwnerTeam implements Environmental.
+func (c *Chain) OwnerTeam() string { return c.Spec.TeamID }
 
 // Chainlet is one step of a chain: a server of its own, scaled on its own.
 type Chainlet struct {
@@ -186,8 +189,9 @@ type Chainlet struct {
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="a chainlet's source is immutable: create another ChainDeployment instead"
 	Source DeploymentSource `json:"source"`
 
-	// autoscaling bounds the chainlet's replicas. A chainlet other than the entrypoint runs at least one replica:
-	// the others call it at its Service, past gatewayd, so nothing would wake it from zero.
+	// autoscaling bounds the chainlet's replicas. A chainlet other than the entrypoint runs at least one replica
+	// while its chain deployment serves: the others call it at its own address, past gatewayd, so no call would
+	// wake it from zero. When a promotion scales the whole chain deployment down, it is woken with the entrypoint.
 	// +optional
 	Autoscaling *Autoscaling `json:"autoscaling,omitempty"`
 }

@@ -1,8 +1,6 @@
 package v1alpha1
 
 import (
-	"slices"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -485,34 +483,38 @@ type ModelList struct {
 	Items           []Model `json:"items"`
 }
 
+var _ Environmental = &Model{}
+
+func (m *Model) environmentAt(i int) (string, *string) {
+	return m.Spec.Environments[i].Name, &m.Spec.Environments[i].Deployment
+}
+
+// EnvironmentPointers implements Environmental.
+func (m *Model) EnvironmentPointers() []EnvironmentPointer {
+	if m == nil {
+		return nil
+	}
+	return environmentPointers(len(m.Spec.Environments), m.environmentAt, m.Spec.Development)
+}
+
 // Environment returns the deployment that environment name points at: "development" reads spec.development.
 // ok is false when the model has no such environment.
 func (m *Model) Environment(name string) (deployment string, ok bool) {
-	if name == EnvironmentDevelopment {
-		return m.Spec.Development, m.Spec.Development != ""
-	}
-	for _, e := range m.Spec.Environments {
-		if e.Name == name {
-			return e.Deployment, true
-		}
-	}
-	return "", false
+	return pointedAt(m.EnvironmentPointers(), name)
 }
 
 // EnvironmentsOf returns the environments of m that point at deployment, "development" included, sorted.
 func (m *Model) EnvironmentsOf(deployment string) []string {
-	var out []string
-	if m.Spec.Development == deployment && deployment != "" {
-		out = append(out, EnvironmentDevelopment)
-	}
-	for _, e := range m.Spec.Environments {
-		if e.Deployment == deployment && deployment != "" {
-			out = append(out, e.Name)
-		}
-	}
-	slices.Sort(out)
-	return out
+	return environmentsOf(m.EnvironmentPointers(), deployment)
 }
+
+// PointEnvironment implements Environmental.
+func (m *Model) PointEnvironment(name, deployment string) {
+	pointEnvironment(len(m.Spec.Environments), m.environmentAt, &m.Spec.Development, name, deployment)
+}
+
+// OwnerTeam implements Environmental.
+func (m *Model) OwnerTeam() string { return m.Spec.TeamID }
 
 // ModelPortName names a container source's port in its pod and Service, so the Service's EndpointSlices carry it.
 const ModelPortName = "http"

@@ -58,6 +58,9 @@ var openAPISpec []byte
 // New returns an API with defaults filled in.
 func New(opts Options) *API { return &API{kit: kit.New(opts)} }
 
+// Patterns are the patterns of the management routes Register added ("GET /v1/models").
+func (a *API) Patterns() []string { return a.kit.Patterns() }
+
 // Register adds every route to mux, using Go 1.22 method patterns.
 func (a *API) Register(mux *http.ServeMux) {
 	groups.Register(mux, a.kit)

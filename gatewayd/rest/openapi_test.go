@@ -14,6 +14,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gatewayd/rest"
 )
 
 // The OpenAPI document is checked two ways: every route the API registers is in it, and real responses of the
@@ -136,6 +137,14 @@ var _ = Describe("GET /v1/spec", func() {
 			routes = append(routes, regexp.MustCompile(`(?:k\.Handle\(mux, |mux\.HandleFunc\()"([A-Z]+) (/v1[^"]*)"`).FindAllStringSubmatch(string(src), -1)...)
 		}
 		Expect(len(routes)).To(BeNumerically(">=", 20))
+		// Routes whose patterns are composed at run time (gatewayd/rest/envroutes) are read from the API itself.
+		api := rest.New(rest.Options{})
+		api.Register(http.NewServeMux())
+		Expect(api.Patterns()).To(ContainElements("GET /v1/models/{model_id}/environments", "POST /v1/chains/{chain_id}/environments/{env_name}/promote"))
+		for _, p := range api.Patterns() {
+			method, path, _ := strings.Cut(p, " ")
+			routes = append(routes, []string{p, method, path})
+		}
 		for _, m := range routes {
 			ops, ok := paths[m[2]].(map[string]any)
 			Expect(ok).To(BeTrue(), "path %s missing from the spec", m[2])

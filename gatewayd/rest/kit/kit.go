@@ -81,6 +81,8 @@ type Options struct {
 type Kit struct {
 	Opts    Options
 	limiter *fixedWindowLimiter
+	// patterns are the route patterns registered through Handle, in order.
+	patterns []string
 }
 
 // New returns a Kit with defaults filled in.
@@ -123,7 +125,12 @@ type HandlerFunc func(w http.ResponseWriter, r *http.Request, c auth.Caller)
 // Handle registers h at pattern on mux behind Wrap.
 func (k *Kit) Handle(mux *http.ServeMux, pattern string, acc Access, h HandlerFunc) {
 	mux.Handle(pattern, k.Wrap(acc, h))
+	k.patterns = append(k.patterns, pattern)
 }
+
+// Patterns are the route patterns registered through Handle ("GET /v1/models"), in order, for the OpenAPI
+// document's test: a pattern composed at run time (gatewayd/rest/envroutes) is listed as the mux has it.
+func (k *Kit) Patterns() []string { return slices.Clone(k.patterns) }
 
 // Wrap authenticates, rate limits, checks the key type and caps the body, in that order: a caller learns that
 // its key is of the wrong type only once it has proven it holds one, and every authenticated call, even a

@@ -12,6 +12,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/authz"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
+	"github.com/modelgate/modelgate/gatewayd/rest/envroutes"
 	"github.com/modelgate/modelgate/gatewayd/rest/kit"
 )
 
@@ -57,24 +58,12 @@ func (a *api) loadDeployment(w http.ResponseWriter, r *http.Request, c auth.Call
 
 // loadModelDeployment is loadModel for action, then loadDeployment.
 func (a *api) loadModelDeployment(w http.ResponseWriter, r *http.Request, c auth.Caller, action authz.Action) (*gatewayv1.Model, *gatewayv1.ModelDeployment, bool) {
-	m, ok := a.loadModel(w, r, c, action, "")
+	m, ok := a.Load(w, r, c, action, "")
 	if !ok {
 		return nil, nil, false
 	}
 	d, ok := a.loadDeployment(w, r, c, m)
 	return m, d, ok
-}
-
-func (a *api) listDeployments(w http.ResponseWriter, r *http.Request, c auth.Caller) {
-	m, deps, ok := a.loadModelWithDeployments(w, r, c, "")
-	if !ok {
-		return
-	}
-	out := make([]deploymentJSON, len(deps))
-	for i := range deps {
-		out[i] = toDeploymentJSON(m, &deps[i])
-	}
-	httperr.WriteJSON(w, http.StatusOK, map[string]any{"deployments": out})
 }
 
 func (a *api) getDeployment(w http.ResponseWriter, r *http.Request, c auth.Caller) {
@@ -93,7 +82,7 @@ func (a *api) deleteDeployment(w http.ResponseWriter, r *http.Request, c auth.Ca
 		kit.WriteKubeError(w, r, "delete deployment", err)
 		return
 	}
-	httperr.WriteJSON(w, http.StatusOK, deletedJSON{ID: d.Name, Deleted: true})
+	envroutes.WriteDeleted(w, d.Name)
 }
 
 func (a *api) activateDeployment(active bool) kit.HandlerFunc {
@@ -113,7 +102,7 @@ func (a *api) setActive(w http.ResponseWriter, r *http.Request, d *gatewayv1.Mod
 		kit.WriteKubeError(w, r, "update deployment", err)
 		return
 	}
-	httperr.WriteJSON(w, http.StatusOK, activationJSON{Success: true, NoOp: !changed})
+	envroutes.WriteActivation(w, changed)
 }
 
 // retryDeployment redeploys a failed deployment by bumping spec.retryNonce.

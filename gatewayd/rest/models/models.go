@@ -1,35 +1,67 @@
 // Package models serves the model management routes of DESIGN.md "Models, deployments and environments": models,
-// their deployments and environments, activation, promotion, retry and logs. Every write is a change to the
-// Model or ModelDeployment custom resource, as kubectl would make it; the manager does the rest. Who may read or
-// change a model is decided by gatewayd/authz for each call.
+// their deployments and environments, activation, promotion, retry and logs. The routes a chain has too (the
+// list, one model, its deployments, its environments) are gatewayd/rest/envroutes over the Kind below; this
+// package keeps what is a model's alone. Every write is a change to the Model or ModelDeployment custom
+// resource, as kubectl would make it; the manager does the rest. Who may read or change a model is decided by
+// gatewayd/authz for each call.
 package models
 
 import (
 	"cmp"
+	"context"
+	"fmt"
 	"net/http"
 	"slices"
-	"strings"
-	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/authz"
-	"github.com/modelgate/modelgate/gatewayd/httperr"
+	"github.com/modelgate/modelgate/gatewayd/rest/envroutes"
 	"github.com/modelgate/modelgate/gatewayd/rest/kit"
 )
 
 // api serves the routes of this package.
-type api struct{ *kit.Kit }
+type api struct {
+	*kit.Kit
+	*envroutes.Routes[*gatewayv1.Model, *gatewayv1.ModelDeployment]
+}
 
 // Register adds the routes of this package to mux.
 func Register(mux *http.ServeMux, k *kit.Kit) {
-	a := &api{k}
-	k.Handle(mux, "GET /v1/models", kit.AccessModels, a.listModels)
-	k.Handle(mux, "GET /v1/models/{model_id}", kit.AccessModels, a.getModel)
+	a := &api{Kit: k}
+	a.Routes = envroutes.Register(mux, k, &envroutes.Kind[*gatewayv1.Model, *gatewayv1.ModelDeployment]{
+		Kind: "Model", Plural: "models", Param: "model_id", Deployment: "deployment",
+		NewOwner:          func() *gatewayv1.Model { return &gatewayv1.Model{} },
+		NewDeployment:     func() *gatewayv1.ModelDeployment { return &gatewayv1.ModelDeployment{} },
+		NewOwnerList:      func() client.ObjectList { return &gatewayv1.ModelList{} },
+		NewDeploymentList: func() client.ObjectList { return &gatewayv1.ModelDeploymentList{} },
+		OwnerField:        gatewayv1.FieldDeploymentModel,
+		OwnerOf:           func(d *gatewayv1.ModelDeployment) string { return d.Spec.ModelID },
+		DisplayName:       func(m *gatewayv1.Model) string { return m.Spec.DisplayName },
+		Served: func(s *snapshot.Snapshot, id string) ([]snapshot.EnvironmentRoute, string, bool) {
+			i := slices.IndexFunc(s.Models, func(sm snapshot.ServedModel) bool { return sm.ID == id })
+			if i < 0 {
+				return nil, "", false
+			}
+			return s.Models[i].Environments, s.Models[i].Development, true
+		},
+		DeploymentJSON:  func(m *gatewayv1.Model, d *gatewayv1.ModelDeployment) any { return toDeploymentJSON(m, d) },
+		EnvironmentJSON: toEnvironmentJSON,
+		Unpromotable: func(d *gatewayv1.ModelDeployment) string {
+			if d.Status.Status.Promotable() && d.Spec.IsActive() {
+				return ""
+			}
+			return fmt.Sprintf("Only an active deployment that is ACTIVE or SCALED_TO_ZERO can be promoted; %s is %s.", d.Name, d.Status.Status)
+		},
+		ScaleDown: func(ctx context.Context, cl client.Client, ns, name, at string) error {
+			return envroutes.ScaleDownAt(ctx, cl, at, client.ObjectKey{Namespace: ns, Name: name})
+		},
+		Activate: a.activateEnvironment,
+	})
 	k.Handle(mux, "DELETE /v1/models/{model_id}", kit.AccessModels, a.deleteModel)
-	k.Handle(mux, "GET /v1/models/{model_id}/deployments", kit.AccessModels, a.listDeployments)
 	k.Handle(mux, "GET /v1/models/{model_id}/deployments/{deployment_id}", kit.AccessModels, a.getDeployment)
 	k.Handle(mux, "DELETE /v1/models/{model_id}/deployments/{deployment_id}", kit.AccessModels, a.deleteDeployment)
 	// {deployment_id} is also "production" or "development": the deployment that environment serves. The
@@ -38,24 +70,10 @@ func Register(mux *http.ServeMux, k *kit.Kit) {
 	k.Handle(mux, "POST /v1/models/{model_id}/deployments/{deployment_id}/deactivate", kit.AccessModels, a.activateDeployment(false))
 	k.Handle(mux, "POST /v1/models/{model_id}/deployments/{deployment_id}/retry", kit.AccessModels, a.retryDeployment)
 	k.Handle(mux, "POST /v1/models/{model_id}/deployments/{deployment_id}/logs", kit.AccessModels, a.deploymentLogs)
-	k.Handle(mux, "GET /v1/models/{model_id}/environments", kit.AccessModels, a.listEnvironments)
-	k.Handle(mux, "GET /v1/models/{model_id}/environments/{env_name}", kit.AccessModels, a.getEnvironment)
-	k.Handle(mux, "POST /v1/models/{model_id}/environments/{env_name}/activate", kit.AccessModels, a.activateEnvironment(true))
-	k.Handle(mux, "POST /v1/models/{model_id}/environments/{env_name}/deactivate", kit.AccessModels, a.activateEnvironment(false))
-	k.Handle(mux, "POST /v1/models/{model_id}/environments/{env_name}/promote", kit.AccessModels, a.promote)
 }
 
 // Wire shapes, by the names of the API this one mirrors.
 type (
-	modelJSON struct {
-		ID                      string  `json:"id"`
-		CreatedAt               string  `json:"created_at"`
-		Name                    string  `json:"name"`
-		DeploymentsCount        int     `json:"deployments_count"`
-		ProductionDeploymentID  *string `json:"production_deployment_id"`
-		DevelopmentDeploymentID *string `json:"development_deployment_id"`
-		TeamName                string  `json:"team_name"`
-	}
 	autoscalingJSON struct {
 		MinReplica        int32 `json:"min_replica"`
 		MaxReplica        int32 `json:"max_replica"`
@@ -82,29 +100,7 @@ type (
 		CurrentDeployment   *deploymentJSON `json:"current_deployment"`
 		AutoscalingSettings autoscalingJSON `json:"autoscaling_settings"`
 	}
-	activationJSON struct {
-		Success bool `json:"success"`
-		NoOp    bool `json:"no_op"`
-	}
-	deletedJSON struct {
-		ID      string `json:"id"`
-		Deleted bool   `json:"deleted"`
-	}
 )
-
-func timestamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
-
-func toModelJSON(m *gatewayv1.Model, deployments int) modelJSON {
-	out := modelJSON{ID: m.Name, CreatedAt: timestamp(m.CreationTimestamp.Time), Name: cmp.Or(m.Spec.DisplayName, m.Name),
-		DeploymentsCount: deployments, TeamName: m.Spec.TeamID}
-	if id, _ := m.Environment(gatewayv1.EnvironmentProduction); id != "" {
-		out.ProductionDeploymentID = &id
-	}
-	if id := m.Spec.Development; id != "" {
-		out.DevelopmentDeploymentID = &id
-	}
-	return out
-}
 
 // autoscalingOf is what a deployment's autoscaling amounts to, defaults filled in (DESIGN.md "Details pinned").
 func autoscalingOf(a *gatewayv1.Autoscaling) autoscalingJSON {
@@ -126,95 +122,42 @@ func autoscalingOf(a *gatewayv1.Autoscaling) autoscalingJSON {
 
 func toDeploymentJSON(m *gatewayv1.Model, d *gatewayv1.ModelDeployment) deploymentJSON {
 	envs := m.EnvironmentsOf(d.Name)
-	out := deploymentJSON{ID: d.Name, CreatedAt: timestamp(d.CreationTimestamp.Time), Name: d.Name, ModelID: d.Spec.ModelID,
+	return deploymentJSON{ID: d.Name, CreatedAt: envroutes.Timestamp(d.CreationTimestamp.Time), Name: d.Name, ModelID: d.Spec.ModelID,
 		IsProduction: slices.Contains(envs, gatewayv1.EnvironmentProduction), IsDevelopment: slices.Contains(envs, gatewayv1.EnvironmentDevelopment),
 		Status: string(cmp.Or(d.Status.Status, gatewayv1.StatusDeploying)), ActiveReplicaCount: d.Status.ActiveReplicaCount,
-		AutoscalingSettings: autoscalingOf(d.Spec.Autoscaling)}
-	for _, e := range envs {
-		if e != gatewayv1.EnvironmentDevelopment {
-			out.Environment = &e
-			break
+		AutoscalingSettings: autoscalingOf(d.Spec.Autoscaling), Environment: envroutes.Environment(envs)}
+}
+
+// toEnvironmentJSON describes environment name of m; current is the deployment it serves when ok. The
+// environment's own autoscaling, when it has one, overrides the deployment's.
+func toEnvironmentJSON(m *gatewayv1.Model, name string, current *gatewayv1.ModelDeployment, ok bool) any {
+	out := environmentJSON{Name: name, CreatedAt: envroutes.Timestamp(m.CreationTimestamp.Time), ModelID: m.Name,
+		AutoscalingSettings: autoscalingOf(nil)}
+	if ok {
+		d := toDeploymentJSON(m, current)
+		out.CurrentDeployment = &d
+		out.AutoscalingSettings = d.AutoscalingSettings
+	}
+	for _, e := range m.Spec.Environments {
+		if e.Name == name && e.Autoscaling != nil {
+			out.AutoscalingSettings = autoscalingOf(e.Autoscaling)
 		}
 	}
 	return out
 }
 
-// loadModel reads the Model of path parameter model_id and asks authz whether c may read it (for a write:
-// manage it); a model c may not see is 404.
-func (a *api) loadModel(w http.ResponseWriter, r *http.Request, c auth.Caller, action authz.Action, env string) (*gatewayv1.Model, bool) {
-	m := &gatewayv1.Model{}
-	if !a.LoadDecided(w, r, c, "model_id", "Model", m, func() string { return m.Spec.TeamID }, action, env) {
-		return nil, false
-	}
-	return m, true
-}
-
-// deploymentsOf lists the deployments of model m that are not being deleted, by name.
-func (a *api) deploymentsOf(r *http.Request, c auth.Caller, model string) ([]gatewayv1.ModelDeployment, error) {
-	var list gatewayv1.ModelDeploymentList
-	if err := a.ListReader().List(r.Context(), &list, client.InNamespace(c.Namespace),
-		client.MatchingFields{gatewayv1.FieldDeploymentModel: model}); err != nil {
-		return nil, err
-	}
-	out := slices.DeleteFunc(list.Items, func(d gatewayv1.ModelDeployment) bool { return d.DeletionTimestamp != nil })
-	slices.SortFunc(out, func(x, y gatewayv1.ModelDeployment) int { return strings.Compare(x.Name, y.Name) })
-	return out, nil
-}
-
-// loadModelWithDeployments is loadModel for a read, with the model's deployments.
-func (a *api) loadModelWithDeployments(w http.ResponseWriter, r *http.Request, c auth.Caller, env string) (*gatewayv1.Model, []gatewayv1.ModelDeployment, bool) {
-	m, ok := a.loadModel(w, r, c, authz.ActionListModels, env)
-	if !ok {
-		return nil, nil, false
-	}
-	deps, err := a.deploymentsOf(r, c, m.Name)
-	if err != nil {
-		kit.WriteKubeError(w, r, "list deployments", err)
-		return nil, nil, false
-	}
-	return m, deps, true
-}
-
-func (a *api) listModels(w http.ResponseWriter, r *http.Request, c auth.Caller) {
-	var models gatewayv1.ModelList
-	if err := a.ListReader().List(r.Context(), &models, client.InNamespace(c.Namespace)); err != nil {
-		kit.WriteKubeError(w, r, "list models", err)
-		return
-	}
-	var deps gatewayv1.ModelDeploymentList
-	if err := a.ListReader().List(r.Context(), &deps, client.InNamespace(c.Namespace)); err != nil {
-		kit.WriteKubeError(w, r, "list deployments", err)
-		return
-	}
-	count := map[string]int{}
-	for _, d := range deps.Items {
-		if d.DeletionTimestamp == nil {
-			count[d.Spec.ModelID]++
-		}
-	}
-	out := []modelJSON{}
-	p := c.Principal()
-	for i := range models.Items {
-		m := &models.Items[i]
-		if m.DeletionTimestamp != nil || !authz.Decide(p, authz.ActionListModels, authz.Resource{TeamID: m.Spec.TeamID, ModelID: m.Name}).Allowed {
-			continue
-		}
-		out = append(out, toModelJSON(m, count[m.Name]))
-	}
-	slices.SortFunc(out, func(x, y modelJSON) int { return strings.Compare(x.ID, y.ID) })
-	httperr.WriteJSON(w, http.StatusOK, map[string]any{"models": out})
-}
-
-func (a *api) getModel(w http.ResponseWriter, r *http.Request, c auth.Caller) {
-	if m, deps, ok := a.loadModelWithDeployments(w, r, c, ""); ok {
-		httperr.WriteJSON(w, http.StatusOK, toModelJSON(m, len(deps)))
+// activateEnvironment activates or deactivates the deployment the environment serves.
+func (a *api) activateEnvironment(w http.ResponseWriter, r *http.Request, c auth.Caller, m *gatewayv1.Model, _, served string, active bool) {
+	r.SetPathValue("deployment_id", served)
+	if d, ok := a.loadDeployment(w, r, c, m); ok {
+		a.setActive(w, r, d, active)
 	}
 }
 
 // deleteModel deletes the Model and then its deployments; a second DELETE is a 404 at once, even while a
 // finalizer still holds an object (kit.LoadObject treats one being deleted as gone).
 func (a *api) deleteModel(w http.ResponseWriter, r *http.Request, c auth.Caller) {
-	m, ok := a.loadModel(w, r, c, authz.ActionManageModels, "")
+	m, ok := a.Load(w, r, c, authz.ActionManageModels, "")
 	if !ok {
 		return
 	}
@@ -222,10 +165,10 @@ func (a *api) deleteModel(w http.ResponseWriter, r *http.Request, c auth.Caller)
 		kit.WriteKubeError(w, r, "delete model", err)
 		return
 	}
-	deps, err := a.deploymentsOf(r, c, m.Name)
+	deps, err := a.Deployments(r, c, m.Name)
 	if err == nil {
-		for i := range deps {
-			if derr := a.Opts.Client.Delete(r.Context(), &deps[i]); client.IgnoreNotFound(derr) != nil {
+		for _, d := range deps {
+			if derr := a.Opts.Client.Delete(r.Context(), d); client.IgnoreNotFound(derr) != nil {
 				err = derr
 			}
 		}
@@ -234,5 +177,5 @@ func (a *api) deleteModel(w http.ResponseWriter, r *http.Request, c auth.Caller)
 		kit.WriteKubeError(w, r, "delete the model's deployments", err)
 		return
 	}
-	httperr.WriteJSON(w, http.StatusOK, deletedJSON{ID: m.Name, Deleted: true})
+	envroutes.WriteDeleted(w, m.Name)
 }
