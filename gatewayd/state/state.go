@@ -111,30 +111,16 @@ func openEmbedded(ctx context.Context, cfg Config) (*State, error) {
 		return nil, fmt.Errorf("--state-dir: failed to create %s: %w", cfg.Dir, err)
 	}
 	path := filepath.Join(cfg.Dir, dbFile)
-	opts := &bolt.Options{Timeout: 5 * time.Second}
-	if os.Getenv("XNOFL") != "" {
-		opts.NoFreelistSync, opts.FreelistType = true, bolt.FreelistMapType
-	}
-	if os.Getenv("XMMAP") != "" {
-		opts.InitialMmapSize = 1 << 30
-	}
-	db, err := bolt.Open(path, 0o600, opts)
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
 	if err != nil {
 		return nil, fmt.Errorf("--state-dir: failed to open the state file %s: %w", path, err)
-	}
-	qdb := db
-	if os.Getenv("XSEP") != "" {
-		qdb, err = bolt.Open(filepath.Join(cfg.Dir, "async.db"), 0o600, opts)
-		if err != nil {
-			return nil, err
-		}
 	}
 	e, err := limits.NewEmbedded(db, limits.EmbeddedOptions{FlushInterval: cfg.FlushInterval})
 	if err != nil {
 		_ = db.Close()
 		return nil, err
 	}
-	aq, err := queue.NewBolt(qdb)
+	aq, err := queue.NewBolt(db)
 	if err != nil {
 		_ = e.Close()
 		_ = db.Close()
@@ -142,7 +128,7 @@ func openEmbedded(ctx context.Context, cfg Config) (*State, error) {
 	}
 	logr.FromContextOrDiscard(ctx).Info("Using the embedded store", "stateDir", cfg.Dir, "flushInterval", cfg.FlushInterval.String())
 	return &State{limits: e, billing: billing.NewBolt(db), keyUse: keyuse.NewBolt(db), async: aq, spool: filepath.Join(cfg.Dir, spoolFile),
-		closers: []func() error{e.Close, db.Close, func() error { if qdb != db { return qdb.Close() }; return nil }}}, nil
+		closers: []func() error{e.Close, db.Close}}, nil
 }
 
 func openRedis(ctx context.Context, cfg Config) (*State, error) {

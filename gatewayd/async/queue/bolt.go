@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -23,15 +22,10 @@ var (
 	bEnded     = []byte("async.ended")     // endedNanos id -> id (ended, owing no webhook)
 )
 
-// errUnchanged rolls back a transaction that wrote nothing: a commit costs two fdatasyncs even when empty.
+// errUnchanged rolls back a transaction that found nothing to do. bbolt commits even an empty write
+// transaction in full (a fresh freelist page and two fdatasyncs) while holding the file's one writer lock, and
+// the dispatcher's claim, the webhook poll and the sweep run several times a second whether or not there is work.
 var errUnchanged = errors.New("unchanged")
-
-func unchangedErr() error {
-	if os.Getenv("XRB") != "" {
-		return errUnchanged
-	}
-	return nil
-}
 
 // Bolt keeps requests in the embedded store's bbolt file, one transaction per transition. Besides the records it
 // keeps ordered indexes: the ready queue of each deployment keyed by (priority, enqueue time), the running
@@ -235,7 +229,7 @@ func (s *Bolt) Claim(_ context.Context, q, owner string, now time.Time, lease ti
 				n++
 			}
 			if n >= maxInProgress {
-				return unchangedErr()
+				return errUnchanged
 			}
 		}
 		var ids []string
@@ -272,7 +266,7 @@ func (s *Bolt) Claim(_ context.Context, q, owner string, now time.Time, lease ti
 			return save(tx, r)
 		}
 		if expired == 0 {
-			return unchangedErr()
+			return errUnchanged
 		}
 		return nil
 	})
@@ -392,6 +386,9 @@ func due(tx *bolt.Tx, bucket []byte, now time.Time, n int) (keys [][]byte, ids [
 func (s *Bolt) DueWebhooks(_ context.Context, now time.Time, hold time.Duration, n int) (out []*Request, err error) {
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		keys, ids := due(tx, bHooks, now, n)
+		if len(ids) == 0 {
+			return errUnchanged
+		}
 		for i, id := range ids {
 			if err := del(tx, bHooks, keys[i]); err != nil {
 				return err
@@ -411,6 +408,9 @@ func (s *Bolt) DueWebhooks(_ context.Context, now time.Time, hold time.Duration,
 		}
 		return nil
 	})
+	if errors.Is(err, errUnchanged) {
+		err = nil
+	}
 	return out, err
 }
 
@@ -448,7 +448,9 @@ func (s *Bolt) WebhookDone(_ context.Context, id string, now time.Time, res Webh
 // Sweep implements Store.
 func (s *Bolt) Sweep(_ context.Context, now time.Time, retention time.Duration) (sw Swept, err error) {
 	err = s.db.Update(func(tx *bolt.Tx) error {
+		changed := false
 		keys, ids := due(tx, bLeases, now, maxSweepPerStep)
+		changed = changed || len(ids) > 0
 		for i, id := range ids {
 			if err := del(tx, bLeases, keys[i]); err != nil {
 				return err
@@ -470,6 +472,7 @@ func (s *Bolt) Sweep(_ context.Context, now time.Time, retention time.Duration) 
 			sw.Requeued++
 		}
 		keys, ids = due(tx, bDeadlines, now, maxSweepPerStep)
+		changed = changed || len(ids) > 0
 		for i, id := range ids {
 			r, err := load(tx, id)
 			if err != nil || r.Status != Queued {
@@ -484,6 +487,9 @@ func (s *Bolt) Sweep(_ context.Context, now time.Time, retention time.Duration) 
 			sw.Expired++
 		}
 		keys, ids = due(tx, bEnded, now.Add(-retention), maxSweepPerStep)
+		if !changed && len(ids) == 0 {
+			return errUnchanged
+		}
 		for i, id := range ids {
 			if err := del(tx, bEnded, keys[i]); err != nil {
 				return err
@@ -495,5 +501,8 @@ func (s *Bolt) Sweep(_ context.Context, now time.Time, retention time.Duration) 
 		}
 		return nil
 	})
+	if errors.Is(err, errUnchanged) {
+		err = nil
+	}
 	return sw, err
 }
