@@ -83,17 +83,19 @@ func NewAsyncRun(command string) AsyncRun {
 // AsyncMarkdown is the async inference table from the benchmarks' results. Every figure must be there: a
 // missing one is an error, not an empty cell.
 func AsyncMarkdown(res map[string]BenchResult, run AsyncRun) (string, error) {
+	// The target reads "the time from enqueue to dispatch": from the durable write's return to the model
+	// receiving the call. The client's view, which adds the accept (HTTP and the durable write), is judged
+	// against the same 5 ms in its own row.
 	rows := []struct {
-		bench, unit, figure string
-		target              bool
+		bench, unit, figure, target string
 	}{
-		{"BenchmarkAsyncAccept", "accepted/s", "Accepted `async_predict` per second, one replica, 4 concurrent clients (each 201 follows the durable write)", false},
-		{"BenchmarkAsyncQueueOverhead", "p50-ms", "Queue overhead, idle model: client sends `async_predict` → model receives the call, p50 (ms)", true},
-		{"BenchmarkAsyncQueueOverhead", "p99-ms", "the same, p99 (ms)", true},
-		{"BenchmarkAsyncQueueOverhead", "commit-p50-ms", "Durable write returned → model receives the call, p50 (ms)", false},
-		{"BenchmarkAsyncQueueOverhead", "commit-p99-ms", "the same, p99 (ms)", false},
-		{"BenchmarkAsyncQueueOverhead", "write-p50-ms", "The durable write itself (the store call of the accept), p50 (ms)", false},
-		{"BenchmarkAsyncQueueOverhead", "write-p99-ms", "the same, p99 (ms)", false},
+		{"BenchmarkAsyncAccept", "accepted/s", "Accepted `async_predict` per second, one replica, 4 concurrent clients (each 201 follows the durable write)", ""},
+		{"BenchmarkAsyncQueueOverhead", "commit-p50-ms", "**Queue overhead**, idle model: durable enqueue returned → model receives the call, p50 (ms)", "queue"},
+		{"BenchmarkAsyncQueueOverhead", "commit-p99-ms", "the same, p99 (ms)", "queue"},
+		{"BenchmarkAsyncQueueOverhead", "p50-ms", "Client sends `async_predict` → model receives the call (adds the accept), p50 (ms)", "client"},
+		{"BenchmarkAsyncQueueOverhead", "p99-ms", "the same, p99 (ms)", "client"},
+		{"BenchmarkAsyncQueueOverhead", "write-p50-ms", "The durable write of the accept (the store call), p50 (ms)", ""},
+		{"BenchmarkAsyncQueueOverhead", "write-p99-ms", "the same, p99 (ms)", ""},
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Machine: %s. Date: %s. Commit: `%s`. Load average (1, 5, 15 min) as the run ended: %s.\n\n",
@@ -109,7 +111,7 @@ func AsyncMarkdown(res map[string]BenchResult, run AsyncRun) (string, error) {
 	}
 	b.WriteString("\n")
 	iterations := map[string][]string{}
-	verdicts := make([][]string, len(asyncStores))
+	verdicts := map[string][][]string{"queue": make([][]string, len(asyncStores)), "client": make([][]string, len(asyncStores))}
 	for _, row := range rows {
 		fmt.Fprintf(&b, "| %s |", row.figure)
 		for i, s := range asyncStores {
@@ -127,12 +129,13 @@ func AsyncMarkdown(res map[string]BenchResult, run AsyncRun) (string, error) {
 			} else {
 				fmt.Fprintf(&b, " %.2f |", v)
 			}
-			if row.target {
+			if row.target != "" {
 				verdict := "met"
 				if v > AsyncTargetMs {
 					verdict = "missed"
 				}
-				verdicts[i] = append(verdicts[i], fmt.Sprintf("%s at %s", verdict, strings.TrimSuffix(row.unit, "-ms")))
+				p := strings.TrimSuffix(strings.TrimPrefix(row.unit, "commit-"), "-ms")
+				verdicts[row.target][i] = append(verdicts[row.target][i], fmt.Sprintf("%s at %s", verdict, p))
 			}
 			if len(iterations[row.bench]) < len(asyncStores) {
 				iterations[row.bench] = append(iterations[row.bench], strconv.Itoa(r.N))
@@ -140,11 +143,15 @@ func AsyncMarkdown(res map[string]BenchResult, run AsyncRun) (string, error) {
 		}
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(&b, "| Target: queue overhead at most %d ms at p50 and p99 |", AsyncTargetMs)
-	for _, v := range verdicts {
-		fmt.Fprintf(&b, " %s |", strings.Join(v, ", "))
+	for _, t := range []struct{ key, title string }{{"queue", "**Target**: queue overhead at most %d ms at p50 and p99"},
+		{"client", "Client sends → model receives, against the same %d ms"}} {
+		fmt.Fprintf(&b, "| "+t.title+" |", AsyncTargetMs)
+		for _, v := range verdicts[t.key] {
+			fmt.Fprintf(&b, " %s |", strings.Join(v, ", "))
+		}
+		b.WriteString("\n")
 	}
-	fmt.Fprintf(&b, "\n\nIterations (embedded, Redis): %s accepts; %s sequential requests for the overhead.\n",
+	fmt.Fprintf(&b, "\nIterations (embedded, Redis): %s accepts; %s sequential requests for the overhead.\n",
 		strings.Join(iterations["BenchmarkAsyncAccept"], ", "), strings.Join(iterations["BenchmarkAsyncQueueOverhead"], ", "))
 	return b.String(), nil
 }
