@@ -89,7 +89,7 @@ func AsyncMarkdown(res map[string]BenchResult, run AsyncRun) (string, error) {
 	rows := []struct {
 		bench, unit, figure, target string
 	}{
-		{"BenchmarkAsyncAccept", "accepted/s", "Accepted `async_predict` per second, one replica, 4 concurrent clients (each 201 follows the durable write)", ""},
+		{"BenchmarkAsyncAccept", "accepted/s", "Accepted `async_predict` per second, one replica, 4 concurrent clients (each 201 follows the store's write)", ""},
 		{"BenchmarkAsyncQueueOverhead", "commit-p50-ms", "**Queue overhead**, idle model: durable enqueue returned → model receives the call, p50 (ms)", "queue"},
 		{"BenchmarkAsyncQueueOverhead", "commit-p99-ms", "the same, p99 (ms)", "queue"},
 		{"BenchmarkAsyncQueueOverhead", "p50-ms", "Client sends `async_predict` → model receives the call (adds the accept), p50 (ms)", "client"},

@@ -58,7 +58,7 @@ func TestWriteAsyncDocs(t *testing.T) {
 		t.Errorf("text outside the markers changed:\n%s", s)
 	}
 	for _, want := range []string{
-		"| Accepted `async_predict` per second, one replica, 4 concurrent clients (each 201 follows the durable write) | 488 | 4,365 |",
+		"| Accepted `async_predict` per second, one replica, 4 concurrent clients (each 201 follows the store's write) | 488 | 4,365 |",
 		"durable enqueue returned → model receives the call, p50 (ms) | 0.21 | 0.10 |",
 		"(adds the accept), p50 (ms) | 1.40 | 0.54 |",
 		"| the same, p99 (ms) | 11.12 | 1.70 |",
