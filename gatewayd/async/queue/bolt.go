@@ -448,9 +448,8 @@ func (s *Bolt) WebhookDone(_ context.Context, id string, now time.Time, res Webh
 // Sweep implements Store.
 func (s *Bolt) Sweep(_ context.Context, now time.Time, retention time.Duration) (sw Swept, err error) {
 	err = s.db.Update(func(tx *bolt.Tx) error {
-		changed := false
 		keys, ids := due(tx, bLeases, now, maxSweepPerStep)
-		changed = changed || len(ids) > 0
+		changed := len(ids) > 0 // every due entry is removed or moved
 		for i, id := range ids {
 			if err := del(tx, bLeases, keys[i]); err != nil {
 				return err
