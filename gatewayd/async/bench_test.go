@@ -2,11 +2,14 @@ package async_test
 
 import (
 	"bytes"
+	"context"
 	"net/http"
-	"sort"
-	"sync"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/modelgate/modelgate/gatewayd/async"
+	"github.com/modelgate/modelgate/gatewayd/async/queue"
 )
 
 // BenchmarkAsyncAccept measures accepted async_predict calls per second on one in-process gatewayd (real
@@ -43,40 +46,98 @@ func BenchmarkAsyncAccept(b *testing.B) {
 	}
 }
 
-// BenchmarkAsyncQueueOverhead measures, with an idle model, the time from sending async_predict to the model
-// receiving the call: acceptance, the durable write, the dispatcher's claim and the forward. p50 and p99 are
-// reported; the target is at most 5 ms.
+// stamped records when each accepted request's durable write returned, for BenchmarkAsyncQueueOverhead.
+type stamped struct {
+	queue.Store
+	at    chan time.Time
+	write []time.Duration
+}
+
+func (s *stamped) Enqueue(ctx context.Context, r *queue.Request) error {
+	start := time.Now()
+	err := s.Store.Enqueue(ctx, r)
+	s.done(start)
+	return err
+}
+
+func (s *stamped) done(start time.Time) {
+	now := time.Now()
+	s.write = append(s.write, now.Sub(start))
+	s.at <- now
+}
+
+// stampedDirect is stamped over a store that can enqueue and claim in one write (queue.Direct).
+type stampedDirect struct{ *stamped }
+
+func (s stampedDirect) EnqueueClaimed(ctx context.Context, r *queue.Request, owner string, now time.Time, lease time.Duration, maxInProgress int) (bool, error) {
+	start := time.Now()
+	claimed, err := s.Store.(queue.Direct).EnqueueClaimed(ctx, r, owner, now, lease, maxInProgress)
+	s.done(start)
+	return claimed, err
+}
+
+// BenchmarkAsyncQueueOverhead measures the queue's overhead with an idle model, the time from enqueue to
+// dispatch: from the durable write's return to the model receiving the call (commit-p50-ms, commit-p99-ms; the
+// target is at most 5 ms). It also reports the client's view, from sending async_predict to the model receiving
+// the call (p50-ms, p99-ms: the accept's HTTP, checks and durable write come first), and the durable write alone
+// (write-p50-ms, write-p99-ms). Requests are sent one at a time; each waits until the previous one's outcome is
+// recorded, so the model and the queue are idle when it is sent. make bench writes these figures into
+// docs/benchmarks.md.
 func BenchmarkAsyncQueueOverhead(b *testing.B) {
 	for _, backend := range []string{"bolt", "redis"} {
 		b.Run(backend, func(b *testing.B) {
 			arrived := make(chan time.Time, 1)
-			f := newFx(b, fxOpts{backend: backend, model: func(_ int, _ []byte, w http.ResponseWriter) {
-				arrived <- time.Now()
-				_, _ = w.Write([]byte(`{}`))
-			}})
+			st := &stamped{at: make(chan time.Time, 1)}
+			// gatewayd's own dispatcher and sweeper periods, not the tests' short ones.
+			c := async.Config{Poll: async.DefaultPoll, SweepEvery: async.DefaultSweepEvery}
+			f := newFx(b, fxOpts{backend: backend, config: c,
+				model: func(_ int, _ []byte, w http.ResponseWriter) {
+					arrived <- time.Now()
+					_, _ = w.Write([]byte(`{}`))
+				},
+				wrap: func(s queue.Store) queue.Store {
+					st.Store = s
+					if _, ok := s.(queue.Direct); ok {
+						return stampedDirect{st}
+					}
+					return st
+				}})
 			body := []byte(`{"model_input": 1}`)
 			url := f.url + "/models/sentiment/production/async_predict"
-			var lat []time.Duration
-			var mu sync.Mutex
+			sent, committed := make([]time.Duration, 0, b.N), make([]time.Duration, 0, b.N)
 			b.ResetTimer()
-			for range b.N {
+			for i := range b.N {
 				req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 				req.Header.Set("Authorization", "Api-Key "+f.keys["invoke"])
-				sent := time.Now()
+				start := time.Now()
 				resp, err := http.DefaultClient.Do(req)
 				if err != nil {
 					b.Fatal(err)
 				}
 				resp.Body.Close()
-				at := <-arrived
-				mu.Lock()
-				lat = append(lat, at.Sub(sent))
-				mu.Unlock()
+				if resp.StatusCode != http.StatusCreated {
+					b.Fatalf("status %d", resp.StatusCode)
+				}
+				at, done := <-arrived, <-st.at
+				sent, committed = append(sent, at.Sub(start)), append(committed, at.Sub(done))
+				b.StopTimer()
+				// Idle before the next request: the run's outcome is recorded.
+				f.waitMetric(float64(i+1), "modelgate_async_duration_seconds")
+				b.StartTimer()
 			}
 			b.StopTimer()
-			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
-			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+			b.ReportMetric(percentile(sent, 50), "p50-ms")
+			b.ReportMetric(percentile(sent, 99), "p99-ms")
+			b.ReportMetric(percentile(committed, 50), "commit-p50-ms")
+			b.ReportMetric(percentile(committed, 99), "commit-p99-ms")
+			b.ReportMetric(percentile(st.write, 50), "write-p50-ms")
+			b.ReportMetric(percentile(st.write, 99), "write-p99-ms")
 		})
 	}
+}
+
+// percentile is the p-th percentile of d in milliseconds; it sorts d.
+func percentile(d []time.Duration, p int) float64 {
+	slices.Sort(d)
+	return float64(d[(len(d)-1)*p/100].Microseconds()) / 1000
 }

@@ -13,14 +13,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	bolt "go.etcd.io/bbolt"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
@@ -32,6 +30,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/async/queue"
 	"github.com/modelgate/modelgate/gatewayd/gatewaytest"
 	"github.com/modelgate/modelgate/gatewayd/limits"
+	"github.com/modelgate/modelgate/gatewayd/state"
 	"github.com/modelgate/modelgate/gatewayd/state/redistest"
 )
 
@@ -176,6 +175,8 @@ type fxOpts struct {
 	// noWebhookSecret leaves Workspace.spec.asyncWebhook unset.
 	noWebhookSecret bool
 	model           func(n int, body []byte, w http.ResponseWriter)
+	// wrap, when set, wraps the queue store gatewayd is given (the benchmarks time its writes).
+	wrap func(queue.Store) queue.Store
 }
 
 type fx struct {
@@ -251,18 +252,22 @@ func newFx(t testing.TB, o fxOpts) *fx {
 		t.Fatal(err)
 	}
 	f := &fx{t: t, ns: ns, keys: map[string]string{}, model: newModel(t, o.model), reg: prometheus.NewRegistry()}
+	var lim limits.Store = limits.NewMemory()
 	switch o.backend {
 	case "redis":
 		f.store = queue.NewRedis(redistest.Start(t).Client(), "")
 	default:
-		db, err := bolt.Open(filepath.Join(t.TempDir(), "gatewayd.db"), 0o600, nil)
+		// The embedded store as gatewayd opens it (its files, their bbolt options, the limit counters' flush).
+		st, err := state.Open(ctx, state.Config{Store: state.Embedded, Dir: t.TempDir(), FlushInterval: limits.DefaultFlushInterval})
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = db.Close() })
-		if f.store, err = queue.NewBolt(db); err != nil {
-			t.Fatal(err)
-		}
+		t.Cleanup(func() { _ = st.Close() })
+		f.store, lim = st.Async(), st.Limits()
+	}
+	gwStore := f.store
+	if o.wrap != nil {
+		gwStore = o.wrap(f.store)
 	}
 	f.snap = gatewaytest.Snapshot(ns, "INDEPENDENT", nil)
 	for _, k := range []struct{ id, typ string }{{"invoke", "WORKSPACE_INVOKE"}, {"invoke2", "WORKSPACE_INVOKE"}, {"metrics", "WORKSPACE_EXPORT_METRICS"}} {
@@ -281,8 +286,8 @@ func newFx(t testing.TB, o fxOpts) *fx {
 	c.SweepEvery = max(c.SweepEvery, 20*time.Millisecond)
 	c.WebhookMinBackoff = max(c.WebhookMinBackoff, 10*time.Millisecond)
 	c.WebhookMaxBackoff = max(c.WebhookMaxBackoff, 40*time.Millisecond)
-	f.gw, err = gatewayd.New(gatewayd.Options{RESTConfig: cfg, Namespaces: []string{ns}, Store: limits.NewMemory(), Clock: o.clock,
-		Async: f.store, AsyncConfig: c, DisableManagementAPI: true, Registry: f.reg})
+	f.gw, err = gatewayd.New(gatewayd.Options{RESTConfig: cfg, Namespaces: []string{ns}, Store: lim, Clock: o.clock,
+		Async: gwStore, AsyncConfig: c, DisableManagementAPI: true, Registry: f.reg})
 	if err != nil {
 		t.Fatal(err)
 	}

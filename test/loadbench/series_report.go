@@ -1,7 +1,6 @@
 package loadbench
 
 import (
-	"errors"
 	"fmt"
 	"image/color"
 	"os"
@@ -120,13 +119,11 @@ func WriteSeriesDocs(path, section string) error {
 	if err != nil {
 		return err
 	}
-	i := strings.Index(string(old), SeriesStartMarker)
-	j := strings.Index(string(old), SeriesEndMarker)
-	if i < 0 || j < i {
-		return errors.New("scale-series markers not found in " + path)
+	out, err := replaceBetween(old, SeriesStartMarker, SeriesEndMarker, section)
+	if err != nil {
+		return fmt.Errorf("failed to update %s: %w", path, err)
 	}
-	out := string(old[:i+len(SeriesStartMarker)]) + "\n" + section + string(old[j:])
-	return os.WriteFile(path, []byte(out), 0o644)
+	return os.WriteFile(path, out, 0o644)
 }
 
 // WriteSeriesPlot draws, per layout, bytes written per change and propagation p99 against the group count,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -20,6 +21,11 @@ var (
 	bHooks     = []byte("async.hooks")     // dueNanos id -> id (webhook PENDING)
 	bEnded     = []byte("async.ended")     // endedNanos id -> id (ended, owing no webhook)
 )
+
+// errUnchanged rolls back a transaction that found nothing to do. bbolt commits even an empty write
+// transaction in full (a fresh freelist page and two fdatasyncs) while holding the file's one writer lock, and
+// the dispatcher's claim, the webhook poll and the sweep run several times a second whether or not there is work.
+var errUnchanged = errors.New("unchanged")
 
 // Bolt keeps requests in the embedded store's bbolt file, one transaction per transition. Besides the records it
 // keeps ordered indexes: the ready queue of each deployment keyed by (priority, enqueue time), the running
@@ -223,7 +229,7 @@ func (s *Bolt) Claim(_ context.Context, q, owner string, now time.Time, lease ti
 				n++
 			}
 			if n >= maxInProgress {
-				return nil
+				return errUnchanged
 			}
 		}
 		var ids []string
@@ -259,8 +265,14 @@ func (s *Bolt) Claim(_ context.Context, q, owner string, now time.Time, lease ti
 			claimed = r
 			return save(tx, r)
 		}
+		if expired == 0 {
+			return errUnchanged
+		}
 		return nil
 	})
+	if errors.Is(err, errUnchanged) {
+		err = nil
+	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("failed to claim from async queue %s: %w", q, err)
 	}
@@ -374,6 +386,9 @@ func due(tx *bolt.Tx, bucket []byte, now time.Time, n int) (keys [][]byte, ids [
 func (s *Bolt) DueWebhooks(_ context.Context, now time.Time, hold time.Duration, n int) (out []*Request, err error) {
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		keys, ids := due(tx, bHooks, now, n)
+		if len(ids) == 0 {
+			return errUnchanged
+		}
 		for i, id := range ids {
 			if err := del(tx, bHooks, keys[i]); err != nil {
 				return err
@@ -393,6 +408,9 @@ func (s *Bolt) DueWebhooks(_ context.Context, now time.Time, hold time.Duration,
 		}
 		return nil
 	})
+	if errors.Is(err, errUnchanged) {
+		err = nil
+	}
 	return out, err
 }
 
@@ -431,6 +449,7 @@ func (s *Bolt) WebhookDone(_ context.Context, id string, now time.Time, res Webh
 func (s *Bolt) Sweep(_ context.Context, now time.Time, retention time.Duration) (sw Swept, err error) {
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		keys, ids := due(tx, bLeases, now, maxSweepPerStep)
+		changed := len(ids) > 0 // every due entry is removed or moved
 		for i, id := range ids {
 			if err := del(tx, bLeases, keys[i]); err != nil {
 				return err
@@ -452,6 +471,7 @@ func (s *Bolt) Sweep(_ context.Context, now time.Time, retention time.Duration) 
 			sw.Requeued++
 		}
 		keys, ids = due(tx, bDeadlines, now, maxSweepPerStep)
+		changed = changed || len(ids) > 0
 		for i, id := range ids {
 			r, err := load(tx, id)
 			if err != nil || r.Status != Queued {
@@ -466,6 +486,9 @@ func (s *Bolt) Sweep(_ context.Context, now time.Time, retention time.Duration) 
 			sw.Expired++
 		}
 		keys, ids = due(tx, bEnded, now.Add(-retention), maxSweepPerStep)
+		if !changed && len(ids) == 0 {
+			return errUnchanged
+		}
 		for i, id := range ids {
 			if err := del(tx, bEnded, keys[i]); err != nil {
 				return err
@@ -477,5 +500,8 @@ func (s *Bolt) Sweep(_ context.Context, now time.Time, retention time.Duration) 
 		}
 		return nil
 	})
+	if errors.Is(err, errUnchanged) {
+		err = nil
+	}
 	return sw, err
 }

@@ -395,3 +395,62 @@ func TestEnqueueClaimed(t *testing.T) {
 		t.Fatalf("sweep %+v", sw)
 	}
 }
+
+// An idle replica polls the store several times a second (claim, due webhooks, sweep): polls that find nothing
+// write nothing, so they neither hold the file's writer lock through two fdatasyncs nor delay an accept.
+func TestBoltIdlePollsWriteNothing(t *testing.T) {
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "q.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	s, err := queue.NewBolt(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	writes := func() int64 { st := db.Stats(); return st.TxStats.GetWrite() }
+	poll := func(now time.Time) {
+		t.Helper()
+		if r, _ := claim(t, s, "w", now, 5); r != nil {
+			t.Fatalf("claimed %s", r.ID)
+		}
+		if due, err := s.DueWebhooks(ctx, now, time.Minute, 10); err != nil || len(due) > 0 {
+			t.Fatalf("due webhooks %v %v", due, err)
+		}
+		if sw, err := s.Sweep(ctx, now, time.Hour); err != nil || sw != (queue.Swept{}) {
+			t.Fatalf("sweep %+v %v", sw, err)
+		}
+	}
+	before := writes()
+	poll(t0)
+	if w := writes(); w != before {
+		t.Fatalf("polls of an empty store wrote %d pages", w-before)
+	}
+
+	// A request running under a slot: a claim at the limit writes nothing either.
+	enqueue(t, s, req("a", 0, t0, ""), req("b", 0, t0, ""))
+	if r, _ := claim(t, s, "w", t0, 1); r == nil || r.ID != "a" {
+		t.Fatalf("claim %+v", r)
+	}
+	before = writes()
+	if r, _ := claim(t, s, "w", t0, 1); r != nil {
+		t.Fatalf("claimed %s past the slot", r.ID)
+	}
+	if w := writes(); w != before {
+		t.Fatalf("a claim at the limit wrote %d pages", w-before)
+	}
+	// Work found is written: the claim of b, and the sweep of a's expired lease.
+	if r, _ := claim(t, s, "w", t0, 2); r == nil || r.ID != "b" {
+		t.Fatalf("claim %+v", r)
+	}
+	if sw, err := s.Sweep(ctx, t0.Add(time.Minute), time.Hour); err != nil || sw.Requeued != 2 {
+		t.Fatalf("sweep %+v %v", sw, err)
+	}
+	if w := writes(); w == before {
+		t.Fatal("the claim and the sweep wrote nothing")
+	}
+	if g := get(t, s, "a"); g.Status != queue.Queued {
+		t.Fatalf("a %+v", g)
+	}
+}

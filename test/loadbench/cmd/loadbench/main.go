@@ -54,7 +54,21 @@ func main() {
 	seriesChanges := flag.Int("series-changes", 6, "Single-group changes timed per size and layout in the scale series.")
 	seriesBudget := flag.Duration("series-budget", time.Minute, "Time per size for creating the workspace through admission.")
 	seriesPlot := flag.String("series-plot", "", "Write the scale series' plot (PNG) to this file.")
+	asyncResults := flag.String("async-results", "", "Only write the async inference table of -docs from this file of `go test -bench Async ./gatewayd/async/` output, then exit.")
+	asyncCommand := flag.String("async-command", "", "The command that produced -async-results, quoted in the docs.")
 	flag.Parse()
+	if *asyncResults != "" {
+		if *docs == "" {
+			fmt.Fprintln(os.Stderr, "loadbench: -async-results needs -docs")
+			os.Exit(2)
+		}
+		if err := loadbench.WriteAsyncDocs(*docs, *asyncResults, loadbench.NewAsyncRun(*asyncCommand)); err != nil {
+			fmt.Fprintln(os.Stderr, "loadbench:", err)
+			os.Exit(2)
+		}
+		fmt.Fprintln(os.Stderr, "loadbench: updated the async inference table of", *docs)
+		return
+	}
 	cfg := loadbench.FullConfig()
 	if *quick {
 		cfg = loadbench.QuickConfig()
