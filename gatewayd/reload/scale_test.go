@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -121,6 +122,23 @@ func scaleStore(b *testing.B, groups int) (*cmStore, [2]func(version int64)) {
 	return s, writers
 }
 
+// writeHeapProfile writes the live heap to $MODELGATE_SCALE_HEAPPROFILE, when set, to see where the bytes the
+// loader keeps are: go tool pprof -sample_index=inuse_space.
+func writeHeapProfile(b *testing.B) {
+	path := os.Getenv("MODELGATE_SCALE_HEAPPROFILE")
+	if path == "" {
+		return
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		b.Fatal(err)
+	}
+}
+
 // BenchmarkLoadScale is a gatewayd start on the scale workspace (every part decoded, the view built and swapped
 // in), and reports the heap the loader keeps for it afterwards: the view and the memory of decoded parts, not
 // counting the ConfigMaps of the informer cache.
@@ -139,6 +157,7 @@ func BenchmarkLoadScale(b *testing.B) {
 		}
 		b.StopTimer()
 		kept = heapInUse() - base
+		writeHeapProfile(b)
 		runtime.KeepAlive(l)
 		b.StartTimer()
 	}
