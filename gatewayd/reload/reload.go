@@ -285,12 +285,16 @@ func (l *Loader) load(ns string, cur *view.Namespace) (*view.Namespace, error) {
 		if s, err = snapshot.Decode(payload, checksum); err != nil {
 			return nil, fmt.Errorf("version %d: %w", version, err)
 		}
-		keys = []view.KeyPart{{Keys: s.APIKeys}}
 	}
 	if s.Namespace != ns {
 		return nil, fmt.Errorf("version %d names namespace %q, want %q", version, s.Namespace, ns)
 	}
-	built, err := view.BuildParts(s, keys, version, checksum, l.store, cur)
+	var built *view.Namespace
+	if format == snapshot.FormatContent {
+		built, err = view.BuildParts(s, keys, version, checksum, l.store, cur)
+	} else {
+		built, err = view.Build(s, version, checksum, l.store, cur)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("version %d is inconsistent: %w", version, err)
 	}

@@ -100,11 +100,11 @@ func newKeyBlock(ns *Namespace, p KeyPart) (*keyBlock, error) {
 	return b, nil
 }
 
-// rebound is old with every key pointing at the group of the same ID in ns, or old itself when none moved.
-// Keys whose group moved lose their shared plans, which bindShared then binds again.
-func rebound(ns *Namespace, old *keyBlock, moved map[*Group]bool) (*keyBlock, bool, error) {
+// rebound is old with every key of a moved group pointing at the group of the same ID in ns, or old itself when
+// none of its keys' groups moved. Keys whose group moved lose their shared plans, which bindShared binds again.
+func rebound(ns *Namespace, old *keyBlock, moved map[*Group]bool) (*keyBlock, error) {
 	if len(moved) == 0 {
-		return old, false, nil
+		return old, nil
 	}
 	var b *keyBlock
 	for i := range old.keys {
@@ -117,14 +117,14 @@ func rebound(ns *Namespace, old *keyBlock, moved map[*Group]bool) (*keyBlock, bo
 		k := &b.keys[i]
 		g := ns.Groups[k.Group.ID]
 		if g == nil {
-			return nil, false, fmt.Errorf("apiKeys[%s].groupID: group %q is not in the snapshot", k.ID, k.Group.ID)
+			return nil, fmt.Errorf("apiKeys[%s].groupID: group %q is not in the snapshot", k.ID, k.Group.ID)
 		}
 		k.Group, k.Shared = g, nil
 	}
 	if b == nil {
-		return old, false, nil
+		return old, nil
 	}
-	return b, true, nil
+	return b, nil
 }
 
 // sameKeyPositions reports whether a and b hold keys of the same prefixes at the same positions.
@@ -189,8 +189,8 @@ func newKeyIndex(slots []*Namespace) *keyIndex {
 	return ix
 }
 
-// sharedState is what the shared model API plans of a key depend on besides its group and prefix: the tier and
-// which slugs are shared.
+// sameSharedState reports whether what the shared model API plans of a key depend on, besides its group and
+// prefix, is as in prev: the tier and which slugs are shared.
 func sameSharedState(ns, prev *Namespace, s *snapshot.Snapshot) bool {
 	if prev == nil || prev.Snapshot == nil || !equalTier(tierOf(prev.Snapshot), tierOf(s)) {
 		return false

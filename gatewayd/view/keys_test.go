@@ -90,3 +90,21 @@ func TestBuildPartsReusesKeyBlocks(t *testing.T) {
 		t.Error("a reused key of a group that is gone was accepted")
 	}
 }
+
+// TestBuildWholeSnapshotOfManyKeys: a snapshot loaded whole (inline or numbered chunks) holds more keys than one
+// block; every one of them is served.
+func TestBuildWholeSnapshotOfManyKeys(t *testing.T) {
+	s := testSnapshot("ns", "CASCADING")
+	keys, plain := partKeys("many", maxBlockKeys+10, "leaf")
+	s.APIKeys = keys
+	ns, err := Build(s, 1, "x", limits.NewMemory(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := Empty().With(ns)
+	for _, i := range []int{0, maxBlockKeys - 1, maxBlockKeys, maxBlockKeys + 9} {
+		if k := v.LookupKey(plain[i]); k == nil || k.ID != keys[i].ID {
+			t.Errorf("key %d: found %+v", i, k)
+		}
+	}
+}

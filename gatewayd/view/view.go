@@ -385,7 +385,7 @@ func (ns *Namespace) indexKeys(keys []KeyPart, prev *Namespace) error {
 			if old == nil {
 				return fmt.Errorf("part %s comes without its keys, and the view being served does not hold them", p.Hash)
 			}
-			b, _, err = rebound(ns, old, moved)
+			b, err = rebound(ns, old, moved)
 		} else {
 			b, err = newKeyBlock(ns, p)
 		}
