@@ -8,12 +8,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -350,44 +352,64 @@ func (l *Loader) loadParts(ns string, cms listersv1.ConfigMapNamespaceLister, li
 	l.partsMu.Lock()
 	cached := l.parts[ns]
 	l.partsMu.Unlock()
+	// Read every part that is neither kept decoded nor a block of the view being served, and decode them in
+	// parallel: at a start, that is every part.
+	fresh := make([]*snapshot.Snapshot, len(hashes))
+	var payloads [][]byte
+	var todo []int
+	for i, h := range hashes {
+		if _, ok := cached[h]; ok || (i > 0 && cur != nil && cur.HasKeyPart(h)) {
+			continue
+		}
+		name := snapshot.PartName(h)
+		cm, err := cms.Get(name)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("part %s is missing: %w", name, err)
+		}
+		todo = append(todo, i)
+		payloads = append(payloads, cm.BinaryData[snapshot.BinaryPayload])
+	}
+	var eg errgroup.Group
+	eg.SetLimit(runtime.GOMAXPROCS(0))
+	for j, i := range todo {
+		eg.Go(func() error {
+			p, err := snapshot.DecodePart(payloads[j], hashes[i])
+			fresh[i] = p
+			return err
+		})
+	}
+	if err := eg.Wait(); err != nil {
+		return nil, nil, nil, err
+	}
+
 	decoded := map[string]*snapshot.Snapshot{}
 	var head *snapshot.Snapshot
 	var groups [][]snapshot.Group
 	var keys []view.KeyPart
 	n := 0
 	for i, h := range hashes {
-		p, ok := decoded[h]
-		if !ok {
-			p, ok = cached[h]
-		}
-		if !ok && i > 0 && cur != nil && cur.HasKeyPart(h) {
-			keys = append(keys, view.KeyPart{Hash: h})
-			continue
-		}
-		if !ok {
-			name := snapshot.PartName(h)
-			cm, err := cms.Get(name)
-			if err != nil {
-				return nil, nil, nil, fmt.Errorf("part %s is missing: %w", name, err)
-			}
-			if p, err = snapshot.DecodePart(cm.BinaryData[snapshot.BinaryPayload], h); err != nil {
-				return nil, nil, nil, err
-			}
-			if len(p.APIKeys) > 0 {
-				// A part of keys lives on in the view only.
-				switch {
-				case i == 0 || len(p.Groups) > 0:
-					return nil, nil, nil, fmt.Errorf("part %d carries keys with a head or groups", i)
-				case p.Namespace != head.Namespace:
-					return nil, nil, nil, fmt.Errorf("part %d names namespace %q, the head %q", i, p.Namespace, head.Namespace)
-				}
-				keys = append(keys, view.KeyPart{Hash: h, Keys: p.APIKeys})
+		p := fresh[i]
+		if p == nil {
+			var ok bool
+			if p, ok = cached[h]; !ok {
+				keys = append(keys, view.KeyPart{Hash: h}) // a block of the view being served
 				continue
 			}
 		}
+		if len(p.APIKeys) > 0 {
+			// A part of keys lives on in the view only.
+			switch {
+			case i == 0 || len(p.Groups) > 0:
+				return nil, nil, nil, fmt.Errorf("part %d carries keys with a head or groups", i)
+			case p.Namespace != head.Namespace:
+				return nil, nil, nil, fmt.Errorf("part %d names namespace %q, the head %q", i, p.Namespace, head.Namespace)
+			}
+			keys = append(keys, view.KeyPart{Hash: h, Keys: p.APIKeys})
+			continue
+		}
 		decoded[h] = p
 		if i == 0 {
-			if len(p.Groups) > 0 || len(p.APIKeys) > 0 {
+			if len(p.Groups) > 0 {
 				return nil, nil, nil, errors.New("the first part is not a head: it carries groups or keys")
 			}
 			head = p

@@ -12,7 +12,9 @@ import (
 	"fmt"
 	"maps"
 	"net/url"
+	"runtime"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -376,23 +378,40 @@ func (ns *Namespace) indexKeys(keys []KeyPart, prev *Namespace) error {
 			}
 		}
 	}
-	ns.keyBlocks = make([]*keyBlock, 0, len(keys))
-	for _, p := range keys {
-		var b *keyBlock
-		var err error
-		if p.Keys == nil && p.Hash != "" {
-			old := prev.keyPart(p.Hash)
-			if old == nil {
-				return fmt.Errorf("part %s comes without its keys, and the view being served does not hold them", p.Hash)
+	// Blocks are resolved in parallel (a start resolves a million keys); errors are reported in part order, so
+	// the first inconsistency named is always the same.
+	ns.keyBlocks = make([]*keyBlock, len(keys))
+	errs := make([]error, len(keys))
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range min(runtime.GOMAXPROCS(0), len(keys)) {
+		wg.Go(func() {
+			for i := range work {
+				p := keys[i]
+				if p.Keys == nil && p.Hash != "" {
+					old := prev.keyPart(p.Hash)
+					if old == nil {
+						errs[i] = fmt.Errorf("part %s comes without its keys, and the view being served does not hold them", p.Hash)
+						continue
+					}
+					ns.keyBlocks[i], errs[i] = rebound(ns, old, moved)
+				} else {
+					ns.keyBlocks[i], errs[i] = newKeyBlock(ns, p)
+				}
 			}
-			b, err = rebound(ns, old, moved)
-		} else {
-			b, err = newKeyBlock(ns, p)
-		}
+		})
+	}
+	for i := range keys {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	for _, err := range errs {
 		if err != nil {
 			return err
 		}
-		ns.keyBlocks = append(ns.keyBlocks, b)
+	}
+	for _, b := range ns.keyBlocks {
 		if b.hash != "" {
 			if ns.keyParts == nil {
 				ns.keyParts = make(map[string]*keyBlock, len(keys))
