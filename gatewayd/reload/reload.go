@@ -369,13 +369,30 @@ func (l *Loader) loadParts(ns string, cms listersv1.ConfigMapNamespaceLister, li
 		todo = append(todo, i)
 		payloads = append(payloads, cm.BinaryData[snapshot.BinaryPayload])
 	}
+	// A part of keys is turned into the view's compact form as soon as it is decoded, so its decoded records
+	// go at once.
+	compacted := make([]*view.KeyPart, len(hashes))
 	var eg errgroup.Group
 	eg.SetLimit(runtime.GOMAXPROCS(0))
 	for j, i := range todo {
 		eg.Go(func() error {
 			p, err := snapshot.DecodePart(payloads[j], hashes[i])
+			if err != nil {
+				return err
+			}
+			if len(p.APIKeys) > 0 {
+				if len(p.Groups) > 0 {
+					return fmt.Errorf("part %d carries keys and groups", i)
+				}
+				kp, err := view.CompactKeyPart(hashes[i], p.APIKeys)
+				if err != nil {
+					return fmt.Errorf("part %s: %w", hashes[i], err)
+				}
+				compacted[i] = &kp
+				p = &snapshot.Snapshot{Namespace: p.Namespace}
+			}
 			fresh[i] = p
-			return err
+			return nil
 		})
 	}
 	if err := eg.Wait(); err != nil {
@@ -396,21 +413,21 @@ func (l *Loader) loadParts(ns string, cms listersv1.ConfigMapNamespaceLister, li
 				continue
 			}
 		}
-		if len(p.APIKeys) > 0 {
+		if compacted[i] != nil {
 			// A part of keys lives on in the view only.
 			switch {
-			case i == 0 || len(p.Groups) > 0:
-				return nil, nil, nil, fmt.Errorf("part %d carries keys with a head or groups", i)
+			case i == 0:
+				return nil, nil, nil, errors.New("the first part is not a head: it carries keys")
 			case p.Namespace != head.Namespace:
 				return nil, nil, nil, fmt.Errorf("part %d names namespace %q, the head %q", i, p.Namespace, head.Namespace)
 			}
-			keys = append(keys, view.KeyPart{Hash: h, Keys: p.APIKeys})
+			keys = append(keys, *compacted[i])
 			continue
 		}
 		decoded[h] = p
 		if i == 0 {
 			if len(p.Groups) > 0 {
-				return nil, nil, nil, errors.New("the first part is not a head: it carries groups or keys")
+				return nil, nil, nil, errors.New("the first part is not a head: it carries groups")
 			}
 			head = p
 			continue

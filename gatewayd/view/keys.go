@@ -32,6 +32,25 @@ type KeyPart struct {
 	// Hash names the content-addressed part; empty for the keys of a snapshot loaded whole.
 	Hash string
 	Keys []snapshot.APIKey
+	// compact is the part's keys already in their compact form (CompactKeyPart), waiting for their groups.
+	compact *compactKeys
+}
+
+// compactKeys is a block whose keys do not point at their groups yet, with the group ID of each key.
+type compactKeys struct {
+	block  *keyBlock
+	groups []string
+}
+
+// CompactKeyPart turns the decoded keys of the part named hash into their compact form at once, so that the
+// decoded records can go before the view is built: a start then never holds a million decoded keys. It checks
+// each key's prefix and hash; BuildParts resolves their groups.
+func CompactKeyPart(hash string, keys []snapshot.APIKey) (KeyPart, error) {
+	c, err := compact(hash, keys)
+	if err != nil {
+		return KeyPart{}, err
+	}
+	return KeyPart{Hash: hash, compact: c}, nil
 }
 
 // HasKeyPart reports whether ns holds the keys of the content-addressed part named hash, so that a load can pass
@@ -64,40 +83,55 @@ func wholeKeyParts(keys []snapshot.APIKey) []KeyPart {
 	return out
 }
 
-// newKeyBlock resolves decoded keys against the groups of ns. IDs and prefixes are copied into one string, so
-// the block keeps none of the decoded records alive.
+// newKeyBlock resolves the keys of p against the groups of ns.
 func newKeyBlock(ns *Namespace, p KeyPart) (*keyBlock, error) {
-	if len(p.Keys) > maxBlockKeys {
-		return nil, fmt.Errorf("part %s holds %d keys, more than %d", p.Hash, len(p.Keys), maxBlockKeys)
+	c := p.compact
+	if c == nil {
+		var err error
+		if c, err = compact(p.Hash, p.Keys); err != nil {
+			return nil, err
+		}
+	}
+	for i := range c.block.keys {
+		k := &c.block.keys[i]
+		if k.Group = ns.Groups[c.groups[i]]; k.Group == nil {
+			return nil, fmt.Errorf("apiKeys[%s].groupID: group %q is not in the snapshot", k.ID, c.groups[i])
+		}
+	}
+	return c.block, nil
+}
+
+// compact checks decoded keys and copies them into a block, IDs and prefixes into one string, so that the block
+// keeps none of the decoded records alive.
+func compact(hash string, keys []snapshot.APIKey) (*compactKeys, error) {
+	if len(keys) > maxBlockKeys {
+		return nil, fmt.Errorf("part %s holds %d keys, more than %d", hash, len(keys), maxBlockKeys)
 	}
 	var text strings.Builder
 	size := 0
-	for i := range p.Keys {
-		size += len(p.Keys[i].ID) + len(p.Keys[i].Prefix)
+	for i := range keys {
+		size += len(keys[i].ID) + len(keys[i].Prefix)
 	}
 	text.Grow(size)
-	b := &keyBlock{hash: p.Hash, keys: make([]Key, len(p.Keys))}
-	for i := range p.Keys {
-		k := &p.Keys[i]
-		hash, err := parseKey(k.Prefix, k.Hash)
+	c := &compactKeys{block: &keyBlock{hash: hash, keys: make([]Key, len(keys))}, groups: make([]string, len(keys))}
+	for i := range keys {
+		k := &keys[i]
+		sum, err := parseKey(k.Prefix, k.Hash)
 		if err != nil {
 			return nil, fmt.Errorf("apiKeys[%s]: %w", k.ID, err)
 		}
-		g := ns.Groups[k.GroupID]
-		if g == nil {
-			return nil, fmt.Errorf("apiKeys[%s].groupID: group %q is not in the snapshot", k.ID, k.GroupID)
-		}
 		text.WriteString(k.ID)
 		text.WriteString(k.Prefix)
-		b.keys[i] = Key{Hash: hash, Group: g}
+		c.block.keys[i].Hash = sum
+		c.groups[i] = k.GroupID
 	}
 	all, at := text.String(), 0
-	for i := range p.Keys {
-		id, prefix := len(p.Keys[i].ID), len(p.Keys[i].Prefix)
-		b.keys[i].ID, b.keys[i].Prefix = all[at:at+id], all[at+id:at+id+prefix]
+	for i := range keys {
+		id, prefix := len(keys[i].ID), len(keys[i].Prefix)
+		c.block.keys[i].ID, c.block.keys[i].Prefix = all[at:at+id], all[at+id:at+id+prefix]
 		at += id + prefix
 	}
-	return b, nil
+	return c, nil
 }
 
 // rebound is old with every key of a moved group pointing at the group of the same ID in ns, or old itself when

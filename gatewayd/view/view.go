@@ -388,7 +388,7 @@ func (ns *Namespace) indexKeys(keys []KeyPart, prev *Namespace) error {
 		wg.Go(func() {
 			for i := range work {
 				p := keys[i]
-				if p.Keys == nil && p.Hash != "" {
+				if p.Keys == nil && p.compact == nil && p.Hash != "" {
 					old := prev.keyPart(p.Hash)
 					if old == nil {
 						errs[i] = fmt.Errorf("part %s comes without its keys, and the view being served does not hold them", p.Hash)
