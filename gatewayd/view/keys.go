@@ -26,8 +26,9 @@ type keyBlock struct {
 	keys []Key
 }
 
-// KeyPart is the federated keys of one part of a snapshot. Keys is nil when the part is one of the namespace
-// being served (HasKeyPart): its keys are then reused without being decoded again.
+// KeyPart is the federated keys of one part of a snapshot, decoded (Keys), compacted (CompactKeyPart), or
+// neither when the part is one of the namespace being served (HasKeyPart): its block is then reused without
+// being decoded again.
 type KeyPart struct {
 	// Hash names the content-addressed part; empty for the keys of a snapshot loaded whole.
 	Hash string
