@@ -94,16 +94,16 @@ func heapInUse() uint64 {
 	return m.HeapAlloc
 }
 
-// scaleStore publishes the content-addressed parts of two versions of the scale workspace that differ in one
-// group's limit, as the manager does, and returns the two indexes' writers. The snapshots themselves are not
-// kept: only the ConfigMaps, as in gatewayd's informer cache.
-func scaleStore(b *testing.B, groups int) (*cmStore, [2]func(version int64)) {
+// scaleStore publishes the content-addressed parts of two versions of the scale workspace, the second changed
+// by change, as the manager does, and returns the two indexes' writers. The snapshots themselves are not kept:
+// only the ConfigMaps, as in gatewayd's informer cache.
+func scaleStore(b *testing.B, groups int, change func(*snapshot.Snapshot)) (*cmStore, [2]func(version int64)) {
 	_, s := newLoader(b)
 	snap := scaleWorkspace(groups, 10*groups)
 	var writers [2]func(int64)
 	for i := range 2 {
 		if i == 1 {
-			snap.Groups[groups/2].Models[0].RateLimits[0].Threshold++
+			change(snap)
 		}
 		parts, sum, err := snapshot.EncodeParts(snap, snapshot.MaxChunkBytes)
 		if err != nil {
@@ -144,7 +144,7 @@ func writeHeapProfile(b *testing.B) {
 // counting the ConfigMaps of the informer cache.
 func BenchmarkLoadScale(b *testing.B) {
 	groups := scaleGroups(b)
-	st, index := scaleStore(b, groups)
+	st, index := scaleStore(b, groups, func(*snapshot.Snapshot) {})
 	index[0](1)
 	base := heapInUse()
 	var kept uint64
@@ -165,22 +165,32 @@ func BenchmarkLoadScale(b *testing.B) {
 	b.ReportMetric(float64(kept)/float64(10*groups), "retained-B/key")
 }
 
-// BenchmarkChangeScale is what gatewayd pays for one single-group change of the scale workspace: loads
-// alternate between two versions that differ in one group's limit.
+// BenchmarkChangeScale is what gatewayd pays for one change of the scale workspace: loads alternate between two
+// versions that differ in one group's limit (group), or in one key, present in one and revoked in the other (key):
+// the key index is then rebuilt.
 func BenchmarkChangeScale(b *testing.B) {
-	groups := scaleGroups(b)
-	st, index := scaleStore(b, groups)
-	l, _ := newLoader(b)
-	l.listers[ns] = listersv1.NewConfigMapLister(st.indexer)
-	index[0](1)
-	l.Sync(context.Background(), ns)
-	version := int64(1)
-	for b.Loop() {
-		version++
-		index[version%2](version)
-		l.Sync(context.Background(), ns)
-		if got := l.servedVersion(b); got != version {
-			b.Fatalf("version %d not loaded (serving %d): %v errors", version, got, l.errorsOf())
-		}
+	for _, tc := range []struct {
+		name   string
+		change func(*snapshot.Snapshot)
+	}{
+		{"group", func(s *snapshot.Snapshot) { s.Groups[len(s.Groups)/2].Models[0].RateLimits[0].Threshold++ }},
+		{"key", func(s *snapshot.Snapshot) { s.APIKeys = slices.Delete(s.APIKeys, len(s.APIKeys)/2, len(s.APIKeys)/2+1) }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			st, index := scaleStore(b, scaleGroups(b), tc.change)
+			l, _ := newLoader(b)
+			l.listers[ns] = listersv1.NewConfigMapLister(st.indexer)
+			index[0](1)
+			l.Sync(context.Background(), ns)
+			version := int64(1)
+			for b.Loop() {
+				version++
+				index[version%2](version)
+				l.Sync(context.Background(), ns)
+				if got := l.servedVersion(b); got != version {
+					b.Fatalf("version %d not loaded (serving %d): %v errors", version, got, l.errorsOf())
+				}
+			}
+		})
 	}
 }
