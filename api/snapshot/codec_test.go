@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+	"unsafe"
 )
 
 func sample(groups int) *Snapshot {
@@ -154,4 +155,40 @@ func flip(b []byte) []byte {
 	out := bytes.Clone(b)
 	out[len(out)/2] ^= 0xff
 	return out
+}
+
+// TestDecodeSharesRepeatedGroupStrings: a decoded snapshot reads as encoded, and the strings its groups repeat
+// (limit types and units, modes, slugs, a parent's ID as parent and as limit source) are one copy each.
+func TestDecodeSharesRepeatedGroupStrings(t *testing.T) {
+	want := &Snapshot{Namespace: "ns", Groups: []Group{
+		{ID: "root", Mode: "CASCADING", Depth: 1, Models: []Model{{Slug: "m",
+			RateLimits: []Limit{{Type: "REQUEST", Unit: "MINUTE", Threshold: 10, SourceGroup: "root"}}}}},
+		{ID: "leaf", ParentID: "root", Mode: "CASCADING", Depth: 2, Models: []Model{{Slug: "m",
+			RateLimits:  []Limit{{Type: "REQUEST", Unit: "MINUTE", Threshold: 10, SourceGroup: "root"}},
+			UsageLimits: []Limit{{Type: "REQUEST", Unit: "DAY", Threshold: 100, SourceGroup: "leaf"}}}}},
+	}}
+	payload, sum, err := Encode(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(payload, sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("decoded %+v, want %+v", got, want)
+	}
+	root, leaf := &got.Groups[0], &got.Groups[1]
+	same := func(what, a, b string) {
+		if unsafe.StringData(a) != unsafe.StringData(b) {
+			t.Errorf("%s: two copies of %q", what, a)
+		}
+	}
+	same("parent", leaf.ParentID, root.ID)
+	same("mode", leaf.Mode, root.Mode)
+	same("slug", leaf.Models[0].Slug, root.Models[0].Slug)
+	same("limit source", leaf.Models[0].RateLimits[0].SourceGroup, root.ID)
+	same("own limit source", leaf.Models[0].UsageLimits[0].SourceGroup, leaf.ID)
+	same("type", leaf.Models[0].UsageLimits[0].Type, root.Models[0].RateLimits[0].Type)
+	same("unit", leaf.Models[0].RateLimits[0].Unit, root.Models[0].RateLimits[0].Unit)
 }
