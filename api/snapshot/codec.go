@@ -108,8 +108,9 @@ func Decode(payload []byte, checksum string) (*Snapshot, error) {
 }
 
 // intern makes the equal strings of s's groups share one copy: modes, slugs, limit types and units, and the group
-// IDs that parents and limit sources repeat. The decoder allocates each occurrence; a hundred thousand groups
-// repeat these several times each.
+// IDs that parents and limit sources repeat. The decoder shares a string only while it stays in its cache of the
+// 256 most recent ones, which a part of a thousand groups overruns; a hundred thousand groups repeat their
+// ancestors' IDs several times each.
 func (s *Snapshot) intern() {
 	if len(s.Groups) == 0 {
 		return
