@@ -32,6 +32,23 @@ func TestBuildPartsReusesKeyBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	v1 := Empty().With(first)
+	// Requests keep reading the view being served while the next ones are built (go test -race).
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if k := v1.LookupKey(aPlain[0]); k == nil || k.Group != first.Groups["leaf"] || k.Shared != nil {
+				t.Error("the view being served changed under a request")
+				return
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
 
 	// The leaf's limit changes; neither part of keys is decoded again.
 	changed := testSnapshot("ns", "CASCADING")
@@ -77,6 +94,24 @@ func TestBuildPartsReusesKeyBlocks(t *testing.T) {
 	}
 	if !v3.HasKey("ns", bKeys[1].Prefix) || v3.HasKey("other", bKeys[1].Prefix) {
 		t.Error("HasKey does not tell the served key of ns apart from another namespace's")
+	}
+
+	// A model-API tier on a shared Endpoint gives the keys of a reused block their shared plans, in a copy: the
+	// view being served keeps its keys without.
+	tiered := testSnapshot("ns", "CASCADING")
+	tiered.APIKeys = nil
+	tiered.Groups[1].Models[0].RateLimits[1].Threshold = 6
+	tiered.Workspace.ModelAPILimits = &snapshot.ModelAPILimits{RequestsPerMinute: 5}
+	tiered.Endpoints = []snapshot.Endpoint{{ID: "e", Slug: "s", SharedModelAPI: true, Targets: []snapshot.Target{{BaseURL: "http://upstream/v1"}}}}
+	fourth, err := BuildParts(tiered, []KeyPart{{Hash: "a"}, {Hash: "b2"}}, 4, "t", store, third)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := v3.With(fourth).LookupKey(aPlain[0]); k == nil || k.Shared["s"] == nil {
+		t.Errorf("a key of a reused block has no shared plan under the tier: %+v", k)
+	}
+	if k := v3.LookupKey(aPlain[0]); k == nil || k.Shared != nil {
+		t.Error("binding the tier changed the keys of the view being served")
 	}
 
 	// A part without keys must be one of the view being served.
