@@ -278,22 +278,54 @@ func BuildParts(s *snapshot.Snapshot, keys []KeyPart, version int64, checksum st
 	if err := ns.indexModels(s); err != nil {
 		return nil, err
 	}
-	depth := make(map[string]int, len(s.Groups))
-	for _, g := range s.Groups {
-		depth[g.ID] = g.Depth
+	// depth is built only when a group has to be planned: a load after a small change plans few.
+	var depth map[string]int
+	// The record of a group in prev is found by position first: unchanged parts keep their groups where they
+	// were, so a change to a hundred thousand groups builds no map of them unless one was added or removed.
+	var prevGroups []snapshot.Group
+	if prev != nil && prev.Snapshot != nil {
+		prevGroups = prev.Snapshot.Groups
 	}
 	var before map[string]*snapshot.Group
-	if prev != nil && prev.Snapshot != nil {
-		before = make(map[string]*snapshot.Group, len(prev.Snapshot.Groups))
-		for i := range prev.Snapshot.Groups {
-			before[prev.Snapshot.Groups[i].ID] = &prev.Snapshot.Groups[i]
+	oldOf := func(i int, id string) *snapshot.Group {
+		if i < len(prevGroups) && prevGroups[i].ID == id {
+			return &prevGroups[i]
 		}
+		if before == nil {
+			before = make(map[string]*snapshot.Group, len(prevGroups))
+			for j := range prevGroups {
+				before[prevGroups[j].ID] = &prevGroups[j]
+			}
+		}
+		return before[id]
 	}
-	for _, g := range s.Groups {
-		if old, ok := before[g.ID]; ok && old.Equal(&g) {
-			if reused := prev.Groups[g.ID]; reused != nil {
-				ns.Groups[g.ID] = reused
+	// moved are the groups of prev that ns does not serve as they were: rebuilt or gone.
+	var moved map[*Group]bool
+	move := func(g *Group) {
+		if moved == nil {
+			moved = map[*Group]bool{}
+		}
+		moved[g] = true
+	}
+	kept := 0
+	for i, g := range s.Groups {
+		old := oldOf(i, g.ID)
+		var was *Group
+		if old != nil {
+			was = prev.Groups[g.ID]
+		}
+		if was != nil {
+			kept++
+			if old.Equal(&g) {
+				ns.Groups[g.ID] = was
 				continue
+			}
+			move(was)
+		}
+		if depth == nil {
+			depth = make(map[string]int, len(s.Groups))
+			for _, g := range s.Groups {
+				depth[g.ID] = g.Depth
 			}
 		}
 		grp := &Group{ID: g.ID, Namespace: s.Namespace, ExternalEntityID: g.ExternalEntityID, Mode: g.Mode,
@@ -310,7 +342,14 @@ func BuildParts(s *snapshot.Snapshot, keys []KeyPart, version int64, checksum st
 		}
 		ns.Groups[g.ID] = grp
 	}
-	if err := ns.indexKeys(keys, prev); err != nil {
+	if prev != nil && (kept < len(prev.Groups) || len(ns.Groups) != len(s.Groups)) {
+		for id, g := range prev.Groups {
+			if ns.Groups[id] != g {
+				move(g)
+			}
+		}
+	}
+	if err := ns.indexKeys(keys, prev, moved); err != nil {
 		return nil, err
 	}
 	tier := tierOf(s)
@@ -364,20 +403,9 @@ func BuildParts(s *snapshot.Snapshot, keys []KeyPart, version int64, checksum st
 }
 
 // indexKeys builds the key blocks of ns from keys: a part of prev without its keys reuses prev's block, rebound
-// when one of its keys' groups was rebuilt; any other part is resolved from its decoded keys.
-func (ns *Namespace) indexKeys(keys []KeyPart, prev *Namespace) error {
-	// moved are the groups of prev that ns does not serve as they were: rebuilt or gone.
-	var moved map[*Group]bool
-	if prev != nil {
-		for id, g := range prev.Groups {
-			if ns.Groups[id] != g {
-				if moved == nil {
-					moved = map[*Group]bool{}
-				}
-				moved[g] = true
-			}
-		}
-	}
+// when one of its keys' groups is in moved (groups of prev rebuilt or gone); any other part is resolved from its
+// decoded keys.
+func (ns *Namespace) indexKeys(keys []KeyPart, prev *Namespace, moved map[*Group]bool) error {
 	// Blocks are resolved in parallel (a start resolves a million keys); errors are reported in part order, so
 	// the first inconsistency named is always the same.
 	ns.keyBlocks = make([]*keyBlock, len(keys))
