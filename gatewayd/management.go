@@ -77,6 +77,11 @@ type directory struct {
 // WorkspaceKey authenticates a workspace key against the view in force, recording its use.
 func (d directory) WorkspaceKey(apiKey string) (auth.Caller, bool) { return d.keys(apiKey) }
 
+// HasAPIKey reports whether the view in force serves the federated key of prefix in namespace.
+func (d directory) HasAPIKey(namespace, prefix string) bool {
+	return d.loader.View().HasKey(namespace, prefix)
+}
+
 // WaitFor blocks until the loaded snapshot of namespace satisfies pred. It takes the change signal before
 // reading the view, so a swap between the read and the wait is never missed.
 func (d directory) WaitFor(ctx context.Context, namespace string, pred func(*snapshot.Snapshot) bool) error {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -82,22 +81,6 @@ var (
 	decodeOptions = json.RejectUnknownMembers(true)
 )
 
-// decompress reads the whole document of zr. The gzip trailer's size field (the last 4 bytes of payload) sizes
-// the buffer up front, capped so that a forged trailer cannot make it allocate much more than the payload could
-// hold; gzip itself checks that field against the real length when the read reaches the end.
-func decompress(zr io.Reader, payload []byte) ([]byte, error) {
-	hint := 0
-	if n := len(payload); n >= 4 {
-		hint = int(binary.LittleEndian.Uint32(payload[n-4:]))
-	}
-	hint = min(hint, 64*len(payload), maxDecodedBytes)
-	buf := bytes.NewBuffer(make([]byte, 0, hint+bytes.MinRead))
-	if _, err := buf.ReadFrom(io.LimitReader(zr, maxDecodedBytes)); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
-
 // ErrChecksum means the payload does not match its index: corrupt, truncated or mixed from two versions.
 var ErrChecksum = errors.New("snapshot checksum mismatch")
 
@@ -105,7 +88,8 @@ var ErrChecksum = errors.New("snapshot checksum mismatch")
 const maxDecodedBytes = 1 << 30
 
 // Decode verifies payload against checksum, decompresses and parses it. Unknown fields are refused, so a
-// snapshot from a newer manager is not half-understood.
+// snapshot from a newer manager is not half-understood. The JSON is parsed as it is decompressed, so the
+// uncompressed document (several times the payload) is never held whole.
 func Decode(payload []byte, checksum string) (*Snapshot, error) {
 	if got := Checksum(payload); got != checksum {
 		return nil, fmt.Errorf("%w: index says %s, payload hashes to %s", ErrChecksum, checksum, got)
@@ -114,13 +98,48 @@ func Decode(payload []byte, checksum string) (*Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to decompress snapshot: %w", err)
 	}
-	raw, err := decompress(zr, payload)
-	if err != nil {
-		return nil, fmt.Errorf("failed to decompress snapshot: %w", err)
-	}
 	var s Snapshot
-	if err := json.Unmarshal(raw, &s, decodeOptions); err != nil {
+	// UnmarshalRead reads to the end, so gzip checks its trailer (length and CRC) too.
+	if err := json.UnmarshalRead(io.LimitReader(zr, maxDecodedBytes), &s, decodeOptions); err != nil {
 		return nil, fmt.Errorf("failed to parse snapshot: %w", err)
 	}
+	s.intern()
 	return &s, nil
+}
+
+// intern makes the equal strings of s's groups share one copy: modes, slugs, limit types and units, and the group
+// IDs that parents and limit sources repeat. The decoder shares a string only while it stays in its cache of the
+// 256 most recent ones, which a part of a thousand groups overruns; a hundred thousand groups repeat their
+// ancestors' IDs several times each.
+func (s *Snapshot) intern() {
+	if len(s.Groups) == 0 {
+		return
+	}
+	seen := make(map[string]string, len(s.Groups)+16)
+	in := func(p *string) {
+		if v, ok := seen[*p]; ok {
+			*p = v
+		} else {
+			seen[*p] = *p
+		}
+	}
+	limits := func(ls []Limit) {
+		for i := range ls {
+			in(&ls[i].Type)
+			in(&ls[i].Unit)
+			in(&ls[i].SourceGroup)
+		}
+	}
+	for i := range s.Groups {
+		g := &s.Groups[i]
+		in(&g.ID)
+		in(&g.ParentID)
+		in(&g.Mode)
+		for j := range g.Models {
+			m := &g.Models[j]
+			in(&m.Slug)
+			limits(m.RateLimits)
+			limits(m.UsageLimits)
+		}
+	}
 }

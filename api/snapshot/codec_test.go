@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+	"unsafe"
 )
 
 func sample(groups int) *Snapshot {
@@ -154,4 +155,38 @@ func flip(b []byte) []byte {
 	out := bytes.Clone(b)
 	out[len(out)/2] ^= 0xff
 	return out
+}
+
+// TestDecodeSharesRepeatedGroupStrings: a decoded snapshot reads as encoded, and the group IDs its groups repeat
+// as parents and limit sources are one copy each. The decoder's own cache of recent strings (256 entries) forgets
+// them across a part of a thousand groups; the snapshot's interning does not.
+func TestDecodeSharesRepeatedGroupStrings(t *testing.T) {
+	want := &Snapshot{Namespace: "ns"}
+	root := "root-6f1c2a7e-9b4d-4e0f"
+	for i := range 2000 {
+		g := Group{ID: fmt.Sprintf("%s-%04d", root, i), Mode: "CASCADING", Depth: 2, ParentID: root + "-0000",
+			Models: []Model{{Slug: "vendor/a-model-of-some-size",
+				RateLimits: []Limit{{Type: "REQUEST", Unit: "MINUTE", Threshold: 10, SourceGroup: root + "-0000"}}}}}
+		if i == 0 {
+			g.ParentID, g.Depth = "", 1
+		}
+		want.Groups = append(want.Groups, g)
+	}
+	payload, sum, err := Encode(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(payload, sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatal("the decoded snapshot differs from the encoded one")
+	}
+	first, last := &got.Groups[0], &got.Groups[len(got.Groups)-1]
+	for what, s := range map[string]string{"parent": last.ParentID, "limit source": last.Models[0].RateLimits[0].SourceGroup} {
+		if unsafe.StringData(s) != unsafe.StringData(first.ID) {
+			t.Errorf("%s of the last group: a copy of %q apart from the first group's ID", what, s)
+		}
+	}
 }

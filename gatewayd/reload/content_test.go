@@ -3,10 +3,12 @@ package reload
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"testing"
 
 	"github.com/modelgate/modelgate/api/snapshot"
+	"github.com/modelgate/modelgate/gatewayd/limits"
 )
 
 // bigSnapshot has enough groups for several content-addressed ranges.
@@ -117,4 +119,57 @@ func flipped(b []byte) []byte {
 	out := append([]byte(nil), b...)
 	out[len(out)/2] ^= 0xff
 	return out
+}
+
+// TestLoadReusesKeyParts: a change to one group reads none of the parts of keys, which live on as the view's
+// blocks only (their ConfigMaps are corrupted after the first load, so reading one would refuse the load); a
+// revoked key rewrites one part of keys, and only it is read.
+func TestLoadReusesKeyParts(t *testing.T) {
+	ctx := context.Background()
+	l, s := newLoader(t)
+	snap := scaleWorkspace(1000, 20000)
+	s.publishParts(t, 1, snap)
+	l.Sync(ctx, ns)
+	if l.servedVersion(t) != 1 {
+		t.Fatalf("v1 not loaded: errors %v", l.errorsOf())
+	}
+	first, _, _ := snapshot.EncodeParts(snap, snapshot.MaxChunkBytes)
+	keyParts := 0
+	for _, p := range first {
+		if l.View().Namespace(ns).HasKeyPart(p.Hash) {
+			s.put(snapshot.PartName(p.Hash), nil, flipped(p.Payload))
+			keyParts++
+		}
+	}
+	if keyParts < 2 {
+		t.Fatalf("test setup: %d parts of keys, want several", keyParts)
+	}
+	for _, p := range l.parts[ns] {
+		if len(p.APIKeys) > 0 {
+			t.Fatal("the loader keeps decoded keys besides the view's")
+		}
+	}
+
+	snap.Groups[10].Models[0].RateLimits[0].Threshold = 7
+	s.publishParts(t, 2, snap)
+	l.Sync(ctx, ns)
+	if l.servedVersion(t) != 2 || l.errorsOf() != 0 {
+		t.Fatalf("the one-group change was not loaded from the kept parts: version %d, errors %v", l.servedVersion(t), l.errorsOf())
+	}
+	if got := l.View().Namespace(ns).Groups[snap.Groups[10].ID].Models["bench/plain"].Plan.Limits; !slices.ContainsFunc(got, func(x limits.Limit) bool { return x.Threshold == 7 }) {
+		t.Errorf("the changed group's plan is %v, want its new threshold 7", got)
+	}
+
+	revoked := snap.APIKeys[5000]
+	snap.APIKeys = slices.Delete(snap.APIKeys, 5000, 5001)
+	if written := s.publishParts(t, 3, snap); len(written) != 1 {
+		t.Fatalf("a revoked key rewrote %d parts, want 1", len(written))
+	}
+	l.Sync(ctx, ns)
+	if l.servedVersion(t) != 3 {
+		t.Fatalf("v3 not loaded: errors %v", l.errorsOf())
+	}
+	if l.View().HasKey(ns, revoked.Prefix) || !l.View().HasKey(ns, snap.APIKeys[5000].Prefix) {
+		t.Error("after the revocation the view serves the revoked key, or lost its neighbour")
+	}
 }

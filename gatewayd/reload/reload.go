@@ -8,12 +8,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -264,9 +266,10 @@ func (l *Loader) load(ns string, cur *view.Namespace) (*view.Namespace, error) {
 		return nil, fmt.Errorf("index version %d is not newer than the loaded version %d", version, cur.Version)
 	}
 	var s *snapshot.Snapshot
+	var keys []view.KeyPart
 	var parts map[string]*snapshot.Snapshot
 	if format == snapshot.FormatContent {
-		if s, parts, err = l.loadParts(ns, cms, idx.Data[snapshot.DataParts], checksum); err != nil {
+		if s, keys, parts, err = l.loadParts(ns, cms, idx.Data[snapshot.DataParts], checksum, cur); err != nil {
 			return nil, fmt.Errorf("version %d: %w", version, err)
 		}
 	} else {
@@ -288,7 +291,12 @@ func (l *Loader) load(ns string, cur *view.Namespace) (*view.Namespace, error) {
 	if s.Namespace != ns {
 		return nil, fmt.Errorf("version %d names namespace %q, want %q", version, s.Namespace, ns)
 	}
-	built, err := view.Build(s, version, checksum, l.store, cur)
+	var built *view.Namespace
+	if format == snapshot.FormatContent {
+		built, err = view.BuildParts(s, keys, version, checksum, l.store, cur)
+	} else {
+		built, err = view.Build(s, version, checksum, l.store, cur)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("version %d is inconsistent: %w", version, err)
 	}
@@ -327,43 +335,115 @@ func (l *Loader) assemble(cms listersv1.ConfigMapNamespaceLister, n int, version
 	return payload, nil
 }
 
-// loadParts reads, verifies and merges the parts a content-addressed index lists. A part the last load already
-// decoded is reused: its name is its content's hash, so equal names are equal bytes. It returns the merged
-// snapshot and the decoded parts by hash, for the next load.
-func (l *Loader) loadParts(ns string, cms listersv1.ConfigMapNamespaceLister, list, checksum string) (*snapshot.Snapshot, map[string]*snapshot.Snapshot, error) {
+// loadParts reads, verifies and merges the parts a content-addressed index lists. A part already loaded is not
+// decoded again: its name is its content's hash, so equal names are equal bytes. The parts without keys (the
+// head, the ranges of groups) of the last load are kept decoded, by hash; a part of keys is kept only as the
+// view's compact block (cur.HasKeyPart), and comes back as a KeyPart without keys. It returns the merged
+// snapshot without its keys, the key parts in order, and the decoded parts without keys by hash, for the next
+// load.
+func (l *Loader) loadParts(ns string, cms listersv1.ConfigMapNamespaceLister, list, checksum string, cur *view.Namespace) (*snapshot.Snapshot, []view.KeyPart, map[string]*snapshot.Snapshot, error) {
 	if got := snapshot.PartsChecksum(list); got != checksum {
-		return nil, nil, fmt.Errorf("%w: index says %s, its part list hashes to %s", snapshot.ErrChecksum, checksum, got)
+		return nil, nil, nil, fmt.Errorf("%w: index says %s, its part list hashes to %s", snapshot.ErrChecksum, checksum, got)
 	}
 	hashes, err := snapshot.ParsePartList(list)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	l.partsMu.Lock()
 	cached := l.parts[ns]
 	l.partsMu.Unlock()
-	decoded := make(map[string]*snapshot.Snapshot, len(hashes))
-	ordered := make([]*snapshot.Snapshot, len(hashes))
+	// Read every part that is neither kept decoded nor a block of the view being served, and decode them in
+	// parallel: at a start, that is every part.
+	fresh := make([]*snapshot.Snapshot, len(hashes))
+	var payloads [][]byte
+	var todo []int
 	for i, h := range hashes {
-		if p, ok := decoded[h]; ok {
-			ordered[i] = p
+		if _, ok := cached[h]; ok || (i > 0 && cur != nil && cur.HasKeyPart(h)) {
 			continue
 		}
-		p, ok := cached[h]
-		if !ok {
-			name := snapshot.PartName(h)
-			cm, err := cms.Get(name)
+		name := snapshot.PartName(h)
+		cm, err := cms.Get(name)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("part %s is missing: %w", name, err)
+		}
+		todo = append(todo, i)
+		payloads = append(payloads, cm.BinaryData[snapshot.BinaryPayload])
+	}
+	// A part of keys is turned into the view's compact form as soon as it is decoded, so its decoded records
+	// go at once.
+	compacted := make([]*view.KeyPart, len(hashes))
+	var eg errgroup.Group
+	eg.SetLimit(runtime.GOMAXPROCS(0))
+	for j, i := range todo {
+		eg.Go(func() error {
+			p, err := snapshot.DecodePart(payloads[j], hashes[i])
 			if err != nil {
-				return nil, nil, fmt.Errorf("part %s is missing: %w", name, err)
+				return err
 			}
-			if p, err = snapshot.DecodePart(cm.BinaryData[snapshot.BinaryPayload], h); err != nil {
-				return nil, nil, err
+			if len(p.APIKeys) > 0 {
+				if len(p.Groups) > 0 {
+					return fmt.Errorf("part %d carries keys and groups", i)
+				}
+				kp, err := view.CompactKeyPart(hashes[i], p.APIKeys)
+				if err != nil {
+					return fmt.Errorf("part %s: %w", hashes[i], err)
+				}
+				compacted[i] = &kp
+				p = &snapshot.Snapshot{Namespace: p.Namespace}
+			}
+			fresh[i] = p
+			return nil
+		})
+	}
+	if err := eg.Wait(); err != nil {
+		return nil, nil, nil, err
+	}
+
+	decoded := map[string]*snapshot.Snapshot{}
+	var head *snapshot.Snapshot
+	var groups [][]snapshot.Group
+	var keys []view.KeyPart
+	n := 0
+	for i, h := range hashes {
+		p := fresh[i]
+		if p == nil {
+			var ok bool
+			if p, ok = cached[h]; !ok {
+				keys = append(keys, view.KeyPart{Hash: h}) // a block of the view being served
+				continue
 			}
 		}
-		decoded[h], ordered[i] = p, p
+		if compacted[i] != nil {
+			// A part of keys lives on in the view only.
+			switch {
+			case i == 0:
+				return nil, nil, nil, errors.New("the first part is not a head: it carries keys")
+			case p.Namespace != head.Namespace:
+				return nil, nil, nil, fmt.Errorf("part %d names namespace %q, the head %q", i, p.Namespace, head.Namespace)
+			}
+			keys = append(keys, *compacted[i])
+			continue
+		}
+		decoded[h] = p
+		if i == 0 {
+			if len(p.Groups) > 0 {
+				return nil, nil, nil, errors.New("the first part is not a head: it carries groups")
+			}
+			head = p
+			continue
+		}
+		if p.Namespace != head.Namespace {
+			return nil, nil, nil, fmt.Errorf("part %d names namespace %q, the head %q", i, p.Namespace, head.Namespace)
+		}
+		groups = append(groups, p.Groups)
+		n += len(p.Groups)
 	}
-	s, err := snapshot.Merge(ordered)
-	if err != nil {
-		return nil, nil, err
+	s := *head
+	if n > 0 {
+		s.Groups = make([]snapshot.Group, 0, n)
+		for _, g := range groups {
+			s.Groups = append(s.Groups, g...)
+		}
 	}
-	return s, decoded, nil
+	return &s, keys, decoded, nil
 }

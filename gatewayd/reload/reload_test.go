@@ -23,11 +23,11 @@ import (
 const ns = "ws"
 
 type cmStore struct {
-	t       *testing.T
+	t       testing.TB
 	indexer cache.Indexer
 }
 
-func newLoader(t *testing.T) (*Loader, *cmStore) {
+func newLoader(t testing.TB) (*Loader, *cmStore) {
 	l, err := New(nil, []string{ns}, limits.NewMemory(), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +73,7 @@ func (s *cmStore) chunks(version int64, payload []byte, size int) int {
 
 func (l *Loader) errorsOf() float64 { return testutil.ToFloat64(l.loadErrors.WithLabelValues(ns)) }
 
-func (l *Loader) servedVersion(t *testing.T) int64 {
+func (l *Loader) servedVersion(t testing.TB) int64 {
 	t.Helper()
 	n := l.View().Namespace(ns)
 	if n == nil {

@@ -36,6 +36,8 @@ func (fixedDirectory) WaitFor(context.Context, string, func(*snapshot.Snapshot) 
 	return nil
 }
 
+func (fixedDirectory) HasAPIKey(string, string) bool { return false }
+
 // FuzzHandlers feeds random methods, paths, queries and bodies to every route. The handlers must never panic
 // and never answer a 5xx other than 503. The client is controller-runtime's in-memory fake: this target checks
 // the handlers' parsing and mapping, not admission, which the envtest suite covers against a real API server.

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -171,6 +172,11 @@ func (d *snapshotDirectory) WaitFor(ctx context.Context, ns string, pred func(*s
 		case <-t.C:
 		}
 	}
+}
+
+func (d *snapshotDirectory) HasAPIKey(ns, prefix string) bool {
+	s, err := readSnapshot(context.Background(), d.c, ns)
+	return err == nil && slices.ContainsFunc(s.APIKeys, func(k snapshot.APIKey) bool { return k.Prefix == prefix })
 }
 
 func readSnapshot(ctx context.Context, c client.Reader, ns string) (*snapshot.Snapshot, error) {

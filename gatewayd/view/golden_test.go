@@ -146,11 +146,13 @@ func dumpOf(t *testing.T, snaps []*snapshot.Snapshot) dump {
 		d.Namespaces = append(d.Namespaces, namespaceDumpOf(v.Namespace(name)))
 	}
 	d.KeysByPrefix = map[string][]string{}
-	for prefix, keys := range v.keys {
-		for _, k := range keys {
-			d.KeysByPrefix[prefix] = append(d.KeysByPrefix[prefix], k.Group.Namespace+"/"+k.ID+" -> group "+k.Group.ID)
-		}
-		slices.Sort(d.KeysByPrefix[prefix])
+	for _, ns := range v.slots {
+		ns.eachKey(func(k *Key) {
+			d.KeysByPrefix[k.Prefix] = append(d.KeysByPrefix[k.Prefix], k.Group.Namespace+"/"+k.ID+" -> group "+k.Group.ID)
+		})
+	}
+	for _, keys := range d.KeysByPrefix {
+		slices.Sort(keys)
 	}
 	return d
 }
@@ -178,14 +180,14 @@ func namespaceDumpOf(ns *Namespace) namespaceDump {
 		}
 		nd.TierPlans[prefix] = planDump(p)
 	}
-	for _, k := range ns.keys {
+	ns.eachKey(func(k *Key) {
 		for slug, p := range k.Shared {
 			if nd.SharedPlans == nil {
 				nd.SharedPlans = map[string][]string{}
 			}
 			nd.SharedPlans[k.ID+" "+slug] = planDump(p)
 		}
-	}
+	})
 	for _, e := range ns.Endpoints {
 		ed := endpointDump{Slug: e.Slug, BaseURL: e.BaseURL, TargetModel: e.TargetModel, Shared: e.SharedModelAPI}
 		if e.Secret != nil {

@@ -44,7 +44,7 @@ func BenchmarkBuild10kGroupsTier(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			if tier && len(prev.keys[0].Shared) != 1 {
+			if tier && len(prev.keyBlocks[0].keys[0].Shared) != 1 {
 				b.Fatal("keys got no shared plan")
 			}
 		})
@@ -108,7 +108,7 @@ func TestTierPlansFollowEachLoad(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		k := ns.keys[0]
+		k := ns.keyAt(0)
 		plan := k.PlanFor(k.Group.Models["a"])
 		if got := thresholds(plan); got != step.shared {
 			t.Errorf("%s: federated key's plan on a = %s, want %s", step.name, got, step.shared)
@@ -117,7 +117,7 @@ func TestTierPlansFollowEachLoad(t *testing.T) {
 			t.Errorf("%s: workspace key's tier plan = %s, want %s", step.name, got, step.alone)
 		}
 		if prev != nil {
-			prevPlan := prev.keys[0].PlanFor(prev.keys[0].Group.Models["a"])
+			prevPlan := prev.keyAt(0).PlanFor(prev.keyAt(0).Group.Models["a"])
 			if reused := plan == prevPlan; reused != step.reused {
 				t.Errorf("%s: plan reused from the view being served = %v, want %v", step.name, reused, step.reused)
 			}

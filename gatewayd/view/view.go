@@ -12,7 +12,10 @@ import (
 	"fmt"
 	"maps"
 	"net/url"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelgate/modelgate/api/snapshot"
@@ -27,8 +30,10 @@ const PrefixLen = 16
 // View is every loaded namespace, with indexes across them. The zero of a View is not usable; use Empty.
 type View struct {
 	namespaces map[string]*Namespace
-	// keys and workspaceKeys map a prefix to its candidates: a prefix is unique per namespace only.
-	keys          map[string][]*Key
+	// slots are the namespaces in the order they were first loaded; the key index names them by position.
+	slots []*Namespace
+	// keys and workspaceKeys find the candidates of a prefix: a prefix is unique per namespace only.
+	keys          *keyIndex
 	workspaceKeys map[string][]*WorkspaceKey
 }
 
@@ -44,10 +49,18 @@ type Namespace struct {
 	// Models and Deployments of the model platform, by ID. Read only.
 	Models      map[string]*snapshot.ServedModel
 	Deployments map[string]*snapshot.Deployment
-	// Snapshot is the decoded snapshot this view was built from. The management API reads it to answer with
-	// full records and to tell when a write has reached this replica. Read only.
-	Snapshot      *snapshot.Snapshot
-	keys          []*Key
+	// Snapshot is the decoded snapshot this view was built from, without its APIKeys: a million federated keys
+	// are held once, compactly, in the key index (HasKey tells whether one is served). The management API reads
+	// it to answer with full records and to tell when a write has reached this replica. Read only.
+	Snapshot *snapshot.Snapshot
+	// keyBlocks hold the federated keys by value, one block per content-addressed part (or per run of
+	// maxBlockKeys keys of a snapshot loaded whole); keyParts finds a part's block by its hash, so a load reuses
+	// the blocks of the parts that did not change without decoding them.
+	keyBlocks []*keyBlock
+	keyParts  map[string]*keyBlock
+	// keyEpoch is the same for two builds of a namespace whose keys sit at the same positions, so the
+	// cross-namespace key index of the view being served still applies.
+	keyEpoch      uint64
 	workspaceKeys []*WorkspaceKey
 	// tier holds, by prefix, the bound model-API tier plan of each workspace key; empty when the Workspace sets
 	// no modelAPILimits.
@@ -118,7 +131,7 @@ type Endpoint struct {
 
 // Empty returns a View with no namespace.
 func Empty() *View {
-	return &View{namespaces: map[string]*Namespace{}, keys: map[string][]*Key{}, workspaceKeys: map[string][]*WorkspaceKey{}}
+	return &View{namespaces: map[string]*Namespace{}, keys: newKeyIndex(nil), workspaceKeys: map[string][]*WorkspaceKey{}}
 }
 
 // Namespace returns the loaded namespace, nil when none is.
@@ -131,17 +144,29 @@ func (ns *Namespace) TierPlan(prefix string) *limits.Plan { return ns.tier[prefi
 // Namespaces returns the names of the loaded namespaces.
 func (v *View) Namespaces() []string { return slices.Sorted(maps.Keys(v.namespaces)) }
 
-// With returns a new View in which ns replaces the namespace of the same name. The cross-namespace indexes
-// are rebuilt, which costs one pass over the keys of every namespace; it happens only on a snapshot load.
+// With returns a new View in which ns replaces the namespace of the same name. The federated key index is
+// kept when ns's keys sit where the replaced namespace's did (a change that touched no key), and rebuilt
+// otherwise, which costs one pass over the keys of every namespace; the workspace key index is rebuilt. Both
+// happen only on a snapshot load.
 func (v *View) With(ns *Namespace) *View {
-	next := &View{namespaces: maps.Clone(v.namespaces)}
+	next := &View{namespaces: maps.Clone(v.namespaces), slots: slices.Clone(v.slots), keys: v.keys}
 	next.namespaces[ns.Name] = ns
-	next.keys = make(map[string][]*Key, len(v.keys)+len(ns.keys))
-	next.workspaceKeys = make(map[string][]*WorkspaceKey, len(v.workspaceKeys)+len(ns.workspaceKeys))
-	for _, n := range next.namespaces {
-		for _, k := range n.keys {
-			next.keys[k.Prefix] = append(next.keys[k.Prefix], k)
+	if i := slices.IndexFunc(next.slots, func(n *Namespace) bool { return n.Name == ns.Name }); i >= 0 {
+		if next.slots[i].keyEpoch != ns.keyEpoch {
+			next.keys = nil
 		}
+		next.slots[i] = ns
+	} else {
+		next.slots = append(next.slots, ns)
+		if len(ns.keyBlocks) > 0 {
+			next.keys = nil
+		}
+	}
+	if next.keys == nil {
+		next.keys = newKeyIndex(next.slots)
+	}
+	next.workspaceKeys = make(map[string][]*WorkspaceKey, len(v.workspaceKeys)+len(ns.workspaceKeys))
+	for _, n := range next.slots {
 		for _, k := range n.workspaceKeys {
 			next.workspaceKeys[k.Prefix] = append(next.workspaceKeys[k.Prefix], k)
 		}
@@ -161,18 +186,46 @@ func (v *View) LookupKey(key string) *Key {
 	if len(key) < PrefixLen {
 		return nil
 	}
-	cands := v.keys[key[:PrefixLen]]
-	if len(cands) == 0 {
-		return nil
-	}
-	sum := hashKey(key)
+	prefix := key[:PrefixLen]
+	ix := v.keys
+	h := ix.hash(prefix)
+	var sum [sha256.Size]byte
+	hashed := false
 	var found *Key
-	for _, c := range cands {
+	for i := h & ix.mask; ; i = (i + 1) & ix.mask {
+		e := &ix.entries[i]
+		if e.slot == 0 {
+			return found
+		}
+		if e.tag != uint32(h>>32) {
+			continue
+		}
+		c := v.slots[e.slot-1].keyAt(e.pos)
+		if c.Prefix != prefix {
+			continue
+		}
+		if !hashed {
+			sum, hashed = hashKey(key), true
+		}
 		if subtle.ConstantTimeCompare(sum[:], c.Hash[:]) == 1 {
 			found = c
 		}
 	}
-	return found
+}
+
+// HasKey reports whether namespace serves a federated key of prefix: what a write of a key waits for.
+func (v *View) HasKey(namespace, prefix string) bool {
+	ix := v.keys
+	h := ix.hash(prefix)
+	for i := h & ix.mask; ; i = (i + 1) & ix.mask {
+		e := &ix.entries[i]
+		if e.slot == 0 {
+			return false
+		}
+		if e.tag == uint32(h>>32) && v.slots[e.slot-1].Name == namespace && v.slots[e.slot-1].keyAt(e.pos).Prefix == prefix {
+			return true
+		}
+	}
 }
 
 // LookupWorkspaceKey is LookupKey for workspace keys.
@@ -201,6 +254,19 @@ func (v *View) LookupWorkspaceKey(key string) *WorkspaceKey {
 // resolved Group and bound plans from prev: a change to one group of ten thousand then costs one plan, not ten
 // thousand, on the way from the ConfigMap watch to serving.
 func Build(s *snapshot.Snapshot, version int64, checksum string, store limits.Store, prev *Namespace) (*Namespace, error) {
+	head := *s
+	head.APIKeys = nil
+	return BuildParts(&head, wholeKeyParts(s.APIKeys), version, checksum, store, prev)
+}
+
+// BuildParts is Build of a snapshot whose federated keys come by part: s carries everything else (its APIKeys
+// are ignored), keys the parts' keys in order. A part of prev (HasKeyPart) may come without its keys: its block
+// is reused, rebound to the groups of the new view when one of them changed, so a change decodes and resolves
+// only the parts it rewrote.
+func BuildParts(s *snapshot.Snapshot, keys []KeyPart, version int64, checksum string, store limits.Store, prev *Namespace) (*Namespace, error) {
+	head := *s
+	head.APIKeys = nil
+	s = &head
 	ns := &Namespace{
 		Name:      s.Namespace,
 		Version:   version,
@@ -212,22 +278,54 @@ func Build(s *snapshot.Snapshot, version int64, checksum string, store limits.St
 	if err := ns.indexModels(s); err != nil {
 		return nil, err
 	}
-	depth := make(map[string]int, len(s.Groups))
-	for _, g := range s.Groups {
-		depth[g.ID] = g.Depth
+	// depth is built only when a group has to be planned: a load after a small change plans few.
+	var depth map[string]int
+	// The record of a group in prev is found by position first: unchanged parts keep their groups where they
+	// were, so a change to a hundred thousand groups builds no map of them unless one was added or removed.
+	var prevGroups []snapshot.Group
+	if prev != nil && prev.Snapshot != nil {
+		prevGroups = prev.Snapshot.Groups
 	}
 	var before map[string]*snapshot.Group
-	if prev != nil && prev.Snapshot != nil {
-		before = make(map[string]*snapshot.Group, len(prev.Snapshot.Groups))
-		for i := range prev.Snapshot.Groups {
-			before[prev.Snapshot.Groups[i].ID] = &prev.Snapshot.Groups[i]
+	oldOf := func(i int, id string) *snapshot.Group {
+		if i < len(prevGroups) && prevGroups[i].ID == id {
+			return &prevGroups[i]
 		}
+		if before == nil {
+			before = make(map[string]*snapshot.Group, len(prevGroups))
+			for j := range prevGroups {
+				before[prevGroups[j].ID] = &prevGroups[j]
+			}
+		}
+		return before[id]
 	}
-	for _, g := range s.Groups {
-		if old, ok := before[g.ID]; ok && old.Equal(&g) {
-			if reused := prev.Groups[g.ID]; reused != nil {
-				ns.Groups[g.ID] = reused
+	// moved are the groups of prev that ns does not serve as they were: rebuilt or gone.
+	var moved map[*Group]bool
+	move := func(g *Group) {
+		if moved == nil {
+			moved = map[*Group]bool{}
+		}
+		moved[g] = true
+	}
+	kept := 0
+	for i, g := range s.Groups {
+		old := oldOf(i, g.ID)
+		var was *Group
+		if old != nil {
+			was = prev.Groups[g.ID]
+		}
+		if was != nil {
+			kept++
+			if old.Equal(&g) {
+				ns.Groups[g.ID] = was
 				continue
+			}
+			move(was)
+		}
+		if depth == nil {
+			depth = make(map[string]int, len(s.Groups))
+			for _, g := range s.Groups {
+				depth[g.ID] = g.Depth
 			}
 		}
 		grp := &Group{ID: g.ID, Namespace: s.Namespace, ExternalEntityID: g.ExternalEntityID, Mode: g.Mode,
@@ -244,16 +342,15 @@ func Build(s *snapshot.Snapshot, version int64, checksum string, store limits.St
 		}
 		ns.Groups[g.ID] = grp
 	}
-	for _, k := range s.APIKeys {
-		hash, err := parseKey(k.Prefix, k.Hash)
-		if err != nil {
-			return nil, fmt.Errorf("apiKeys[%s]: %w", k.ID, err)
+	if prev != nil && (kept < len(prev.Groups) || len(ns.Groups) != len(s.Groups)) {
+		for id, g := range prev.Groups {
+			if ns.Groups[id] != g {
+				move(g)
+			}
 		}
-		g := ns.Groups[k.GroupID]
-		if g == nil {
-			return nil, fmt.Errorf("apiKeys[%s].groupID: group %q is not in the snapshot", k.ID, k.GroupID)
-		}
-		ns.keys = append(ns.keys, &Key{ID: k.ID, Prefix: k.Prefix, Hash: hash, Group: g})
+	}
+	if err := ns.indexKeys(keys, prev, moved); err != nil {
+		return nil, err
 	}
 	tier := tierOf(s)
 	// Bound tier plans of the view being served stay valid while the tier is the same: they name the same buckets.
@@ -305,6 +402,73 @@ func Build(s *snapshot.Snapshot, version int64, checksum string, store limits.St
 	return ns, nil
 }
 
+// indexKeys builds the key blocks of ns from keys: a part of prev without its keys reuses prev's block, rebound
+// when one of its keys' groups is in moved (groups of prev rebuilt or gone); any other part is resolved from its
+// decoded keys.
+func (ns *Namespace) indexKeys(keys []KeyPart, prev *Namespace, moved map[*Group]bool) error {
+	// Blocks are resolved in parallel (a start resolves a million keys); errors are reported in part order, so
+	// the first inconsistency named is always the same.
+	ns.keyBlocks = make([]*keyBlock, len(keys))
+	errs := make([]error, len(keys))
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range min(runtime.GOMAXPROCS(0), len(keys)) {
+		wg.Go(func() {
+			for i := range work {
+				p := keys[i]
+				if p.Keys == nil && p.compact == nil && p.Hash != "" {
+					old := prev.keyPart(p.Hash)
+					if old == nil {
+						errs[i] = fmt.Errorf("part %s comes without its keys, and the view being served does not hold them", p.Hash)
+						continue
+					}
+					ns.keyBlocks[i], errs[i] = rebound(ns, old, moved)
+				} else {
+					ns.keyBlocks[i], errs[i] = newKeyBlock(ns, p)
+				}
+			}
+		})
+	}
+	for i := range keys {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	for _, b := range ns.keyBlocks {
+		if b.hash != "" {
+			if ns.keyParts == nil {
+				ns.keyParts = make(map[string]*keyBlock, len(keys))
+			}
+			ns.keyParts[b.hash] = b
+		}
+	}
+	if len(ns.keyBlocks) >= 1<<16 {
+		return fmt.Errorf("%d key parts, more than %d", len(ns.keyBlocks), 1<<16-1)
+	}
+	if prev != nil && sameKeyPositions(ns.keyBlocks, prev.keyBlocks) {
+		ns.keyEpoch = prev.keyEpoch
+	} else {
+		ns.keyEpoch = keyEpochs.Add(1)
+	}
+	return nil
+}
+
+// keyEpochs numbers the key layouts of all namespaces.
+var keyEpochs atomic.Uint64
+
+// keyPart is prev's block of the part named hash, nil when prev is nil or has none.
+func (ns *Namespace) keyPart(hash string) *keyBlock {
+	if ns == nil {
+		return nil
+	}
+	return ns.keyParts[hash]
+}
+
 // sameShared is true when every slug of g is a shared model API in ns exactly when it was in prev.
 func sameShared(ns, prev *Namespace, g *Group) bool {
 	for slug := range g.Models {
@@ -333,38 +497,68 @@ func tierOf(s *snapshot.Snapshot) []int64 {
 // of the group's limits followed by the key's tier limits. Group limits come first, so when both are exhausted
 // the 429 names the group's, as it did before the Endpoint was shared.
 //
-// A key of prev (the view being served) keeps its plans when nothing they are made of changed: the same group
-// (reused unchanged, so the same group plans), prefix and tier, and the same shared flag on each of its slugs. A
-// load after a small change then binds few plans, not one per key.
+// A key keeps the plans it has (a block reused from prev, whose group was not rebuilt) when the tier and the
+// shared slugs are those of prev, and a key of a new block keeps the plans of the key of the same ID in prev when
+// its group and prefix are the same and its slugs are shared as they were. A load after a small change then
+// binds few plans, not one per key.
 func (ns *Namespace) bindShared(s *snapshot.Snapshot, store limits.Store, prev *Namespace) error {
 	tier := tierOf(s)
 	if tier == nil {
-		return nil
-	}
-	var before map[string]*Key
-	if prev != nil && prev.Snapshot != nil && slices.Equal(tierOf(prev.Snapshot), tier) {
-		before = make(map[string]*Key, len(prev.keys))
-		for _, k := range prev.keys {
-			before[k.ID] = k
-		}
-	}
-	for _, k := range ns.keys {
-		if old := before[k.ID]; old != nil && old.Group == k.Group && old.Prefix == k.Prefix && sameShared(ns, prev, k.Group) {
-			k.Shared = old.Shared
-			continue
-		}
-		for slug, m := range k.Group.Models {
-			if !isShared(ns, slug) {
+		// Keys of prev's blocks may still carry the plans of a tier that is gone.
+		for bi, b := range ns.keyBlocks {
+			if !slices.ContainsFunc(b.keys, func(k Key) bool { return k.Shared != nil }) {
 				continue
 			}
-			plan := &limits.Plan{Limits: slices.Concat(m.Plan.Limits, limits.Tier(s.Namespace, k.Prefix, tier[0], tier[1]))}
-			if err := store.Bind(plan); err != nil {
-				return fmt.Errorf("failed to bind the shared model API plan of key %s slug %s: %w", k.ID, slug, err)
+			b = &keyBlock{hash: b.hash, keys: slices.Clone(b.keys)}
+			for i := range b.keys {
+				b.keys[i].Shared = nil
 			}
-			if k.Shared == nil {
-				k.Shared = map[string]*limits.Plan{}
+			ns.keyBlocks[bi] = b
+			if b.hash != "" {
+				ns.keyParts[b.hash] = b
 			}
-			k.Shared[slug] = plan
+		}
+		return nil
+	}
+	same := sameSharedState(ns, prev, s)
+	var before map[string]*Key
+	for bi, b := range ns.keyBlocks {
+		reused := same && prev.keyPart(b.hash) == b
+		if reused {
+			continue
+		}
+		if before == nil && prev != nil && prev.Snapshot != nil && equalTier(tierOf(prev.Snapshot), tier) {
+			before = map[string]*Key{}
+			prev.eachKey(func(k *Key) { before[k.ID] = k })
+		}
+		if prev.keyPart(b.hash) == b {
+			// The block is prev's, whose plans no longer apply: bind into a copy.
+			b = &keyBlock{hash: b.hash, keys: slices.Clone(b.keys)}
+			ns.keyBlocks[bi] = b
+			if b.hash != "" {
+				ns.keyParts[b.hash] = b
+			}
+		}
+		for i := range b.keys {
+			k := &b.keys[i]
+			if old := before[k.ID]; old != nil && old.Group == k.Group && old.Prefix == k.Prefix && sameShared(ns, prev, k.Group) {
+				k.Shared = old.Shared
+				continue
+			}
+			k.Shared = nil
+			for slug, m := range k.Group.Models {
+				if !isShared(ns, slug) {
+					continue
+				}
+				plan := &limits.Plan{Limits: slices.Concat(m.Plan.Limits, limits.Tier(s.Namespace, k.Prefix, tier[0], tier[1]))}
+				if err := store.Bind(plan); err != nil {
+					return fmt.Errorf("failed to bind the shared model API plan of key %s slug %s: %w", k.ID, slug, err)
+				}
+				if k.Shared == nil {
+					k.Shared = map[string]*limits.Plan{}
+				}
+				k.Shared[slug] = plan
+			}
 		}
 	}
 	return nil

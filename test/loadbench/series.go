@@ -198,6 +198,13 @@ func measurePublication(ctx context.Context, cfg SeriesConfig, cs kubernetes.Int
 			if _, _, err := publishParts(ctx, cs, ns, version, nil, parts, sum); err != nil {
 				return fmt.Errorf("failed to publish the first content-addressed snapshot: %w", err)
 			}
+			// The manager deletes the numbered chunks the index no longer names; left in place, they would sit
+			// in the new gatewayd's informer cache and count in its memory.
+			for i := 1; i < p.ConfigMaps; i++ {
+				if err := cs.CoreV1().ConfigMaps(ns).Delete(ctx, snapshot.ChunkName(i), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+					return fmt.Errorf("failed to delete numbered chunk %d: %w", i, err)
+				}
+			}
 			published = parts
 			if err := serve(); err != nil {
 				return err

@@ -151,8 +151,8 @@ func (a *api) createAPIKey(w http.ResponseWriter, r *http.Request, c auth.Caller
 		kit.WriteKubeError(w, r, "create api key", err)
 		return false
 	}
-	a.AwaitSnapshot(r.Context(), c.Namespace, "api key "+prefix, func(s *snapshot.Snapshot) bool {
-		return slices.ContainsFunc(s.APIKeys, func(sk snapshot.APIKey) bool { return sk.Prefix == prefix })
+	a.AwaitSnapshot(r.Context(), c.Namespace, "api key "+prefix, func(*snapshot.Snapshot) bool {
+		return a.Opts.Directory.HasAPIKey(c.Namespace, prefix)
 	})
 	return true
 }
@@ -202,8 +202,8 @@ func (a *api) deleteKey(w http.ResponseWriter, r *http.Request, c auth.Caller) {
 		kit.WriteKubeError(w, r, "delete api key", err)
 		return
 	}
-	a.AwaitSnapshot(r.Context(), c.Namespace, "revoke api key "+prefix, func(s *snapshot.Snapshot) bool {
-		return !slices.ContainsFunc(s.APIKeys, func(sk snapshot.APIKey) bool { return sk.Prefix == prefix })
+	a.AwaitSnapshot(r.Context(), c.Namespace, "revoke api key "+prefix, func(*snapshot.Snapshot) bool {
+		return !a.Opts.Directory.HasAPIKey(c.Namespace, prefix)
 	})
 	httperr.WriteJSON(w, http.StatusOK, map[string]string{"prefix": prefix})
 }

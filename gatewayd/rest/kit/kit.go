@@ -35,6 +35,9 @@ type Directory interface {
 	WorkspaceKey(apiKey string) (c auth.Caller, ok bool)
 	// WaitFor blocks until the snapshot loaded for namespace satisfies pred, or ctx ends.
 	WaitFor(ctx context.Context, namespace string, pred func(*snapshot.Snapshot) bool) error
+	// HasAPIKey reports whether the snapshot loaded for namespace serves the federated key of prefix. The
+	// snapshot WaitFor hands to pred has no APIKeys: gatewayd holds a million of them in its key index only.
+	HasAPIKey(namespace, prefix string) bool
 }
 
 // UsageReader reads the live daily usage counters.

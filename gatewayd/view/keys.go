@@ -1,0 +1,248 @@
+package view
+
+import (
+	"fmt"
+	"hash/maphash"
+	"math/bits"
+	"strings"
+
+	"github.com/modelgate/modelgate/api/snapshot"
+)
+
+// Federated keys are the bulk of a large workspace (a million keys for a hundred thousand groups), so they are
+// held compactly: by value in blocks, one block per content-addressed part, each key's ID and prefix cut from one
+// string per block and its hash as 32 bytes, and found through one open-addressing table of small entries across
+// namespaces rather than a map of pointers. A load reuses the blocks of the parts that did not change, and the
+// table too when no key moved.
+
+// maxBlockKeys bounds a block, so a key's position fits in 16 bits. A content-addressed part holds at most
+// 4×snapshot.KeysPerPart keys.
+const maxBlockKeys = 1 << 16
+
+// keyBlock is the federated keys of one part, by value.
+type keyBlock struct {
+	// hash names the content-addressed part the keys come from; empty for a snapshot loaded whole.
+	hash string
+	keys []Key
+}
+
+// KeyPart is the federated keys of one part of a snapshot, decoded (Keys), compacted (CompactKeyPart), or
+// neither when the part is one of the namespace being served (HasKeyPart): its block is then reused without
+// being decoded again.
+type KeyPart struct {
+	// Hash names the content-addressed part; empty for the keys of a snapshot loaded whole.
+	Hash string
+	Keys []snapshot.APIKey
+	// compact is the part's keys already in their compact form (CompactKeyPart), waiting for their groups.
+	compact *compactKeys
+}
+
+// compactKeys is a block whose keys do not point at their groups yet, with the group ID of each key.
+type compactKeys struct {
+	block  *keyBlock
+	groups []string
+}
+
+// CompactKeyPart turns the decoded keys of the part named hash into their compact form at once, so that the
+// decoded records can go before the view is built: a start then never holds a million decoded keys. It checks
+// each key's prefix and hash; BuildParts resolves their groups.
+func CompactKeyPart(hash string, keys []snapshot.APIKey) (KeyPart, error) {
+	c, err := compact(hash, keys)
+	if err != nil {
+		return KeyPart{}, err
+	}
+	return KeyPart{Hash: hash, compact: c}, nil
+}
+
+// HasKeyPart reports whether ns holds the keys of the content-addressed part named hash, so that a load can pass
+// that part as a KeyPart without its keys.
+func (ns *Namespace) HasKeyPart(hash string) bool {
+	_, ok := ns.keyParts[hash]
+	return ok
+}
+
+// keyAt is the key at pos, a block index and an offset in it.
+func (ns *Namespace) keyAt(pos uint32) *Key { return &ns.keyBlocks[pos>>16].keys[pos&0xffff] }
+
+// eachKey calls f with every federated key of ns.
+func (ns *Namespace) eachKey(f func(*Key)) {
+	for _, b := range ns.keyBlocks {
+		for i := range b.keys {
+			f(&b.keys[i])
+		}
+	}
+}
+
+// wholeKeyParts cuts the keys of a snapshot loaded whole into parts of at most maxBlockKeys.
+func wholeKeyParts(keys []snapshot.APIKey) []KeyPart {
+	var out []KeyPart
+	for len(keys) > 0 {
+		n := min(len(keys), maxBlockKeys)
+		out = append(out, KeyPart{Keys: keys[:n]})
+		keys = keys[n:]
+	}
+	return out
+}
+
+// newKeyBlock resolves the keys of p against the groups of ns.
+func newKeyBlock(ns *Namespace, p KeyPart) (*keyBlock, error) {
+	c := p.compact
+	if c == nil {
+		var err error
+		if c, err = compact(p.Hash, p.Keys); err != nil {
+			return nil, err
+		}
+	}
+	for i := range c.block.keys {
+		k := &c.block.keys[i]
+		if k.Group = ns.Groups[c.groups[i]]; k.Group == nil {
+			return nil, fmt.Errorf("apiKeys[%s].groupID: group %q is not in the snapshot", k.ID, c.groups[i])
+		}
+	}
+	return c.block, nil
+}
+
+// compact checks decoded keys and copies them into a block, IDs and prefixes into one string, so that the block
+// keeps none of the decoded records alive.
+func compact(hash string, keys []snapshot.APIKey) (*compactKeys, error) {
+	if len(keys) > maxBlockKeys {
+		return nil, fmt.Errorf("part %s holds %d keys, more than %d", hash, len(keys), maxBlockKeys)
+	}
+	var text strings.Builder
+	size := 0
+	for i := range keys {
+		size += len(keys[i].ID) + len(keys[i].Prefix)
+	}
+	text.Grow(size)
+	c := &compactKeys{block: &keyBlock{hash: hash, keys: make([]Key, len(keys))}, groups: make([]string, len(keys))}
+	for i := range keys {
+		k := &keys[i]
+		sum, err := parseKey(k.Prefix, k.Hash)
+		if err != nil {
+			return nil, fmt.Errorf("apiKeys[%s]: %w", k.ID, err)
+		}
+		text.WriteString(k.ID)
+		text.WriteString(k.Prefix)
+		c.block.keys[i].Hash = sum
+		c.groups[i] = k.GroupID
+	}
+	all, at := text.String(), 0
+	for i := range keys {
+		id, prefix := len(keys[i].ID), len(keys[i].Prefix)
+		c.block.keys[i].ID, c.block.keys[i].Prefix = all[at:at+id], all[at+id:at+id+prefix]
+		at += id + prefix
+	}
+	return c, nil
+}
+
+// rebound is old with every key of a moved group pointing at the group of the same ID in ns, or old itself when
+// none of its keys' groups moved. Keys whose group moved lose their shared plans, which bindShared binds again.
+func rebound(ns *Namespace, old *keyBlock, moved map[*Group]bool) (*keyBlock, error) {
+	if len(moved) == 0 {
+		return old, nil
+	}
+	var b *keyBlock
+	for i := range old.keys {
+		if !moved[old.keys[i].Group] {
+			continue
+		}
+		if b == nil {
+			b = &keyBlock{hash: old.hash, keys: append([]Key(nil), old.keys...)}
+		}
+		k := &b.keys[i]
+		g := ns.Groups[k.Group.ID]
+		if g == nil {
+			return nil, fmt.Errorf("apiKeys[%s].groupID: group %q is not in the snapshot", k.ID, k.Group.ID)
+		}
+		k.Group, k.Shared = g, nil
+	}
+	if b == nil {
+		return old, nil
+	}
+	return b, nil
+}
+
+// sameKeyPositions reports whether a and b hold keys of the same prefixes at the same positions.
+func sameKeyPositions(a, b []*keyBlock) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] == b[i] || (a[i].hash != "" && a[i].hash == b[i].hash) {
+			continue
+		}
+		if len(a[i].keys) != len(b[i].keys) {
+			return false
+		}
+		for j := range a[i].keys {
+			if a[i].keys[j].Prefix != b[i].keys[j].Prefix {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// keyIndex finds federated keys by prefix across namespaces: open addressing with linear probing over entries
+// of 12 bytes, at most half full. Each entry names a namespace slot of the View (1-based; 0 is empty) and a key's
+// position in it, with 32 bits of the prefix's hash to skip most other prefixes without reading the key. The
+// hash is seeded per index, so prefixes cannot be chosen to collide.
+type keyIndex struct {
+	seed    maphash.Seed
+	mask    uint64
+	entries []keyEntry
+}
+
+type keyEntry struct {
+	tag, slot, pos uint32
+}
+
+func (ix *keyIndex) hash(prefix string) uint64 { return maphash.String(ix.seed, prefix) }
+
+// newKeyIndex indexes the federated keys of slots.
+func newKeyIndex(slots []*Namespace) *keyIndex {
+	n := 0
+	for _, ns := range slots {
+		for _, b := range ns.keyBlocks {
+			n += len(b.keys)
+		}
+	}
+	size := uint64(1) << bits.Len(uint(2*n))
+	ix := &keyIndex{seed: maphash.MakeSeed(), mask: size - 1, entries: make([]keyEntry, size)}
+	for s, ns := range slots {
+		for bi, b := range ns.keyBlocks {
+			for ki := range b.keys {
+				h := ix.hash(b.keys[ki].Prefix)
+				i := h & ix.mask
+				for ix.entries[i].slot != 0 {
+					i = (i + 1) & ix.mask
+				}
+				ix.entries[i] = keyEntry{tag: uint32(h >> 32), slot: uint32(s + 1), pos: uint32(bi)<<16 | uint32(ki)}
+			}
+		}
+	}
+	return ix
+}
+
+// sameSharedState reports whether what the shared model API plans of a key depend on, besides its group and
+// prefix, is as in prev: the tier and which slugs are shared.
+func sameSharedState(ns, prev *Namespace, s *snapshot.Snapshot) bool {
+	if prev == nil || prev.Snapshot == nil || !equalTier(tierOf(prev.Snapshot), tierOf(s)) {
+		return false
+	}
+	for slug := range ns.Endpoints {
+		if isShared(ns, slug) != isShared(prev, slug) {
+			return false
+		}
+	}
+	for slug := range prev.Endpoints {
+		if isShared(ns, slug) != isShared(prev, slug) {
+			return false
+		}
+	}
+	return true
+}
+
+func equalTier(a, b []int64) bool {
+	return len(a) == len(b) && (len(a) == 0 || (a[0] == b[0] && a[1] == b[1]))
+}
