@@ -2,6 +2,7 @@ package translate
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -15,7 +16,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 )
 
@@ -260,12 +260,13 @@ func TestTranslatorMatchesTranslate(t *testing.T) {
 			if i > 0 {
 				w.step()
 			}
+			// Encode gzips the JSON of the snapshot, so equal JSON is equal bytes.
 			want, got := Translate(w.in), tr.Translate(w.in)
-			wantBytes, _, err := snapshot.Encode(want)
+			wantBytes, err := json.Marshal(want)
 			if err != nil {
 				t.Fatal(err)
 			}
-			gotBytes, _, err := snapshot.Encode(got)
+			gotBytes, err := json.Marshal(got)
 			if err != nil {
 				t.Fatal(err)
 			}
