@@ -26,8 +26,9 @@ import (
 	"github.com/modelgate/modelgate/controllers/translate"
 )
 
-// SnapshotReconciler is the materializer: whatever changes in a workspace, it rebuilds the workspace's whole
-// snapshot with translate.Translate and publishes it when the bytes changed. Every event of a namespace maps to
+// SnapshotReconciler is the materializer: whatever changes in a workspace, it brings the workspace's snapshot up
+// to date with a translate.Translator (the result of translate.Translate, re-judging only what the change can
+// reach) and publishes it when the bytes changed. Every event of a namespace maps to
 // the one request {namespace, snapshot.IndexName}, so bursts coalesce and two passes over one workspace never
 // run at once.
 type SnapshotReconciler struct {
@@ -39,9 +40,11 @@ type SnapshotReconciler struct {
 	// ChunkBytes caps the payload of one ConfigMap.
 	ChunkBytes int
 
-	// encoders keeps a snapshot.PartsEncoder per workspace namespace, so a pass re-encodes only the ranges that
-	// changed since the last one. Reconciles of one namespace never run at once (one constant key each).
-	encoders sync.Map
+	// translators keeps a translate.Translator per workspace namespace, so a pass re-translates only the groups
+	// and keys that a change can reach, and encoders a snapshot.PartsEncoder, so it re-encodes only the ranges
+	// that changed. Both start empty (a full pass) after a restart. Reconciles of one namespace never run at once
+	// (one constant key each).
+	translators, encoders sync.Map
 }
 
 func (r *SnapshotReconciler) setup(mgr ctrl.Manager, opts controller.Options) error {
@@ -77,7 +80,9 @@ func (r *SnapshotReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to materialize snapshot for workspace %s: %w", ns, err)
 	}
-	snap := translate.Translate(in)
+	tr, _ := r.translators.LoadOrStore(ns, &translate.Translator{})
+	translator := tr.(*translate.Translator)
+	snap := translator.Translate(in)
 	enc, err := r.encode(snap)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to materialize snapshot for workspace %s: %w", ns, err)
@@ -104,7 +109,8 @@ func (r *SnapshotReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		}
 		logf.FromContext(ctx).Info("Published snapshot", "version", version,
 			"groups", len(snap.Groups), "apiKeys", len(snap.APIKeys), "workspaceAPIKeys", len(snap.WorkspaceAPIKeys),
-			"endpoints", len(snap.Endpoints), "bytes", enc.size(), "parts", len(enc.parts), "partsWritten", written, "bytesWritten", bytes)
+			"endpoints", len(snap.Endpoints), "bytes", enc.size(), "parts", len(enc.parts), "partsWritten", written, "bytesWritten", bytes,
+			"groupsJudged", translator.Judged, "keysChecked", translator.Checked)
 	}
 	// Also after a restart with nothing new to publish: stale chunks of an interrupted pass go, and a Workspace
 	// that missed its version catches up.
@@ -115,7 +121,7 @@ func (r *SnapshotReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 }
 
 // gather lists everything of the namespace that the snapshot depends on, from the cache, without copies:
-// Translate only reads.
+// translation only reads, and keeps no object past the pass.
 func (r *SnapshotReconciler) gather(ctx context.Context, ns string) (translate.Input, error) {
 	opts := []client.ListOption{client.InNamespace(ns), unsafeNoCopy}
 	var (

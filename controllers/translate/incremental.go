@@ -121,9 +121,17 @@ func (t *Translator) Translate(in Input) *snapshot.Snapshot {
 	if t.groups == nil || t.ns != in.Namespace {
 		*t = Translator{ns: in.Namespace, groups: map[string]*groupEntry{}, children: map[string][]*groupEntry{},
 			byExternal: map[string][]*groupEntry{}, externalOwner: map[string]string{}, keys: map[string]*keyEntry{},
-			wkeys: map[string]*keyEntry{}, claims: map[string]*keyEntry{}, keysByGroup: map[string][]*keyEntry{}}
+			wkeys: map[string]*keyEntry{}, claims: map[string]*keyEntry{}, keysByGroup: map[string][]*keyEntry{},
+			outGroups: []snapshot.Group{}, outKeys: []snapshot.APIKey{}}
 	}
 	t.pass++
+	// A pass cut short leaves the memory half updated: forget it, so the next pass is a full one.
+	defer func() {
+		if r := recover(); r != nil {
+			*t = Translator{}
+			panic(r)
+		}
+	}()
 	s := translateHead(in)
 
 	flipped := t.groupsPass(in.Groups)
@@ -240,8 +248,7 @@ func (t *Translator) groupsPass(groups []gatewayv1.Group) map[string]bool {
 	}
 	t.Judged = len(dirty)
 	slices.SortFunc(add, func(a, b snapshot.Group) int { return strings.Compare(a.ID, b.ID) })
-	t.outGroups = splice(t.outGroups, add, func(g *snapshot.Group) bool { return drop[g.ID] },
-		func(a, b *snapshot.Group) int { return strings.Compare(a.ID, b.ID) })
+	t.outGroups = splice(t.outGroups, add, drop, func(g *snapshot.Group) string { return g.ID })
 	for _, e := range t.groups {
 		e.obj = nil
 	}
@@ -429,8 +436,7 @@ func (t *Translator) keysPass(keys []gatewayv1.APIKey, flipped, touched map[stri
 	}
 	t.Checked = len(check)
 	slices.SortFunc(add, func(a, b snapshot.APIKey) int { return strings.Compare(a.Prefix, b.Prefix) })
-	t.outKeys = splice(t.outKeys, add, func(k *snapshot.APIKey) bool { return drop[k.Prefix] },
-		func(a, b *snapshot.APIKey) int { return strings.Compare(a.Prefix, b.Prefix) })
+	t.outKeys = splice(t.outKeys, add, drop, func(k *snapshot.APIKey) string { return k.Prefix })
 }
 
 // forget takes an APIKey out of the indexes and the list before it changes or goes.
@@ -511,16 +517,21 @@ func (t *Translator) unclaim(e *keyEntry, touched map[string]bool) {
 	e.claiming, e.nextClaim = false, nil
 }
 
-// splice returns a new sorted list: old without the items drop picks, merged with add (sorted, and sharing
-// no key with what old keeps).
-func splice[T any](old, add []T, drop func(*T) bool, compare func(a, b *T) int) []T {
+// splice returns a new list sorted by key: old (sorted) without the items whose key is in drop, merged with add
+// (sorted, and sharing no key with what old keeps). With nothing to drop or add it returns old itself, which
+// is never modified in place, so it can be shared.
+func splice[T any](old, add []T, drop map[string]bool, key func(*T) string) []T {
+	if len(add) == 0 && len(drop) == 0 {
+		return old
+	}
 	out := make([]T, 0, len(old)+len(add))
 	j := 0
 	for i := range old {
-		if drop(&old[i]) {
+		k := key(&old[i])
+		if drop[k] {
 			continue
 		}
-		for j < len(add) && compare(&add[j], &old[i]) < 0 {
+		for j < len(add) && key(&add[j]) < k {
 			out = append(out, add[j])
 			j++
 		}
