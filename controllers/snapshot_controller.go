@@ -80,9 +80,7 @@ func (r *SnapshotReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to materialize snapshot for workspace %s: %w", ns, err)
 	}
-	tr, _ := r.translators.LoadOrStore(ns, &translate.Translator{})
-	translator := tr.(*translate.Translator)
-	snap := translator.Translate(in)
+	snap, translator := r.translateWorkspace(in)
 	enc, err := r.encode(snap)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to materialize snapshot for workspace %s: %w", ns, err)
@@ -146,6 +144,19 @@ func (r *SnapshotReconciler) gather(ctx context.Context, ns string) (translate.I
 		WorkspaceAPIKeys: wkeys.Items, Endpoints: eps.Items, Models: models.Items, ModelDeployments: deps.Items,
 		Teams: teams.Items, Chains: chains.Items, ChainDeployments: cdeps.Items,
 	}, nil
+}
+
+// translateWorkspace translates in with the namespace's Translator. The memory of a workspace without groups or
+// keys is dropped, so a deleted workspace leaves none behind.
+func (r *SnapshotReconciler) translateWorkspace(in translate.Input) (*snapshot.Snapshot, *translate.Translator) {
+	if len(in.Groups)+len(in.APIKeys)+len(in.WorkspaceAPIKeys) == 0 {
+		r.translators.Delete(in.Namespace)
+		tr := &translate.Translator{}
+		return tr.Translate(in), tr
+	}
+	tr, _ := r.translators.LoadOrStore(in.Namespace, &translate.Translator{})
+	translator := tr.(*translate.Translator)
+	return translator.Translate(in), translator
 }
 
 // publish writes the chunks first and the index last, so a reader never sees an index whose chunks are not
