@@ -38,7 +38,7 @@ type Translator struct {
 	pass uint64
 	// groups by name, with the indexes the dependencies above need.
 	groups map[string]*groupEntry
-	// children maps a parent id, existing or not, to the groups that name it.
+	// children maps a parent id, existing or not, to the groups that name it (roots are not listed under "").
 	children map[string][]*groupEntry
 	// byExternal maps an externalEntityID to every group that declares it; externalOwner to the live one that
 	// holds it (the shared map of Groups.externalOwner).
@@ -63,6 +63,8 @@ type groupEntry struct {
 	obj *gatewayv1.Group
 	version
 	parent, external string
+	// childPos is the group's place in children[parent].
+	childPos int32
 	// deleting: the group or an ancestor is being deleted.
 	deleting bool
 	served   bool
@@ -116,7 +118,8 @@ func (k *keyEntry) ref() KeyRef {
 	return KeyRef{Kind: kind, Name: k.rec.ID, Created: k.created}
 }
 
-// Translate returns the snapshot of in, equal to Translate(in).
+// Translate returns the snapshot of in, equal to Translate(in). Its Groups and APIKeys are the Translator's
+// memory, shared with the next pass (which builds new lists, never changing these): they must not be modified.
 func (t *Translator) Translate(in Input) *snapshot.Snapshot {
 	if t.groups == nil || t.ns != in.Namespace {
 		*t = Translator{ns: in.Namespace, groups: map[string]*groupEntry{}, children: map[string][]*groupEntry{},
@@ -183,7 +186,10 @@ func (t *Translator) groupsPass(groups []gatewayv1.Group) map[string]bool {
 		}
 		e.obj, e.seen, e.version = g, t.pass, v
 		e.parent, e.external = g.ParentID(), g.Spec.ExternalEntityID
-		t.children[e.parent] = append(t.children[e.parent], e)
+		if e.parent != "" {
+			e.childPos = int32(len(t.children[e.parent]))
+			t.children[e.parent] = append(t.children[e.parent], e)
+		}
 		t.byExternal[e.external] = append(t.byExternal[e.external], e)
 		externals[e.external] = true
 		changed = append(changed, g.Name)
@@ -256,24 +262,30 @@ func (t *Translator) groupsPass(groups []gatewayv1.Group) map[string]bool {
 }
 
 func (t *Translator) unindexGroup(e *groupEntry) {
-	t.children[e.parent] = removeEntry(t.children[e.parent], e)
-	if len(t.children[e.parent]) == 0 {
-		delete(t.children, e.parent)
+	if e.parent != "" {
+		// By position: a parent can have very many children.
+		list := t.children[e.parent]
+		last := list[len(list)-1]
+		list[e.childPos], last.childPos = last, e.childPos
+		list[len(list)-1] = nil
+		if list = list[:len(list)-1]; len(list) == 0 {
+			delete(t.children, e.parent)
+		} else {
+			t.children[e.parent] = list
+		}
 	}
-	t.byExternal[e.external] = removeEntry(t.byExternal[e.external], e)
-	if len(t.byExternal[e.external]) == 0 {
-		delete(t.byExternal, e.external)
-	}
-}
-
-func removeEntry[E comparable](list []E, e E) []E {
+	// Few groups share an external id: it is unique but for races.
+	list := t.byExternal[e.external]
 	if i := slices.Index(list, e); i >= 0 {
 		list[i] = list[len(list)-1]
-		var zero E
-		list[len(list)-1] = zero
-		return list[:len(list)-1]
+		list[len(list)-1] = nil
+		list = list[:len(list)-1]
 	}
-	return list
+	if len(list) == 0 {
+		delete(t.byExternal, e.external)
+	} else {
+		t.byExternal[e.external] = list
+	}
 }
 
 // addSubtrees adds the existing groups among names, and every group below each of them, to dirty.
