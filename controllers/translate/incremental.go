@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"math"
 	"slices"
 	"strings"
 
@@ -34,8 +35,9 @@ import (
 // compares after each). An object without a resourceVersion counts as changed on every pass. A Translator serves
 // one workspace; given another namespace it starts over. Passes must not run at once.
 type Translator struct {
-	ns   string
-	pass uint64
+	ns string
+	// pass numbers the passes; entries stamp the last pass that saw them, and keys the last that checked them.
+	pass uint32
 	// groups by name, with the indexes the dependencies above need.
 	groups map[string]*groupEntry
 	// children maps a parent id, existing or not, to the groups that name it (roots are not listed under "").
@@ -68,7 +70,7 @@ type groupEntry struct {
 	// deleting: the group or an ancestor is being deleted.
 	deleting bool
 	served   bool
-	seen     uint64
+	seen     uint32
 }
 
 // version is what tells that an object changed: for a group, its UID, generation and whether it is being
@@ -107,7 +109,7 @@ type keyEntry struct {
 	// workspace marks a WorkspaceAPIKey; claiming a key whose credentials are known and that is not being
 	// deleted, so that it claims rec.Prefix; served an APIKey in the last pass's list.
 	workspace, claiming, served bool
-	seen                        uint64
+	seen, checked               uint32
 }
 
 func (k *keyEntry) ref() KeyRef {
@@ -121,11 +123,16 @@ func (k *keyEntry) ref() KeyRef {
 // Translate returns the snapshot of in, equal to Translate(in). Its Groups and APIKeys are the Translator's
 // memory, shared with the next pass (which builds new lists, never changing these): they must not be modified.
 func (t *Translator) Translate(in Input) *snapshot.Snapshot {
-	if t.groups == nil || t.ns != in.Namespace {
+	if t.groups == nil || t.ns != in.Namespace || t.pass == math.MaxUint32 {
 		*t = Translator{ns: in.Namespace, groups: map[string]*groupEntry{}, children: map[string][]*groupEntry{},
 			byExternal: map[string][]*groupEntry{}, externalOwner: map[string]string{}, keys: map[string]*keyEntry{},
 			wkeys: map[string]*keyEntry{}, claims: map[string]*keyEntry{}, keysByGroup: map[string][]*keyEntry{},
 			outGroups: []snapshot.Group{}, outKeys: []snapshot.APIKey{}}
+		// The first pass sees everything new: size the maps once.
+		t.groups = make(map[string]*groupEntry, len(in.Groups))
+		t.keys = make(map[string]*keyEntry, len(in.APIKeys))
+		t.claims = make(map[string]*keyEntry, len(in.APIKeys)+len(in.WorkspaceAPIKeys))
+		t.keysByGroup = make(map[string][]*keyEntry, len(in.Groups))
 	}
 	t.pass++
 	// A pass cut short leaves the memory half updated: forget it, so the next pass is a full one.
@@ -240,7 +247,7 @@ func (t *Translator) groupsPass(groups []gatewayv1.Group) map[string]bool {
 	for _, name := range removedServed {
 		drop[name] = true
 	}
-	var add []snapshot.Group
+	add := make([]snapshot.Group, 0, len(dirty))
 	for name, e := range dirty {
 		drop[name] = true
 		v := judge.Judge(e.obj)
@@ -389,7 +396,17 @@ func (t *Translator) judge(dirty map[string]*groupEntry) *Groups {
 // keysPass brings the APIKeys up to date. flipped are the groups whose verdict flipped; touched the prefixes
 // whose claims changed (the workspace keys' already).
 func (t *Translator) keysPass(keys []gatewayv1.APIKey, flipped, touched map[string]bool) {
-	check := map[*keyEntry]bool{}
+	// check lists the keys to check again, once each (checked stamps them): all of them on a first pass.
+	var check []*keyEntry
+	if len(t.keys) == 0 {
+		check = make([]*keyEntry, 0, len(keys))
+	}
+	mark := func(e *keyEntry) {
+		if e.checked != t.pass {
+			e.checked = t.pass
+			check = append(check, e)
+		}
+	}
 	// drop holds the prefixes of the last list's keys that go: at most one served key holds a prefix.
 	drop := map[string]bool{}
 	for i := range keys {
@@ -413,7 +430,7 @@ func (t *Translator) keysPass(keys []gatewayv1.APIKey, flipped, touched map[stri
 		}
 		e.pos = int32(len(t.keysByGroup[e.rec.GroupID]))
 		t.keysByGroup[e.rec.GroupID] = append(t.keysByGroup[e.rec.GroupID], e)
-		check[e] = true
+		mark(e)
 	}
 	if len(t.keys) != len(keys) {
 		for name, e := range t.keys {
@@ -425,18 +442,18 @@ func (t *Translator) keysPass(keys []gatewayv1.APIKey, flipped, touched map[stri
 	}
 	for id := range flipped {
 		for _, e := range t.keysByGroup[id] {
-			check[e] = true
+			mark(e)
 		}
 	}
 	for prefix := range touched {
 		for e := t.claims[prefix]; e != nil; e = e.nextClaim {
 			if !e.workspace {
-				check[e] = true
+				mark(e)
 			}
 		}
 	}
-	var add []snapshot.APIKey
-	for e := range check {
+	add := make([]snapshot.APIKey, 0, len(check))
+	for _, e := range check {
 		if e.served {
 			drop[e.rec.Prefix] = true
 		}
