@@ -41,10 +41,9 @@ type SnapshotReconciler struct {
 	ChunkBytes int
 
 	// translators keeps a translate.Translator per workspace namespace, so a pass re-translates only the groups
-	// and keys that a change can reach, and encoders a snapshot.PartsEncoder, so it re-encodes only the ranges
-	// that changed. Both start empty (a full pass) after a restart. Reconciles of one namespace never run at once
-	// (one constant key each).
-	translators, encoders sync.Map
+	// and keys that a change can reach and re-encodes only the ranges they fall in. It starts empty (a full pass)
+	// after a restart. Reconciles of one namespace never run at once (one constant key each).
+	translators sync.Map
 }
 
 func (r *SnapshotReconciler) setup(mgr ctrl.Manager, opts controller.Options) error {
@@ -81,7 +80,7 @@ func (r *SnapshotReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{}, fmt.Errorf("failed to materialize snapshot for workspace %s: %w", ns, err)
 	}
 	snap, translator := r.translateWorkspace(in)
-	enc, err := r.encode(snap)
+	enc, err := r.encode(snap, translator)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to materialize snapshot for workspace %s: %w", ns, err)
 	}
@@ -303,21 +302,21 @@ func (e encoded) size() int {
 const partsAbove = 4096
 
 // encode chooses the layout: inline when the payload fits in one ConfigMap, content-addressed parts otherwise,
-// so that a change rewrites only the parts it touches.
-func (r *SnapshotReconciler) encode(snap *snapshot.Snapshot) (encoded, error) {
+// so that a change rewrites only the parts it touches. snap is tr's last pass, whose memory of its parts lets it
+// re-encode only the ranges the change touched.
+func (r *SnapshotReconciler) encode(snap *snapshot.Snapshot, tr *translate.Translator) (encoded, error) {
 	if len(snap.Groups)+len(snap.APIKeys) <= partsAbove {
 		payload, checksum, err := snapshot.Encode(snap)
 		if err != nil {
 			return encoded{}, err
 		}
 		if len(payload) <= r.ChunkBytes {
-			// Inline again: the parts encoder's memory of this workspace is of no further use.
-			r.encoders.Delete(snap.Namespace)
+			// Inline again: the memory of this workspace's parts is of no further use.
+			tr.ForgetParts()
 			return encoded{format: snapshot.Format, checksum: checksum, payload: payload}, nil
 		}
 	}
-	e, _ := r.encoders.LoadOrStore(snap.Namespace, &snapshot.PartsEncoder{})
-	parts, checksum, err := e.(*snapshot.PartsEncoder).Encode(snap, r.ChunkBytes)
+	parts, checksum, err := tr.EncodeParts(snap, r.ChunkBytes)
 	if err != nil {
 		return encoded{}, err
 	}

@@ -56,8 +56,13 @@ type Translator struct {
 	outGroups []snapshot.Group
 	outKeys   []snapshot.APIKey
 
-	// Judged and Checked count the groups and keys the last pass judged and checked again.
-	Judged, Checked int
+	// parts is EncodeParts' memory, nil until it runs.
+	parts *partsMemory
+
+	// Judged and Checked count the groups and keys the last pass judged and checked again; PartsEncoded and
+	// PartsReused the ranges the last EncodeParts encoded and reused.
+	Judged, Checked           int
+	PartsEncoded, PartsReused int
 }
 
 type groupEntry struct {
@@ -262,6 +267,13 @@ func (t *Translator) groupsPass(groups []gatewayv1.Group) map[string]bool {
 	t.Judged = len(dirty)
 	slices.SortFunc(add, func(a, b snapshot.Group) int { return strings.Compare(a.ID, b.ID) })
 	t.outGroups = splice(t.outGroups, add, drop, func(g *snapshot.Group) string { return g.ID })
+	t.touch(true, drop, func(yield func(string) bool) {
+		for i := range add {
+			if !yield(add[i].ID) {
+				return
+			}
+		}
+	})
 	for _, e := range t.groups {
 		e.obj = nil
 	}
@@ -466,6 +478,13 @@ func (t *Translator) keysPass(keys []gatewayv1.APIKey, flipped, touched map[stri
 	t.Checked = len(check)
 	slices.SortFunc(add, func(a, b snapshot.APIKey) int { return strings.Compare(a.Prefix, b.Prefix) })
 	t.outKeys = splice(t.outKeys, add, drop, func(k *snapshot.APIKey) string { return k.Prefix })
+	t.touch(false, drop, func(yield func(string) bool) {
+		for i := range add {
+			if !yield(add[i].Prefix) {
+				return
+			}
+		}
+	})
 }
 
 // forget takes an APIKey out of the indexes and the list before it changes or goes.

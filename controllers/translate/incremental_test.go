@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 )
 
@@ -251,11 +253,18 @@ func (w *world) step() {
 // reparented, moved between modes, external ids and prefixes colliding, status writes, deletions in progress)
 // and checks after each that the Translator's snapshot encodes to the very bytes of Translate's.
 func TestTranslatorMatchesTranslate(t *testing.T) {
-	const seeds, steps = 40, 150
+	const seeds, steps = 30, 150
 	var judged, full int
 	for seed := range uint64(seeds) {
 		w := newWorld(seed)
 		var tr Translator
+		// The parts too, through EncodeParts' memory: some passes are not encoded, and some seeds cut parts small
+		// enough to be halved.
+		encoding := rand.New(rand.NewPCG(seed, 1))
+		maxBytes := snapshot.MaxChunkBytes
+		if seed%2 == 1 {
+			maxBytes = 1500
+		}
 		for i := range steps {
 			if i > 0 {
 				w.step()
@@ -278,6 +287,13 @@ func TestTranslatorMatchesTranslate(t *testing.T) {
 				judged += tr.Judged
 				full += len(w.in.Groups)
 			}
+			switch encoding.IntN(10) {
+			case 0:
+				continue
+			case 1:
+				tr.ForgetParts()
+			}
+			assertParts(t, &tr, got, want, maxBytes, fmt.Sprintf("seed %d, step %d (%s)", seed, i, w.log[len(w.log)-1]))
 		}
 	}
 	// The point of it: most passes judge a few groups, not all of them.
@@ -322,6 +338,69 @@ func TestTranslatorJudgesOnlyWhatDepends(t *testing.T) {
 				t.Errorf("incremental translation differs:\n%s", cmp.Diff(string(want), string(have)))
 			}
 		})
+	}
+}
+
+// assertParts checks that the Translator's EncodeParts of got gives the parts of snapshot.EncodeParts(want).
+func assertParts(t *testing.T, tr *Translator, got, want *snapshot.Snapshot, maxBytes int, at string) {
+	t.Helper()
+	gotParts, gotSum, err := tr.EncodeParts(got, maxBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantParts, wantSum, err := snapshot.EncodeParts(want, maxBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gotSum != wantSum || snapshot.PartList(gotParts) != snapshot.PartList(wantParts) {
+		t.Fatalf("%s: parts differ (encoded %d, reused %d):\n%s\nwant\n%s", at, tr.PartsEncoded, tr.PartsReused,
+			snapshot.PartList(gotParts), snapshot.PartList(wantParts))
+	}
+}
+
+// TestTranslatorEncodeParts applies seeded changes to a workspace of 3,000 groups and 6,000 keys, several ranges
+// of each, and checks after each that EncodeParts gives the parts of snapshot.EncodeParts over a full
+// translation, and that a leaf's limit re-encodes its one range.
+func TestTranslatorEncodeParts(t *testing.T) {
+	in := bigWorkspace(30, 9, 10, 2)
+	stampVersions(&in)
+	rng := rand.New(rand.NewPCG(7, 7))
+	var tr Translator
+	rv := 1_000_000
+	for step := range 30 {
+		what := "first pass"
+		switch op := rng.IntN(5); {
+		case step == 0:
+		case op <= 1:
+			i := rng.IntN(len(in.Groups))
+			g := in.Groups[i].DeepCopy()
+			g.Spec.Models[0].RateLimits[0].Threshold = int64(1 + rng.IntN(5))
+			g.Generation++
+			in.Groups[i], what = *g, "limit of "+g.Name
+		case op == 2:
+			i := rng.IntN(len(in.Groups))
+			what = "delete group " + in.Groups[i].Name
+			in.Groups = append(in.Groups[:i:i], in.Groups[i+1:]...)
+		case op == 3:
+			i := rng.IntN(len(in.APIKeys))
+			k := in.APIKeys[i].DeepCopy()
+			k.Spec.KeySource.Prefix = fmt.Sprintf("mgk_moved%07d", rng.IntN(1_000_000))
+			rv++
+			k.ResourceVersion = strconv.Itoa(rv)
+			in.APIKeys[i], what = *k, "new prefix of "+k.Name
+		default:
+			i := rng.IntN(len(in.APIKeys))
+			what = "delete key " + in.APIKeys[i].Name
+			in.APIKeys = append(in.APIKeys[:i:i], in.APIKeys[i+1:]...)
+		}
+		got := tr.Translate(in)
+		assertParts(t, &tr, got, Translate(in), snapshot.MaxChunkBytes, fmt.Sprintf("step %d (%s)", step, what))
+		if step == 0 && (tr.PartsReused != 0 || tr.PartsEncoded < 4) {
+			t.Fatalf("first pass encoded %d ranges and reused %d, want every range, at least 4", tr.PartsEncoded, tr.PartsReused)
+		}
+		if strings.HasPrefix(what, "limit of ") && tr.PartsEncoded != 1 {
+			t.Errorf("step %d (%s): encoded %d ranges, want 1 (reused %d)", step, what, tr.PartsEncoded, tr.PartsReused)
+		}
 	}
 }
 

@@ -200,8 +200,7 @@ func measurePublication(ctx context.Context, cfg SeriesConfig, cs kubernetes.Int
 		return err
 	}
 
-	var published []snapshot.Part     // the content layout's parts on the API server
-	var encoder snapshot.PartsEncoder // the manager's: one per workspace, remembering the last pass
+	var published []snapshot.Part // the content layout's parts on the API server
 	for _, layout := range []string{layoutNumbered, layoutContent} {
 		res := &layoutResult{}
 		p.Layouts[layout] = res
@@ -209,7 +208,7 @@ func measurePublication(ctx context.Context, cfg SeriesConfig, cs kubernetes.Int
 			// The content layout's first version, all of its parts, then its own gatewayd.
 			full = false
 			version++
-			parts, sum, err := encoder.Encode(translateAt(), snapshot.MaxChunkBytes)
+			parts, sum, err := translator.EncodeParts(translateAt(), snapshot.MaxChunkBytes)
 			if err != nil {
 				return err
 			}
@@ -246,7 +245,7 @@ func measurePublication(ctx context.Context, cfg SeriesConfig, cs kubernetes.Int
 				}
 				w, o = len(payload), 1+len(snapshot.Split(payload, snapshot.MaxChunkBytes))
 			} else {
-				parts, sum, err := encoder.Encode(s, snapshot.MaxChunkBytes)
+				parts, sum, err := translator.EncodeParts(s, snapshot.MaxChunkBytes)
 				if err != nil {
 					return err
 				}
