@@ -401,6 +401,15 @@ func TestTranslatorEncodeParts(t *testing.T) {
 		if strings.HasPrefix(what, "limit of ") && tr.PartsEncoded != 1 {
 			t.Errorf("step %d (%s): encoded %d ranges, want 1 (reused %d)", step, what, tr.PartsEncoded, tr.PartsReused)
 		}
+		if step == 10 {
+			// Another snapshot than the last pass's is encoded whole and leaves no memory behind.
+			other := Translate(in)
+			other.Groups[0].DisplayName = "not what the Translator translated"
+			if _, _, err := tr.EncodeParts(other, snapshot.MaxChunkBytes); err != nil {
+				t.Fatal(err)
+			}
+			assertParts(t, &tr, got, Translate(in), snapshot.MaxChunkBytes, "after encoding another snapshot")
+		}
 	}
 }
 

@@ -26,7 +26,8 @@ type partsRange struct {
 // Like snapshot.PartsEncoder it reuses the parts of a range with the same bounds as in its last call, but it
 // knows which sort keys the passes since then touched, so it reuses a range none of them falls in without
 // comparing its items: a change pays for the ranges it touched, and for cutting the lists into ranges. Given
-// any other snapshot, or another maxBytes, it encodes every range.
+// any other snapshot it encodes every range and forgets its memory; given another maxBytes, it encodes every
+// range.
 func (t *Translator) EncodeParts(s *snapshot.Snapshot, maxBytes int) (parts []snapshot.Part, checksum string, err error) {
 	head := *s
 	head.Groups, head.APIKeys = nil, nil
@@ -35,8 +36,10 @@ func (t *Translator) EncodeParts(s *snapshot.Snapshot, maxBytes int) (parts []sn
 		return nil, "", err
 	}
 	parts = append(parts, snapshot.Part{Hash: sum, Payload: payload})
+	// Only the lists of the last pass are what the memory and the touched keys describe.
+	remember := t.lastPass(s)
 	last := t.parts
-	if last == nil || last.maxBytes != maxBytes || !t.lastPass(s) {
+	if last == nil || last.maxBytes != maxBytes || !remember {
 		last = &partsMemory{}
 	}
 	next := &partsMemory{maxBytes: maxBytes, ranges: map[partsRange][]snapshot.Part{}, groups: map[string]bool{}, keys: map[string]bool{}}
@@ -94,7 +97,10 @@ func (t *Translator) EncodeParts(s *snapshot.Snapshot, maxBytes int) (parts []sn
 			return nil, "", err
 		}
 	}
-	t.parts = next
+	t.parts = nil
+	if remember {
+		t.parts = next
+	}
 	return parts, snapshot.PartsChecksum(snapshot.PartList(parts)), nil
 }
 
