@@ -405,6 +405,7 @@ func TestTranslatorEncodeParts(t *testing.T) {
 			// Another snapshot than the last pass's is encoded whole and leaves no memory behind.
 			other := Translate(in)
 			other.Groups[0].DisplayName = "not what the Translator translated"
+			tr.ForgetParts()
 			if _, _, err := tr.EncodeParts(other, snapshot.MaxChunkBytes); err != nil {
 				t.Fatal(err)
 			}
