@@ -51,8 +51,8 @@ type Translator struct {
 	keys, wkeys map[string]*keyEntry
 	claims      map[string]*keyEntry
 	keysByGroup map[string][]*keyEntry
-	// outGroups and outKeys are the last pass's sorted lists. A pass builds new ones: the caller, and a
-	// snapshot.PartsEncoder, may hold the old.
+	// outGroups and outKeys are the last pass's sorted lists. A pass builds new ones (the caller may hold the
+	// old) and EncodeParts tells them by their first element.
 	outGroups []snapshot.Group
 	outKeys   []snapshot.APIKey
 
