@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"math/big"
 	"slices"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/controllers/translate"
 )
 
 const (
@@ -402,6 +404,60 @@ var _ = Describe("Endpoint and Workspace reconcilers", func() {
 })
 
 var _ = Describe("Snapshot materializer", func() {
+	It("keeps the published snapshot equal to a full translation through a sequence of changes", func() {
+		ns := newNamespace()
+		cascading := gatewayv1.EnforcementCascading
+		rpm := func(n int64) gatewayv1.ModelConfig {
+			return model("demo/echo", limit(gatewayv1.LimitTypeRequest, gatewayv1.UnitMinute, n))
+		}
+		// Each step changes the workspace through the API server; the manager's incremental pass must then publish
+		// exactly what translate.Translate makes of the objects as stored.
+		steps := []struct {
+			what string
+			do   func()
+		}{{"a CASCADING tree with keys", func() {
+			Expect(k8s.Create(ctx, group(ns, "root", "", cascading, rpm(100)))).To(Succeed())
+			Expect(k8s.Create(ctx, group(ns, "team-a", "root", cascading, rpm(50)))).To(Succeed())
+			Expect(k8s.Create(ctx, group(ns, "team-b", "root", cascading, rpm(40)))).To(Succeed())
+			Expect(k8s.Create(ctx, group(ns, "leaf-a", "team-a", cascading, rpm(10)))).To(Succeed())
+			Expect(k8s.Create(ctx, hashKey(ns, "key-a", "leaf-a", "mgk_KeyAKeyAKeyA"))).To(Succeed())
+			Expect(k8s.Create(ctx, hashKey(ns, "key-b", "team-b", "mgk_KeyBKeyBKeyB"))).To(Succeed())
+		}}, {"a team's limit, which its leaf inherits", func() {
+			team := getGroup(ns, "team-a")(Default)
+			team.Spec.Models = []gatewayv1.ModelConfig{rpm(20)}
+			Expect(k8s.Update(ctx, team)).To(Succeed())
+		}}, {"a group and key whose parent comes later, then the parent", func() {
+			Expect(k8s.Create(ctx, group(ns, "early", "late", gatewayv1.EnforcementIndependent, model("demo/echo")))).To(Succeed())
+			Expect(k8s.Create(ctx, hashKey(ns, "key-early", "early", "mgk_EarlyEarlyEa"))).To(Succeed())
+			Expect(k8s.Create(ctx, group(ns, "late", "", gatewayv1.EnforcementIndependent, model("demo/echo")))).To(Succeed())
+		}}, {"a newer group claiming team-a's external id, then team-a deleted", func() {
+			dup := group(ns, "dup", "", gatewayv1.EnforcementIndependent, model("demo/echo"))
+			dup.Spec.ExternalEntityID = "ext-team-a"
+			Expect(k8s.Create(ctx, dup)).To(Succeed())
+			Expect(k8s.Delete(ctx, &gatewayv1.Group{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team-a"}})).To(Succeed())
+		}}, {"a newer key on key-b's prefix, then key-b revoked", func() {
+			Expect(k8s.Create(ctx, hashKey(ns, "key-b2", "late", "mgk_KeyBKeyBKeyB"))).To(Succeed())
+			Expect(k8s.Delete(ctx, &gatewayv1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "key-b"}})).To(Succeed())
+		}}}
+		for _, step := range steps {
+			By(step.what)
+			step.do()
+			Eventually(func(g Gomega) {
+				s, _, _, err := readSnapshot(ns)
+				g.Expect(err).NotTo(HaveOccurred())
+				got, err := json.Marshal(s)
+				g.Expect(err).NotTo(HaveOccurred())
+				want, err := json.Marshal(fullTranslation(g, ns))
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(string(got)).To(Equal(string(want)))
+			}, timeout, poll).Should(Succeed())
+		}
+		s, _, _, err := readSnapshot(ns)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(groupIDs(s)).To(Equal([]string{"dup", "early", "late", "root", "team-b"}))
+		Expect(keyIDs(s)).To(Equal([]string{"key-b2", "key-early"}))
+	})
+
 	It("splits a workspace larger than one ConfigMap into chunks that reassemble", func() {
 		ns := newNamespace()
 		// Random slugs barely compress, so 60 groups of 256 slugs make well over 900 KiB of gzip.
@@ -486,6 +542,23 @@ var _ = Describe("Snapshot materializer", func() {
 		}, 2*timeout, poll).Should(Succeed())
 	})
 })
+
+// fullTranslation lists the workspace as stored and translates it whole, as the materializer did before it
+// remembered its last pass.
+func fullTranslation(g Gomega, ns string) *snapshot.Snapshot {
+	var (
+		ws     gatewayv1.WorkspaceList
+		groups gatewayv1.GroupList
+		keys   gatewayv1.APIKeyList
+		wkeys  gatewayv1.WorkspaceAPIKeyList
+		eps    gatewayv1.EndpointList
+	)
+	for _, l := range []client.ObjectList{&ws, &groups, &keys, &wkeys, &eps} {
+		g.Expect(k8s.List(ctx, l, client.InNamespace(ns))).To(Succeed())
+	}
+	return translate.Translate(translate.Input{Namespace: ns, Workspaces: ws.Items, Groups: groups.Items, APIKeys: keys.Items,
+		WorkspaceAPIKeys: wkeys.Items, Endpoints: eps.Items})
+}
 
 func groupIDs(s *snapshot.Snapshot) []string {
 	out := []string{}

@@ -26,8 +26,9 @@ import (
 	"github.com/modelgate/modelgate/controllers/translate"
 )
 
-// SnapshotReconciler is the materializer: whatever changes in a workspace, it rebuilds the workspace's whole
-// snapshot with translate.Translate and publishes it when the bytes changed. Every event of a namespace maps to
+// SnapshotReconciler is the materializer: whatever changes in a workspace, it brings the workspace's snapshot up
+// to date with a translate.Translator (the result of translate.Translate, re-judging only what the change can
+// reach) and publishes it when the bytes changed. Every event of a namespace maps to
 // the one request {namespace, snapshot.IndexName}, so bursts coalesce and two passes over one workspace never
 // run at once.
 type SnapshotReconciler struct {
@@ -39,9 +40,10 @@ type SnapshotReconciler struct {
 	// ChunkBytes caps the payload of one ConfigMap.
 	ChunkBytes int
 
-	// encoders keeps a snapshot.PartsEncoder per workspace namespace, so a pass re-encodes only the ranges that
-	// changed since the last one. Reconciles of one namespace never run at once (one constant key each).
-	encoders sync.Map
+	// translators keeps a translate.Translator per workspace namespace, so a pass re-translates only the groups
+	// and keys that a change can reach and re-encodes only the ranges they fall in. It starts empty (a full pass)
+	// after a restart. Reconciles of one namespace never run at once (one constant key each).
+	translators sync.Map
 }
 
 func (r *SnapshotReconciler) setup(mgr ctrl.Manager, opts controller.Options) error {
@@ -77,8 +79,8 @@ func (r *SnapshotReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to materialize snapshot for workspace %s: %w", ns, err)
 	}
-	snap := translate.Translate(in)
-	enc, err := r.encode(snap)
+	snap, translator := r.translateWorkspace(in)
+	enc, err := r.encode(snap, translator)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to materialize snapshot for workspace %s: %w", ns, err)
 	}
@@ -104,7 +106,8 @@ func (r *SnapshotReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		}
 		logf.FromContext(ctx).Info("Published snapshot", "version", version,
 			"groups", len(snap.Groups), "apiKeys", len(snap.APIKeys), "workspaceAPIKeys", len(snap.WorkspaceAPIKeys),
-			"endpoints", len(snap.Endpoints), "bytes", enc.size(), "parts", len(enc.parts), "partsWritten", written, "bytesWritten", bytes)
+			"endpoints", len(snap.Endpoints), "bytes", enc.size(), "parts", len(enc.parts), "partsWritten", written, "bytesWritten", bytes,
+			"groupsJudged", translator.Judged, "keysChecked", translator.Checked)
 	}
 	// Also after a restart with nothing new to publish: stale chunks of an interrupted pass go, and a Workspace
 	// that missed its version catches up.
@@ -115,7 +118,7 @@ func (r *SnapshotReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 }
 
 // gather lists everything of the namespace that the snapshot depends on, from the cache, without copies:
-// Translate only reads.
+// translation only reads, and keeps no object past the pass.
 func (r *SnapshotReconciler) gather(ctx context.Context, ns string) (translate.Input, error) {
 	opts := []client.ListOption{client.InNamespace(ns), unsafeNoCopy}
 	var (
@@ -140,6 +143,19 @@ func (r *SnapshotReconciler) gather(ctx context.Context, ns string) (translate.I
 		WorkspaceAPIKeys: wkeys.Items, Endpoints: eps.Items, Models: models.Items, ModelDeployments: deps.Items,
 		Teams: teams.Items, Chains: chains.Items, ChainDeployments: cdeps.Items,
 	}, nil
+}
+
+// translateWorkspace translates in with the namespace's Translator. The memory of a workspace without groups or
+// keys is dropped, so a deleted workspace leaves none behind.
+func (r *SnapshotReconciler) translateWorkspace(in translate.Input) (*snapshot.Snapshot, *translate.Translator) {
+	if len(in.Groups)+len(in.APIKeys)+len(in.WorkspaceAPIKeys) == 0 {
+		r.translators.Delete(in.Namespace)
+		tr := &translate.Translator{}
+		return tr.Translate(in), tr
+	}
+	tr, _ := r.translators.LoadOrStore(in.Namespace, &translate.Translator{})
+	translator := tr.(*translate.Translator)
+	return translator.Translate(in), translator
 }
 
 // publish writes the chunks first and the index last, so a reader never sees an index whose chunks are not
@@ -286,21 +302,21 @@ func (e encoded) size() int {
 const partsAbove = 4096
 
 // encode chooses the layout: inline when the payload fits in one ConfigMap, content-addressed parts otherwise,
-// so that a change rewrites only the parts it touches.
-func (r *SnapshotReconciler) encode(snap *snapshot.Snapshot) (encoded, error) {
+// so that a change rewrites only the parts it touches. snap is tr's last pass, whose memory of its parts lets it
+// re-encode only the ranges the change touched.
+func (r *SnapshotReconciler) encode(snap *snapshot.Snapshot, tr *translate.Translator) (encoded, error) {
 	if len(snap.Groups)+len(snap.APIKeys) <= partsAbove {
 		payload, checksum, err := snapshot.Encode(snap)
 		if err != nil {
 			return encoded{}, err
 		}
 		if len(payload) <= r.ChunkBytes {
-			// Inline again: the parts encoder's memory of this workspace is of no further use.
-			r.encoders.Delete(snap.Namespace)
+			// Inline again: the memory of this workspace's parts is of no further use.
+			tr.ForgetParts()
 			return encoded{format: snapshot.Format, checksum: checksum, payload: payload}, nil
 		}
 	}
-	e, _ := r.encoders.LoadOrStore(snap.Namespace, &snapshot.PartsEncoder{})
-	parts, checksum, err := e.(*snapshot.PartsEncoder).Encode(snap, r.ChunkBytes)
+	parts, checksum, err := tr.EncodeParts(snap, r.ChunkBytes)
 	if err != nil {
 		return encoded{}, err
 	}

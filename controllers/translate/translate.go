@@ -43,19 +43,7 @@ type Input struct {
 // keys of people the Workspace no longer lists (see Members); and endpoints whose slug is not held by an older
 // endpoint. Every list is sorted.
 func Translate(in Input) *snapshot.Snapshot {
-	ws := InCharge(in.Workspaces)
-	s := &snapshot.Snapshot{
-		Namespace:        in.Namespace,
-		Workspace:        translateWorkspace(ws),
-		Groups:           []snapshot.Group{},
-		APIKeys:          []snapshot.APIKey{},
-		WorkspaceAPIKeys: []snapshot.WorkspaceAPIKey{},
-		Endpoints:        []snapshot.Endpoint{},
-		Models:           translateModels(in.Models),
-		Deployments:      translateDeployments(in.ModelDeployments),
-		Teams:            translateTeams(in.Teams),
-	}
-	s.Chains, s.ChainDeployments = translateChains(in.Chains, in.ChainDeployments)
+	s := translateHead(in)
 
 	groups := make([]*gatewayv1.Group, len(in.Groups))
 	for i := range in.Groups {
@@ -86,18 +74,24 @@ func Translate(in Input) *snapshot.Snapshot {
 	}
 	slices.SortFunc(s.APIKeys, func(a, b snapshot.APIKey) int { return strings.Compare(a.Prefix, b.Prefix) })
 
-	// A PERSONAL key of someone the Workspace no longer lists stops authenticating with this snapshot, before the
-	// manager has deleted it.
-	members := NewMembers(ws)
-	for i := range in.WorkspaceAPIKeys {
-		k := &in.WorkspaceAPIKeys[i]
-		prefix, hash, ok := KeyCredentials(k.Spec.KeySource, k.Status)
-		if !ok || k.DeletionTimestamp != nil || !prefixes.Owns(KindWorkspaceAPIKey, k.Name, prefix) || members.Deprovisioned(k) {
-			continue
-		}
-		s.WorkspaceAPIKeys = append(s.WorkspaceAPIKeys, translateWorkspaceKey(k, prefix, hash))
+	s.WorkspaceAPIKeys = translateWorkspaceKeys(in, prefixes.Owns)
+	return s
+}
+
+// translateHead translates everything but the groups and keys, with empty lists of those.
+func translateHead(in Input) *snapshot.Snapshot {
+	s := &snapshot.Snapshot{
+		Namespace:        in.Namespace,
+		Workspace:        translateWorkspace(InCharge(in.Workspaces)),
+		Groups:           []snapshot.Group{},
+		APIKeys:          []snapshot.APIKey{},
+		WorkspaceAPIKeys: []snapshot.WorkspaceAPIKey{},
+		Endpoints:        []snapshot.Endpoint{},
+		Models:           translateModels(in.Models),
+		Deployments:      translateDeployments(in.ModelDeployments),
+		Teams:            translateTeams(in.Teams),
 	}
-	slices.SortFunc(s.WorkspaceAPIKeys, func(a, b snapshot.WorkspaceAPIKey) int { return strings.Compare(a.Prefix, b.Prefix) })
+	s.Chains, s.ChainDeployments = translateChains(in.Chains, in.ChainDeployments)
 
 	slugs := NewSlugs(in.Endpoints)
 	for i := range in.Endpoints {
@@ -109,6 +103,24 @@ func Translate(in Input) *snapshot.Snapshot {
 	}
 	slices.SortFunc(s.Endpoints, func(a, b snapshot.Endpoint) int { return strings.Compare(a.Slug, b.Slug) })
 	return s
+}
+
+// translateWorkspaceKeys lists the workspace keys that are served: known credentials, not being deleted, holding
+// their prefix (owns, as Prefixes.Owns), and not PERSONAL keys of someone the Workspace no longer lists, who
+// stops authenticating with this snapshot, before the manager has deleted the key.
+func translateWorkspaceKeys(in Input, owns func(kind, name, prefix string) bool) []snapshot.WorkspaceAPIKey {
+	out := []snapshot.WorkspaceAPIKey{}
+	members := NewMembers(InCharge(in.Workspaces))
+	for i := range in.WorkspaceAPIKeys {
+		k := &in.WorkspaceAPIKeys[i]
+		prefix, hash, ok := KeyCredentials(k.Spec.KeySource, k.Status)
+		if !ok || k.DeletionTimestamp != nil || !owns(KindWorkspaceAPIKey, k.Name, prefix) || members.Deprovisioned(k) {
+			continue
+		}
+		out = append(out, translateWorkspaceKey(k, prefix, hash))
+	}
+	slices.SortFunc(out, func(a, b snapshot.WorkspaceAPIKey) int { return strings.Compare(a.Prefix, b.Prefix) })
+	return out
 }
 
 func translateGroup(g *gatewayv1.Group, chain hierarchy.Chain) snapshot.Group {

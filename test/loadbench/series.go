@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -132,8 +133,24 @@ func measurePublication(ctx context.Context, cfg SeriesConfig, cs kubernetes.Int
 	}
 	in, key := bigWorkspace(ns, p.Groups, p.Keys)
 	endpoints := []snapshot.Endpoint{{ID: "plain", Slug: plainSlug, Targets: []snapshot.Target{{Provider: "OPENAI", BaseURL: u.plain.BaseURL()}}}}
+	// The numbered layout is materialized as the manager did then, translating the whole workspace; the content
+	// layout as it does now, with a Translator that re-judges what a change reaches. Both read the versions the
+	// API server would stamp.
+	for i := range in.Groups {
+		in.Groups[i].UID, in.Groups[i].Generation = types.UID(in.Groups[i].Name), 1
+	}
+	for i := range in.APIKeys {
+		in.APIKeys[i].ResourceVersion = "1"
+	}
+	var translator translate.Translator
+	full := true
 	translateAt := func() *snapshot.Snapshot {
-		s := translate.Translate(in)
+		var s *snapshot.Snapshot
+		if full {
+			s = translate.Translate(in)
+		} else {
+			s = translator.Translate(in)
+		}
 		s.Endpoints = endpoints
 		return s
 	}
@@ -183,15 +200,15 @@ func measurePublication(ctx context.Context, cfg SeriesConfig, cs kubernetes.Int
 		return err
 	}
 
-	var published []snapshot.Part     // the content layout's parts on the API server
-	var encoder snapshot.PartsEncoder // the manager's: one per workspace, remembering the last pass
+	var published []snapshot.Part // the content layout's parts on the API server
 	for _, layout := range []string{layoutNumbered, layoutContent} {
 		res := &layoutResult{}
 		p.Layouts[layout] = res
 		if layout == layoutContent {
 			// The content layout's first version, all of its parts, then its own gatewayd.
+			full = false
 			version++
-			parts, sum, err := encoder.Encode(translateAt(), snapshot.MaxChunkBytes)
+			parts, sum, err := translator.EncodeParts(translateAt(), snapshot.MaxChunkBytes)
 			if err != nil {
 				return err
 			}
@@ -219,6 +236,7 @@ func measurePublication(ctx context.Context, cfg SeriesConfig, cs kubernetes.Int
 				_, _ = probe.call(ctx)
 			}
 			probeGroup.Spec.Models[0].RateLimits[0].Threshold = threshold
+			probeGroup.Generation++
 			version++
 			t0, c0 := time.Now(), processCPU()
 			s := translateAt()
@@ -234,7 +252,7 @@ func measurePublication(ctx context.Context, cfg SeriesConfig, cs kubernetes.Int
 				}
 				w, o = len(payload), 1+len(snapshot.Split(payload, snapshot.MaxChunkBytes))
 			} else {
-				parts, sum, err := encoder.Encode(s, snapshot.MaxChunkBytes)
+				parts, sum, err := translator.EncodeParts(s, snapshot.MaxChunkBytes)
 				if err != nil {
 					return err
 				}

@@ -94,8 +94,9 @@ func SeriesMarkdown(points []seriesPoint, cfg SeriesConfig, header string) strin
 		}
 	}
 	fmt.Fprintf(&b, "- Each size: %d single-group limit changes per layout. A change flips the REQUEST per MINUTE limit of a leaf group "+
-		"between 1 and its original value in the custom resources, translates the whole workspace with the manager's translation, "+
-		"encodes it in the layout, writes it to the API server, and is timed until a probe through a separate gatewayd process "+
+		"between 1 and its original value in the custom resources, translates the workspace with the manager's translation "+
+		"(the whole workspace for the numbered layout, as then; with a translate.Translator for the content layout, as now: only "+
+		"what the change reaches), encodes it in the layout, writes it to the API server, and is timed until a probe through a separate gatewayd process "+
 		"sees the new limit. It leaves out the manager's List from its informer cache and admission (10 ms at 10,000 groups). "+
 		"p99 of so few changes is their maximum.\n", cfg.Changes)
 	b.WriteString("- Bytes written per change are the ConfigMap payloads sent to the API server, which stores each object whole in etcd. " +
