@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"archive/tar"
 	"archive/zip"
 	"bytes"
 	"crypto/hmac"
@@ -30,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/test/ocitest"
 )
 
 // sourceRegistry starts a registry on a loopback socket; with user set, every request needs basic auth.
@@ -255,7 +255,7 @@ func TestBuildFromZipAndRepeatPush(t *testing.T) {
 	if len(layers) != len(baseLayers)+1 {
 		t.Errorf("layers = %d, want the base's %d plus the COPY's", len(layers), len(baseLayers))
 	}
-	if got := fileIn(t, layers[len(layers)-1], "srv/main.py"); got != "print('v1')\n" {
+	if got := ocitest.FileIn(t, layers[len(layers)-1], "srv/main.py"); got != "print('v1')\n" {
 		t.Errorf("srv/main.py = %q", got)
 	}
 	cf, _ := v1img.ConfigFile()
@@ -461,26 +461,6 @@ func sameImage(t *testing.T, got, want v1.Image) {
 	wc, _ := want.RawConfigFile()
 	if !bytes.Equal(gc, wc) {
 		t.Errorf("config differs")
-	}
-}
-
-func fileIn(t *testing.T, l v1.Layer, path string) string {
-	t.Helper()
-	rc, err := l.Uncompressed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	tr := tar.NewReader(rc)
-	for {
-		h, err := tr.Next()
-		if err != nil {
-			return ""
-		}
-		if h.Name == path {
-			b, _ := io.ReadAll(tr)
-			return string(b)
-		}
 	}
 }
 

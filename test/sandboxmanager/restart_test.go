@@ -9,7 +9,6 @@
 package sandboxmanager
 
 import (
-	"archive/tar"
 	"archive/zip"
 	"bytes"
 	"context"
@@ -41,6 +40,7 @@ import (
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers"
 	"github.com/modelgate/modelgate/test/kubetest"
+	"github.com/modelgate/modelgate/test/ocitest"
 )
 
 const ns = "default"
@@ -232,7 +232,7 @@ func TestManagerProcessKilledMidBuild(t *testing.T) {
 		t.Fatalf("v1 is not in the registry: %v", err)
 	}
 	layers, _ := image.Layers()
-	if len(layers) != 1 || fileIn(t, layers[0], "hello.txt") != "hello\n" {
+	if len(layers) != 1 || ocitest.FileIn(t, layers[0], "hello.txt") != "hello\n" {
 		t.Errorf("v1 does not hold hello.txt")
 	}
 	if cf, err := image.ConfigFile(); err != nil || !slices.Equal(cf.Config.Cmd, []string{"/hello"}) {
@@ -342,26 +342,6 @@ func expectImageStatus(t *testing.T, repo name.Repository, name string, lastVers
 	}
 	if st.LastVersion != lastVersion || len(st.Tags) != len(want) || !maps.Equal(got, want) {
 		t.Fatalf("image status: lastVersion %d tags %+v, want %d and %v", st.LastVersion, st.Tags, lastVersion, want)
-	}
-}
-
-func fileIn(t *testing.T, l interface{ Uncompressed() (io.ReadCloser, error) }, path string) string {
-	t.Helper()
-	rc, err := l.Uncompressed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	tr := tar.NewReader(rc)
-	for {
-		h, err := tr.Next()
-		if err != nil {
-			return ""
-		}
-		if h.Name == path {
-			b, _ := io.ReadAll(tr)
-			return string(b)
-		}
 	}
 }
 
