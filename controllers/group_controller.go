@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -30,16 +29,11 @@ import (
 // cascades its deletion to its subtree and keys.
 type GroupReconciler struct {
 	client.Client
-	// APIReader reads past the cache: the finalizer's last look for children before it lets a group go.
+	// APIReader reads past the cache: whether the group a child was admitted under is really gone.
 	APIReader client.Reader
 	// Recorder receives the Events of groups; none are sent when nil.
 	Recorder record.EventRecorder
 }
-
-// admissionGrace is how long after a group's deletion began its finalizer keeps looking for children. Admission
-// refuses a child of a group being deleted, but a child admitted just before the deletion began may reach etcd
-// a moment later; an uncached list after this grace sees it.
-const admissionGrace = time.Second
 
 func (r *GroupReconciler) setup(mgr ctrl.Manager, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
@@ -63,6 +57,10 @@ func (r *GroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ct
 	if !g.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, g)
 	}
+	deleted, res, err := deleteUnbound(ctx, r.Client, r.APIReader, r.Recorder, g, "Group", g.ParentID())
+	if err != nil || deleted {
+		return res, err
+	}
 	if !controllerutil.ContainsFinalizer(g, gatewayv1.Finalizer) {
 		before := g.DeepCopy()
 		controllerutil.AddFinalizer(g, gatewayv1.Finalizer)
@@ -77,7 +75,7 @@ func (r *GroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ct
 			retErr = kerrors.NewAggregate([]error{retErr, err})
 		}
 	}()
-	return ctrl.Result{}, r.reconcileStatus(ctx, g)
+	return res, r.reconcileStatus(ctx, g)
 }
 
 // reconcileStatus judges g with the same rules the snapshot uses.
@@ -179,20 +177,12 @@ func (r *GroupReconciler) reconcileDelete(ctx context.Context, g *gatewayv1.Grou
 	if !controllerutil.ContainsFinalizer(g, gatewayv1.Finalizer) {
 		return ctrl.Result{}, nil
 	}
-	children, keys, err := r.subtree(ctx, r.Client, g)
+	children, keys, err := r.subtree(ctx, g)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if len(children.Items)+len(keys.Items) == 0 && r.APIReader != nil {
-		// The cache may not hold a child created a moment ago: look past it, once admission can no longer let one
-		// in, before letting the group go.
-		if wait := admissionGrace - time.Since(g.DeletionTimestamp.Time); wait > 0 {
-			return ctrl.Result{RequeueAfter: wait}, nil
-		}
-		if children, keys, err = r.subtree(ctx, r.APIReader, g); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
+	// A child or key the cache does not show yet (admitted as the deletion began) is bound to g
+	// (gatewayv1.AnnotationParentUID) and deletes itself once g is gone: see deleteUnbound.
 	var errs []error
 	for i := range children.Items {
 		errs = append(errs, r.deleteOnce(ctx, &children.Items[i]))
@@ -221,14 +211,14 @@ func (r *GroupReconciler) reconcileDelete(ctx context.Context, g *gatewayv1.Grou
 	return ctrl.Result{}, nil
 }
 
-// subtree lists g's direct children and its APIKeys through reader.
-func (r *GroupReconciler) subtree(ctx context.Context, reader client.Reader, g *gatewayv1.Group) (*gatewayv1.GroupList, *gatewayv1.APIKeyList, error) {
+// subtree lists g's direct children and its APIKeys.
+func (r *GroupReconciler) subtree(ctx context.Context, g *gatewayv1.Group) (*gatewayv1.GroupList, *gatewayv1.APIKeyList, error) {
 	var children gatewayv1.GroupList
-	if err := reader.List(ctx, &children, client.InNamespace(g.Namespace), client.MatchingFields{gatewayv1.FieldGroupParent: g.Name}); err != nil {
+	if err := r.List(ctx, &children, client.InNamespace(g.Namespace), client.MatchingFields{gatewayv1.FieldGroupParent: g.Name}); err != nil {
 		return nil, nil, fmt.Errorf("failed to list children of Group %s/%s: %w", g.Namespace, g.Name, err)
 	}
 	var keys gatewayv1.APIKeyList
-	if err := reader.List(ctx, &keys, client.InNamespace(g.Namespace), client.MatchingFields{gatewayv1.FieldAPIKeyGroup: g.Name}); err != nil {
+	if err := r.List(ctx, &keys, client.InNamespace(g.Namespace), client.MatchingFields{gatewayv1.FieldAPIKeyGroup: g.Name}); err != nil {
 		return nil, nil, fmt.Errorf("failed to list APIKeys of Group %s/%s: %w", g.Namespace, g.Name, err)
 	}
 	return &children, &keys, nil

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -39,6 +40,8 @@ type keyReconciler[T client.Object] struct {
 	// groupID is the Group a federated key belongs to; nil for workspace keys.
 	groupID  func(T) string
 	setOwner func(owner T, secret *corev1.Secret) error
+	// recorder receives the Event of a key deleted with the group it was created under; none when nil.
+	recorder record.EventRecorder
 }
 
 func newAPIKeyReconciler(mgr ctrl.Manager) *keyReconciler[*gatewayv1.APIKey] {
@@ -48,6 +51,7 @@ func newAPIKeyReconciler(mgr ctrl.Manager) *keyReconciler[*gatewayv1.APIKey] {
 		source:    func(k *gatewayv1.APIKey) *gatewayv1.KeySource { return &k.Spec.KeySource },
 		status:    func(k *gatewayv1.APIKey) *gatewayv1.KeyStatus { return &k.Status },
 		groupID:   func(k *gatewayv1.APIKey) string { return k.Spec.GroupID },
+		recorder:  mgr.GetEventRecorderFor("modelgate-manager"),
 		setOwner: func(k *gatewayv1.APIKey, s *corev1.Secret) error {
 			return controllerutil.SetControllerReference(k, s, mgr.GetScheme())
 		},
@@ -92,6 +96,14 @@ func (r *keyReconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (_ c
 		// Deletion is revocation; the snapshot drops the key at once and nothing is left to clean up.
 		return ctrl.Result{}, nil
 	}
+	var res ctrl.Result
+	if r.groupID != nil {
+		deleted, rr, err := deleteUnbound(ctx, r.Client, r.reader, r.recorder, obj, r.kind, r.groupID(obj))
+		if err != nil || deleted {
+			return rr, err
+		}
+		res = rr
+	}
 	before := obj.DeepCopyObject().(T)
 	defer func() {
 		if err := patchStatus(ctx, r.Client, r.kind, before, obj, *r.status(before), *r.status(obj)); err != nil {
@@ -121,7 +133,7 @@ func (r *keyReconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (_ c
 		c = ready(fmt.Sprintf("%s is served under prefix %s.", what, st.Prefix))
 	}
 	setReady(&st.Conditions, c, obj.GetGeneration())
-	return ctrl.Result{}, nil
+	return res, nil
 }
 
 // deriveCredentials fills status.prefix and status.hash from the key's source: the spec (REST), a referenced

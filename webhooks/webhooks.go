@@ -1,5 +1,7 @@
-// Package webhooks holds the validating admission webhooks of the gateway.modelgate.io kinds. They enforce the
-// rules that read other objects of the same namespace (the workspace): group hierarchy depth, cycles, modes and
+// Package webhooks holds the admission webhooks of the gateway.modelgate.io kinds: a validating webhook per kind,
+// and ParentBinder, the mutating webhook that binds Groups and APIKeys to the group they are created under.
+//
+// The validating webhooks enforce the rules that read other objects of the same namespace (the workspace): group hierarchy depth, cycles, modes and
 // cascading thresholds (through api/v1alpha1/hierarchy, the same functions the reconciler runs again), and
 // uniqueness of external ids, key prefixes, key names within their scope, endpoint slugs, the Workspace itself and the default Team, and the pointers from a
 // Model's environments to its ModelDeployments. Rules about one object alone live in the CRDs' CEL. Every refusal
@@ -42,10 +44,12 @@ func SetupWithManager(mgr manager.Manager) error {
 		add  func() error
 	}{
 		{"Group", func() error {
-			return builder.WebhookManagedBy(mgr, &gatewayv1.Group{}).WithValidator(&GroupValidator{Reader: r, Claims: claims}).Complete()
+			return builder.WebhookManagedBy(mgr, &gatewayv1.Group{}).WithDefaulter(NewGroupBinder(r)).
+				WithValidator(&GroupValidator{Reader: r, Claims: claims}).Complete()
 		}},
 		{"APIKey", func() error {
-			return builder.WebhookManagedBy(mgr, &gatewayv1.APIKey{}).WithValidator(&APIKeyValidator{Reader: r, Claims: claims}).Complete()
+			return builder.WebhookManagedBy(mgr, &gatewayv1.APIKey{}).WithDefaulter(NewAPIKeyBinder(r)).
+				WithValidator(&APIKeyValidator{Reader: r, Claims: claims}).Complete()
 		}},
 		{"Endpoint", func() error {
 			return builder.WebhookManagedBy(mgr, &gatewayv1.Endpoint{}).WithValidator(&EndpointValidator{Reader: r}).Complete()

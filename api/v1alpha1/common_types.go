@@ -27,6 +27,10 @@ const (
 	// ReasonNoConflict is the reason of a False LimitConflict.
 	ReasonNoConflict = "NoConflict"
 
+	// ReasonBoundGroupGone is the reason of the Event of a Group or APIKey deleted because the group it was
+	// admitted under (AnnotationParentUID) is gone.
+	ReasonBoundGroupGone = "BoundGroupGone"
+
 	// Reasons of a Workspace's Ready condition.
 	ReasonDuplicateWorkspace = "DuplicateWorkspace"
 	ReasonSnapshotPending    = "SnapshotPending"

@@ -191,6 +191,13 @@ const (
 	FieldGroupParent = "spec.hierarchy.parentGroupID"
 )
 
+// AnnotationParentUID is the UID of the group an object was admitted under: a Group's parent, an APIKey's group.
+// Admission sets it on create, from the group it finds then, and keeps it unchanged on every update; users never
+// set it. The object belongs to that group: if the group is gone (deleted, or deleted and created again under the
+// same name) the object is deleted too, even when it reached etcd only after the group's finalizer had already
+// looked for it.
+const AnnotationParentUID = "gateway.modelgate.io/parent-uid"
+
 // Group is a billable customer of the gateway. Its metadata.name is the id used by the REST API and by
 // children's hierarchy.parentGroupID; its namespace is its workspace.
 //

@@ -54,6 +54,7 @@ func main() {
 	flag.StringVar(&f.certs.SecretName, "webhook-secret-name", "", "self-managed: the Secret (in POD_NAMESPACE) the CA and serving certificate are kept in.")
 	flag.StringVar(&f.certs.ServiceName, "webhook-service-name", "", "self-managed: the webhook Service (in POD_NAMESPACE); the certificate is for <service>.<namespace>.svc.")
 	flag.StringVar(&f.certs.WebhookConfigurationName, "webhook-configuration-name", "", "self-managed: the ValidatingWebhookConfiguration whose caBundle is filled in.")
+	flag.StringVar(&f.certs.MutatingWebhookConfigurationName, "mutating-webhook-configuration-name", "", "self-managed: the MutatingWebhookConfiguration whose caBundle is filled in.")
 	flag.StringVar(&f.statsService, "gatewayd-stats-service", "",
 		"gatewayd's metrics Service, as name (in POD_NAMESPACE) or namespace/name: the autoscaler reads /internal/stats from each of its ready endpoints every 2 s. Empty runs no autoscaler.")
 	flag.BoolVar(&f.sandbox.AllowInternalImages, "sandbox-allow-internal-images", false, "Let imported and FROM images come from loopback, private and link-local registries. For development stacks only.")

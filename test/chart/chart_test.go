@@ -367,7 +367,8 @@ func checkDefault(t *testing.T, objs []*unstructured.Unstructured) {
 	// Self-managed certificate: an empty Secret the manager fills, and the flags that tell it so.
 	margs := container(t, objs, "modelgate-manager").Args
 	for _, want := range []string{"--webhook-cert-mode=self-managed", "--webhook-secret-name=modelgate-webhook-server-cert",
-		"--webhook-service-name=modelgate-webhook", "--webhook-configuration-name=modelgate-validating"} {
+		"--webhook-service-name=modelgate-webhook", "--webhook-configuration-name=modelgate-validating",
+		"--mutating-webhook-configuration-name=modelgate-mutating"} {
 		if !slices.Contains(margs, want) {
 			t.Errorf("manager args %v lack %s", margs, want)
 		}
@@ -382,8 +383,8 @@ func checkDefault(t *testing.T, objs []*unstructured.Unstructured) {
 	if helmtest.Find(objs, "ClusterRole", "modelgate-manager-webhook-cabundle") == nil {
 		t.Error("No ClusterRole letting the self-managing manager write its CA into the webhook configuration")
 	}
-	if len(webhookConfiguration(t, objs).Annotations) != 0 {
-		t.Error("The webhook configuration carries annotations without cert-manager")
+	if len(webhookConfiguration(t, objs).Annotations) != 0 || len(mutatingConfiguration(t, objs).Annotations) != 0 {
+		t.Error("A webhook configuration carries annotations without cert-manager")
 	}
 
 	// Every namespace: ClusterRoles, and no Secret access for gatewayd until names are given.
@@ -451,6 +452,9 @@ func checkCertManager(t *testing.T, objs []*unstructured.Unstructured) {
 	if got := webhookConfiguration(t, objs).Annotations["cert-manager.io/inject-ca-from"]; got != "modelgate-system/modelgate-serving-cert" {
 		t.Errorf("cainjector annotation = %q, want modelgate-system/modelgate-serving-cert", got)
 	}
+	if got := mutatingConfiguration(t, objs).Annotations["cert-manager.io/inject-ca-from"]; got != "modelgate-system/modelgate-serving-cert" {
+		t.Errorf("cainjector annotation of the mutating webhooks = %q, want modelgate-system/modelgate-serving-cert", got)
+	}
 	if !slices.Contains(container(t, objs, "modelgate-manager").Args, "--webhook-cert-mode=cert-manager") {
 		t.Error("manager args lack --webhook-cert-mode=cert-manager")
 	}
@@ -485,6 +489,12 @@ func checkNamespaced(t *testing.T, objs []*unstructured.Unstructured) {
 		t.Errorf("gatewayd Secret rule = %+v, want get on resourceNames [openai-upstream billing-webhook]", rule)
 	}
 	for _, w := range webhookConfiguration(t, objs).Webhooks {
+		sel := w.NamespaceSelector
+		if sel == nil || len(sel.MatchExpressions) != 1 || !slices.Equal(sel.MatchExpressions[0].Values, []string{"team-a", "team-b"}) {
+			t.Errorf("Webhook %s namespaceSelector = %+v, want the served namespaces", w.Name, sel)
+		}
+	}
+	for _, w := range mutatingConfiguration(t, objs).Webhooks {
 		sel := w.NamespaceSelector
 		if sel == nil || len(sel.MatchExpressions) != 1 || !slices.Equal(sel.MatchExpressions[0].Values, []string{"team-a", "team-b"}) {
 			t.Errorf("Webhook %s namespaceSelector = %+v, want the served namespaces", w.Name, sel)
@@ -577,6 +587,13 @@ func webhookConfiguration(t *testing.T, objs []*unstructured.Unstructured) *admi
 	var v admissionregistrationv1.ValidatingWebhookConfiguration
 	fromUnstructured(t, helmtest.Find(objs, "ValidatingWebhookConfiguration", "modelgate-validating"), &v)
 	return &v
+}
+
+func mutatingConfiguration(t *testing.T, objs []*unstructured.Unstructured) *admissionregistrationv1.MutatingWebhookConfiguration {
+	t.Helper()
+	var m admissionregistrationv1.MutatingWebhookConfiguration
+	fromUnstructured(t, helmtest.Find(objs, "MutatingWebhookConfiguration", "modelgate-mutating"), &m)
+	return &m
 }
 
 func clusterRole(t *testing.T, objs []*unstructured.Unstructured, name string) *rbacv1.ClusterRole {

@@ -85,51 +85,81 @@ func TestManagerRBACMatchesGenerated(t *testing.T) {
 	}
 }
 
-// TestWebhooksMatchGenerated keeps the chart's webhook configuration equal to the +kubebuilder:webhook markers
-// (config/webhook/manifests.yaml) in every field the manager's handlers depend on.
+// TestWebhooksMatchGenerated keeps the chart's webhook configurations, validating and mutating, equal to the
+// +kubebuilder:webhook markers (config/webhook/manifests.yaml) in every field the manager's handlers depend on.
 func TestWebhooksMatchGenerated(t *testing.T) {
-	var gen admissionregistrationv1.ValidatingWebhookConfiguration
+	var genV admissionregistrationv1.ValidatingWebhookConfiguration
+	var genM admissionregistrationv1.MutatingWebhookConfiguration
 	for _, obj := range helmtest.Documents(t, string(generated(t, "config/webhook/manifests.yaml"))) {
-		if obj.GetKind() == "ValidatingWebhookConfiguration" {
-			fromUnstructured(t, obj, &gen)
+		switch obj.GetKind() {
+		case "ValidatingWebhookConfiguration":
+			fromUnstructured(t, obj, &genV)
+		case "MutatingWebhookConfiguration":
+			fromUnstructured(t, obj, &genM)
 		}
 	}
-	if len(gen.Webhooks) == 0 {
-		t.Fatal("config/webhook/manifests.yaml holds no validating webhooks")
+	if len(genV.Webhooks) == 0 || len(genM.Webhooks) == 0 {
+		t.Fatal("config/webhook/manifests.yaml lacks validating or mutating webhooks")
 	}
-	chart := webhookConfiguration(t, helmtest.Documents(t, helmtest.MustTemplate(t, release, namespace)))
+	objs := helmtest.Documents(t, helmtest.MustTemplate(t, release, namespace))
+	compareHooks(t, hooksOf(webhookConfiguration(t, objs).Webhooks), hooksOf(genV.Webhooks))
+	compareHooks(t, hooksOf(mutatingConfiguration(t, objs).Webhooks), hooksOf(genM.Webhooks))
+}
 
-	byName := map[string]admissionregistrationv1.ValidatingWebhook{}
-	for _, w := range chart.Webhooks {
-		byName[w.Name] = w
+// hook is what a validating and a mutating webhook have in common and the manager's handlers depend on.
+type hook struct {
+	name, path, failurePolicy, sideEffects string
+	versions                               []string
+	rules                                  []admissionregistrationv1.RuleWithOperations
+}
+
+func hooksOf[W admissionregistrationv1.ValidatingWebhook | admissionregistrationv1.MutatingWebhook](ws []W) []hook {
+	var out []hook
+	for _, w := range ws {
+		switch w := any(w).(type) {
+		case admissionregistrationv1.ValidatingWebhook:
+			out = append(out, hook{w.Name, *w.ClientConfig.Service.Path, string(*w.FailurePolicy), string(*w.SideEffects), w.AdmissionReviewVersions, w.Rules})
+		case admissionregistrationv1.MutatingWebhook:
+			out = append(out, hook{w.Name, *w.ClientConfig.Service.Path, string(*w.FailurePolicy), string(*w.SideEffects), w.AdmissionReviewVersions, w.Rules})
+		}
 	}
-	if len(chart.Webhooks) != len(gen.Webhooks) {
-		t.Errorf("The chart has %d webhooks, the markers generate %d", len(chart.Webhooks), len(gen.Webhooks))
+	return out
+}
+
+// compareHooks reports every difference between the chart's webhooks and the generated ones.
+func compareHooks(t *testing.T, chart, gen []hook) {
+	t.Helper()
+	byName := map[string]hook{}
+	for _, c := range chart {
+		byName[c.name] = c
 	}
-	for _, g := range gen.Webhooks {
-		c, ok := byName[g.Name]
+	if len(chart) != len(gen) {
+		t.Errorf("The chart has %d webhooks, the markers generate %d", len(chart), len(gen))
+	}
+	for _, g := range gen {
+		c, ok := byName[g.name]
 		if !ok {
-			t.Errorf("The chart lacks webhook %s", g.Name)
+			t.Errorf("The chart lacks webhook %s", g.name)
 			continue
 		}
-		if *c.ClientConfig.Service.Path != *g.ClientConfig.Service.Path {
-			t.Errorf("Webhook %s path = %s, markers say %s", g.Name, *c.ClientConfig.Service.Path, *g.ClientConfig.Service.Path)
+		if c.path != g.path {
+			t.Errorf("Webhook %s path = %s, markers say %s", g.name, c.path, g.path)
 		}
-		if *c.FailurePolicy != *g.FailurePolicy || *c.SideEffects != *g.SideEffects {
-			t.Errorf("Webhook %s failurePolicy/sideEffects = %s/%s, markers say %s/%s", g.Name, *c.FailurePolicy, *c.SideEffects, *g.FailurePolicy, *g.SideEffects)
+		if c.failurePolicy != g.failurePolicy || c.sideEffects != g.sideEffects {
+			t.Errorf("Webhook %s failurePolicy/sideEffects = %s/%s, markers say %s/%s", g.name, c.failurePolicy, c.sideEffects, g.failurePolicy, g.sideEffects)
 		}
-		if !slices.Equal(c.AdmissionReviewVersions, g.AdmissionReviewVersions) {
-			t.Errorf("Webhook %s admissionReviewVersions = %v, markers say %v", g.Name, c.AdmissionReviewVersions, g.AdmissionReviewVersions)
+		if !slices.Equal(c.versions, g.versions) {
+			t.Errorf("Webhook %s admissionReviewVersions = %v, markers say %v", g.name, c.versions, g.versions)
 		}
-		if len(c.Rules) != len(g.Rules) {
-			t.Errorf("Webhook %s has %d rules, markers say %d", g.Name, len(c.Rules), len(g.Rules))
+		if len(c.rules) != len(g.rules) {
+			t.Errorf("Webhook %s has %d rules, markers say %d", g.name, len(c.rules), len(g.rules))
 			continue
 		}
-		for i := range g.Rules {
-			cr, gr := c.Rules[i], g.Rules[i]
+		for i := range g.rules {
+			cr, gr := c.rules[i], g.rules[i]
 			if !slices.Equal(cr.APIGroups, gr.APIGroups) || !slices.Equal(cr.APIVersions, gr.APIVersions) ||
 				!slices.Equal(cr.Resources, gr.Resources) || !slices.Equal(cr.Operations, gr.Operations) {
-				t.Errorf("Webhook %s rule %d = %+v, markers say %+v", g.Name, i, cr.Rule, gr.Rule)
+				t.Errorf("Webhook %s rule %d = %+v, markers say %+v", g.name, i, cr.Rule, gr.Rule)
 			}
 		}
 	}

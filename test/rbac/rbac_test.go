@@ -142,8 +142,9 @@ func TestChartRBAC(t *testing.T) {
 	t.Run("manager, config/default", func(t *testing.T) {
 		as := impersonate(t, cfg, scheme, "modelgate-manager")
 		run(ctx, t, as, append(overrideChecks(t, managerChecks(other, "modelgate"), map[string]bool{
-			"rotate its webhook certificate Secret":        false,
-			"inject its CA into its webhook configuration": false,
+			"rotate its webhook certificate Secret":                 false,
+			"inject its CA into its webhook configuration":          false,
+			"inject its CA into its mutating webhook configuration": false,
 		}),
 			check{"list Groups in every namespace", true, list(&gatewayv1.GroupList{}, "")},
 			check{"list webhook configurations", false, list(&admissionregistrationv1.ValidatingWebhookConfigurationList{}, "")},
@@ -365,10 +366,16 @@ func managerChecks(ns, fullname string) []check {
 			return c.Update(ctx, s)
 		}},
 		{"inject its CA into its webhook configuration", true, func(ctx context.Context, c client.WithWatch) error {
-			return patchWebhookConfiguration(ctx, c, fullname+"-validating")
+			return patchWebhookConfiguration(ctx, c, &admissionregistrationv1.ValidatingWebhookConfiguration{}, fullname+"-validating")
+		}},
+		{"inject its CA into its mutating webhook configuration", true, func(ctx context.Context, c client.WithWatch) error {
+			return patchWebhookConfiguration(ctx, c, &admissionregistrationv1.MutatingWebhookConfiguration{}, fullname+"-mutating")
 		}},
 		{"patch another webhook configuration", false, func(ctx context.Context, c client.WithWatch) error {
-			return patchWebhookConfiguration(ctx, c, "someone-elses-webhooks")
+			return patchWebhookConfiguration(ctx, c, &admissionregistrationv1.ValidatingWebhookConfiguration{}, "someone-elses-webhooks")
+		}},
+		{"patch another mutating webhook configuration", false, func(ctx context.Context, c client.WithWatch) error {
+			return patchWebhookConfiguration(ctx, c, &admissionregistrationv1.MutatingWebhookConfiguration{}, "someone-elses-webhooks")
 		}},
 		{"create a ClusterRole", false, func(ctx context.Context, c client.WithWatch) error {
 			return c.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{GenerateName: "escalate-"}})
@@ -454,8 +461,10 @@ func seed(ctx context.Context, t *testing.T, admin client.Client) {
 		must(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: releaseNS, Name: fullname + "-webhook-server-cert"}})
 		// Without webhooks, so that nothing calls a webhook server that this test does not run.
 		must(&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: fullname + "-validating"}})
+		must(&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: fullname + "-mutating"}})
 	}
 	must(&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "someone-elses-webhooks"}})
+	must(&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "someone-elses-webhooks"}})
 }
 
 // impersonate returns a client that acts as a ServiceAccount of the release namespace, with the groups the
@@ -584,9 +593,9 @@ func patchWake(ns string) func(context.Context, client.WithWatch) error {
 	}
 }
 
-func patchWebhookConfiguration(ctx context.Context, c client.WithWatch, name string) error {
-	v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-	v.Name = name
+// patchWebhookConfiguration patches the webhook configuration of obj's kind named name, as the CA rotator does.
+func patchWebhookConfiguration(ctx context.Context, c client.WithWatch, obj client.Object, name string) error {
+	obj.SetName(name)
 	patch := []byte(`{"metadata":{"annotations":{"modelgate.io/ca-rotated":"now"}}}`)
-	return c.Patch(ctx, v, client.RawPatch("application/merge-patch+json", patch))
+	return c.Patch(ctx, obj, client.RawPatch("application/merge-patch+json", patch))
 }

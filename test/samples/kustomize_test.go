@@ -56,6 +56,8 @@ func TestDefaultKustomization(t *testing.T) {
 		{"ClusterRole", "modelgate-gatewayd"},
 		{"Role", "modelgate-manager-leader-election"},
 		{"Certificate", "modelgate-serving-cert"},
+		{"ValidatingWebhookConfiguration", "modelgate-validating"},
+		{"MutatingWebhookConfiguration", "modelgate-mutating"},
 		{"CustomResourceDefinition", "groups.gateway.modelgate.io"},
 		{"CustomResourceDefinition", "apikeys.gateway.modelgate.io"},
 		{"CustomResourceDefinition", "endpoints.gateway.modelgate.io"},
@@ -72,16 +74,17 @@ func TestDefaultKustomization(t *testing.T) {
 		switch o.kind {
 		case "Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding":
 			// Cluster-scoped.
-		case "ValidatingWebhookConfiguration":
+		case "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration":
+			// The fields checked here are common to both kinds.
 			var hook admissionv1.ValidatingWebhookConfiguration
 			if err := yaml.Unmarshal(o.doc, &hook); err != nil {
 				t.Fatalf("Failed to parse the webhook configuration: %v", err)
 			}
 			if got := hook.Annotations["cert-manager.io/inject-ca-from"]; got != "modelgate-system/modelgate-serving-cert" {
-				t.Errorf("Webhook configuration injects its CA from %q, want modelgate-system/modelgate-serving-cert", got)
+				t.Errorf("%s %s injects its CA from %q, want modelgate-system/modelgate-serving-cert", o.kind, o.name, got)
 			}
 			if len(hook.Webhooks) == 0 {
-				t.Error("Webhook configuration has no webhooks")
+				t.Errorf("%s %s has no webhooks", o.kind, o.name)
 			}
 			for _, w := range hook.Webhooks {
 				if svc := w.ClientConfig.Service; svc == nil || svc.Name != "modelgate-webhook" || svc.Namespace != "modelgate-system" {

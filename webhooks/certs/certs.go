@@ -65,6 +65,8 @@ type Options struct {
 	ServiceName string
 	// WebhookConfigurationName is the ValidatingWebhookConfiguration whose caBundle is filled in.
 	WebhookConfigurationName string
+	// MutatingWebhookConfigurationName is the MutatingWebhookConfiguration whose caBundle is filled in.
+	MutatingWebhookConfigurationName string
 	// ControllerName overrides DefaultControllerName, for processes that start more than one manager (tests).
 	ControllerName string
 }
@@ -95,6 +97,7 @@ func (o Options) Validate() error {
 		{"--webhook-secret-name", o.SecretName, validation.IsDNS1123Subdomain},
 		{"--webhook-service-name", o.ServiceName, validation.IsDNS1123Label},
 		{"--webhook-configuration-name", o.WebhookConfigurationName, validation.IsDNS1123Subdomain},
+		{"--mutating-webhook-configuration-name", o.MutatingWebhookConfigurationName, validation.IsDNS1123Subdomain},
 	}
 	for _, n := range names {
 		if n.value == "" {
@@ -144,8 +147,11 @@ func Setup(ctx context.Context, mgr manager.Manager, o Options, register Registe
 		DNSName:        o.DNSName(),
 		ExtraDNSNames:  []string{o.DNSName() + ".cluster.local"},
 		IsReady:        ready,
-		Webhooks:       []rotator.WebhookInfo{{Name: o.WebhookConfigurationName, Type: rotator.Validating}},
-		FieldOwner:     "modelgate-manager",
+		Webhooks: []rotator.WebhookInfo{
+			{Name: o.WebhookConfigurationName, Type: rotator.Validating},
+			{Name: o.MutatingWebhookConfigurationName, Type: rotator.Mutating},
+		},
+		FieldOwner: "modelgate-manager",
 		// Every replica serves webhooks, so every replica must see the certificate; concurrent writers are
 		// serialized by the Secret's resourceVersion.
 		RequireLeaderElection: false,

@@ -63,19 +63,23 @@ var _ = Describe("Self-managed webhook certificate", func() {
 		Expect(k8s.Create(ctx, n)).To(Succeed())
 		ns = n.Name
 
-		// The generated webhook configuration, as make manifests writes it, under a name of this spec's own.
-		vwc := webhookConfiguration()
+		// The generated webhook configurations, as make manifests writes them, under names of this spec's own.
+		vwc, mwc := webhookConfigurations()
 		vwc.Name = "modelgate-validating-" + ns
-		Expect(k8s.Create(ctx, vwc)).To(Succeed())
-		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8s.Delete(context.Background(), vwc))).To(Succeed()) })
+		mwc.Name = "modelgate-mutating-" + ns
+		for _, c := range []client.Object{vwc, mwc} {
+			Expect(k8s.Create(ctx, c)).To(Succeed())
+			DeferCleanup(func() { Expect(client.IgnoreNotFound(k8s.Delete(context.Background(), c))).To(Succeed()) })
+		}
 
 		opts = certs.Options{
-			Mode:                     certs.ModeSelfManaged,
-			CertDir:                  GinkgoT().TempDir(),
-			Namespace:                ns,
-			SecretName:               "modelgate-webhook-server-cert",
-			ServiceName:              "modelgate-webhook",
-			WebhookConfigurationName: vwc.Name,
+			Mode:                             certs.ModeSelfManaged,
+			CertDir:                          GinkgoT().TempDir(),
+			Namespace:                        ns,
+			SecretName:                       "modelgate-webhook-server-cert",
+			ServiceName:                      "modelgate-webhook",
+			WebhookConfigurationName:         vwc.Name,
+			MutatingWebhookConfigurationName: mwc.Name,
 		}
 		key = types.NamespacedName{Namespace: ns, Name: opts.SecretName}
 	})
@@ -87,7 +91,7 @@ var _ = Describe("Self-managed webhook certificate", func() {
 		secret := eventuallyFilledSecret(key)
 		expectServingCertFor(secret, opts.DNSName())
 		expectServingCertFor(secret, opts.DNSName()+".cluster.local")
-		eventuallyCABundle(opts.WebhookConfigurationName, secret.Data[caCrt])
+		eventuallyCABundle(opts, secret.Data[caCrt])
 
 		// The Secret is filled and the CA trusted, but no kubelet has mounted the files yet: the webhook server must
 		// not have started, and the manager must not be ready.
@@ -115,7 +119,7 @@ var _ = Describe("Self-managed webhook certificate", func() {
 		issued := eventuallyFilledSecret(key)
 		Expect(issued.UID).To(Equal(chartSecret.UID))
 		Expect(issued.Labels).To(HaveKeyWithValue("app.kubernetes.io/name", "modelgate"))
-		eventuallyCABundle(opts.WebhookConfigurationName, issued.Data[caCrt])
+		eventuallyCABundle(opts, issued.Data[caCrt])
 		first.stop()
 
 		// Re-applying the configuration as rendered (no caBundle) wipes the CA; the next start must put it back.
@@ -131,7 +135,7 @@ var _ = Describe("Self-managed webhook certificate", func() {
 		second := startManager(opts)
 		mountSecret(second.ctx, key, opts.CertDir)
 		Eventually(second.ready).WithArguments((*http.Request)(nil)).Should(Succeed())
-		eventuallyCABundle(opts.WebhookConfigurationName, issued.Data[caCrt])
+		eventuallyCABundle(opts, issued.Data[caCrt])
 
 		reused := &corev1.Secret{}
 		Expect(k8s.Get(ctx, key, reused)).To(Succeed())
@@ -160,7 +164,7 @@ var _ = Describe("Self-managed webhook certificate", func() {
 		Expect(renewed.Data[tlsCrt]).NotTo(Equal(certPEM), "a certificate that expires within the renewal window must be replaced")
 		leaf := expectServingCertFor(renewed, opts.DNSName())
 		Expect(leaf.NotAfter).To(BeTemporally(">", time.Now().Add(90*24*time.Hour)))
-		eventuallyCABundle(opts.WebhookConfigurationName, caCertPEM)
+		eventuallyCABundle(opts, caCertPEM)
 		expectServes(m.port, opts.DNSName(), renewed)
 		m.stop()
 	})
@@ -274,12 +278,18 @@ func eventuallyFilledSecret(key types.NamespacedName) *corev1.Secret {
 	return s
 }
 
-func eventuallyCABundle(name string, ca []byte) {
+func eventuallyCABundle(opts certs.Options, ca []byte) {
 	Eventually(func(g Gomega) {
 		vwc := &admissionv1.ValidatingWebhookConfiguration{}
-		g.Expect(k8s.Get(ctx, types.NamespacedName{Name: name}, vwc)).To(Succeed())
+		g.Expect(k8s.Get(ctx, types.NamespacedName{Name: opts.WebhookConfigurationName}, vwc)).To(Succeed())
 		g.Expect(vwc.Webhooks).To(HaveLen(10))
 		for _, wh := range vwc.Webhooks {
+			g.Expect(wh.ClientConfig.CABundle).To(Equal(ca), "webhook %s", wh.Name)
+		}
+		mwc := &admissionv1.MutatingWebhookConfiguration{}
+		g.Expect(k8s.Get(ctx, types.NamespacedName{Name: opts.MutatingWebhookConfigurationName}, mwc)).To(Succeed())
+		g.Expect(mwc.Webhooks).To(HaveLen(2))
+		for _, wh := range mwc.Webhooks {
 			g.Expect(wh.ClientConfig.CABundle).To(Equal(ca), "webhook %s", wh.Name)
 		}
 	}).Should(Succeed())
@@ -326,13 +336,24 @@ func expectServes(port int, dnsName string, s *corev1.Secret) {
 }
 
 // webhookConfiguration reads the ValidatingWebhookConfiguration that make manifests generates.
-func webhookConfiguration() *admissionv1.ValidatingWebhookConfiguration {
+func webhookConfigurations() (*admissionv1.ValidatingWebhookConfiguration, *admissionv1.MutatingWebhookConfiguration) {
 	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "webhook", "manifests.yaml"))
 	Expect(err).NotTo(HaveOccurred())
 	vwc := &admissionv1.ValidatingWebhookConfiguration{}
-	Expect(yaml.Unmarshal(raw, vwc)).To(Succeed())
+	mwc := &admissionv1.MutatingWebhookConfiguration{}
+	for _, doc := range bytes.Split(raw, []byte("\n---\n")) {
+		var meta metav1.TypeMeta
+		Expect(yaml.Unmarshal(doc, &meta)).To(Succeed())
+		switch meta.Kind {
+		case "ValidatingWebhookConfiguration":
+			Expect(yaml.Unmarshal(doc, vwc)).To(Succeed())
+		case "MutatingWebhookConfiguration":
+			Expect(yaml.Unmarshal(doc, mwc)).To(Succeed())
+		}
+	}
 	Expect(vwc.Webhooks).To(HaveLen(10))
-	return vwc
+	Expect(mwc.Webhooks).To(HaveLen(2))
+	return vwc, mwc
 }
 
 func freePort() int {

@@ -9,12 +9,13 @@ import (
 
 func TestOptionsValidate(t *testing.T) {
 	selfManaged := certs.Options{
-		Mode:                     certs.ModeSelfManaged,
-		CertDir:                  "/tmp/certs",
-		Namespace:                "modelgate-system",
-		SecretName:               "modelgate-webhook-server-cert",
-		ServiceName:              "modelgate-webhook",
-		WebhookConfigurationName: "modelgate-validating",
+		Mode:                             certs.ModeSelfManaged,
+		CertDir:                          "/tmp/certs",
+		Namespace:                        "modelgate-system",
+		SecretName:                       "modelgate-webhook-server-cert",
+		ServiceName:                      "modelgate-webhook",
+		WebhookConfigurationName:         "modelgate-validating",
+		MutatingWebhookConfigurationName: "modelgate-mutating",
 	}
 	with := func(edit func(*certs.Options)) certs.Options {
 		o := selfManaged
@@ -43,6 +44,8 @@ func TestOptionsValidate(t *testing.T) {
 			wantErr: "--webhook-service-name is required with --webhook-cert-mode=self-managed"},
 		{name: "missing configuration name", opts: with(func(o *certs.Options) { o.WebhookConfigurationName = "" }),
 			wantErr: "--webhook-configuration-name is required with --webhook-cert-mode=self-managed"},
+		{name: "missing mutating configuration name", opts: with(func(o *certs.Options) { o.MutatingWebhookConfigurationName = "" }),
+			wantErr: "--mutating-webhook-configuration-name is required with --webhook-cert-mode=self-managed"},
 		{name: "service name with a dot cannot form the DNS name", opts: with(func(o *certs.Options) { o.ServiceName = "a.b" }),
 			wantErr: `--webhook-service-name="a.b" is not a valid Kubernetes name`},
 		{name: "upper-case secret name", opts: with(func(o *certs.Options) { o.SecretName = "Certs" }),

@@ -74,6 +74,10 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s-validating" (include "modelgate.fullname" .) }}
 {{- end }}
 
+{{- define "modelgate.webhook.mutatingConfigurationName" -}}
+{{- printf "%s-mutating" (include "modelgate.fullname" .) }}
+{{- end }}
+
 {{- define "modelgate.webhook.certificateName" -}}
 {{- printf "%s-serving-cert" (include "modelgate.fullname" .) }}
 {{- end }}
