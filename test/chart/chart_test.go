@@ -104,6 +104,8 @@ func TestRefusals(t *testing.T) {
 			"at '/gatewayd': additional properties 'replica' not allowed"},
 		{"wrong type", []string{"--set", "webhook.certManager.enabled=maybe"},
 			"/webhook/certManager/enabled"},
+		{"lease duration that is not a duration", []string{"--set", "manager.leaderElection.leaseDuration=15"},
+			"/manager/leaderElection/leaseDuration"},
 		{"HTTPRoute without a Gateway", []string{"--set", "gatewayd.httpRoute.enabled=true"},
 			"gatewayd.httpRoute.enabled=true needs gatewayd.httpRoute.parentRefs"},
 		{"HTTPRoute parentRef without a name", []string{"--set", "gatewayd.httpRoute.enabled=true,gatewayd.httpRoute.parentRefs[0].namespace=gw"},
@@ -318,8 +320,11 @@ func checkCommon(t *testing.T, objs []*unstructured.Unstructured) {
 	if got := container(t, objs, "modelgate-gatewayd").Command; !slices.Equal(got, []string{"/gatewayd"}) {
 		t.Errorf("gatewayd command = %v, want [/gatewayd]", got)
 	}
-	if args := container(t, objs, "modelgate-manager").Args; !slices.Contains(args, "--leader-elect=true") {
-		t.Errorf("manager args %v lack --leader-elect=true", args)
+	for _, want := range []string{"--leader-elect=true", "--leader-election-lease-duration=15s",
+		"--leader-election-renew-deadline=10s", "--leader-election-retry-period=2s"} {
+		if args := container(t, objs, "modelgate-manager").Args; !slices.Contains(args, want) {
+			t.Errorf("manager args %v lack %s", args, want)
+		}
 	}
 
 	vwc := webhookConfiguration(t, objs)
