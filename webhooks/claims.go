@@ -69,7 +69,7 @@ func claimantOf(kind string, o client.Object) claimant {
 	return claimant{kind: kind, name: o.GetName(), uid: o.GetUID()}
 }
 
-// claimer takes and revokes claims. Writer writes the ConfigMaps; Reader reads past any cache.
+// claimer takes, releases and revokes claims. Writer writes the ConfigMaps; Reader reads past any cache.
 type claimer struct {
 	Writer client.Writer
 	Reader client.Reader
@@ -171,6 +171,31 @@ func (cl *claimer) takeOver(ctx context.Context, have *corev1.ConfigMap, c claim
 		return nil, fmt.Errorf("failed to take over the claim %s: %w", have.Name, err)
 	}
 	return nil, nil
+}
+
+// release deletes the claim of value of kind when c still holds it: c is going away for good. It is conditional
+// on the claim read, so a claim another admission took meanwhile stays. On a dry run nothing is written.
+func (cl *claimer) release(ctx context.Context, ns, kind, value string, c claimant) error {
+	if req, err := admission.RequestFromContext(ctx); err == nil && req.DryRun != nil && *req.DryRun {
+		return nil
+	}
+	var have corev1.ConfigMap
+	err := cl.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: ClaimName(kind, value)}, &have)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("failed to read the claim of %s %q: %w", kind, value, err)
+	}
+	if have.Data[claimRevoked] == "true" || have.Data[claimHolderKind] != c.kind || have.Data[claimHolderName] != c.name ||
+		have.Data[claimHolderUID] != string(c.uid) {
+		return nil
+	}
+	err = cl.Writer.Delete(ctx, &have, client.Preconditions{UID: &have.UID, ResourceVersion: &have.ResourceVersion})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("failed to release the claim of %s %q: %w", kind, value, err)
+	}
+	return nil
 }
 
 // revoke marks the prefix claim of a deleted key as a tombstone holding its hash, creating it when the key was

@@ -6,11 +6,13 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/webhooks"
 )
 
 // race runs create for each of n writers at once and returns how many succeeded; every refusal must be a
@@ -107,5 +109,48 @@ var _ = Describe("Uniqueness claims", func() {
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(b), b)).To(Succeed())
 		b.Finalizers = nil
 		Expect(k8s.Update(ctx, b)).To(Succeed())
+	})
+
+	It("free a deleted group's external id as its last finalizer goes, not only once its claim is old", func() {
+		ns := newNamespace()
+		withID := func(name string) *gatewayv1.Group {
+			g := group(ns, name, "", indep)
+			g.Spec.ExternalEntityID = "reused"
+			return g
+		}
+		a := withID("a")
+		a.Finalizers = []string{holdFinalizer}
+		Expect(k8s.Create(ctx, a)).To(Succeed())
+		Expect(k8s.Delete(ctx, a)).To(Succeed())
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(a), a)).To(Succeed())
+		a.Finalizers = nil
+		Expect(k8s.Update(ctx, a)).To(Succeed())
+		Expect(apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(a), a))).To(BeTrue())
+
+		// The claim is seconds old and its holder gone: kept, it would refuse b for the rest of its grace.
+		claim := &corev1.ConfigMap{}
+		Expect(apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: webhooks.ClaimName("external-id", "reused")}, claim))).
+			To(BeTrue(), "the claim of the deleted group is released")
+		b := withID("b")
+		Expect(k8s.Create(ctx, b)).To(Succeed())
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: webhooks.ClaimName("external-id", "reused")}, claim)).To(Succeed())
+		Expect(claim.Data).To(HaveKeyWithValue("holderName", "b"))
+
+		By("a group whose last finalizer goes leaves alone the claim another group took from it")
+		c := group(ns, "c", "", indep)
+		c.Spec.ExternalEntityID = "shared"
+		c.Finalizers = []string{holdFinalizer}
+		Expect(k8s.Create(ctx, c)).To(Succeed())
+		Expect(k8s.Delete(ctx, c)).To(Succeed())
+		d := group(ns, "d", "", indep)
+		d.Spec.ExternalEntityID = "shared"
+		Expect(k8s.Create(ctx, d)).To(Succeed())
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(c), c)).To(Succeed())
+		c.Finalizers = nil
+		Expect(k8s.Update(ctx, c)).To(Succeed())
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: webhooks.ClaimName("external-id", "shared")}, claim)).To(Succeed())
+		Expect(claim.Data).To(HaveKeyWithValue("holderName", "d"))
+		expectRefused(k8s.Create(ctx, func() *gatewayv1.Group { g := group(ns, "e", "", indep); g.Spec.ExternalEntityID = "shared"; return g }()),
+			"spec.externalEntityID", "already used by Group d")
 	})
 })

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
@@ -68,6 +69,14 @@ func (v *GroupValidator) parentNotDeleting(ctx context.Context, g *gatewayv1.Gro
 // does not already hold the new limits (see treeCheck.shields).
 func (v *GroupValidator) ValidateUpdate(ctx context.Context, old, g *gatewayv1.Group) (admission.Warnings, error) {
 	if g.DeletionTimestamp != nil {
+		if len(g.Finalizers) == 0 && v.Claims != nil {
+			// The last finalizer goes and the group with it: its external id is free at once, not only once its
+			// claim is older than an admission can take. A failure only leaves that wait; it never blocks the
+			// finalizer.
+			if err := v.Claims.release(ctx, g.Namespace, claimExternalID, g.Spec.ExternalEntityID, claimantOf("Group", g)); err != nil {
+				log.FromContext(ctx).Error(err, "Failed to release the external id of a deleted group", "group", g.Name)
+			}
+		}
 		return nil, nil
 	}
 	var tree treeCheck
