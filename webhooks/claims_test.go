@@ -106,9 +106,7 @@ var _ = Describe("Uniqueness claims", func() {
 		c := group(ns, "c", "", indep)
 		c.Spec.ExternalEntityID = "moving"
 		Expect(k8s.Create(ctx, c)).To(Succeed())
-		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(b), b)).To(Succeed())
-		b.Finalizers = nil
-		Expect(k8s.Update(ctx, b)).To(Succeed())
+		letGo(b)
 	})
 
 	It("free a deleted group's external id as its last finalizer goes, not only once its claim is old", func() {
@@ -122,9 +120,7 @@ var _ = Describe("Uniqueness claims", func() {
 		a.Finalizers = []string{holdFinalizer}
 		Expect(k8s.Create(ctx, a)).To(Succeed())
 		Expect(k8s.Delete(ctx, a)).To(Succeed())
-		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(a), a)).To(Succeed())
-		a.Finalizers = nil
-		Expect(k8s.Update(ctx, a)).To(Succeed())
+		letGo(a)
 		Expect(apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(a), a))).To(BeTrue())
 
 		// The claim is seconds old and its holder gone: kept, it would refuse b for the rest of its grace.
@@ -145,9 +141,7 @@ var _ = Describe("Uniqueness claims", func() {
 		d := group(ns, "d", "", indep)
 		d.Spec.ExternalEntityID = "shared"
 		Expect(k8s.Create(ctx, d)).To(Succeed())
-		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(c), c)).To(Succeed())
-		c.Finalizers = nil
-		Expect(k8s.Update(ctx, c)).To(Succeed())
+		letGo(c)
 		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: webhooks.ClaimName("external-id", "shared")}, claim)).To(Succeed())
 		Expect(claim.Data).To(HaveKeyWithValue("holderName", "d"))
 		expectRefused(k8s.Create(ctx, func() *gatewayv1.Group { g := group(ns, "e", "", indep); g.Spec.ExternalEntityID = "shared"; return g }()),

@@ -3,7 +3,6 @@ package webhooks_test
 import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 )
@@ -19,8 +18,6 @@ var _ = Describe("Children of a group being deleted", func() {
 			"spec.hierarchy.parentGroupID", "parent group leaving is being deleted")
 		Expect(k8s.Create(ctx, group(ns, "early-child", "not-yet", gatewayv1.EnforcementIndependent))).To(Succeed())
 
-		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(parent), parent)).To(Succeed())
-		parent.Finalizers = nil
-		Expect(k8s.Update(ctx, parent)).To(Succeed())
+		letGo(parent)
 	})
 })

@@ -54,6 +54,14 @@ func expectRefused(err error, path, rule string) {
 	Expect(err.Error()).To(ContainSubstring(rule))
 }
 
+// letGo removes the finalizers of obj, which is being deleted, so that the API server deletes it.
+func letGo(obj client.Object) {
+	GinkgoHelper()
+	Expect(k8s.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+	obj.SetFinalizers(nil)
+	Expect(k8s.Update(ctx, obj)).To(Succeed())
+}
+
 func str(s string) *string { return &s }
 
 func group(ns, name, parent string, mode gatewayv1.LimitEnforcement, models ...gatewayv1.ModelConfig) *gatewayv1.Group {
