@@ -89,10 +89,7 @@ type claimRefusal struct {
 // take claims value of kind in ns for c. It returns a refusal when another live holder has it or it was revoked.
 // On a dry run nothing is written, and only a visible holder refuses.
 func (cl *claimer) take(ctx context.Context, ns, kind, value string, c claimant) (*claimRefusal, error) {
-	dryRun := false
-	if req, err := admission.RequestFromContext(ctx); err == nil && req.DryRun != nil {
-		dryRun = *req.DryRun
-	}
+	dryRun := isDryRun(ctx)
 	want := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ClaimName(kind, value),
 		Labels: map[string]string{LabelClaim: kind}}, Data: map[string]string{claimValue: value}}
 	setHolder(want, c)
@@ -176,7 +173,7 @@ func (cl *claimer) takeOver(ctx context.Context, have *corev1.ConfigMap, c claim
 // release deletes the claim of value of kind when c still holds it: c is going away for good. It is conditional
 // on the claim read, so a claim another admission took meanwhile stays. On a dry run nothing is written.
 func (cl *claimer) release(ctx context.Context, ns, kind, value string, c claimant) error {
-	if req, err := admission.RequestFromContext(ctx); err == nil && req.DryRun != nil && *req.DryRun {
+	if isDryRun(ctx) {
 		return nil
 	}
 	var have corev1.ConfigMap
@@ -202,7 +199,7 @@ func (cl *claimer) release(ctx context.Context, ns, kind, value string, c claima
 // stored before claims existed. It is kept for good: a revoked key never authenticates again, whatever group a
 // replayed registration names.
 func (cl *claimer) revoke(ctx context.Context, ns, prefix, hash string, c claimant) error {
-	if req, err := admission.RequestFromContext(ctx); err == nil && req.DryRun != nil && *req.DryRun {
+	if isDryRun(ctx) {
 		return nil
 	}
 	key := client.ObjectKey{Namespace: ns, Name: ClaimName(claimKeyPrefix, prefix)}
@@ -231,6 +228,12 @@ func (cl *claimer) revoke(ctx context.Context, ns, prefix, hash string, c claima
 		}
 	}
 	return fmt.Errorf("failed to mark the prefix claim %s revoked: it kept changing", key.Name)
+}
+
+// isDryRun reports whether the admission in ctx is a dry run, which must write nothing.
+func isDryRun(ctx context.Context) bool {
+	req, err := admission.RequestFromContext(ctx)
+	return err == nil && req.DryRun != nil && *req.DryRun
 }
 
 func setHolder(cm *corev1.ConfigMap, c claimant) {
