@@ -91,6 +91,22 @@ const maxDecodedBytes = 1 << 30
 // snapshot from a newer manager is not half-understood. The JSON is parsed as it is decompressed, so the
 // uncompressed document (several times the payload) is never held whole.
 func Decode(payload []byte, checksum string) (*Snapshot, error) {
+	r, err := open(payload, checksum)
+	if err != nil {
+		return nil, err
+	}
+	var s Snapshot
+	// UnmarshalRead reads to the end, so gzip checks its trailer (length and CRC) too.
+	if err := json.UnmarshalRead(r, &s, decodeOptions); err != nil {
+		return nil, fmt.Errorf("failed to parse snapshot: %w", err)
+	}
+	s.intern()
+	return &s, nil
+}
+
+// open verifies payload against checksum and returns its decompressed bytes, as a reader limited to
+// maxDecodedBytes.
+func open(payload []byte, checksum string) (io.Reader, error) {
 	if got := Checksum(payload); got != checksum {
 		return nil, fmt.Errorf("%w: index says %s, payload hashes to %s", ErrChecksum, checksum, got)
 	}
@@ -98,13 +114,7 @@ func Decode(payload []byte, checksum string) (*Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to decompress snapshot: %w", err)
 	}
-	var s Snapshot
-	// UnmarshalRead reads to the end, so gzip checks its trailer (length and CRC) too.
-	if err := json.UnmarshalRead(io.LimitReader(zr, maxDecodedBytes), &s, decodeOptions); err != nil {
-		return nil, fmt.Errorf("failed to parse snapshot: %w", err)
-	}
-	s.intern()
-	return &s, nil
+	return io.LimitReader(zr, maxDecodedBytes), nil
 }
 
 // intern makes the equal strings of s's groups share one copy: modes, slugs, limit types and units, and the group
