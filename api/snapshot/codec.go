@@ -10,6 +10,7 @@ import (
 	"io"
 
 	json "github.com/go-json-experiment/json"
+	kgzip "github.com/klauspost/compress/gzip"
 )
 
 // Names of the ConfigMaps that carry a snapshot, and of their entries.
@@ -110,7 +111,9 @@ func open(payload []byte, checksum string) (io.Reader, error) {
 	if got := Checksum(payload); got != checksum {
 		return nil, fmt.Errorf("%w: index says %s, payload hashes to %s", ErrChecksum, checksum, got)
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(payload))
+	// github.com/klauspost/compress inflates the same gzip as compress/gzip a quarter faster: a start
+	// decompresses every part.
+	zr, err := kgzip.NewReader(bytes.NewReader(payload))
 	if err != nil {
 		return nil, fmt.Errorf("failed to decompress snapshot: %w", err)
 	}
