@@ -10,6 +10,7 @@ import (
 	"io"
 
 	json "github.com/go-json-experiment/json"
+	kgzip "github.com/klauspost/compress/gzip"
 )
 
 // Names of the ConfigMaps that carry a snapshot, and of their entries.
@@ -91,20 +92,32 @@ const maxDecodedBytes = 1 << 30
 // snapshot from a newer manager is not half-understood. The JSON is parsed as it is decompressed, so the
 // uncompressed document (several times the payload) is never held whole.
 func Decode(payload []byte, checksum string) (*Snapshot, error) {
-	if got := Checksum(payload); got != checksum {
-		return nil, fmt.Errorf("%w: index says %s, payload hashes to %s", ErrChecksum, checksum, got)
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(payload))
+	r, err := open(payload, checksum)
 	if err != nil {
-		return nil, fmt.Errorf("failed to decompress snapshot: %w", err)
+		return nil, err
 	}
 	var s Snapshot
 	// UnmarshalRead reads to the end, so gzip checks its trailer (length and CRC) too.
-	if err := json.UnmarshalRead(io.LimitReader(zr, maxDecodedBytes), &s, decodeOptions); err != nil {
+	if err := json.UnmarshalRead(r, &s, decodeOptions); err != nil {
 		return nil, fmt.Errorf("failed to parse snapshot: %w", err)
 	}
 	s.intern()
 	return &s, nil
+}
+
+// open verifies payload against checksum and returns its decompressed bytes, as a reader limited to
+// maxDecodedBytes.
+func open(payload []byte, checksum string) (io.Reader, error) {
+	if got := Checksum(payload); got != checksum {
+		return nil, fmt.Errorf("%w: index says %s, payload hashes to %s", ErrChecksum, checksum, got)
+	}
+	// github.com/klauspost/compress inflates the same gzip as compress/gzip a quarter faster: a start
+	// decompresses every part.
+	zr, err := kgzip.NewReader(bytes.NewReader(payload))
+	if err != nil {
+		return nil, fmt.Errorf("failed to decompress snapshot: %w", err)
+	}
+	return io.LimitReader(zr, maxDecodedBytes), nil
 }
 
 // intern makes the equal strings of s's groups share one copy: modes, slugs, limit types and units, and the group

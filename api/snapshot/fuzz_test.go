@@ -32,3 +32,29 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodePartKeys checks that DecodePartKeys accepts exactly what Decode accepts, with the same snapshot and
+// keys, whether its scanner of the encoder's shape reads the keys or the document is parsed whole.
+func FuzzDecodePartKeys(f *testing.F) {
+	parts, _, err := EncodeParts(workspace(2, 40), MaxChunkBytes)
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, doc := range []string{keysDoc(`[` + goodKey + `]`), keysDoc(`[]`), keysDoc(`null`), keysDoc(`[` + goodKey + `,` + goodKey + `]`)} {
+		f.Add([]byte(doc))
+	}
+	for _, p := range parts {
+		zr, err := gzip.NewReader(bytes.NewReader(p.Payload))
+		if err != nil {
+			f.Fatal(err)
+		}
+		var doc bytes.Buffer
+		if _, err := doc.ReadFrom(zr); err != nil {
+			f.Fatal(err)
+		}
+		f.Add(doc.Bytes())
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		sameAsDecode(t, "fuzzed", gzipped(t, doc))
+	})
+}

@@ -1,10 +1,14 @@
 package reload
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/modelgate/modelgate/api/snapshot"
@@ -172,4 +176,76 @@ func TestLoadReusesKeyParts(t *testing.T) {
 	if l.View().HasKey(ns, revoked.Prefix) || !l.View().HasKey(ns, snap.APIKeys[5000].Prefix) {
 		t.Error("after the revocation the view serves the revoked key, or lost its neighbour")
 	}
+}
+
+// TestLoadRefusesBadKeyParts: a part of keys whose bytes match its name but are not a good part (truncated JSON,
+// a garbled key, a key whose hash is not hex) is refused with an error naming it, and the last good snapshot
+// keeps serving every key.
+func TestLoadRefusesBadKeyParts(t *testing.T) {
+	ctx := context.Background()
+	l, s := newLoader(t)
+	snap := scaleWorkspace(100, 20000)
+	s.publishParts(t, 1, snap)
+	l.Sync(ctx, ns)
+	if l.servedVersion(t) != 1 {
+		t.Fatalf("v1 not loaded: errors %v", l.errorsOf())
+	}
+	parts, _, err := snapshot.EncodeParts(snap, snapshot.MaxChunkBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := len(parts) - 1
+	doc := inflate(t, parts[last].Payload)
+	for name, bad := range map[string][]byte{
+		"truncated":        doc[:len(doc)/2],
+		"a garbled key":    bytes.Replace(doc, []byte(`","hash":"`), []byte(`","hash":`), 1),
+		"a hash not hex":   bytes.Replace(doc, []byte(`","hash":"`), []byte(`","hash":"zz`), 1),
+		"a key of no part": bytes.Replace(doc, []byte(`"apiKeys":[`), []byte(`"apiKeys":[{}`), 1),
+	} {
+		payload := gzipOf(t, bad)
+		p := snapshot.Part{Hash: snapshot.Checksum(payload), Payload: payload}
+		s.put(snapshot.PartName(p.Hash), nil, p.Payload)
+		list := snapshot.PartList(append(slices.Clone(parts[:last]), p))
+		s.put(snapshot.IndexName, map[string]string{snapshot.DataVersion: "2", snapshot.DataChecksum: snapshot.PartsChecksum(list),
+			snapshot.DataChunks: strconv.Itoa(len(parts)), snapshot.DataFormat: snapshot.FormatContent, snapshot.DataParts: list}, nil)
+		before := l.errorsOf()
+		l.Sync(ctx, ns)
+		if l.errorsOf() != before+1 || l.servedVersion(t) != 1 {
+			t.Errorf("%s: errors %v→%v, serving %d; want one more error and the last good 1", name, before, l.errorsOf(), l.servedVersion(t))
+		}
+		if _, err := l.load(ns, l.View().Namespace(ns)); err == nil || !strings.Contains(err.Error(), "part "+p.Hash) {
+			t.Errorf("%s: %v, want an error naming part %s", name, err, p.Hash)
+		}
+		for _, k := range snap.APIKeys {
+			if !l.View().HasKey(ns, k.Prefix) {
+				t.Fatalf("%s: key %s is no longer served", name, k.ID)
+			}
+		}
+	}
+}
+
+func inflate(t *testing.T, payload []byte) []byte {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func gzipOf(t *testing.T, doc []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write(doc); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }

@@ -369,25 +369,23 @@ func (l *Loader) loadParts(ns string, cms listersv1.ConfigMapNamespaceLister, li
 		todo = append(todo, i)
 		payloads = append(payloads, cm.BinaryData[snapshot.BinaryPayload])
 	}
-	// A part of keys is turned into the view's compact form as soon as it is decoded, so its decoded records
-	// go at once.
+	// The keys of a part go into the view's compact form as they are parsed, so no decoded record of a key is
+	// ever allocated.
 	compacted := make([]*view.KeyPart, len(hashes))
 	var eg errgroup.Group
 	eg.SetLimit(runtime.GOMAXPROCS(0))
 	for j, i := range todo {
 		eg.Go(func() error {
-			p, err := snapshot.DecodePart(payloads[j], hashes[i])
+			kb := view.NewKeyPartBuilder(hashes[i])
+			p, err := snapshot.DecodePartKeys(payloads[j], hashes[i], kb.Add)
 			if err != nil {
 				return err
 			}
-			if len(p.APIKeys) > 0 {
+			if kb.Len() > 0 {
 				if len(p.Groups) > 0 {
 					return fmt.Errorf("part %d carries keys and groups", i)
 				}
-				kp, err := view.CompactKeyPart(hashes[i], p.APIKeys)
-				if err != nil {
-					return fmt.Errorf("part %s: %w", hashes[i], err)
-				}
+				kp := kb.Part()
 				compacted[i] = &kp
 				p = &snapshot.Snapshot{Namespace: p.Namespace}
 			}

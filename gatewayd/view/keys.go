@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math/bits"
-	"strings"
+	"slices"
+	"sync"
 
 	"github.com/modelgate/modelgate/api/snapshot"
 )
@@ -52,6 +53,30 @@ func CompactKeyPart(hash string, keys []snapshot.APIKey) (KeyPart, error) {
 		return KeyPart{}, err
 	}
 	return KeyPart{Hash: hash, compact: c}, nil
+}
+
+// KeyPartBuilder is CompactKeyPart for keys that come one at a time, as snapshot.DecodePartKeys parses them
+// (Add is a snapshot.KeySink): no decoded record of a key is ever allocated.
+type KeyPartBuilder struct {
+	b *keyBuilder
+}
+
+// NewKeyPartBuilder returns a builder of the keys of the part named hash.
+func NewKeyPartBuilder(hash string) *KeyPartBuilder {
+	return &KeyPartBuilder{b: newKeyBuilder(hash)}
+}
+
+// Add checks one key's prefix and hash and appends it.
+func (b *KeyPartBuilder) Add(id, prefix, hash, groupID []byte) error {
+	return addKey(b.b, id, prefix, hash, groupID)
+}
+
+// Len is the number of keys added.
+func (b *KeyPartBuilder) Len() int { return len(b.b.keys) }
+
+// Part is the compact form of the keys added. The builder is not used afterwards.
+func (b *KeyPartBuilder) Part() KeyPart {
+	return KeyPart{Hash: b.b.hash, compact: b.b.finish()}
 }
 
 // HasKeyPart reports whether ns holds the keys of the content-addressed part named hash, so that a load can pass
@@ -108,31 +133,65 @@ func compact(hash string, keys []snapshot.APIKey) (*compactKeys, error) {
 	if len(keys) > maxBlockKeys {
 		return nil, fmt.Errorf("part %s holds %d keys, more than %d", hash, len(keys), maxBlockKeys)
 	}
-	var text strings.Builder
-	size := 0
-	for i := range keys {
-		size += len(keys[i].ID) + len(keys[i].Prefix)
-	}
-	text.Grow(size)
-	c := &compactKeys{block: &keyBlock{hash: hash, keys: make([]Key, len(keys))}, groups: make([]string, len(keys))}
+	b := newKeyBuilder(hash)
 	for i := range keys {
 		k := &keys[i]
-		sum, err := parseKey(k.Prefix, k.Hash)
-		if err != nil {
-			return nil, fmt.Errorf("apiKeys[%s]: %w", k.ID, err)
+		if err := addKey(b, k.ID, k.Prefix, k.Hash, k.GroupID); err != nil {
+			return nil, err
 		}
-		text.WriteString(k.ID)
-		text.WriteString(k.Prefix)
-		c.block.keys[i].Hash = sum
-		c.groups[i] = k.GroupID
 	}
-	all, at := text.String(), 0
+	return b.finish(), nil
+}
+
+// keyBuilder collects the keys of one block: each key's hash, its ID and prefix in text, its group ID in
+// groupText, and where each ends (ends: the ID's in text and the group ID's in groupText, per key). finish
+// copies them into a block of their size, and cuts the strings from one string per text. Its memory is reused
+// from block to block: a start builds hundreds.
+type keyBuilder struct {
+	hash            string
+	keys            []Key
+	text, groupText []byte
+	ends            []uint32
+}
+
+var keyBuilders = sync.Pool{New: func() any { return new(keyBuilder) }}
+
+func newKeyBuilder(hash string) *keyBuilder {
+	b := keyBuilders.Get().(*keyBuilder)
+	b.hash, b.keys, b.text, b.groupText, b.ends = hash, b.keys[:0], b.text[:0], b.groupText[:0], b.ends[:0]
+	return b
+}
+
+// addKey checks one key's prefix and hash and appends it to b.
+func addKey[T string | []byte](b *keyBuilder, id, prefix, hash, groupID T) error {
+	if len(b.keys) == maxBlockKeys {
+		return fmt.Errorf("part %s holds more than %d keys", b.hash, maxBlockKeys)
+	}
+	b.keys = append(b.keys, Key{})
+	if err := parseKeyInto(&b.keys[len(b.keys)-1].Hash, prefix, hash); err != nil {
+		return fmt.Errorf("apiKeys[%s]: %w", id, err)
+	}
+	b.text = append(append(b.text, id...), prefix...)
+	b.groupText = append(b.groupText, groupID...)
+	b.ends = append(b.ends, uint32(len(b.text)-len(prefix)), uint32(len(b.groupText)))
+	return nil
+}
+
+// finish returns the keys of b as a block, and b to the pool: b is not used afterwards. The keys of b hold no
+// strings yet, so the pool keeps nothing of the block alive.
+func (b *keyBuilder) finish() *compactKeys {
+	keys := slices.Clone(b.keys)
+	c := &compactKeys{block: &keyBlock{hash: b.hash, keys: keys}, groups: make([]string, len(keys))}
+	text, groupText := string(b.text), string(b.groupText)
+	at, gat := uint32(0), uint32(0)
 	for i := range keys {
-		id, prefix := len(keys[i].ID), len(keys[i].Prefix)
-		c.block.keys[i].ID, c.block.keys[i].Prefix = all[at:at+id], all[at+id:at+id+prefix]
-		at += id + prefix
+		idEnd, gEnd := b.ends[2*i], b.ends[2*i+1]
+		keys[i].ID, keys[i].Prefix = text[at:idEnd], text[idEnd:idEnd+PrefixLen]
+		c.groups[i] = groupText[gat:gEnd]
+		at, gat = idEnd+PrefixLen, gEnd
 	}
-	return c, nil
+	keyBuilders.Put(b)
+	return c
 }
 
 // rebound is old with every key of a moved group pointing at the group of the same ID in ns, or old itself when

@@ -2,6 +2,9 @@ package view
 
 import (
 	"fmt"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/modelgate/modelgate/api/snapshot"
@@ -141,5 +144,54 @@ func TestBuildWholeSnapshotOfManyKeys(t *testing.T) {
 		if k := v.LookupKey(plain[i]); k == nil || k.ID != keys[i].ID {
 			t.Errorf("key %d: found %+v", i, k)
 		}
+	}
+}
+
+// TestKeyPartBuilderMatchesCompactKeyPart: keys added one at a time, as a decode hands them over, give the part
+// CompactKeyPart gives for the same decoded keys, and are refused for the same reasons; builders reused from the
+// pool keep nothing of an earlier part.
+func TestKeyPartBuilderMatchesCompactKeyPart(t *testing.T) {
+	build := func(hash string, keys []snapshot.APIKey) (KeyPart, error) {
+		b := NewKeyPartBuilder(hash)
+		for _, k := range keys {
+			if err := b.Add([]byte(k.ID), []byte(k.Prefix), []byte(k.Hash), []byte(k.GroupID)); err != nil {
+				return KeyPart{}, err
+			}
+		}
+		if b.Len() != len(keys) {
+			t.Fatalf("Len %d after %d keys", b.Len(), len(keys))
+		}
+		return b.Part(), nil
+	}
+	for _, n := range []int{0, 1, 3000, 70} {
+		keys, _ := partKeys(fmt.Sprintf("p%05d", n), n, fmt.Sprintf("group-%d", n))
+		want, err := CompactKeyPart("h", keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := build("h", keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got.compact.block, want.compact.block) || !slices.Equal(got.compact.groups, want.compact.groups) {
+			t.Errorf("%d keys: built %+v, want %+v", n, got.compact, want.compact)
+		}
+	}
+	good, _ := partKeys("badbad", 2, "g")
+	for name, bad := range map[string]snapshot.APIKey{
+		"short prefix": {ID: "k", Prefix: "mgk_1", Hash: good[0].Hash, GroupID: "g"},
+		"short hash":   {ID: "k", Prefix: good[0].Prefix, Hash: good[0].Hash[:10], GroupID: "g"},
+		"hash not hex": {ID: "k", Prefix: good[0].Prefix, Hash: strings.Repeat("zz", 32), GroupID: "g"},
+	} {
+		keys := []snapshot.APIKey{good[0], bad, good[1]}
+		_, want := CompactKeyPart("h", keys)
+		_, err := build("h", keys)
+		if err == nil || want == nil || err.Error() != want.Error() {
+			t.Errorf("%s: %v, want %v", name, err, want)
+		}
+	}
+	many, _ := partKeys("toomny", maxBlockKeys+1, "g")
+	if _, err := build("h", many); err == nil {
+		t.Errorf("a part of %d keys was built", len(many))
 	}
 }

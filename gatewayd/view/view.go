@@ -564,17 +564,24 @@ func (ns *Namespace) bindShared(s *snapshot.Snapshot, store limits.Store, prev *
 	return nil
 }
 
+// parseKey checks a key's prefix and decodes its hex hash.
 func parseKey(prefix, hash string) ([sha256.Size]byte, error) {
 	var out [sha256.Size]byte
+	err := parseKeyInto(&out, prefix, hash)
+	return out, err
+}
+
+// parseKeyInto checks a key's prefix and decodes its hex hash into out.
+func parseKeyInto[T string | []byte](out *[sha256.Size]byte, prefix, hash T) error {
 	if len(prefix) != PrefixLen {
-		return out, fmt.Errorf("prefix: must be %d characters, got %d", PrefixLen, len(prefix))
+		return fmt.Errorf("prefix: must be %d characters, got %d", PrefixLen, len(prefix))
 	}
-	b, err := hex.DecodeString(hash)
-	if err != nil || len(b) != sha256.Size {
-		return out, fmt.Errorf("hash: must be %d lowercase hex characters", 2*sha256.Size)
+	if len(hash) == 2*sha256.Size {
+		if _, err := hex.Decode(out[:], []byte(hash)); err == nil {
+			return nil
+		}
 	}
-	copy(out[:], b)
-	return out, nil
+	return fmt.Errorf("hash: must be %d lowercase hex characters", 2*sha256.Size)
 }
 
 // planFor turns the effective limits of one (group, slug) into a plan. The metering group is the caller's own
