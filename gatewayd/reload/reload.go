@@ -369,32 +369,20 @@ func (l *Loader) loadParts(ns string, cms listersv1.ConfigMapNamespaceLister, li
 		todo = append(todo, i)
 		payloads = append(payloads, cm.BinaryData[snapshot.BinaryPayload])
 	}
-	// The keys of a part go into the view's compact form as they are parsed, so no decoded record of a key is
-	// ever allocated.
-	compacted := make([]*view.KeyPart, len(hashes))
-	var eg errgroup.Group
-	eg.SetLimit(runtime.GOMAXPROCS(0))
+	todoHashes := make([]string, len(todo))
 	for j, i := range todo {
-		eg.Go(func() error {
-			kb := view.NewKeyPartBuilder(hashes[i])
-			p, err := snapshot.DecodePartKeys(payloads[j], hashes[i], kb.Add)
-			if err != nil {
-				return err
-			}
-			if kb.Len() > 0 {
-				if len(p.Groups) > 0 {
-					return fmt.Errorf("part %d carries keys and groups", i)
-				}
-				kp := kb.Part()
-				compacted[i] = &kp
-				p = &snapshot.Snapshot{Namespace: p.Namespace}
-			}
-			fresh[i] = p
-			return nil
-		})
+		todoHashes[j] = hashes[i]
 	}
-	if err := eg.Wait(); err != nil {
+	done, err := DecodeParts(todoHashes, payloads)
+	if err != nil {
 		return nil, nil, nil, err
+	}
+	compacted := make([]*view.KeyPart, len(hashes))
+	for j, i := range todo {
+		if done[j].Keys != nil && i == 0 {
+			return nil, nil, nil, errors.New("the first part is not a head: it carries keys")
+		}
+		fresh[i], compacted[i] = done[j].Snapshot, done[j].Keys
 	}
 
 	decoded := map[string]*snapshot.Snapshot{}
@@ -413,10 +401,7 @@ func (l *Loader) loadParts(ns string, cms listersv1.ConfigMapNamespaceLister, li
 		}
 		if compacted[i] != nil {
 			// A part of keys lives on in the view only.
-			switch {
-			case i == 0:
-				return nil, nil, nil, errors.New("the first part is not a head: it carries keys")
-			case p.Namespace != head.Namespace:
+			if p.Namespace != head.Namespace {
 				return nil, nil, nil, fmt.Errorf("part %d names namespace %q, the head %q", i, p.Namespace, head.Namespace)
 			}
 			keys = append(keys, *compacted[i])
@@ -444,4 +429,46 @@ func (l *Loader) loadParts(ns string, cms listersv1.ConfigMapNamespaceLister, li
 		}
 	}
 	return &s, keys, decoded, nil
+}
+
+// DecodedPart is one part as a gatewayd keeps it: a part of keys as the view's compact block (Keys) beside a
+// Snapshot that carries only its namespace, any other part as its decoded Snapshot.
+type DecodedPart struct {
+	Snapshot *snapshot.Snapshot
+	Keys     *view.KeyPart
+}
+
+// DecodeParts verifies and decodes payloads, the parts named by hashes, on every core: what a gatewayd does at a
+// start with all of a workspace's parts, and with the new ones at a change. The keys of a part go into the view's
+// compact form as they are parsed, so no decoded record of a key is ever allocated.
+func DecodeParts(hashes []string, payloads [][]byte) ([]DecodedPart, error) {
+	if len(hashes) != len(payloads) {
+		return nil, fmt.Errorf("%d part names for %d payloads", len(hashes), len(payloads))
+	}
+	out := make([]DecodedPart, len(hashes))
+	var eg errgroup.Group
+	eg.SetLimit(runtime.GOMAXPROCS(0))
+	for i := range hashes {
+		eg.Go(func() error {
+			kb := view.NewKeyPartBuilder(hashes[i])
+			p, err := snapshot.DecodePartKeys(payloads[i], hashes[i], kb.Add)
+			if err != nil {
+				return err
+			}
+			if kb.Len() == 0 {
+				out[i].Snapshot = p
+				return nil
+			}
+			if len(p.Groups) > 0 {
+				return fmt.Errorf("part %s carries keys and groups", hashes[i])
+			}
+			kp := kb.Part()
+			out[i] = DecodedPart{Snapshot: &snapshot.Snapshot{Namespace: p.Namespace}, Keys: &kp}
+			return nil
+		})
+	}
+	if err := eg.Wait(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }

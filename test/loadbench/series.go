@@ -28,6 +28,7 @@ import (
 	"github.com/modelgate/modelgate/controllers/translate"
 	"github.com/modelgate/modelgate/gatewayd"
 	"github.com/modelgate/modelgate/gatewayd/gatewaytest"
+	"github.com/modelgate/modelgate/gatewayd/reload"
 	"github.com/modelgate/modelgate/test/stack"
 )
 
@@ -286,8 +287,9 @@ func measurePublication(ctx context.Context, cfg SeriesConfig, cs kubernetes.Int
 	return nil
 }
 
-// measureDecode times what a gatewayd decodes: the numbered layout's whole payload, the content layout's
-// every part (a cold start) and its one changed part plus the merge (a change).
+// measureDecode times what a gatewayd decodes: the numbered layout's whole payload; the content layout's every
+// part (a cold start) and its one changed part plus the merge (a change), both with the loader's own
+// reload.DecodeParts, so the figure is gatewayd's and not a re-implementation's.
 func measureDecode(s *snapshot.Snapshot, p *seriesPoint) {
 	payload, sum, err := snapshot.Encode(s)
 	if err == nil {
@@ -300,12 +302,17 @@ func measureDecode(s *snapshot.Snapshot, p *seriesPoint) {
 	if err != nil {
 		return
 	}
-	decoded := make([]*snapshot.Snapshot, len(parts))
-	t0 := time.Now()
+	hashes := make([]string, len(parts))
+	payloads := make([][]byte, len(parts))
 	for i, part := range parts {
-		decoded[i], _ = snapshot.DecodePart(part.Payload, part.Hash)
+		hashes[i], payloads[i] = part.Hash, part.Payload
 	}
-	_, _ = snapshot.Merge(decoded)
+	t0 := time.Now()
+	decoded, err := reload.DecodeParts(hashes, payloads)
+	if err != nil {
+		return
+	}
+	_, _ = snapshot.Merge(snapshotsOf(decoded))
 	cold := time.Since(t0)
 	// A change rewrites one range: decode the largest part, as the worst single change, and merge.
 	big := 1
@@ -315,10 +322,24 @@ func measureDecode(s *snapshot.Snapshot, p *seriesPoint) {
 		}
 	}
 	t0 = time.Now()
-	decoded[big], _ = snapshot.DecodePart(parts[big].Payload, parts[big].Hash)
-	_, _ = snapshot.Merge(decoded)
+	one, err := reload.DecodeParts(hashes[big:big+1], payloads[big:big+1])
+	if err != nil {
+		return
+	}
+	decoded[big] = one[0]
+	_, _ = snapshot.Merge(snapshotsOf(decoded))
 	res := p.Layouts[layoutContent]
 	res.Decode, res.DecodeCold = time.Since(t0), cold
+}
+
+// snapshotsOf is the decoded parts' snapshots, in order; a part of keys is its namespace only (its keys are in
+// the view's compact block), as the loader merges it.
+func snapshotsOf(parts []reload.DecodedPart) []*snapshot.Snapshot {
+	out := make([]*snapshot.Snapshot, len(parts))
+	for i, p := range parts {
+		out[i] = p.Snapshot
+	}
+	return out
 }
 
 // publishParts writes the parts that before does not have, then the index, and deletes the parts that neither
