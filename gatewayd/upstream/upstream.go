@@ -19,20 +19,6 @@ import (
 	"github.com/modelgate/modelgate/api/snapshot"
 )
 
-// IdleConnsPerHost is how many idle connections gatewayd keeps to each upstream. Go's default of 2 makes every
-// call beyond the second concurrent one to an upstream open a new connection and leave it in TIME_WAIT, which
-// costs a handshake per call and, under load, can exhaust the ephemeral ports of the pod.
-const IdleConnsPerHost = 256
-
-// NewTransport is gatewayd's transport to the upstreams: http.DefaultTransport's dialer, proxy, TLS and
-// timeouts, with IdleConnsPerHost idle connections kept per upstream.
-func NewTransport() *http.Transport {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConnsPerHost = IdleConnsPerHost
-	t.MaxIdleConns = 4 * IdleConnsPerHost
-	return t
-}
-
 // maxCapturedBody bounds how much of a non-streamed answer is kept to read its usage; the sink gets all of it.
 const maxCapturedBody = 16 << 20
 

@@ -248,7 +248,7 @@ func (r *Report) finish() {
 		"Targets: direct = the fake upstream; bare proxy = httputil.ReverseProxy; gatewayd = federated-key auth, "+
 			"a 3-level CASCADING tree with REQUEST and TOKEN limits per SECOND, MINUTE and DAY at every level (never triggered), metrics, token settling "+
 			"and billing events, on the embedded store (bbolt) as cmd/gatewayd defaults to; gatewayd+Redis = the same on redis-server (limits and billing events in Redis).",
-		fmt.Sprintf("The bare proxy and gatewayd both reach the upstream on gatewayd/upstream.NewTransport(): http.DefaultTransport with %d idle connections per host instead of 2.", gwupstream.IdleConnsPerHost),
+		fmt.Sprintf("The bare proxy and gatewayd both reach the upstream on gatewayd/upstream.NewTransport(): plain HTTP on pooled connections (up to %d idle per host) in the caller's goroutine, net/http's writer and parser without http.Transport's two goroutines per connection.", gwupstream.IdleConnsPerHost),
 		"The load generator, the upstreams, the proxies and the gatewayd targets share one process and the machine's cores.",
 		"Chunk gaps: the paced upstream stamps each chunk with the time it writes it. For two consecutive chunks, the gap at the "+
 			"client minus the gap between their stamps is what the path added to that gap; a proxy that batches chunks shows up there at once "+
