@@ -45,6 +45,18 @@ func (s *cmStore) publishParts(t *testing.T, version int64, snap *snapshot.Snaps
 	return written
 }
 
+// loadedParts is a loader serving snap, published as content-addressed parts at version 1.
+func loadedParts(t *testing.T, snap *snapshot.Snapshot) (*Loader, *cmStore) {
+	t.Helper()
+	l, s := newLoader(t)
+	s.publishParts(t, 1, snap)
+	l.Sync(context.Background(), ns)
+	if l.servedVersion(t) != 1 {
+		t.Fatalf("v1 not loaded: errors %v", l.errorsOf())
+	}
+	return l, s
+}
+
 func TestLoadContentAddressedParts(t *testing.T) {
 	ctx := context.Background()
 	l, s := newLoader(t)
@@ -130,13 +142,8 @@ func flipped(b []byte) []byte {
 // revoked key rewrites one part of keys, and only it is read.
 func TestLoadReusesKeyParts(t *testing.T) {
 	ctx := context.Background()
-	l, s := newLoader(t)
 	snap := scaleWorkspace(1000, 20000)
-	s.publishParts(t, 1, snap)
-	l.Sync(ctx, ns)
-	if l.servedVersion(t) != 1 {
-		t.Fatalf("v1 not loaded: errors %v", l.errorsOf())
-	}
+	l, s := loadedParts(t, snap)
 	first, _, _ := snapshot.EncodeParts(snap, snapshot.MaxChunkBytes)
 	keyParts := 0
 	for _, p := range first {
@@ -183,13 +190,8 @@ func TestLoadReusesKeyParts(t *testing.T) {
 // keeps serving every key.
 func TestLoadRefusesBadKeyParts(t *testing.T) {
 	ctx := context.Background()
-	l, s := newLoader(t)
 	snap := scaleWorkspace(100, 20000)
-	s.publishParts(t, 1, snap)
-	l.Sync(ctx, ns)
-	if l.servedVersion(t) != 1 {
-		t.Fatalf("v1 not loaded: errors %v", l.errorsOf())
-	}
+	l, s := loadedParts(t, snap)
 	parts, _, err := snapshot.EncodeParts(snap, snapshot.MaxChunkBytes)
 	if err != nil {
 		t.Fatal(err)

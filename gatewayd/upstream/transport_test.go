@@ -95,6 +95,16 @@ func post(t *testing.T, tr http.RoundTripper, ctx context.Context, u string) (*h
 	return tr.RoundTrip(req)
 }
 
+// call posts to u and returns the answer's body, failing the test on any error.
+func call(t *testing.T, tr http.RoundTripper, u, what string) string {
+	t.Helper()
+	resp, err := post(t, tr, context.Background(), u)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return readAll(t, resp)
+}
+
 func readAll(t *testing.T, resp *http.Response) string {
 	t.Helper()
 	defer resp.Body.Close()
@@ -123,11 +133,7 @@ func TestTransportReusesConnection(t *testing.T) {
 		if i%2 == 1 {
 			path, want = "/chunked", `part one, got {"model":"m"}`
 		}
-		resp, err := post(t, tr, context.Background(), srv.URL+path)
-		if err != nil {
-			t.Fatalf("call %d: %v", i, err)
-		}
-		if got := readAll(t, resp); got != want {
+		if got := call(t, tr, srv.URL+path, fmt.Sprintf("call %d", i)); got != want {
 			t.Fatalf("call %d answered %q, want %q", i, got, want)
 		}
 	}
@@ -146,11 +152,7 @@ func TestTransportDropsConnectionsItCannotReuse(t *testing.T) {
 		tr := NewTransport()
 		defer tr.CloseIdleConnections()
 		for i := range 3 {
-			resp, err := post(t, tr, context.Background(), "http://"+s.addr+"/")
-			if err != nil {
-				t.Fatalf("call %d on a connection the server had closed: %v", i, err)
-			}
-			if got := readAll(t, resp); got != "ok" {
+			if got := call(t, tr, "http://"+s.addr+"/", fmt.Sprintf("call %d after the server closed the last connection", i)); got != "ok" {
 				t.Fatalf("call %d answered %q", i, got)
 			}
 			<-s.closed
@@ -172,11 +174,7 @@ func TestTransportDropsConnectionsItCannotReuse(t *testing.T) {
 		}
 		_, _ = io.ReadFull(resp.Body, make([]byte, 10))
 		_ = resp.Body.Close()
-		resp, err = post(t, tr, context.Background(), srv.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := readAll(t, resp); len(got) != 64<<10 {
+		if got := call(t, tr, srv.URL, "the call after an unread answer"); len(got) != 64<<10 {
 			t.Fatalf("answer after an unread one has %d bytes, want %d", len(got), 64<<10)
 		}
 		if n := conns.Load(); n != 2 {
@@ -188,11 +186,7 @@ func TestTransportDropsConnectionsItCannotReuse(t *testing.T) {
 		tr := NewTransport()
 		defer tr.CloseIdleConnections()
 		for i := range 2 {
-			resp, err := post(t, tr, context.Background(), "http://"+s.addr+"/")
-			if err != nil {
-				t.Fatalf("call %d: %v", i, err)
-			}
-			if got := readAll(t, resp); got != "ok" {
+			if got := call(t, tr, "http://"+s.addr+"/", fmt.Sprintf("call %d", i)); got != "ok" {
 				t.Fatalf("call %d answered %q, want the answer to its own request", i, got)
 			}
 		}
@@ -251,11 +245,7 @@ func TestTransportCancelMidAnswer(t *testing.T) {
 		t.Fatal("reading past a canceled call's first event ended without an error")
 	}
 	_ = resp.Body.Close()
-	resp, err = post(t, tr, context.Background(), srv.URL+"/ok")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := readAll(t, resp); got != "ok" {
+	if got := call(t, tr, srv.URL+"/ok", "the call after a canceled one"); got != "ok" {
 		t.Fatalf("answered %q", got)
 	}
 	if n := conns.Load(); n != 2 {
