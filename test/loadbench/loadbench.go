@@ -51,6 +51,9 @@ type Config struct {
 	// Peers locates nginx, node and Portkey; SkipPeers leaves the peer rows out.
 	Peers     PeerPaths
 	SkipPeers bool
+	// ChildCPUProfile, when set, is where gatewayd in its own process (the peers' like-for-like target) writes a
+	// CPU profile of its whole life.
+	ChildCPUProfile string
 	// Quick marks a quick run in the report: its figures show that the harness works, not how fast gatewayd is.
 	Quick bool
 	// Log receives progress messages.
@@ -173,7 +176,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	// the peers do: on a shared machine a separate process gets its own share of the CPU, which the in-process
 	// targets share with the load generator.
 	if len(peers) > 0 {
-		if c, err := startChild(ctx, st.KubeconfigPath, ws.ns); err != nil {
+		if c, err := startChild(ctx, st.KubeconfigPath, ws.ns, cfg.ChildCPUProfile); err != nil {
 			peerNotRun[ownProcess] = err
 			cfg.progress("gatewayd in its own process not run: %v", err)
 		} else {
@@ -313,6 +316,7 @@ func (c Config) Override(o Config) Config {
 	set(&c.Peers.Nginx, o.Peers.Nginx)
 	set(&c.Peers.Node, o.Peers.Node)
 	set(&c.Peers.PortkeyDir, o.Peers.PortkeyDir)
+	set(&c.ChildCPUProfile, o.ChildCPUProfile)
 	return c
 }
 

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -35,6 +36,7 @@ const (
 	childEnv          = "LOADBENCH_CHILD"
 	childKubeconfig   = "LOADBENCH_KUBECONFIG"
 	childNamespace    = "LOADBENCH_NAMESPACE"
+	childCPUProfile   = "LOADBENCH_CHILD_CPUPROFILE"
 	childReadyPrefix  = "loadbench-child-ready "
 	scaleSettle       = 3 * time.Second
 	childReadyTimeout = 3 * time.Minute
@@ -246,6 +248,17 @@ func ChildMain() {
 
 // runChild serves one namespace with the defaults of cmd/gatewayd (the embedded store) until SIGTERM.
 func runChild() error {
+	if path := os.Getenv(childCPUProfile); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return fmt.Errorf("failed to create the CPU profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rc, err := clientcmd.BuildConfigFromFlags("", os.Getenv(childKubeconfig))

@@ -188,7 +188,7 @@ func measurePublication(ctx context.Context, cfg SeriesConfig, cs kubernetes.Int
 			child.stop()
 		}
 		var err error
-		if child, err = startChild(ctx, kubeconfig, ns); err != nil {
+		if child, err = startChild(ctx, kubeconfig, ns, ""); err != nil {
 			return err
 		}
 		probe.url = child.base + "/v1/chat/completions"
@@ -384,13 +384,14 @@ type child struct {
 	stop func()
 }
 
-func startChild(ctx context.Context, kubeconfig, ns string) (*child, error) {
+// startChild starts a child gatewayd serving ns; with cpuProfile set, it writes a CPU profile there as it stops.
+func startChild(ctx context.Context, kubeconfig, ns, cpuProfile string) (*child, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, self)
-	cmd.Env = append(os.Environ(), childEnv+"=gatewayd", childKubeconfig+"="+kubeconfig, childNamespace+"="+ns)
+	cmd.Env = append(os.Environ(), childEnv+"=gatewayd", childKubeconfig+"="+kubeconfig, childNamespace+"="+ns, childCPUProfile+"="+cpuProfile)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
