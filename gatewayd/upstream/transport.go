@@ -57,6 +57,7 @@ type pooledConn struct {
 	conn net.Conn
 	lim  limitedReader // what br reads: the connection, capped while a status line and headers are read
 	br   *bufio.Reader
+	out  countingWriter // what bw writes to: the connection, counting the bytes of the current request
 	bw   *bufio.Writer
 	used time.Time // when it was last put back idle
 }
@@ -80,6 +81,25 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 }
 
 const unlimited = 1<<63 - 1
+
+// brokenReadTimeout bounds the read of an answer after the request could not be written whole.
+const brokenReadTimeout = time.Second
+
+// countingWriter writes to w, counting what it took and keeping its first failure.
+type countingWriter struct {
+	w   io.Writer
+	n   int64
+	err error
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	if err != nil && c.err == nil {
+		c.err = err
+	}
+	return n, err
+}
 
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -112,9 +132,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	resp, err := t.exchange(ctx, addr, pc, req)
-	if err != nil && reused && isWriteError(err) && req.GetBody != nil && ctx.Err() == nil {
-		// A reused connection that failed before the request was written: the server never saw it. Once more, on
-		// a new connection, as http.Transport does.
+	if err != nil && reused && unsent(err) && req.GetBody != nil && ctx.Err() == nil {
+		// A reused connection that failed before any of the request was written (its server had reset it): the
+		// server never saw it. Once more, on a new connection, as http.Transport does.
 		body, gerr := req.GetBody()
 		if gerr != nil {
 			return nil, err
@@ -130,15 +150,20 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// writeError is a failure to send the request, before any of the answer was read.
-type writeError struct{ err error }
+// writeError is a failure to send the request, before any of the answer was read; nothingWritten when not one
+// byte of it reached the connection.
+type writeError struct {
+	err            error
+	nothingWritten bool
+}
 
 func (e writeError) Error() string { return "failed to send the request upstream: " + e.err.Error() }
 func (e writeError) Unwrap() error { return e.err }
 
-func isWriteError(err error) bool {
+// unsent tells whether err is a failure to send a request of which nothing was written: the server never saw it.
+func unsent(err error) bool {
 	var w writeError
-	return errors.As(err, &w)
+	return errors.As(err, &w) && w.nothingWritten
 }
 
 // exchange writes req on pc and reads the answer's head. The connection is closed by ctx ending until the answer's
@@ -153,32 +178,36 @@ func (t *Transport) exchange(ctx context.Context, addr string, pc *pooledConn, r
 		}
 		return nil, err
 	}
+	pc.out.n, pc.out.err = 0, nil
 	werr := req.Write(pc.bw) // closes req.Body
 	if werr == nil {
 		werr = pc.bw.Flush()
 	}
-	var nerr *net.OpError
-	if werr != nil && !errors.As(werr, &nerr) {
+	if werr != nil && pc.out.err == nil {
 		// Not the connection's failure (the request's body could not be read, say): the server may be waiting
-		// for the rest, so there is no answer to read.
+		// for the rest, so there is no answer to read. (net/http reports a failed write in the middle of the
+		// body as a failure to read it; the connection's own writes tell the two apart.)
 		return fail(werr)
 	}
-	// A connection that failed while writing is broken: what the server sent before it is read, and then the
-	// read fails too; it does not wait.
+	if werr != nil {
+		// A connection that failed while writing is broken: what the server sent before it (a refusal) is read,
+		// and then the read fails too. The deadline only guards against a connection that did not break; it is
+		// never reused.
+		_ = pc.conn.SetReadDeadline(time.Now().Add(brokenReadTimeout))
+	}
 	pc.lim.n = MaxResponseHeaderBytes
 	resp, err := readResponse(pc.br, req)
 	pc.lim.n = unlimited
 	switch {
 	case werr != nil && err == nil:
 		// The server answered before it read the whole request (a refusal): its answer stands, the connection
-		// does not.
-		req.Close = true
+		// does not (reusable below).
 	case werr != nil:
-		return fail(writeError{werr})
+		return fail(writeError{err: pc.out.err, nothingWritten: pc.out.n == 0})
 	case err != nil:
 		return fail(err)
 	}
-	b := &answerBody{t: t, addr: addr, pc: pc, stop: stop, rc: resp.Body, reusable: !resp.Close && !req.Close}
+	b := &answerBody{t: t, addr: addr, pc: pc, stop: stop, rc: resp.Body, reusable: werr == nil && !resp.Close && !req.Close}
 	if resp.Body == http.NoBody {
 		b.finish(true)
 		return resp, nil
@@ -266,9 +295,14 @@ func (t *Transport) dial(ctx context.Context, addr string) (*pooledConn, error) 
 	if err != nil {
 		return nil, err
 	}
-	pc := &pooledConn{conn: c, lim: limitedReader{r: c, n: unlimited}, bw: bufio.NewWriterSize(c, 4<<10)}
+	return newPooledConn(c), nil
+}
+
+func newPooledConn(c net.Conn) *pooledConn {
+	pc := &pooledConn{conn: c, lim: limitedReader{r: c, n: unlimited}, out: countingWriter{w: c}}
 	pc.br = bufio.NewReaderSize(&pc.lim, 4<<10)
-	return pc, nil
+	pc.bw = bufio.NewWriterSize(&pc.out, 4<<10)
+	return pc
 }
 
 func (t *Transport) take(addr string) *pooledConn {

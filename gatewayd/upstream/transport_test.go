@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -384,5 +385,110 @@ func TestTransportConcurrentCalls(t *testing.T) {
 	}
 	if n := conns.Load(); n > callers {
 		t.Fatalf("%d callers opened %d connections: connections are not reused", callers, n)
+	}
+}
+
+// failingWrites is a connection whose writes fail, as on a connection its server reset, after passing the first
+// pass bytes on.
+type failingWrites struct {
+	net.Conn
+	pass int
+}
+
+func (c *failingWrites) Write(p []byte) (int, error) {
+	n := min(len(p), c.pass)
+	if n > 0 {
+		n, _ = c.Conn.Write(p[:n])
+		c.pass -= n
+	}
+	if n == len(p) {
+		return n, nil
+	}
+	_ = c.Conn.Close() // broken, as a reset connection is: reads fail too
+	return n, &net.OpError{Op: "write", Net: "tcp", Err: syscall.ECONNRESET}
+}
+
+// TestTransportRetriesOnlyUnsentCalls: a call on a pooled connection that fails before one byte of the request
+// is written goes once more on a new connection, when its body can be read again; one that failed after part of
+// it was written, or whose body cannot be read again, is not sent twice.
+func TestTransportRetriesOnlyUnsentCalls(t *testing.T) {
+	const ok = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+	for _, tc := range []struct {
+		name      string
+		pass      int
+		replay    bool
+		wantRetry bool
+	}{
+		{"nothing written, body replayable", 0, true, true},
+		{"part written", 10, true, false},
+		{"body not replayable", 0, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newRawServer(t, ok, false)
+			tr := NewTransport()
+			defer tr.CloseIdleConnections()
+			c, err := net.Dial("tcp", s.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Pooled as a connection that passed its check when taken: the failure comes with the write.
+			tr.put(s.addr, newPooledConn(&failingWrites{Conn: c, pass: tc.pass}))
+			var body io.Reader = strings.NewReader(`{"model":"m"}`)
+			if !tc.replay {
+				body = io.MultiReader(body) // no GetBody
+			}
+			req, _ := http.NewRequest(http.MethodPost, "http://"+s.addr+"/", body)
+			resp, err := tr.RoundTrip(req)
+			if !tc.wantRetry {
+				if err == nil {
+					resp.Body.Close()
+					t.Fatal("the call was sent again")
+				}
+				if n := s.requests.Load(); n != 0 {
+					t.Fatalf("the server got %d requests, want none whole", n)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("a call on a reset connection, nothing of it written, was not sent again: %v", err)
+			}
+			if got := readAll(t, resp); got != "ok" {
+				t.Fatalf("answered %q", got)
+			}
+			if n := s.requests.Load(); n != 1 {
+				t.Fatalf("the server got %d requests, want 1", n)
+			}
+		})
+	}
+}
+
+// TestTransportEarlyRefusal: a server that refuses a request before reading its body (413) has its answer
+// returned, not a failure to send the rest, and the connection is not reused.
+func TestTransportEarlyRefusal(t *testing.T) {
+	srv, conns := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/ok" {
+			_, _ = io.Copy(io.Discard, r.Body)
+			_, _ = w.Write([]byte("ok"))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusRequestEntityTooLarge)
+		_, _ = w.Write([]byte(`{"error":"too large"}`))
+	})
+	tr := NewTransport()
+	defer tr.CloseIdleConnections()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/big", strings.NewReader(strings.Repeat("x", 32<<20)))
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("a refusal before the body was read came back as %v, want the 413", err)
+	}
+	if got := readAll(t, resp); resp.StatusCode != http.StatusRequestEntityTooLarge || got != `{"error":"too large"}` {
+		t.Fatalf("answered %d %q, want the 413 and its body", resp.StatusCode, got)
+	}
+	if got := call(t, tr, srv.URL+"/ok", "the call after a refusal"); got != "ok" {
+		t.Fatalf("answered %q", got)
+	}
+	if n := conns.Load(); n != 2 {
+		t.Fatalf("%d connections, want 2: the refused call's connection is not reused", n)
 	}
 }
