@@ -114,7 +114,7 @@ func (cl *claimer) take(ctx context.Context, ns, kind, value string, c claimant)
 		if err != nil {
 			return nil, fmt.Errorf("failed to read the claim of %s %q: %w", kind, value, err)
 		}
-		holder := claimant{kind: have.Data[claimHolderKind], name: have.Data[claimHolderName], uid: types.UID(have.Data[claimHolderUID])}
+		holder := holderOf(&have)
 		if have.Data[claimRevoked] == "true" {
 			return &claimRefusal{holder: holder, revoked: true}, nil
 		}
@@ -184,8 +184,7 @@ func (cl *claimer) release(ctx context.Context, ns, kind, value string, c claima
 	case err != nil:
 		return fmt.Errorf("failed to read the claim of %s %q: %w", kind, value, err)
 	}
-	if have.Data[claimRevoked] == "true" || have.Data[claimHolderKind] != c.kind || have.Data[claimHolderName] != c.name ||
-		have.Data[claimHolderUID] != string(c.uid) {
+	if have.Data[claimRevoked] == "true" || holderOf(&have) != c {
 		return nil
 	}
 	err = cl.Writer.Delete(ctx, &have, client.Preconditions{UID: &have.UID, ResourceVersion: &have.ResourceVersion})
@@ -234,6 +233,11 @@ func (cl *claimer) revoke(ctx context.Context, ns, prefix, hash string, c claima
 func isDryRun(ctx context.Context) bool {
 	req, err := admission.RequestFromContext(ctx)
 	return err == nil && req.DryRun != nil && *req.DryRun
+}
+
+// holderOf is the claimant a claim names as its holder.
+func holderOf(cm *corev1.ConfigMap) claimant {
+	return claimant{kind: cm.Data[claimHolderKind], name: cm.Data[claimHolderName], uid: types.UID(cm.Data[claimHolderUID])}
 }
 
 func setHolder(cm *corev1.ConfigMap, c claimant) {

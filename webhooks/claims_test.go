@@ -86,37 +86,27 @@ var _ = Describe("Uniqueness claims", func() {
 
 	It("let a group take an external id its holder gave up or is giving up", func() {
 		ns := newNamespace()
-		a := group(ns, "a", "", indep)
-		a.Spec.ExternalEntityID = "moving"
+		a := withExternalID(ns, "a", "moving")
 		Expect(k8s.Create(ctx, a)).To(Succeed())
-		expectRefused(k8s.Create(ctx, func() *gatewayv1.Group { g := group(ns, "b", "", indep); g.Spec.ExternalEntityID = "moving"; return g }()),
-			"spec.externalEntityID", "already used by Group a")
+		expectRefused(k8s.Create(ctx, withExternalID(ns, "b", "moving")), "spec.externalEntityID", "already used by Group a")
 
 		By("the holder moves to another id: the old one is free")
 		a.Spec.ExternalEntityID = "moved"
 		Expect(k8s.Update(ctx, a)).To(Succeed())
-		b := group(ns, "b", "", indep)
-		b.Spec.ExternalEntityID = "moving"
+		b := withExternalID(ns, "b", "moving")
 		Expect(k8s.Create(ctx, b)).To(Succeed())
 
 		By("the holder is being deleted: its id is free at once")
 		b.Finalizers = []string{holdFinalizer}
 		Expect(k8s.Update(ctx, b)).To(Succeed())
 		Expect(k8s.Delete(ctx, b)).To(Succeed())
-		c := group(ns, "c", "", indep)
-		c.Spec.ExternalEntityID = "moving"
-		Expect(k8s.Create(ctx, c)).To(Succeed())
+		Expect(k8s.Create(ctx, withExternalID(ns, "c", "moving"))).To(Succeed())
 		letGo(b)
 	})
 
 	It("free a deleted group's external id as its last finalizer goes, not only once its claim is old", func() {
 		ns := newNamespace()
-		withID := func(name string) *gatewayv1.Group {
-			g := group(ns, name, "", indep)
-			g.Spec.ExternalEntityID = "reused"
-			return g
-		}
-		a := withID("a")
+		a := withExternalID(ns, "a", "reused")
 		a.Finalizers = []string{holdFinalizer}
 		Expect(k8s.Create(ctx, a)).To(Succeed())
 		Expect(k8s.Delete(ctx, a)).To(Succeed())
@@ -124,27 +114,37 @@ var _ = Describe("Uniqueness claims", func() {
 		Expect(apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(a), a))).To(BeTrue())
 
 		// The claim is seconds old and its holder gone: kept, it would refuse b for the rest of its grace.
-		claim := &corev1.ConfigMap{}
-		Expect(apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: webhooks.ClaimName("external-id", "reused")}, claim))).
-			To(BeTrue(), "the claim of the deleted group is released")
-		b := withID("b")
-		Expect(k8s.Create(ctx, b)).To(Succeed())
-		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: webhooks.ClaimName("external-id", "reused")}, claim)).To(Succeed())
+		_, err := externalIDClaim(ns, "reused")
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the claim of the deleted group is released")
+		Expect(k8s.Create(ctx, withExternalID(ns, "b", "reused"))).To(Succeed())
+		claim, err := externalIDClaim(ns, "reused")
+		Expect(err).NotTo(HaveOccurred())
 		Expect(claim.Data).To(HaveKeyWithValue("holderName", "b"))
 
 		By("a group whose last finalizer goes leaves alone the claim another group took from it")
-		c := group(ns, "c", "", indep)
-		c.Spec.ExternalEntityID = "shared"
+		c := withExternalID(ns, "c", "shared")
 		c.Finalizers = []string{holdFinalizer}
 		Expect(k8s.Create(ctx, c)).To(Succeed())
 		Expect(k8s.Delete(ctx, c)).To(Succeed())
-		d := group(ns, "d", "", indep)
-		d.Spec.ExternalEntityID = "shared"
-		Expect(k8s.Create(ctx, d)).To(Succeed())
+		Expect(k8s.Create(ctx, withExternalID(ns, "d", "shared"))).To(Succeed())
 		letGo(c)
-		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: webhooks.ClaimName("external-id", "shared")}, claim)).To(Succeed())
+		claim, err = externalIDClaim(ns, "shared")
+		Expect(err).NotTo(HaveOccurred())
 		Expect(claim.Data).To(HaveKeyWithValue("holderName", "d"))
-		expectRefused(k8s.Create(ctx, func() *gatewayv1.Group { g := group(ns, "e", "", indep); g.Spec.ExternalEntityID = "shared"; return g }()),
-			"spec.externalEntityID", "already used by Group d")
+		expectRefused(k8s.Create(ctx, withExternalID(ns, "e", "shared")), "spec.externalEntityID", "already used by Group d")
 	})
 })
+
+// withExternalID is an INDEPENDENT root group with the external id id.
+func withExternalID(ns, name, id string) *gatewayv1.Group {
+	g := group(ns, name, "", indep)
+	g.Spec.ExternalEntityID = id
+	return g
+}
+
+// externalIDClaim reads the claim ConfigMap of the external id id.
+func externalIDClaim(ns, id string) (*corev1.ConfigMap, error) {
+	claim := &corev1.ConfigMap{}
+	err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: webhooks.ClaimName("external-id", id)}, claim)
+	return claim, err
+}
