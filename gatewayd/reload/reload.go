@@ -354,9 +354,9 @@ func (l *Loader) loadParts(ns string, cms listersv1.ConfigMapNamespaceLister, li
 	l.partsMu.Unlock()
 	// Read every part that is neither kept decoded nor a block of the view being served, and decode them in
 	// parallel: at a start, that is every part.
-	fresh := make([]*snapshot.Snapshot, len(hashes))
-	var payloads [][]byte
 	var todo []int
+	var todoHashes []string
+	var payloads [][]byte
 	for i, h := range hashes {
 		if _, ok := cached[h]; ok || (i > 0 && cur != nil && cur.HasKeyPart(h)) {
 			continue
@@ -367,22 +367,16 @@ func (l *Loader) loadParts(ns string, cms listersv1.ConfigMapNamespaceLister, li
 			return nil, nil, nil, fmt.Errorf("part %s is missing: %w", name, err)
 		}
 		todo = append(todo, i)
+		todoHashes = append(todoHashes, h)
 		payloads = append(payloads, cm.BinaryData[snapshot.BinaryPayload])
-	}
-	todoHashes := make([]string, len(todo))
-	for j, i := range todo {
-		todoHashes[j] = hashes[i]
 	}
 	done, err := DecodeParts(todoHashes, payloads)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	compacted := make([]*view.KeyPart, len(hashes))
+	fresh := make([]DecodedPart, len(hashes))
 	for j, i := range todo {
-		if done[j].Keys != nil && i == 0 {
-			return nil, nil, nil, errors.New("the first part is not a head: it carries keys")
-		}
-		fresh[i], compacted[i] = done[j].Snapshot, done[j].Keys
+		fresh[i] = done[j]
 	}
 
 	decoded := map[string]*snapshot.Snapshot{}
@@ -391,33 +385,31 @@ func (l *Loader) loadParts(ns string, cms listersv1.ConfigMapNamespaceLister, li
 	var keys []view.KeyPart
 	n := 0
 	for i, h := range hashes {
-		p := fresh[i]
-		if p == nil {
+		part := fresh[i]
+		if part.Snapshot == nil {
 			var ok bool
-			if p, ok = cached[h]; !ok {
+			if part.Snapshot, ok = cached[h]; !ok {
 				keys = append(keys, view.KeyPart{Hash: h}) // a block of the view being served
 				continue
 			}
 		}
-		if compacted[i] != nil {
-			// A part of keys lives on in the view only.
-			if p.Namespace != head.Namespace {
-				return nil, nil, nil, fmt.Errorf("part %d names namespace %q, the head %q", i, p.Namespace, head.Namespace)
-			}
-			keys = append(keys, *compacted[i])
+		p := part.Snapshot
+		switch {
+		case i == 0 && part.Keys != nil:
+			return nil, nil, nil, errors.New("the first part is not a head: it carries keys")
+		case i == 0 && len(p.Groups) > 0:
+			return nil, nil, nil, errors.New("the first part is not a head: it carries groups")
+		case i == 0:
+			head = p
+			decoded[h] = p
+			continue
+		case p.Namespace != head.Namespace:
+			return nil, nil, nil, fmt.Errorf("part %d names namespace %q, the head %q", i, p.Namespace, head.Namespace)
+		case part.Keys != nil:
+			keys = append(keys, *part.Keys) // a part of keys lives on in the view only
 			continue
 		}
 		decoded[h] = p
-		if i == 0 {
-			if len(p.Groups) > 0 {
-				return nil, nil, nil, errors.New("the first part is not a head: it carries groups")
-			}
-			head = p
-			continue
-		}
-		if p.Namespace != head.Namespace {
-			return nil, nil, nil, fmt.Errorf("part %d names namespace %q, the head %q", i, p.Namespace, head.Namespace)
-		}
 		groups = append(groups, p.Groups)
 		n += len(p.Groups)
 	}
