@@ -11,6 +11,8 @@
 // the reconciler and REST share live there, so no data-plane package imports the control plane. A package may
 // import its own layer's packages only where the table says so, and never one of a higher layer.
 // Test files are not checked: a test may start a manager to exercise the REST API against real webhooks.
+//
+// It also checks that docs/architecture.md has a row for every package of the module (docs_test.go).
 package layers
 
 import (
