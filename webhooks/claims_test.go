@@ -82,6 +82,13 @@ var _ = Describe("Uniqueness claims", func() {
 		k := &gatewayv1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "registered"}}
 		k.Spec.GroupID, k.Spec.Prefix, k.Spec.Hash = "acme", "mgw_SharedPrefix", hash64(2)
 		expectRefused(k8s.Create(ctx, k), "spec.prefix", "WorkspaceAPIKey admin")
+
+		By("and the other way round: a workspace key whose prefix an APIKey holds")
+		k.Spec.Prefix = "mgk_SharedPrefix"
+		Expect(k8s.Create(ctx, k)).To(Succeed())
+		w2 := &gatewayv1.WorkspaceAPIKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "second"}}
+		w2.Spec.Type, w2.Spec.Prefix, w2.Spec.Hash = gatewayv1.KeyTypeManageAll, "mgk_SharedPrefix", hash64(3)
+		expectRefused(k8s.Create(ctx, w2), "spec.prefix", "APIKey registered")
 	})
 
 	It("let a group take an external id its holder gave up or is giving up", func() {

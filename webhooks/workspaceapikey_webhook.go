@@ -138,46 +138,11 @@ func (v *WorkspaceAPIKeyValidator) teamWarnings(ctx context.Context, k *gatewayv
 	return nil, nil
 }
 
-// ValidateDelete admits every deletion.
+// ValidateDelete admits every deletion: deleting a key revokes it.
 func (v *WorkspaceAPIKeyValidator) ValidateDelete(ctx context.Context, k *gatewayv1.WorkspaceAPIKey) (admission.Warnings, error) {
-	if k.Spec.Prefix == "" || v.Claims == nil {
-		return nil, nil
-	}
-	// Deleting a key revokes it for good: its prefix claim becomes a tombstone.
-	if err := v.Claims.revoke(ctx, k.Namespace, k.Spec.Prefix, k.Spec.Hash, claimantOf("WorkspaceAPIKey", k)); err != nil {
-		return nil, apierrors.NewInternalError(fmt.Errorf("revocation of WorkspaceAPIKey %s: %w", k.Name, err))
-	}
-	return nil, nil
+	return nil, revokePrefix(ctx, v.Claims, workspaceAPIKeyKind, k, k.Spec.Prefix, k.Spec.Hash)
 }
 
 func (v *WorkspaceAPIKeyValidator) validate(ctx context.Context, k *gatewayv1.WorkspaceAPIKey) error {
-	if k.Spec.Prefix == "" {
-		return nil
-	}
-	o, err := holder(ctx, v.Reader, &gatewayv1.WorkspaceAPIKeyList{}, k, k.Spec.Prefix, gatewayv1.FieldSpecPrefix, gatewayv1.FieldStatusPrefix)
-	if err != nil {
-		return listFailed("WorkspaceAPIKeys", k.Namespace, err)
-	}
-	if o != nil {
-		return refuse(ctx, "WorkspaceAPIKey", k.Name, field.ErrorList{duplicate(prefixPath, k.Spec.Prefix, "WorkspaceAPIKey", o.GetName(), "among the WorkspaceAPIKeys of the namespace")})
-	}
-	// The other kind of key shares the prefix space: gatewayd finds either kind by its prefix.
-	o, err = holder(ctx, v.Reader, &gatewayv1.APIKeyList{}, k, k.Spec.Prefix, gatewayv1.FieldSpecPrefix, gatewayv1.FieldStatusPrefix)
-	if err != nil {
-		return listFailed("APIKeys", k.Namespace, err)
-	}
-	if o != nil {
-		return refuse(ctx, "WorkspaceAPIKey", k.Name, field.ErrorList{duplicate(prefixPath, k.Spec.Prefix, "APIKey", o.GetName(), "among the keys of the namespace")})
-	}
-	if v.Claims == nil {
-		return nil
-	}
-	refusal, err := v.Claims.take(ctx, k.Namespace, claimKeyPrefix, k.Spec.Prefix, claimantOf("WorkspaceAPIKey", k))
-	if err != nil {
-		return apierrors.NewInternalError(fmt.Errorf("admission of WorkspaceAPIKey %s: %w", k.Name, err))
-	}
-	if refusal != nil {
-		return refuse(ctx, "WorkspaceAPIKey", k.Name, field.ErrorList{refusal.fieldError(prefixPath, k.Spec.Prefix, "among the keys of the namespace")})
-	}
-	return nil
+	return admitPrefix(ctx, v.Reader, v.Claims, workspaceAPIKeyKind, apiKeyKind, k, k.Spec.Prefix)
 }
