@@ -124,11 +124,6 @@ func translateWorkspaceKeys(in Input, owns func(kind, name, prefix string) bool)
 }
 
 func translateGroup(g *gatewayv1.Group, chain hierarchy.Chain) snapshot.Group {
-	effective := hierarchy.Resolve(chain)
-	models := make([]snapshot.Model, len(effective))
-	for i, m := range effective {
-		models[i] = snapshot.Model{Slug: m.Slug, RateLimits: translateLimits(m.RateLimits), UsageLimits: translateLimits(m.UsageLimits)}
-	}
 	return snapshot.Group{
 		ID:               g.Name,
 		ExternalEntityID: g.Spec.ExternalEntityID,
@@ -136,19 +131,8 @@ func translateGroup(g *gatewayv1.Group, chain hierarchy.Chain) snapshot.Group {
 		ParentID:         g.ParentID(),
 		Mode:             string(chain.Root().Enforcement()),
 		Depth:            len(chain),
-		Models:           models,
+		Models:           hierarchy.SnapshotModels(chain),
 	}
-}
-
-func translateLimits(in []gatewayv1.EffectiveLimit) []snapshot.Limit {
-	if len(in) == 0 {
-		return nil
-	}
-	out := make([]snapshot.Limit, len(in))
-	for i, l := range in {
-		out[i] = snapshot.Limit{Type: string(l.Type), Unit: string(l.Unit), Threshold: l.Threshold, SourceGroup: l.SourceGroup}
-	}
-	return out
 }
 
 // translateWorkspace takes the settings of the Workspace in charge (see InCharge).

@@ -66,19 +66,8 @@ func Snapshot(ns string, mode gatewayv1.LimitEnforcement, groups []Group) *snaps
 	s := &snapshot.Snapshot{Namespace: ns}
 	for _, obj := range objs {
 		chain, _ := ix.Chain(obj)
-		sg := snapshot.Group{ID: obj.Name, ExternalEntityID: obj.Spec.ExternalEntityID, ParentID: obj.ParentID(),
-			Mode: string(mode), Depth: len(chain)}
-		for _, em := range hierarchy.Resolve(chain) {
-			m := snapshot.Model{Slug: em.Slug}
-			for _, l := range em.RateLimits {
-				m.RateLimits = append(m.RateLimits, snapshot.Limit{Type: string(l.Type), Unit: string(l.Unit), Threshold: l.Threshold, SourceGroup: l.SourceGroup})
-			}
-			for _, l := range em.UsageLimits {
-				m.UsageLimits = append(m.UsageLimits, snapshot.Limit{Type: string(l.Type), Unit: string(l.Unit), Threshold: l.Threshold, SourceGroup: l.SourceGroup})
-			}
-			sg.Models = append(sg.Models, m)
-		}
-		s.Groups = append(s.Groups, sg)
+		s.Groups = append(s.Groups, snapshot.Group{ID: obj.Name, ExternalEntityID: obj.Spec.ExternalEntityID, ParentID: obj.ParentID(),
+			Mode: string(mode), Depth: len(chain), Models: hierarchy.SnapshotModels(chain)})
 	}
 	return s
 }

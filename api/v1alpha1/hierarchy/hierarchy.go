@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 )
 
@@ -163,6 +164,28 @@ func Resolve(chain Chain) []gatewayv1.EffectiveModel {
 		out = append(out, em)
 	}
 	slices.SortFunc(out, func(a, b gatewayv1.EffectiveModel) int { return strings.Compare(a.Slug, b.Slug) })
+	return out
+}
+
+// SnapshotModels is Resolve in the snapshot's form (api/snapshot): the models and limits gatewayd enforces for
+// chain[0]. The manager publishes it; REST compares it with what gatewayd serves to know a write is in force.
+func SnapshotModels(chain Chain) []snapshot.Model {
+	effective := Resolve(chain)
+	models := make([]snapshot.Model, len(effective))
+	for i, m := range effective {
+		models[i] = snapshot.Model{Slug: m.Slug, RateLimits: snapshotLimits(m.RateLimits), UsageLimits: snapshotLimits(m.UsageLimits)}
+	}
+	return models
+}
+
+func snapshotLimits(in []gatewayv1.EffectiveLimit) []snapshot.Limit {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]snapshot.Limit, len(in))
+	for i, l := range in {
+		out[i] = snapshot.Limit{Type: string(l.Type), Unit: string(l.Unit), Threshold: l.Threshold, SourceGroup: l.SourceGroup}
+	}
 	return out
 }
 

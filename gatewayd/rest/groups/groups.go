@@ -446,30 +446,19 @@ func (a *api) awaitGroup(ctx context.Context, ns string, g *gatewayv1.Group) {
 		return
 	}
 	chain, _ := hierarchy.NewIndex(ancestors).With(g).Chain(g)
-	want := fingerprintEffective(hierarchy.Resolve(chain))
+	want := fingerprint(hierarchy.SnapshotModels(chain))
 	a.AwaitSnapshot(ctx, ns, "group "+g.Name, func(s *snapshot.Snapshot) bool {
 		for _, sg := range s.Groups {
 			if sg.ID == g.Name {
-				return fingerprintSnapshot(sg.Models) == want
+				return fingerprint(sg.Models) == want
 			}
 		}
 		return false
 	})
 }
 
-func fingerprintEffective(ms []gatewayv1.EffectiveModel) string {
-	var parts []string
-	for _, m := range ms {
-		for _, l := range append(slices.Clone(m.RateLimits), m.UsageLimits...) {
-			parts = append(parts, fmt.Sprintf("%s|%s|%s|%d|%s", m.Slug, l.Type, l.Unit, l.Threshold, l.SourceGroup))
-		}
-		parts = append(parts, m.Slug)
-	}
-	slices.Sort(parts)
-	return strings.Join(parts, ",")
-}
-
-func fingerprintSnapshot(ms []snapshot.Model) string {
+// fingerprint is models as one string, whatever the order of their limits.
+func fingerprint(ms []snapshot.Model) string {
 	var parts []string
 	for _, m := range ms {
 		for _, l := range append(slices.Clone(m.RateLimits), m.UsageLimits...) {
