@@ -262,7 +262,8 @@ func New(opts Options) (*Gateway, error) {
 		if g.async, err = async.New(async.Options{
 			Config: opts.AsyncConfig, View: loader.View, Store: opts.Async, Limits: opts.Store, Upstream: up,
 			Addresses: g.addrs, Calls: g.calls, Waker: g.waker, Secret: g.secrets.Get, Clock: opts.Clock, Registry: opts.Registry,
-			Logger: opts.Logger.WithName("async"),
+			RequestLog: g.requests,
+			Logger:     opts.Logger.WithName("async"),
 		}); err != nil {
 			return nil, err
 		}

@@ -808,19 +808,42 @@ func TestUnroutedAnswersInTheEnvelope(t *testing.T) {
 
 // TestUpstreamTextErrorsGetTheEnvelope: an upstream that answers an error status with a text page (a misrouted
 // path, a proxy's error) does not reach the client raw: the client gets the envelope with the upstream's status.
+// When to retry travels on: a text 429 keeps its Retry-After in the envelope, a JSON 429 is relayed with it.
 func TestUpstreamTextErrorsGetTheEnvelope(t *testing.T) {
 	text := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
-		http.Error(w, "<html>404 page not found</html>", http.StatusNotFound)
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/busy/"):
+			w.Header().Set("Retry-After", "9")
+			http.Error(w, "busy", http.StatusTooManyRequests)
+		case strings.HasPrefix(r.URL.Path, "/busy-json/"):
+			w.Header().Set("Retry-After", "4")
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = w.Write([]byte(`{"error":{"message":"busy","type":"rate_limit_exceeded"}}`))
+		default:
+			http.Error(w, "<html>404 page not found</html>", http.StatusNotFound)
+		}
 	}))
 	t.Cleanup(text.Close)
-	f := newFixture(t, fixtureOpts{mode: "INDEPENDENT", groups: []gatewaytest.Group{{ID: "root", Models: models(slug, "misrouted")}},
-		endpoints: []snapshot.Endpoint{{ID: "misrouted", Slug: "misrouted", Targets: []snapshot.Target{{Provider: "OPENAI", BaseURL: text.URL + "/v1"}}}}})
+	endpoint := func(slug, path string) snapshot.Endpoint {
+		return snapshot.Endpoint{ID: slug, Slug: slug, Targets: []snapshot.Target{{Provider: "OPENAI", BaseURL: text.URL + path}}}
+	}
+	f := newFixture(t, fixtureOpts{mode: "INDEPENDENT", groups: []gatewaytest.Group{{ID: "root", Models: models(slug, "misrouted", "busy", "busy-json")}},
+		endpoints: []snapshot.Endpoint{endpoint("misrouted", "/v1"), endpoint("busy", "/busy"), endpoint("busy-json", "/busy-json")}})
 	r := f.chat("root", "misrouted")
 	body := r.json(t)
 	detail, _ := body["detail"].(map[string]any)
 	if r.status != http.StatusNotFound || body["error_code"] != "model_does_not_exist" || detail["upstream_status"] != 404.0 {
 		t.Fatalf("status %d body %s, want 404 model_does_not_exist with upstream_status 404", r.status, r.body)
+	}
+	r = f.chat("root", "busy")
+	if body := r.json(t); r.status != http.StatusTooManyRequests || body["error_code"] != "rate_limited" || r.header.Get("Retry-After") != "9" {
+		t.Fatalf("text 429: %d %s Retry-After %q, want 429 rate_limited with the upstream's Retry-After 9", r.status, r.body, r.header.Get("Retry-After"))
+	}
+	r = f.chat("root", "busy-json")
+	if r.status != http.StatusTooManyRequests || !strings.Contains(string(r.body), "rate_limit_exceeded") || r.header.Get("Retry-After") != "4" {
+		t.Fatalf("JSON 429: %d %s Retry-After %q, want the upstream's answer with its Retry-After 4", r.status, r.body, r.header.Get("Retry-After"))
 	}
 }
 

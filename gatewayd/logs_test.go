@@ -5,13 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"regexp"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,6 +48,31 @@ func (f *modelFixture) logs(id string, body map[string]any) []logLine {
 	return out.Logs
 }
 
+// writeModel writes Model sentiment, with environments (name -> deployment), and its ModelDeployments to the
+// API server: the logs route reads them there, as the manager would have them. No manager runs here, so the test
+// writes them.
+func (f *modelFixture) writeModel(environments map[string]string, deployments ...string) {
+	f.t.Helper()
+	c, err := client.New(cfg, client.Options{Scheme: kubetest.Scheme()})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, id := range deployments {
+		if err := c.Create(ctx, &gatewayv1.ModelDeployment{ObjectMeta: metav1.ObjectMeta{Name: id, Namespace: f.ns},
+			Spec: gatewayv1.ModelDeploymentSpec{ModelID: "sentiment", Source: gatewayv1.DeploymentSource{URL: "http://model.invalid"}}}); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	m := &gatewayv1.Model{ObjectMeta: metav1.ObjectMeta{Name: "sentiment", Namespace: f.ns}}
+	for _, name := range slices.Sorted(maps.Keys(environments)) {
+		m.Spec.Environments = append(m.Spec.Environments, gatewayv1.ModelEnvironment{Name: name, Deployment: environments[name]})
+	}
+	if err := c.Create(ctx, m); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
 // TestPredictInLogs: a predict call that reached a deployment appears in that deployment's logs, through the
 // management API of the same gatewayd, with the request id the caller saw in X-Request-Id and the model server
 // received; a call the model failed appears at ERROR.
@@ -68,23 +97,7 @@ func TestPredictInLogs(t *testing.T) {
 	f.snap.Deployments = append(f.snap.Deployments, snapshot.Deployment{ID: "down", ModelID: "sentiment", Kind: snapshot.DeploymentURL,
 		URL: downURL, PredictPath: "/predict", Active: true, Ready: true})
 	f.publish()
-	// The logs route reads the Model and its deployments from the API server, as the manager would have them;
-	// no manager runs here, so the test writes them.
-	c, err := client.New(cfg, client.Options{Scheme: kubetest.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	for _, id := range []string{"v1", "v2", "down"} {
-		if err := c.Create(ctx, &gatewayv1.ModelDeployment{ObjectMeta: metav1.ObjectMeta{Name: id, Namespace: f.ns},
-			Spec: gatewayv1.ModelDeploymentSpec{ModelID: "sentiment", Source: gatewayv1.DeploymentSource{URL: "http://model.invalid"}}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := c.Create(ctx, &gatewayv1.Model{ObjectMeta: metav1.ObjectMeta{Name: "sentiment", Namespace: f.ns},
-		Spec: gatewayv1.ModelSpec{Environments: []gatewayv1.ModelEnvironment{{Name: "production", Deployment: "v1"}, {Name: "broken", Deployment: "down"}}}}); err != nil {
-		t.Fatal(err)
-	}
+	f.writeModel(map[string]string{"production": "v1", "broken": "down"}, "v1", "v2", "down")
 
 	call := func(path, requestID string) (int, string) {
 		req, _ := http.NewRequest(http.MethodPost, f.url+path, bytes.NewReader([]byte(`{"text":"hi"}`)))
@@ -147,5 +160,66 @@ func TestPredictInLogs(t *testing.T) {
 	}
 	if got := f.logs("v2", nil); len(got) != 0 {
 		t.Errorf("logs of v2, never called: %+v", got)
+	}
+}
+
+// TestAsyncInLogs: each attempt the async dispatcher makes appears in the deployment's logs under the async
+// request's id, which the model server receives as X-Request-Id: a 503 at ERROR, then the 200 that succeeded.
+func TestAsyncInLogs(t *testing.T) {
+	f := newModelFixtureOpts(t, fixtureOpts{async: true})
+	var mu sync.Mutex
+	var seen []string
+	flaky := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		seen = append(seen, r.Header.Get("X-Request-Id"))
+		first := len(seen) == 1
+		mu.Unlock()
+		if first {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	}))
+	t.Cleanup(flaky.Close)
+	f.deployment("v1").URL = flaky.URL
+	f.publish()
+	f.writeModel(map[string]string{"production": "v1"}, "v1")
+
+	r := f.post("/models/sentiment/production/async_predict", "Bearer "+f.keys["invoke"],
+		map[string]any{"model_input": map[string]any{"text": "hi"}, "inference_retry_config": map[string]any{"initial_delay_ms": 1, "max_delay_ms": 2}})
+	if r.status != http.StatusCreated {
+		t.Fatalf("async_predict: %d %s", r.status, r.body)
+	}
+	var accepted struct {
+		RequestID string `json:"request_id"`
+	}
+	if err := json.Unmarshal(r.body, &accepted); err != nil || accepted.RequestID == "" {
+		t.Fatalf("async_predict answer %s", r.body)
+	}
+	// The dispatcher writes a line once an attempt's answer is in; wait for both. gatewayd runs on the fixture's
+	// fake clock: each poll moves it a second, past the retry's delay and into a new window of the logs route's
+	// rate limit.
+	var lines []logLine
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		f.clock.SetTime(f.clock.Now().Add(time.Second))
+		if lines = f.logs("v1", map[string]any{"direction": "asc"}); len(lines) >= 2 {
+			break
+		}
+	}
+	want := []struct{ message, level string }{{`^async attempt 1: 503 \d+ms$`, "ERROR"}, {`^async attempt 2: 200 \d+ms$`, "INFO"}}
+	if len(lines) != len(want) {
+		t.Fatalf("logs of v1: %+v, want the two attempts", lines)
+	}
+	for i, w := range want {
+		l := lines[i]
+		if l.RequestID == nil || *l.RequestID != accepted.RequestID || !regexp.MustCompile(w.message).MatchString(l.Message) || l.Level != w.level {
+			t.Errorf("line %d = %+v, want request id %s, %s at %s", i, l, accepted.RequestID, w.message, w.level)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 2 || strings.Join(seen, " ") != accepted.RequestID+" "+accepted.RequestID {
+		t.Errorf("the model server received ids %q, want the request id %s on both attempts", seen, accepted.RequestID)
 	}
 }

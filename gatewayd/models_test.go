@@ -53,6 +53,12 @@ type modelFixture struct {
 }
 
 func newModelFixture(t *testing.T, upstreamTimeout time.Duration) *modelFixture {
+	return newModelFixtureOpts(t, fixtureOpts{upstreamTimeout: upstreamTimeout})
+}
+
+// newModelFixtureOpts is newModelFixture with more of gatewayd's options (o's mode and workspace keys are the
+// fixture's own).
+func newModelFixtureOpts(t *testing.T, o fixtureOpts) *modelFixture {
 	served := &atomic.Value{}
 	v1, v2, dev := modelServer(t, "v1", served), modelServer(t, "v2", served), modelServer(t, "dev", served)
 	keys := map[string]string{}
@@ -69,7 +75,8 @@ func newModelFixture(t *testing.T, upstreamTimeout time.Duration) *modelFixture 
 	add("metrics", "WORKSPACE_EXPORT_METRICS", nil, nil)
 	add("keys", "WORKSPACE_MANAGE_API_KEYS", nil, nil)
 	add("manage", "WORKSPACE_MANAGE_ALL", nil, nil)
-	f := newFixture(t, fixtureOpts{mode: "INDEPENDENT", workspace: records, upstreamTimeout: upstreamTimeout})
+	o.mode, o.workspace = "INDEPENDENT", records
+	f := newFixture(t, o)
 	f.snap.Models = []snapshot.ServedModel{
 		{ID: "other", Environments: []snapshot.EnvironmentRoute{{Name: "production", Deployment: "o1"}}},
 		{ID: "sentiment", Development: "dev", Environments: []snapshot.EnvironmentRoute{

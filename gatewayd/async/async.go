@@ -26,6 +26,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/async/queue"
 	"github.com/modelgate/modelgate/gatewayd/inference"
 	"github.com/modelgate/modelgate/gatewayd/limits"
+	"github.com/modelgate/modelgate/gatewayd/requestlog"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 	"github.com/modelgate/modelgate/gatewayd/view"
 	"github.com/modelgate/modelgate/gatewayd/wake"
@@ -96,6 +97,9 @@ type Options struct {
 	Waker Waker
 	// Calls counts calls per deployment; nothing is counted, and sync calls take no slot, when nil.
 	Calls Calls
+	// RequestLog records each attempt that called a deployment, in that deployment's log (the logs route), under
+	// the request's id; off when nil.
+	RequestLog *requestlog.Log
 	// Secret reads a Secret entry of a workspace (the asyncWebhook signing secret).
 	Secret func(ctx context.Context, namespace string, ref *snapshot.SecretRef) (string, error)
 	// Clock gives the time of every transition; the real clock when nil. Tests pass a fake one.

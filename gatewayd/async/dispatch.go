@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelgate/modelgate/gatewayd/async/queue"
 	"github.com/modelgate/modelgate/gatewayd/inference"
+	"github.com/modelgate/modelgate/gatewayd/requestlog"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 )
 
@@ -221,7 +222,9 @@ func (s *Service) run(ctx context.Context, namespace string, d snapshot.Deployme
 	go s.heartbeat(callCtx, r.ID, cancelCall, lost)
 
 	q := r.Queue()
+	start := time.Now()
 	status, header, out, err := s.call(callCtx, namespace, &d, r)
+	elapsed := time.Since(start)
 	// Record the outcome even when ctx ended: a stopping replica puts the request back at once.
 	rec, cancelRec := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancelRec()
@@ -235,6 +238,8 @@ func (s *Service) run(ctx context.Context, namespace string, d snapshot.Deployme
 	v, e := classify(status, err)
 	if errors.Is(err, errNotReady) {
 		v, e = requeue, queue.Error{}
+	} else {
+		s.logAttempt(namespace, d.ID, r, status, e, elapsed)
 	}
 	attempts := r.Attempts
 	switch v {
@@ -277,6 +282,23 @@ func (s *Service) run(ctx context.Context, namespace string, d snapshot.Deployme
 
 var errNotReady = errors.New("no ready address")
 
+// logAttempt adds an attempt of r that called deployment to the deployment's request log, under r's id (which
+// the model server received as X-Request-Id): "async attempt 2: 503 12ms", or the error in place of the status
+// when no answer came.
+func (s *Service) logAttempt(namespace, deployment string, r *queue.Request, status int, e queue.Error, elapsed time.Duration) {
+	if s.opts.RequestLog == nil {
+		return
+	}
+	outcome, level := strconv.Itoa(status), requestlog.LevelOf(status)
+	if status == 0 {
+		outcome, level = e.Message, requestlog.LevelError
+	}
+	s.opts.RequestLog.Add(namespace, deployment, requestlog.Entry{
+		Time: s.opts.Clock.Now(), Level: level, RequestID: r.ID,
+		Message: fmt.Sprintf("async attempt %d: %s %dms", r.Attempts+1, outcome, elapsed.Milliseconds()),
+	})
+}
+
 // call sends r's input to d's predict path through the route step and forwarding core of sync calls.
 func (s *Service) call(ctx context.Context, namespace string, d *snapshot.Deployment, r *queue.Request) (int, http.Header, json.RawMessage, error) {
 	target, release, rerr := inference.RouteDeployment(namespace, d, s.opts.Addresses)
@@ -288,9 +310,14 @@ func (s *Service) call(ctx context.Context, namespace string, d *snapshot.Deploy
 		defer s.opts.Calls.BeginQueued(namespace, d.ID)()
 	}
 	k := &sink{header: http.Header{}}
-	header := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json"}}
+	header := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json"}, requestlog.Header: {r.ID}}
 	_, err := s.opts.Upstream.Forward(ctx, upstream.Request{Target: target, Body: bytes.NewReader(r.Input),
 		ContentLength: int64(len(r.Input)), Header: header}, k)
+	if ue := (*upstream.Error)(nil); errors.As(err, &ue) && ue.Kind == upstream.KindStatus {
+		// An error status with a body that is not JSON (a plain-text 429 or 503, say) is an answer all the same:
+		// its status and Retry-After pace the queue as a JSON one's do.
+		return ue.Status, ue.Header, nil, err
+	}
 	if err != nil {
 		return 0, nil, nil, err
 	}

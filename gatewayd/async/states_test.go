@@ -286,3 +286,42 @@ func TestWebhookNeedsTheWorkspaceSecret(t *testing.T) {
 		t.Fatalf("%d %s", a.status, a.body)
 	}
 }
+
+// TestRetryAfterPausesTheQueue: a model's 429, with a plain-text body or a JSON one, pauses its deployment's
+// queue for the Retry-After the model sent, longer than the default first pause of 1 s, and counts no attempt;
+// the request runs once the (fake) clock has passed it.
+func TestRetryAfterPausesTheQueue(t *testing.T) {
+	for _, kind := range []string{"text", "json"} {
+		t.Run(kind, func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(time.Date(2026, 3, 16, 10, 0, 0, 0, time.UTC))
+			f := newFx(t, fxOpts{clock: clk, model: func(n int, _ []byte, w http.ResponseWriter) {
+				if n > 1 {
+					_, _ = w.Write([]byte(`{"ok":true}`))
+					return
+				}
+				w.Header().Set("Retry-After", "5")
+				if kind == "text" {
+					http.Error(w, "busy", http.StatusTooManyRequests)
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusTooManyRequests)
+				_, _ = w.Write([]byte(`{"error":"busy"}`))
+			}})
+			id := f.enqueue(`{"model_input": 1}`)
+			f.waitStored(id, func(r *queue.Request) bool { return r.Status == queue.Queued && len(r.Errors) == 1 })
+			clk.Step(2 * time.Second)
+			time.Sleep(100 * time.Millisecond) // many dispatch rounds at +2 s: still within the model's 5 s
+			if n := len(f.model.calls()); n != 1 {
+				t.Fatalf("the model was called %d times within its Retry-After, want 1", n)
+			}
+			clk.Step(3 * time.Second)
+			if r := f.waitStored(id, terminal); r.Status != queue.Succeeded || r.Attempts != 1 {
+				t.Fatalf("after the Retry-After: %+v, want SUCCEEDED on its first counted attempt", r)
+			}
+			if n := len(f.model.calls()); n != 2 {
+				t.Fatalf("the model was called %d times, want 2", n)
+			}
+		})
+	}
+}

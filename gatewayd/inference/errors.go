@@ -29,6 +29,9 @@ func writeForwardError(w http.ResponseWriter, r *http.Request, name string, err 
 		w.WriteHeader(statusClientClosed)
 	case upstream.KindStatus:
 		status, code := upstreamStatus(ue.Status)
+		if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+			upstream.CopyRetryHeaders(w.Header(), ue.Header)
+		}
 		httperr.Write(w, status, code, fmt.Sprintf("The model answered %d.", ue.Status),
 			map[string]any{"upstream_status": ue.Status, "upstream_body": ue.Snippet})
 	case upstream.KindCredentials:

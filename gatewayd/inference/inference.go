@@ -62,7 +62,8 @@ type Options struct {
 	// call that names an environment resolves it again at each swap, so a promotion while it waits moves it to
 	// the deployment promoted. Nil: a held call stays on the deployment it resolved first.
 	ViewChanged func() <-chan struct{}
-	// RequestLog records each predict call that reached a deployment, for the logs route; off when nil.
+	// RequestLog records each predict call that reached a deployment, for the logs route (the async dispatcher
+	// writes its attempts there too); off when nil.
 	RequestLog *requestlog.Log
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
+	"github.com/modelgate/modelgate/gatewayd/requestlog"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 )
 
@@ -128,7 +129,7 @@ func (h *Handler) forwardPredict(sw *statusWriter, r *http.Request, reqID string
 			header.Set(name, val)
 		}
 	}
-	header.Set(requestIDHeader, reqID)
+	header.Set(requestlog.Header, reqID)
 	// The body streams to the model as it arrives; bound how long that may take.
 	_ = rc.SetReadDeadline(time.Now().Add(h.opts.BodyReadTimeout))
 	_, err := h.opts.Upstream.Forward(r.Context(), upstream.Request{

@@ -9,14 +9,10 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/requestlog"
 )
 
-// requestIDHeader carries a call's request id: the caller's, when it brings a usable one, else a new one. The
-// answer carries it back, the model server receives it, and the deployment's request log records it.
-const requestIDHeader = "X-Request-Id"
-
 // stampRequestID sets the request id of the predict call r on its answer and returns it.
 func stampRequestID(w http.ResponseWriter, r *http.Request) string {
-	id := requestlog.ID(r.Header.Get(requestIDHeader))
-	w.Header().Set(requestIDHeader, id)
+	id := requestlog.ID(r.Header.Get(requestlog.Header))
+	w.Header().Set(requestlog.Header, id)
 	return id
 }
 

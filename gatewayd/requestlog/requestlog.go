@@ -1,7 +1,7 @@
-// Package requestlog keeps, per model deployment, the last predict calls this gatewayd replica served: one line
-// each, with its time, status, duration and request id, for the logs route of the management API. It is a bounded
-// ring in memory: each replica knows only its own calls, a restart forgets them, and a deployment keeps its last
-// PerDeployment lines (docs/decisions.md, "The request log of the logs route").
+// Package requestlog keeps, per model deployment, the last calls this gatewayd replica made to it (predict calls
+// and async attempts): one line each, with its time, status, duration and request id, for the logs route of the
+// management API. It is a bounded ring in memory: each replica knows only its own calls, a restart forgets them,
+// and a deployment keeps its last PerDeployment lines (docs/decisions.md, "The request log of the logs route").
 package requestlog
 
 import (
@@ -139,6 +139,11 @@ func (l *Log) Entries(namespace, deployment string) []Entry {
 	out = append(out, r.entries[r.next:]...)
 	return append(out, r.entries[:r.next]...)
 }
+
+// Header carries a call's request id: on a predict call, the caller's when it brings a usable one (ID), else a
+// new one, echoed in the answer; on every call gatewayd makes to a model server, sync or async, the id of the
+// line the deployment's log records for it.
+const Header = "X-Request-Id"
 
 // maxIDLength bounds a request id a caller brings.
 const maxIDLength = 128

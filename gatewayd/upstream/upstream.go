@@ -101,8 +101,10 @@ type Error struct {
 	Kind    Kind
 	Timeout time.Duration
 	Err     error
-	// Status and Snippet are the upstream's status and the start of its body, for KindStatus.
+	// Status, Header and Snippet are the upstream's status, headers (Retry-After, say) and the start of its
+	// body, for KindStatus.
 	Status  int
+	Header  http.Header
 	Snippet string
 }
 
@@ -181,7 +183,7 @@ func (c *Client) Forward(ctx context.Context, req Request, sink Sink) (Result, e
 	defer resp.Body.Close()
 	if resp.StatusCode >= 400 && !isJSON(resp) {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorSnippet))
-		return Result{}, &Error{Kind: KindStatus, Status: resp.StatusCode, Snippet: strings.ToValidUTF8(string(b), "?"),
+		return Result{}, &Error{Kind: KindStatus, Status: resp.StatusCode, Header: resp.Header, Snippet: strings.ToValidUTF8(string(b), "?"),
 			Err: fmt.Errorf("upstream %s answered %d", req.Target.Name, resp.StatusCode)}
 	}
 	res := Result{Status: resp.StatusCode}
@@ -191,7 +193,8 @@ func (c *Client) Forward(ctx context.Context, req Request, sink Sink) (Result, e
 	switch {
 	case resp.StatusCode >= 400:
 		// JSON error answers pass through as they are, status and body: a client of an OpenAI-compatible
-		// server reads its error object.
+		// server reads its error object, and when to retry.
+		CopyRetryHeaders(sink.Header(), resp.Header)
 		sink.WriteHeader(resp.StatusCode)
 		_, err = copyAnswer(sink, resp.Body)
 		res.Complete = err == nil
@@ -214,6 +217,20 @@ func (c *Client) Forward(ctx context.Context, req Request, sink Sink) (Result, e
 	}
 	res.Duration = time.Since(start)
 	return res, nil
+}
+
+// retryHeaders are the headers of an upstream's error answer that gatewayd passes on: when to try again
+// (Retry-After, and the Retry-After-Ms of OpenAI-compatible servers, which their SDKs read first).
+var retryHeaders = []string{"Retry-After", "Retry-After-Ms"}
+
+// CopyRetryHeaders sets on dst the headers of src that say when to try again. Forward relays them with a JSON
+// error answer; a caller that answers a KindStatus error in its own envelope copies them from Error.Header.
+func CopyRetryHeaders(dst, src http.Header) {
+	for _, h := range retryHeaders {
+		if v := src.Get(h); v != "" {
+			dst.Set(h, v)
+		}
+	}
 }
 
 // request builds the HTTP request of req, with the upstream's key from its Secret.

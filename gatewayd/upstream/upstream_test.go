@@ -25,6 +25,16 @@ func TestForwardWithoutClient(t *testing.T) {
 			<-r.Context().Done()
 		case "/text-404":
 			http.Error(w, "404 page not found", http.StatusNotFound)
+		case "/text-429":
+			w.Header().Set("Retry-After", "7")
+			http.Error(w, "slow down", http.StatusTooManyRequests)
+		case "/json-429":
+			w.Header().Set("Retry-After", "3")
+			w.Header().Set("Retry-After-Ms", "2500")
+			w.Header().Set("X-Internal", "not for the client")
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = w.Write([]byte(`{"error":{"message":"rate limited"}}`))
 		case "/json-400":
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusBadRequest)
@@ -80,6 +90,17 @@ func TestForwardWithoutClient(t *testing.T) {
 	res, err := c.Forward(context.Background(), Request{Target: Target{URL: srv.URL + "/json-400"}}, sink)
 	if err != nil || res.Status != 400 || sink.Code != 400 || sink.Body.String() != `{"error":{"message":"bad"}}` {
 		t.Fatalf("JSON error: %+v, %v, relayed %d %q", res, err, sink.Code, sink.Body.String())
+	}
+	// When to retry travels with an error answer: relayed with a JSON one, carried by the error of a text one.
+	sink = httptest.NewRecorder()
+	res, err = c.Forward(context.Background(), Request{Target: Target{URL: srv.URL + "/json-429"}}, sink)
+	if err != nil || res.Status != 429 || sink.Header().Get("Retry-After") != "3" || sink.Header().Get("Retry-After-Ms") != "2500" ||
+		sink.Header().Get("X-Internal") != "" {
+		t.Fatalf("JSON 429: %+v, %v, relayed headers %v", res, err, sink.Header())
+	}
+	_, err = c.Forward(context.Background(), Request{Target: Target{URL: srv.URL + "/text-429"}}, httptest.NewRecorder())
+	if ue := (*Error)(nil); !errors.As(err, &ue) || ue.Kind != KindStatus || ue.Status != 429 || ue.Header.Get("Retry-After") != "7" {
+		t.Fatalf("text 429: got %#v, want KindStatus 429 with its Retry-After", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { time.Sleep(20 * time.Millisecond); cancel() }()

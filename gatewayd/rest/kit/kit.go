@@ -74,7 +74,8 @@ type Options struct {
 	MaxBodyBytes int64
 	// Logger is the base logger, put into each request's context. Defaults to the context's logger, if any.
 	Logger logr.Logger
-	// RequestLog is this replica's log of predict calls per deployment, a source of the logs route; none when nil.
+	// RequestLog is this replica's log of the calls it made to each deployment (predict calls, async attempts), a
+	// source of the logs route; none when nil.
 	RequestLog *requestlog.Log
 	// PodLogs reads what a deployment's pods print, a source of the logs route; none when nil.
 	PodLogs podlogs.Reader
