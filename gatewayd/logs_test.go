@@ -12,7 +12,6 @@ import (
 	"os"
 	"regexp"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -73,22 +72,44 @@ func (f *modelFixture) writeModel(environments map[string]string, deployments ..
 	}
 }
 
+// tracedModel is a model server that records the X-Request-Id of every call it receives.
+type tracedModel struct {
+	*httptest.Server
+	mu   sync.Mutex
+	seen []string
+}
+
+// newTracedModel starts a tracedModel. answer, when not nil, may answer call n (from 1) itself and say so;
+// every other call gets {"ok":true}.
+func newTracedModel(t *testing.T, answer func(n int, w http.ResponseWriter) bool) *tracedModel {
+	m := &tracedModel{}
+	m.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		m.mu.Lock()
+		m.seen = append(m.seen, r.Header.Get("X-Request-Id"))
+		n := len(m.seen)
+		m.mu.Unlock()
+		if answer == nil || !answer(n, w) {
+			_, _ = w.Write([]byte(`{"ok":true}`))
+		}
+	}))
+	t.Cleanup(m.Close)
+	return m
+}
+
+// ids returns the request ids received so far.
+func (m *tracedModel) ids() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.seen)
+}
+
 // TestPredictInLogs: a predict call that reached a deployment appears in that deployment's logs, through the
 // management API of the same gatewayd, with the request id the caller saw in X-Request-Id and the model server
 // received; a call the model failed appears at ERROR.
 func TestPredictInLogs(t *testing.T) {
 	f := newModelFixture(t, 0)
-	// A model server that records the request id it receives.
-	var mu sync.Mutex
-	var seen []string
-	traced := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		mu.Lock()
-		seen = append(seen, r.Header.Get("X-Request-Id"))
-		mu.Unlock()
-		_, _ = w.Write([]byte(`{"ok":true}`))
-	}))
-	t.Cleanup(traced.Close)
+	traced := newTracedModel(t, nil)
 	down, _ := net.Listen("tcp", "127.0.0.1:0")
 	downURL := "http://" + down.Addr().String()
 	down.Close()
@@ -127,11 +148,9 @@ func TestPredictInLogs(t *testing.T) {
 	if status != 200 || replaced == "bad id\twith spaces" || replaced == "" {
 		t.Fatalf("with an unsafe X-Request-Id: %d, answered id %q; want a new one", status, replaced)
 	}
-	mu.Lock()
-	if want := []string{kept, minted, replaced}; len(seen) != 3 || seen[0] != want[0] || seen[1] != want[1] || seen[2] != want[2] {
+	if seen, want := traced.ids(), []string{kept, minted, replaced}; !slices.Equal(seen, want) {
 		t.Errorf("the model server received ids %q, want %q", seen, want)
 	}
-	mu.Unlock()
 	if status, failed := call("/models/sentiment/environments/broken/predict", "trace-down"); status != http.StatusBadGateway || failed != "trace-down" {
 		t.Fatalf("the down deployment: %d, id %q; want 502 with trace-down", status, failed)
 	}
@@ -167,21 +186,13 @@ func TestPredictInLogs(t *testing.T) {
 // request's id, which the model server receives as X-Request-Id: a 503 at ERROR, then the 200 that succeeded.
 func TestAsyncInLogs(t *testing.T) {
 	f := newModelFixtureOpts(t, fixtureOpts{async: true})
-	var mu sync.Mutex
-	var seen []string
-	flaky := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		mu.Lock()
-		seen = append(seen, r.Header.Get("X-Request-Id"))
-		first := len(seen) == 1
-		mu.Unlock()
-		if first {
+	flaky := newTracedModel(t, func(n int, w http.ResponseWriter) bool {
+		if n == 1 {
 			w.WriteHeader(http.StatusServiceUnavailable)
-			return
+			return true
 		}
-		_, _ = w.Write([]byte(`{"ok":true}`))
-	}))
-	t.Cleanup(flaky.Close)
+		return false
+	})
 	f.deployment("v1").URL = flaky.URL
 	f.publish()
 	f.writeModel(map[string]string{"production": "v1"}, "v1")
@@ -217,9 +228,7 @@ func TestAsyncInLogs(t *testing.T) {
 			t.Errorf("line %d = %+v, want request id %s, %s at %s", i, l, accepted.RequestID, w.message, w.level)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(seen) != 2 || strings.Join(seen, " ") != accepted.RequestID+" "+accepted.RequestID {
+	if seen := flaky.ids(); !slices.Equal(seen, []string{accepted.RequestID, accepted.RequestID}) {
 		t.Errorf("the model server received ids %q, want the request id %s on both attempts", seen, accepted.RequestID)
 	}
 }
