@@ -98,6 +98,9 @@ func waitStatus(t *testing.T, key, image string, header map[string]string) respo
 		if r.code != 200 {
 			t.Fatalf("GET image: %v", r)
 		}
+		if _, has := r.body["error"]; has && r.body["status"] != "FAILED" {
+			t.Errorf("image %s is %s and says an error: %v", image, r.body["status"], r)
+		}
 		if s := r.body["status"]; s == "BUILT" || s == "FAILED" {
 			return r
 		}
@@ -138,8 +141,9 @@ func TestImportPrivateImage(t *testing.T) {
 	if r.code != http.StatusAccepted {
 		t.Fatalf("POST import: %v", r)
 	}
-	if f := waitStatus(t, redKey, "private", nil); f.body["status"] != "FAILED" {
-		t.Fatalf("an import without credentials did not fail: %v", f)
+	f := waitStatus(t, redKey, "private", nil)
+	if reason, _ := f.body["error"].(string); f.body["status"] != "FAILED" || !strings.Contains(reason, "team/private:7") {
+		t.Fatalf("an import without credentials did not fail with a reason naming the image: %v", f)
 	}
 
 	r = call(t, redKey, "POST", "/v1/sandboxes/images", map[string]any{"name": "private", "image": src + "/team/private:7", "docker_config": cfg}, nil)
@@ -308,6 +312,9 @@ func TestRunFailsNamingBuildKit(t *testing.T) {
 	b := latestBuild(t, "red", "needs-run")
 	if !strings.Contains(b.Status.Reason, "RUN") || !strings.Contains(b.Status.Reason, "BuildKit backend") {
 		t.Errorf("reason %q does not name RUN and the BuildKit backend", b.Status.Reason)
+	}
+	if done.body["error"] != b.Status.Reason {
+		t.Errorf("GET says error %q, want the build's reason %q", done.body["error"], b.Status.Reason)
 	}
 }
 

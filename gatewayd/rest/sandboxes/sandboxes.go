@@ -332,6 +332,8 @@ type imageJSON struct {
 	Tags      []string `json:"tags"`
 	CreatedAt string   `json:"created_at"`
 	UpdatedAt string   `json:"updated_at"`
+	// Error says why the latest push FAILED (its build's reason); absent otherwise.
+	Error string `json:"error,omitempty"`
 }
 
 // get is GET /v1/sandboxes/images/{image_name}: the status of the latest push (read from that build, which the
@@ -350,6 +352,9 @@ func (s *service) get(w http.ResponseWriter, r *http.Request, c auth.Caller) {
 		switch {
 		case err == nil:
 			out.Status = string(b.Phase())
+			if b.Phase() == gatewayv1.SandboxFailed {
+				out.Error = b.Status.Reason
+			}
 			updated = laterOf(updated, b.CreationTimestamp.Time)
 		case !apierrors.IsNotFound(err):
 			kit.WriteKubeError(w, r, "get sandbox image build", err)

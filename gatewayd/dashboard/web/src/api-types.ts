@@ -358,6 +358,8 @@ export interface SandboxImage {
   tags: string[];
   created_at: string;
   updated_at: string;
+  /** Why the latest push FAILED, in the build's words (an image that cannot be read, a Dockerfile instruction that needs the BuildKit backend, a context that is refused); absent otherwise. */
+  error?: string;
 }
 
 export interface SandboxPush {
