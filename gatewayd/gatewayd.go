@@ -20,13 +20,17 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/modelgate/modelgate/api/stats"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/async"
 	"github.com/modelgate/modelgate/gatewayd/async/queue"
@@ -135,6 +139,10 @@ type Options struct {
 	DashboardSessionSecrets [][]byte
 	// Sandboxes configures the sandbox image routes (upload signing key, base URL, image reference guard).
 	Sandboxes sandboxes.Options
+	// PeersService is gatewayd's metrics Service: the logs route reads the request log of every ready endpoint
+	// on its metrics port (api/stats.Replicas), so it shows the calls of every replica. Only this replica's
+	// when empty.
+	PeersService types.NamespacedName
 }
 
 // Gateway is a configured data plane.
@@ -158,10 +166,12 @@ type Gateway struct {
 	workspaceKeys auth.Lookup
 	// calls counts the calls in flight per model deployment, served to the autoscaler on the metrics listener.
 	calls *concurrency.Tracker
-	// requests is this replica's log of predict calls per deployment, and pods reads deployments' pod logs: the
+	// requests is this replica's log of the calls it made per deployment (requestLogs reads every replica's),
+	// and pods reads deployments' pod logs: the
 	// sources of the logs route beyond Events.
-	requests *requestlog.Log
-	pods     podlogs.Reader
+	requests    *requestlog.Log
+	requestLogs *requestlog.Cluster
+	pods        podlogs.Reader
 	// async serves async inference; nil when Options.Async is.
 	async *async.Service
 }
@@ -223,6 +233,7 @@ func New(opts Options) (*Gateway, error) {
 		requests: requestlog.New(hostname(), 0, 0),
 		pods:     podlogs.New(cs),
 	}
+	g.requestLogs = &requestlog.Cluster{Local: g.requests, Peers: peers(cs, opts.PeersService)}
 	g.workspaceKeys = auth.ViewLookup(loader.View).Recording(g.keyUse)
 	if g.waker, err = newWaker(opts, g.addrs); err != nil {
 		return nil, err
@@ -382,8 +393,10 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	if g.opts.MetricsListener != nil {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", g.metricsHandler())
-		// Internal too: the autoscaler's view of every workspace's calls in flight (api/stats).
+		// Internal too: the autoscaler's view of every workspace's calls in flight (api/stats), and this
+		// replica's request log, which the logs route of every replica reads.
 		g.calls.Register(mux)
+		mux.Handle("GET "+requestlog.Path, g.requests)
 		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 		go func() { _ = msrv.Serve(g.opts.MetricsListener) }()
 		defer msrv.Close()
@@ -477,4 +490,20 @@ func newWaker(opts Options, addrs *discovery.Watcher) (*wake.Waker, error) {
 	}
 	return wake.New(wake.Options{Client: c, Addresses: addrs, Metrics: m, MinInterval: opts.WakeMinInterval,
 		Logger: opts.Logger.WithName("wake")}), nil
+}
+
+// peers lists the metrics listeners of every gatewayd replica behind svc, from its EndpointSlices; nil when svc
+// is empty.
+func peers(cs kubernetes.Interface, svc types.NamespacedName) func(context.Context) ([]string, error) {
+	if svc.Name == "" {
+		return nil
+	}
+	return func(ctx context.Context) ([]string, error) {
+		list, err := cs.DiscoveryV1().EndpointSlices(svc.Namespace).List(ctx,
+			metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc.Name})
+		if err != nil {
+			return nil, fmt.Errorf("failed to list the EndpointSlices of Service %s: %w", svc, err)
+		}
+		return stats.Replicas(list.Items), nil
+	}
 }

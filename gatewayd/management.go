@@ -62,7 +62,7 @@ func (g *Gateway) mountManagement() error {
 		Usage:                 usageReader{g.opts.Store},
 		Clock:                 g.opts.Clock.Now,
 		ReadYourWritesTimeout: g.opts.ReadYourWritesTimeout,
-		RequestLog:            g.requests,
+		RequestLogs:           g.requestLogs,
 		PodLogs:               g.pods,
 	}).WithSandboxes(g.opts.Sandboxes).Register(g.mux)
 	return nil

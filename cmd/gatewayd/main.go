@@ -17,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/modelgate/modelgate/api/stats"
 	"github.com/modelgate/modelgate/gatewayd"
 	"github.com/modelgate/modelgate/gatewayd/async"
 	"github.com/modelgate/modelgate/gatewayd/dashboard"
@@ -34,6 +35,7 @@ func main() {
 		dash       bool
 		dashKeys   string
 		uploadKey  string
+		peers      string
 	)
 	flag.StringVar(&opts.Addr, "addr", ":8080", "Address gatewayd serves model calls, the REST API, /healthz and /readyz on.")
 	flag.StringVar(&opts.MetricsAddr, "metrics-addr", ":9090", "Address of /metrics (every workspace's series): keep it inside the cluster. Empty turns it off.")
@@ -55,6 +57,7 @@ func main() {
 	flag.StringVar(&uploadKey, "sandbox-upload-key-file", "", "File (mount it from a Secret) holding the key that signs sandbox upload URLs; every replica needs the same one. Sandbox pushes answer 503 without it.")
 	flag.StringVar(&opts.Sandboxes.BaseURL, "sandbox-base-url", "", "Public base URL that sandbox upload URLs start with; defaults to the scheme and Host of the push request.")
 	flag.BoolVar(&opts.Sandboxes.AllowInternalImages, "sandbox-allow-internal-images", false, "Let sandbox image references aim at loopback, private and link-local registries. For development stacks only.")
+	flag.StringVar(&peers, "peers-service", "", "gatewayd's metrics Service, as name (in POD_NAMESPACE) or namespace/name: the logs route reads the request log of every ready endpoint of it, so it shows the calls of every replica. Empty shows this replica's only.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -68,6 +71,9 @@ func main() {
 	log.Info("Starting", "version", version.Version)
 
 	opts.Namespaces = splitList(namespaces)
+	if peers != "" {
+		opts.PeersService = stats.ServiceName(peers, os.Getenv("POD_NAMESPACE"))
+	}
 	opts.DisableDashboard = !dash
 	if dash && dashKeys != "" {
 		var err error

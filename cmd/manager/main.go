@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/leaderelection"
@@ -23,6 +22,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/modelgate/modelgate/api/stats"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers"
 	"github.com/modelgate/modelgate/controllers/autoscale"
@@ -103,11 +103,7 @@ func (f flags) autoscaler() *autoscale.Autoscaler {
 	if f.statsService == "" {
 		return nil
 	}
-	ns, name, ok := strings.Cut(f.statsService, "/")
-	if !ok {
-		ns, name = os.Getenv("POD_NAMESPACE"), f.statsService
-	}
-	return &autoscale.Autoscaler{StatsService: types.NamespacedName{Namespace: ns, Name: name}}
+	return &autoscale.Autoscaler{StatsService: stats.ServiceName(f.statsService, os.Getenv("POD_NAMESPACE"))}
 }
 
 // watchedNamespaces merges --namespaces and the deprecated --namespace, dropping empty items and repeats.

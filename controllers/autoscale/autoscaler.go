@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -259,7 +258,7 @@ func (a *Autoscaler) readDemand(ctx context.Context) (map[types.NamespacedName]i
 		client.MatchingLabels{discoveryv1.LabelServiceName: a.StatsService.Name}); err != nil {
 		return nil, false, fmt.Errorf("failed to list the EndpointSlices of gatewayd's Service %s: %w", a.StatsService, err)
 	}
-	addrs := Addresses(slices.Items)
+	addrs := stats.Replicas(slices.Items)
 	if len(addrs) == 0 {
 		return nil, false, fmt.Errorf("no ready endpoint on port %q of gatewayd's Service %s", stats.PortName, a.StatsService)
 	}
@@ -295,38 +294,6 @@ func (a *Autoscaler) demandOf(ctx context.Context, addrs []string) (map[types.Na
 		}
 	}
 	return demand, complete
-}
-
-// Addresses are the ready endpoints (host:port) on port stats.PortName of a Service's EndpointSlices, each once
-// (an endpoint may sit in two slices while the EndpointSlice controller moves it).
-func Addresses(slices []discoveryv1.EndpointSlice) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, sl := range slices {
-		if sl.AddressType != discoveryv1.AddressTypeIPv4 && sl.AddressType != discoveryv1.AddressTypeIPv6 {
-			continue
-		}
-		port := int32(0)
-		for _, p := range sl.Ports {
-			if p.Name != nil && *p.Name == stats.PortName && p.Port != nil && (p.Protocol == nil || *p.Protocol == corev1.ProtocolTCP) {
-				port = *p.Port
-			}
-		}
-		if port == 0 {
-			continue
-		}
-		for _, e := range sl.Endpoints {
-			if (e.Conditions.Ready != nil && !*e.Conditions.Ready) || len(e.Addresses) == 0 {
-				continue
-			}
-			addr := net.JoinHostPort(e.Addresses[0], strconv.Itoa(int(port)))
-			if !seen[addr] {
-				seen[addr] = true
-				out = append(out, addr)
-			}
-		}
-	}
-	return out
 }
 
 // read GETs one replica's stats.

@@ -29,12 +29,12 @@ func LevelOf(status int) string {
 	return LevelInfo
 }
 
-// Entry is one call.
+// Entry is one call. Its JSON form is the wire form of Path.
 type Entry struct {
-	Time      time.Time
-	Level     string
-	Message   string
-	RequestID string
+	Time      time.Time `json:"time"`
+	Level     string    `json:"level"`
+	Message   string    `json:"message"`
+	RequestID string    `json:"request_id"`
 }
 
 // Defaults of New.
@@ -46,7 +46,10 @@ const (
 // Log holds a ring of entries per (namespace, deployment). It is safe for concurrent use; a write takes the
 // deployment's own lock, so calls to different deployments do not contend.
 type Log struct {
-	replica        string
+	replica string
+	// instance tells this Log from every other, so a replica that reads every replica's log over HTTP knows its
+	// own answer even when two replicas share a host name.
+	instance       string
 	perDeployment  int
 	maxDeployments int
 
@@ -73,7 +76,8 @@ func New(replica string, perDeployment, maxDeployments int) *Log {
 	if maxDeployments <= 0 {
 		maxDeployments = DefaultMaxDeployments
 	}
-	return &Log{replica: replica, perDeployment: perDeployment, maxDeployments: maxDeployments, rings: map[key]*ring{}}
+	return &Log{replica: replica, instance: billing.NewID("log_"), perDeployment: perDeployment, maxDeployments: maxDeployments,
+		rings: map[key]*ring{}}
 }
 
 // Replica names the gatewayd replica whose calls this Log holds.

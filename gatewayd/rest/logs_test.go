@@ -29,7 +29,7 @@ var _ = Describe("Deployment logs", func() {
 	It("merge the deployment's Events and the request log, and apply every filter to both", func() {
 		ns, admin := modelWorkspace()
 		rl := requestlog.New("gatewayd-0", 0, 0)
-		srv := serve(rest.Options{RequestLog: rl})
+		srv := serve(rest.Options{RequestLogs: &requestlog.Cluster{Local: rl}})
 		// An hour ago, away from the Events the manager writes now, so the window below holds only these lines.
 		base := time.Now().Add(-time.Hour).Truncate(time.Second)
 		at := func(s int) time.Time { return base.Add(time.Duration(s) * time.Second) }

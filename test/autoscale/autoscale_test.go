@@ -2,7 +2,8 @@
 // its controllers, gatewayd) plus a second gatewayd replica, a slow model server on a real socket, and the
 // manager's Autoscaler reading both replicas' /internal/stats through the EndpointSlices of gatewayd's metrics
 // Service. One fake clock drives the manager (reconciler and autoscaler) and both gatewayd replicas' peak
-// windows, so the scale-down delay is exact; every HTTP exchange is real.
+// windows, so the scale-down delay is exact; every HTTP exchange is real. logs_test.go runs the logs route
+// across two replicas the same way.
 package autoscale_test
 
 import (

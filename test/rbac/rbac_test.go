@@ -189,6 +189,7 @@ func gatewaydChecks(ns string) []check {
 		{"list pods (logs route)", true, list(&corev1.PodList{}, ns)},
 		{"get a Deployment (logs route: the selector of md-<name>)", true, may(ns, "get", "apps", "deployments", "")},
 		{"get pods/log (logs route)", true, may(ns, "get", "", "pods", "log")},
+		{"list gatewayd's EndpointSlices in the release namespace (logs route: every replica)", true, list(&discoveryv1.EndpointSliceList{}, releaseNS)},
 		{"update a Deployment", false, may(ns, "update", "apps", "deployments", "")},
 		{"delete a pod", false, may(ns, "delete", "", "pods", "")},
 		{"exec into a pod", false, may(ns, "create", "", "pods", "exec")},

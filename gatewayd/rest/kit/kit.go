@@ -74,9 +74,9 @@ type Options struct {
 	MaxBodyBytes int64
 	// Logger is the base logger, put into each request's context. Defaults to the context's logger, if any.
 	Logger logr.Logger
-	// RequestLog is this replica's log of the calls it made to each deployment (predict calls, async attempts), a
-	// source of the logs route; none when nil.
-	RequestLog *requestlog.Log
+	// RequestLogs reads the logs of the calls gatewayd made to each deployment (predict calls, async attempts),
+	// this replica's and every other's it lists, a source of the logs route; none when nil.
+	RequestLogs *requestlog.Cluster
 	// PodLogs reads what a deployment's pods print, a source of the logs route; none when nil.
 	PodLogs podlogs.Reader
 }

@@ -81,8 +81,14 @@ func (a *api) deploymentLogs(w http.ResponseWriter, r *http.Request, c auth.Call
 		return
 	}
 	lines := q.events(events.Items)
-	if a.Opts.RequestLog != nil {
-		lines = append(lines, q.requests(a.Opts.RequestLog.Replica(), a.Opts.RequestLog.Entries(c.Namespace, d.Name))...)
+	if a.Opts.RequestLogs != nil {
+		answers, errs := a.Opts.RequestLogs.Read(r.Context(), c.Namespace, d.Name)
+		for _, err := range errs {
+			logr.FromContextOrDiscard(r.Context()).Error(err, "A gatewayd replica's request lines left out of a logs answer", "deployment", d.Name)
+		}
+		for _, ans := range answers {
+			lines = append(lines, q.requests(ans.Replica, ans.Entries)...)
+		}
 	}
 	if a.Opts.PodLogs != nil {
 		pods, err := a.Opts.PodLogs.Read(r.Context(), d, q.podQuery())
@@ -205,7 +211,7 @@ func (q logQuery) events(events []corev1.Event) []logLine {
 	return out
 }
 
-// requests are the kept lines of this replica's request log.
+// requests are the kept lines of one replica's request log.
 func (q logQuery) requests(replica string, entries []requestlog.Entry) []logLine {
 	var out []logLine
 	for _, e := range entries {
