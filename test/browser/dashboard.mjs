@@ -489,6 +489,31 @@ try {
   await actNotice.waitFor();
   check((await actNotice.textContent()) === "Activate production: already so.", `activating the active production environment is a no-op (${await actNotice.textContent()})`);
 
+  // A deployment's logs: a predict call made through the API shows under its request id; a search pattern
+  // that does not compile is refused next to its field, in the server's words.
+  const traced = await fetch(`${BASE}/models/demo-model/production/predict`, {
+    method: "POST", body: JSON.stringify({ text: "from the browser test" }),
+    headers: { Authorization: `Bearer ${KEY}`, "Content-Type": "application/json", "X-Request-Id": "browser-logs-1" },
+  });
+  must(traced.status === 200, `a traced predict call answers 200 (got ${traced.status})`);
+  await page.locator(".model-detail tr", { hasText: "demo-model-v1" }).getByRole("button", { name: "Logs" }).first().click();
+  await page.getByRole("heading", { name: "Logs of demo-model-v1" }).waitFor();
+  await page.fill("#logs-search", "^browser-logs-1$");
+  await page.click(".logs button:has-text('Show')");
+  const tracedRow = page.locator(".log-lines tr", { hasText: "browser-logs-1" });
+  await tracedRow.first().waitFor();
+  check((await tracedRow.count()) === 1 && (await tracedRow.first().textContent()).includes("POST /production/predict 200"),
+    "the deployment's logs show the traced call, found by its request id");
+  await screen("deployment-logs");
+  expectedLoadFailures = ["400"];
+  await page.fill("#logs-search", "(");
+  await page.click(".logs button:has-text('Show')");
+  const searchErr = page.locator("#logs-search-error");
+  await searchErr.waitFor();
+  check((await searchErr.textContent()).includes("search_pattern") && (await page.getAttribute("#logs-search", "aria-invalid")) === "true",
+    `a pattern that does not compile is refused next to the search field (${await searchErr.textContent()})`);
+  expectedLoadFailures = [];
+
   check((await page.getByRole("link", { name: "Workspace keys" }).count()) === 0, "a WORKSPACE_MANAGE_ALL key is not offered the workspace keys screen (authz.Decide)");
 
   // ---- Sign out ends the session.

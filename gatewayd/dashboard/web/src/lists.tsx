@@ -1,10 +1,10 @@
 // The list screens: endpoints, workspace keys, billing events (filter and CSV export), and models with their
-// deployments and environments (activate and promote).
-import { useState } from "preact/hooks";
-import { api, ApiError, listAll } from "./api";
-import type { DeploymentList, Endpoint, EnvironmentList, Model, ModelList, WorkspaceKeyList } from "./api-types";
+// deployments and environments (activate, promote, and a deployment's logs).
+import { useEffect, useState } from "preact/hooks";
+import { api, ApiError, listAll, refusal } from "./api";
+import type { DeploymentList, Endpoint, EnvironmentList, Logs, LogsRequest, Model, ModelList, WorkspaceKeyList } from "./api-types";
 import { BASE, navigate } from "./app";
-import { Confirm, Loading, Page, useAsync, utc } from "./ui";
+import { Confirm, FieldMsg, Loading, Page, useAsync, utc } from "./ui";
 
 const enc = encodeURIComponent;
 
@@ -137,6 +137,66 @@ export function EventsPage(props: { query: URLSearchParams }) {
   );
 }
 
+const LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"] as const;
+
+// DeploymentLogs shows the newest lines of a deployment's logs (its Events, the calls every gatewayd replica
+// made to it, its pods' lines), filtered by level and a regular expression; a refusal (a pattern that does not
+// compile, say) shows next to its field in the server's words.
+function DeploymentLogs(props: { model: string; deployment: string; name: string }) {
+  const [level, setLevel] = useState<LogsRequest["min_level"]>("DEBUG");
+  const [search, setSearch] = useState("");
+  const [query, setQuery] = useState<LogsRequest>({ limit: 100, direction: "desc", min_level: "DEBUG" });
+  const [logs, setLogs] = useState<Logs | null>(null);
+  const [err, setErr] = useState<ApiError | null>(null);
+  useEffect(() => {
+    let live = true;
+    setErr(null);
+    api<Logs>("POST", `/v1/models/${enc(props.model)}/deployments/${enc(props.deployment)}/logs`, query).then(
+      (l) => live && setLogs(l),
+      (e) => live && (setErr(e as ApiError), setLogs(null)),
+    );
+    return () => { live = false; };
+  }, [props.model, props.deployment, query]);
+  function apply(e: Event) {
+    e.preventDefault();
+    // A new object each time, so Show also refreshes an unchanged filter.
+    setQuery({ limit: 100, direction: "desc", min_level: level, ...(search.trim() ? { search_pattern: search.trim() } : {}) });
+  }
+  const searchMsg = err?.forField("search_pattern");
+  return (
+    <section class="logs" aria-label={`Logs of ${props.name}`}>
+      <h3>Logs of {props.name}</h3>
+      <form class="toolbar" onSubmit={apply} aria-label={`Filter the logs of ${props.name}`}>
+        <label for="logs-level">Level at least</label>
+        <select id="logs-level" value={level} onChange={(e) => setLevel((e.target as HTMLSelectElement).value as LogsRequest["min_level"])}>
+          {LEVELS.map((l) => <option key={l} value={l}>{l}</option>)}
+        </select>
+        <label for="logs-search">Search (regular expression)</label>
+        <input id="logs-search" type="search" value={search} onInput={(e) => setSearch((e.target as HTMLInputElement).value)}
+          aria-invalid={searchMsg ? "true" : "false"} aria-describedby="logs-search-error" placeholder="request id or message" />
+        <button type="submit">Show</button>
+      </form>
+      <FieldMsg id="logs-search-error" msg={searchMsg} />
+      {err && !searchMsg && <p class="form-error" role="alert">{refusal(err)}</p>}
+      {!err && !logs && <Loading />}
+      {logs && (logs.logs.length === 0 ? <p>No lines.</p> : (
+        <table class="log-lines">
+          <caption class="sr-only">Newest lines first</caption>
+          <thead><tr><th scope="col">Time</th><th scope="col">Level</th><th scope="col">Replica</th><th scope="col">Request id</th><th scope="col">Message</th></tr></thead>
+          <tbody>
+            {logs.logs.map((l, i) => (
+              <tr key={i}>
+                <td>{utc(l.timestamp)}</td><td class={l.level === "ERROR" ? "bad" : ""}>{l.level}</td>
+                <td class="mono">{l.replica ?? "—"}</td><td class="mono">{l.request_id ?? "—"}</td><td class="mono">{l.message}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      ))}
+    </section>
+  );
+}
+
 function ModelDetail(props: { model: Model }) {
   const m = props.model;
   const data = useAsync(
@@ -148,6 +208,7 @@ function ModelDetail(props: { model: Model }) {
   );
   const [msg, setMsg] = useState("");
   const [promote, setPromote] = useState<{ env: string; dep: string } | null>(null);
+  const [logsOf, setLogsOf] = useState<string | null>(null);
   async function act(what: string, path: string, body?: unknown) {
     try {
       const r = await api<any>("POST", path, body);
@@ -192,11 +253,15 @@ function ModelDetail(props: { model: Model }) {
           {deps.deployments.map((d) => (
             <tr key={d.id}>
               <td class="mono">{d.name}</td><td>{d.status}</td><td class="num">{d.active_replica_count}</td><td>{d.environment ?? "—"}</td>
-              <td class="actions"><button type="button" onClick={() => act(`Activate ${d.name}`, `/v1/models/${enc(m.id)}/deployments/${enc(d.id)}/activate`)}>Activate</button></td>
+              <td class="actions">
+                <button type="button" onClick={() => act(`Activate ${d.name}`, `/v1/models/${enc(m.id)}/deployments/${enc(d.id)}/activate`)}>Activate</button>
+                <button type="button" aria-pressed={logsOf === d.id ? "true" : "false"} onClick={() => setLogsOf(logsOf === d.id ? null : d.id)}>Logs</button>
+              </td>
             </tr>
           ))}
         </tbody>
       </table>
+      {logsOf && <DeploymentLogs model={m.id} deployment={logsOf} name={deps.deployments.find((d) => d.id === logsOf)?.name ?? logsOf} />}
       <Confirm open={!!promote} title={`Promote to ${promote?.env ?? ""}?`} confirmLabel="Promote" onCancel={() => setPromote(null)}
         onConfirm={() => { const p = promote!; setPromote(null); act(`Promote to ${p.env}`, `/v1/models/${enc(m.id)}/environments/${enc(p.env)}/promote`, { deployment_id: p.dep }); }}>
         <p>{promote?.env} will serve deployment {deps.deployments.find((d) => d.id === promote?.dep)?.name}.</p>
