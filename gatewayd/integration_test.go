@@ -221,6 +221,10 @@ func TestForwarding(t *testing.T) {
 	if a := got.Header.Get("Authorization"); a != "Bearer "+upstreamKey {
 		t.Errorf("upstream Authorization = %q, want the Secret's key as Bearer", a)
 	}
+	// The call's request id is gatewayd's: the answer carries it and the upstream received it.
+	if id := r.header.Get("X-Request-Id"); !strings.HasPrefix(id, "req_") || got.Header.Get("X-Request-Id") != id {
+		t.Errorf("request id %q on the answer, %q at the upstream; want one req_ id on both", id, got.Header.Get("X-Request-Id"))
+	}
 	var fwd map[string]any
 	if err := json.Unmarshal(got.Body, &fwd); err != nil {
 		t.Fatal(err)

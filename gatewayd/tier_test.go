@@ -139,6 +139,8 @@ func TestWorkspaceKeyTierRequests(t *testing.T) {
 	}
 	if r := f.chatAs("Bearer "+all, slug); r.status != http.StatusOK {
 		t.Errorf("another workspace key was refused: %d %s", r.status, r.body)
+	} else if id, last := r.header.Get("X-Request-Id"), f.upstream.Requests(); !strings.HasPrefix(id, "req_") || last[len(last)-1].Header.Get("X-Request-Id") != id {
+		t.Errorf("a workspace key's call: request id %q, want a req_ id that the upstream received too", id)
 	}
 	ws := `,workspace="` + f.ns + `"}`
 	if got := f.metric(`modelgate_gateway_limit_refusals_total{limit="modelAPILimits.requestsPerMinute"` + ws); got != 1 {

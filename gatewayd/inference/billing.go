@@ -4,18 +4,20 @@ import (
 	"strings"
 
 	"github.com/modelgate/modelgate/gatewayd/billing"
+	"github.com/modelgate/modelgate/gatewayd/requestlog"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 	"github.com/modelgate/modelgate/gatewayd/view"
 )
 
-func billingRequestID() string { return billing.NewID("req_") }
+// newRequestID is the request id gatewayd gives a model call on the OpenAI routes.
+func newRequestID() string { return billing.NewID("req_") }
 
 // recordBilling queues the billing event of one call; it goes to the webhook outbox when the workspace names
 // a billing webhook.
 func (h *Handler) recordBilling(key *view.Key, c *call, w *statusWriter, u upstream.Usage) {
 	ns := key.Group.Namespace
 	n := h.opts.View().Namespace(ns)
-	reqID := w.Header().Get("X-Request-Id")
+	reqID := w.Header().Get(requestlog.Header)
 	h.opts.Billing.Record(billing.Record{
 		Namespace: ns,
 		Refusal:   c.refusal,

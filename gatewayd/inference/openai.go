@@ -15,6 +15,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/billing"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/limits"
+	"github.com/modelgate/modelgate/gatewayd/requestlog"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 	"github.com/modelgate/modelgate/gatewayd/view"
 )
@@ -62,9 +63,12 @@ func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c
 	} else {
 		c.workspace, prefix = caller.Namespace, caller.Key.Prefix
 	}
+	// Every call has a request id of gatewayd's own (never the caller's: billing receivers dedupe events by it): on
+	// the answer, sent to the upstream (a vLLM server takes it as its own), and in a federated call's billing event.
+	reqID := newRequestID()
+	w.Header().Set(requestlog.Header, reqID)
 	var u upstream.Usage
 	if key != nil && h.opts.Billing != nil {
-		w.Header().Set("X-Request-Id", billingRequestID())
 		defer func() { h.recordBilling(key, c, w, u) }()
 	}
 	slot, size := c.workspace+"/"+prefix, h.opts.MaxBodyBytes
@@ -118,7 +122,7 @@ func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c
 		httperr.WriteError(w, lerr)
 		return
 	}
-	header := http.Header{"Content-Type": {"application/json"}}
+	header := http.Header{"Content-Type": {"application/json"}, requestlog.Header: {reqID}}
 	if a := r.Header.Get("Accept"); a != "" {
 		header.Set("Accept", a)
 	}
