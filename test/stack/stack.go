@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -149,7 +150,21 @@ type Stack struct {
 
 // Start brings up the whole stack and returns once the API server, the webhooks, the manager (a snapshot that
 // holds the seeded objects) and gatewayd (/readyz) all answer. On error everything already started is stopped.
-func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
+//
+// envtest picks the webhook server's port by opening and closing a listener, and the manager binds it later: on
+// a busy machine another process can take the port in between. Start then starts again, up to three times; envtest
+// does not suggest a port twice in one process.
+func Start(ctx context.Context, opts Options) (*Stack, error) {
+	for attempt := 1; ; attempt++ {
+		s, err := start(ctx, opts)
+		if err == nil || attempt == 3 || !webhookPortTaken(err) {
+			return s, err
+		}
+		log.FromContext(ctx).Info("The webhook server's port was taken before the manager bound it; starting the stack again", "error", err.Error())
+	}
+}
+
+func start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
@@ -437,9 +452,24 @@ func (s *Stack) run(ctx context.Context, name string, start func(context.Context
 		if err == nil {
 			err = errors.New("stopped without an error")
 		}
-		s.failed <- fmt.Errorf("%s stopped: %w", name, err)
+		s.failed <- &stoppedError{component: name, err: err}
 	}()
 }
+
+// webhookPortTaken tells whether err is the manager stopping because its webhook server's port was in use.
+func webhookPortTaken(err error) bool {
+	var stopped *stoppedError
+	return errors.As(err, &stopped) && stopped.component == "manager" && errors.Is(stopped.err, syscall.EADDRINUSE)
+}
+
+// stoppedError is a component of the stack that stopped while it was meant to run.
+type stoppedError struct {
+	component string
+	err       error
+}
+
+func (e *stoppedError) Error() string { return e.component + " stopped: " + e.err.Error() }
+func (e *stoppedError) Unwrap() error { return e.err }
 
 // waitManager waits for the webhook server, seeds the workspace through the webhooks, and waits for the
 // manager to publish a snapshot that holds the seeded objects.
