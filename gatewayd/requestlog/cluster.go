@@ -31,7 +31,12 @@ func (l *Log) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(Answer{Replica: l.replica, Instance: l.instance, Entries: l.Entries(ns, deployment)})
+	_ = json.NewEncoder(w).Encode(l.answer(ns, deployment))
+}
+
+// answer is this replica's lines of one deployment.
+func (l *Log) answer(namespace, deployment string) Answer {
+	return Answer{Replica: l.replica, Instance: l.instance, Entries: l.Entries(namespace, deployment)}
 }
 
 // Cluster reads the request logs of every gatewayd replica: this one's from memory, every other's over HTTP at
@@ -41,14 +46,18 @@ type Cluster struct {
 	// Peers lists the metrics listeners (host:port) of every replica, this one's included; only Local is read
 	// when nil.
 	Peers func(ctx context.Context) ([]string, error)
-	// HTTP reads the peers; a client with a 2 s timeout when nil.
+	// HTTP reads the peers; peerClient when nil.
 	HTTP *http.Client
 }
+
+// peerClient reads a replica's log within 2 s and follows no redirect.
+var peerClient = &http.Client{Timeout: 2 * time.Second,
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
 // Read returns one deployment's lines of every replica that answered, this one's first, and an error for each
 // that did not (or for the list of peers), so that a logs answer can say what it left out.
 func (c *Cluster) Read(ctx context.Context, namespace, deployment string) ([]Answer, []error) {
-	own := Answer{Replica: c.Local.replica, Instance: c.Local.instance, Entries: c.Local.Entries(namespace, deployment)}
+	own := c.Local.answer(namespace, deployment)
 	if c.Peers == nil {
 		return []Answer{own}, nil
 	}
@@ -78,8 +87,7 @@ func (c *Cluster) Read(ctx context.Context, namespace, deployment string) ([]Ans
 func (c *Cluster) read(ctx context.Context, addr, namespace, deployment string) (Answer, error) {
 	hc := c.HTTP
 	if hc == nil {
-		hc = &http.Client{Timeout: 2 * time.Second,
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		hc = peerClient
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+Path, nil)
 	if err != nil {
