@@ -150,10 +150,7 @@ func TestAutoscaler(t *testing.T) {
 	gatewayURLs := []string{s.GatewayURL, second.url}
 	// What the EndpointSlice controller would write for gatewayd's metrics Service: one slice per replica here,
 	// since the two in-process replicas listen on different ports of one host.
-	for i, u := range metricsURLs {
-		port, _ := strconv.Atoi(u[strings.LastIndex(u, ":")+1:])
-		create(t, c, endpointSlice(ns, fmt.Sprintf("%s-%d", statsService, i), statsService, stats.PortName, host, int32(port), true))
-	}
+	publishReplicas(t, c, ns, host, metricsURLs)
 
 	model, modelPort := serveSlowModel(t, host)
 
@@ -444,14 +441,22 @@ func startGatewayd(ctx context.Context, t *testing.T, s *stack.Stack, host strin
 }
 
 // callModel makes one predict call to model's production environment through the gatewayd at base, and returns
-// its status code once the answer has been read.
+// its status code once the answer has been read. The body suits the slow model and the stack's demo model alike.
 func callModel(base, apiKey, model string) (int, error) {
-	req, err := http.NewRequest(http.MethodPost, base+"/models/"+model+"/production/predict", strings.NewReader(`{"x":1}`))
+	return callModelTraced(base, apiKey, model, "")
+}
+
+// callModelTraced is callModel with the caller's X-Request-Id, when requestID is not empty.
+func callModelTraced(base, apiKey, model, requestID string) (int, error) {
+	req, err := http.NewRequest(http.MethodPost, base+"/models/"+model+"/production/predict", strings.NewReader(`{"text":"hi"}`))
 	if err != nil {
 		return 0, err
 	}
 	req.Header.Set("Authorization", "Bearer "+apiKey)
 	req.Header.Set("Content-Type", "application/json")
+	if requestID != "" {
+		req.Header.Set("X-Request-Id", requestID)
+	}
 	resp, err := (&http.Client{Timeout: 10 * time.Minute}).Do(req)
 	if err != nil {
 		return 0, err
@@ -479,6 +484,16 @@ func create(t *testing.T, c client.Client, obj client.Object) {
 	t.Helper()
 	if err := c.Create(context.Background(), obj); err != nil {
 		t.Fatalf("failed to create %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+// publishReplicas writes what the EndpointSlice controller would for gatewayd's metrics Service: one slice per
+// replica, since in-process replicas listen on different ports of one host.
+func publishReplicas(t *testing.T, c client.Client, ns, host string, metricsURLs []string) {
+	t.Helper()
+	for i, u := range metricsURLs {
+		port, _ := strconv.Atoi(u[strings.LastIndex(u, ":")+1:])
+		create(t, c, endpointSlice(ns, fmt.Sprintf("%s-%d", statsService, i), statsService, stats.PortName, host, int32(port), true))
 	}
 }
 

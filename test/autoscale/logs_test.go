@@ -5,20 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/modelgate/modelgate/api/stats"
 	"github.com/modelgate/modelgate/gatewayd"
 	"github.com/modelgate/modelgate/test/kubetest"
 	"github.com/modelgate/modelgate/test/stack"
@@ -48,26 +44,14 @@ func TestLogsShowEveryReplica(t *testing.T) {
 		t.Fatalf("the stack seeded namespace %s; PeersService above assumes default", s.Namespace)
 	}
 	second := startGatewayd(ctx, t, s, host, clocktesting.NewFakeClock(time.Now()))
-	for i, u := range []string{s.MetricsURL, second.metrics} {
-		port, _ := strconv.Atoi(u[strings.LastIndex(u, ":")+1:])
-		create(t, s.Client, endpointSlice(s.Namespace, fmt.Sprintf("%s-%d", statsService, i), statsService, stats.PortName, host, int32(port), true))
-	}
+	publishReplicas(t, s.Client, s.Namespace, host, []string{s.MetricsURL, second.metrics})
 
 	predict := func(base, requestID string) error {
-		req, _ := http.NewRequest(http.MethodPost, base+"/models/"+stack.ModelName+"/production/predict", strings.NewReader(`{"text":"hi"}`))
-		req.Header.Set("Authorization", "Bearer "+s.APIKey)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Request-Id", requestID)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
+		code, err := callModelTraced(base, s.APIKey, stack.ModelName, requestID)
+		if err == nil && code != http.StatusOK {
+			err = fmt.Errorf("answered %d", code)
 		}
-		defer resp.Body.Close()
-		_, _ = io.Copy(io.Discard, resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("answered %d", resp.StatusCode)
-		}
-		return nil
+		return err
 	}
 	logIDs := func(base string) ([]string, error) {
 		body, _ := json.Marshal(map[string]any{"direction": "asc", "search_pattern": "^via-"})
