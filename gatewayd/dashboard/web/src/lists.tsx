@@ -1,6 +1,6 @@
 // The list screens: endpoints, workspace keys, billing events (filter and CSV export), and models with their
 // deployments and environments (activate, promote, and a deployment's logs).
-import { useEffect, useState } from "preact/hooks";
+import { useState } from "preact/hooks";
 import { api, ApiError, listAll, refusal } from "./api";
 import type { DeploymentList, Endpoint, EnvironmentList, Logs, LogsRequest, Model, ModelList, WorkspaceKeyList } from "./api-types";
 import { BASE, navigate } from "./app";
@@ -146,17 +146,13 @@ function DeploymentLogs(props: { model: string; deployment: string; name: string
   const [level, setLevel] = useState<LogsRequest["min_level"]>("DEBUG");
   const [search, setSearch] = useState("");
   const [query, setQuery] = useState<LogsRequest>({ limit: 100, direction: "desc", min_level: "DEBUG" });
-  const [logs, setLogs] = useState<Logs | null>(null);
-  const [err, setErr] = useState<ApiError | null>(null);
-  useEffect(() => {
-    let live = true;
-    setErr(null);
-    api<Logs>("POST", `/v1/models/${enc(props.model)}/deployments/${enc(props.deployment)}/logs`, query).then(
-      (l) => live && setLogs(l),
-      (e) => live && (setErr(e as ApiError), setLogs(null)),
-    );
-    return () => { live = false; };
-  }, [props.model, props.deployment, query]);
+  const data = useAsync(
+    () => api<Logs>("POST", `/v1/models/${enc(props.model)}/deployments/${enc(props.deployment)}/logs`, query),
+    [props.model, props.deployment, query],
+  );
+  // The last lines stay while a new filter loads; a refusal shows until the next answer.
+  const logs = data.data;
+  const err = data.loading ? undefined : (data.cause as ApiError | undefined);
   function apply(e: Event) {
     e.preventDefault();
     // A new object each time, so Show also refreshes an unchanged filter.

@@ -14,15 +14,17 @@ export function Page(props: { title: string; actions?: ComponentChildren; childr
   );
 }
 
+// useAsync runs load when deps change (or on reload). error is the failure's message; cause is the failure
+// itself, for a form that shows an ApiError's field messages next to their fields.
 export function useAsync<T>(load: () => Promise<T>, deps: unknown[]) {
-  const [state, setState] = useState<{ data?: T; error?: string; loading: boolean }>({ loading: true });
+  const [state, setState] = useState<{ data?: T; error?: string; cause?: unknown; loading: boolean }>({ loading: true });
   const [n, setN] = useState(0);
   useEffect(() => {
     let live = true;
     setState((s) => ({ ...s, loading: true }));
     load().then(
       (data) => live && setState({ data, loading: false }),
-      (e) => live && setState({ error: String(e?.message ?? e), loading: false }),
+      (e) => live && setState({ error: String(e?.message ?? e), cause: e, loading: false }),
     );
     return () => {
       live = false;
