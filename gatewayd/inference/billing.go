@@ -4,7 +4,6 @@ import (
 	"strings"
 
 	"github.com/modelgate/modelgate/gatewayd/billing"
-	"github.com/modelgate/modelgate/gatewayd/requestlog"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 	"github.com/modelgate/modelgate/gatewayd/view"
 )
@@ -17,14 +16,13 @@ func newRequestID() string { return billing.NewID("req_") }
 func (h *Handler) recordBilling(key *view.Key, c *call, w *statusWriter, u upstream.Usage) {
 	ns := key.Group.Namespace
 	n := h.opts.View().Namespace(ns)
-	reqID := w.Header().Get(requestlog.Header)
 	h.opts.Billing.Record(billing.Record{
 		Namespace: ns,
 		Refusal:   c.refusal,
 		Deliver:   n != nil && n.Snapshot != nil && n.Snapshot.Workspace.BillingWebhook != nil,
 		Event: billing.Event{
-			IdempotencyKey: "evt_" + strings.TrimPrefix(reqID, "req_"), Timestamp: h.opts.Clock.Now().UTC(),
-			RequestID: reqID, ModelSlug: c.model, ExternalEntityID: key.Group.ExternalEntityID, GroupID: key.Group.ID,
+			IdempotencyKey: "evt_" + strings.TrimPrefix(c.requestID, "req_"), Timestamp: h.opts.Clock.Now().UTC(),
+			RequestID: c.requestID, ModelSlug: c.model, ExternalEntityID: key.Group.ExternalEntityID, GroupID: key.Group.ID,
 			APIKeyPrefix: key.Prefix, StatusCode: w.code(),
 			Tokens: billing.Tokens{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens},
 		},

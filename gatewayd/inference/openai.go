@@ -23,6 +23,8 @@ import (
 // call is the bookkeeping of one model call, for metrics and billing.
 type call struct {
 	workspace, entity, model string
+	// requestID is gatewayd's id of the call: on the answer, at the upstream, in the billing event.
+	requestID string
 	// refusal names the limit that refused the call with 429, nil when none did.
 	refusal *billing.Refusal
 }
@@ -65,8 +67,8 @@ func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c
 	}
 	// Every call has a request id of gatewayd's own (never the caller's: billing receivers dedupe events by it): on
 	// the answer, sent to the upstream (a vLLM server takes it as its own), and in a federated call's billing event.
-	reqID := newRequestID()
-	w.Header().Set(requestlog.Header, reqID)
+	c.requestID = newRequestID()
+	w.Header().Set(requestlog.Header, c.requestID)
 	var u upstream.Usage
 	if key != nil && h.opts.Billing != nil {
 		defer func() { h.recordBilling(key, c, w, u) }()
@@ -122,7 +124,7 @@ func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c
 		httperr.WriteError(w, lerr)
 		return
 	}
-	header := http.Header{"Content-Type": {"application/json"}, requestlog.Header: {reqID}}
+	header := http.Header{"Content-Type": {"application/json"}, requestlog.Header: {c.requestID}}
 	if a := r.Header.Get("Accept"); a != "" {
 		header.Set("Accept", a)
 	}
