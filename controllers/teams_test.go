@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/modelgate/modelgate/api/snapshot"
@@ -141,9 +142,7 @@ var _ = Describe("Deprovisioning", func() {
 		Eventually(carolStatus, timeout, poll).Should(Equal(http.StatusOK), "carol's key lists keys while she is a member")
 
 		By("removing carol from the Workspace")
-		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(ws), ws)).To(Succeed())
-		ws.Spec.Members = members("alice")
-		Expect(k8s.Update(ctx, ws)).To(Succeed())
+		setMembers(ws, members("alice"))
 
 		Eventually(exists(carol1), timeout, poll).Should(BeFalse())
 		Eventually(exists(carol2), timeout, poll).Should(BeFalse())
@@ -202,9 +201,7 @@ var _ = Describe("Deprovisioning", func() {
 		Expect(exists(dana)()).To(BeTrue())
 
 		By("adopting membership without dana")
-		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(ws), ws)).To(Succeed())
-		ws.Spec.Members = members("erin")
-		Expect(k8s.Update(ctx, ws)).To(Succeed())
+		setMembers(ws, members("erin"))
 		Eventually(exists(dana), timeout, poll).Should(BeFalse())
 
 		By("writing a PERSONAL key for someone who is not a member")
@@ -357,4 +354,16 @@ func withoutKeyRules(fn func()) {
 		}, timeout, poll).Should(BeTrue())
 	}()
 	fn()
+}
+
+// setMembers writes ws's spec.members, reading it again on a conflict: the manager writes its status meanwhile.
+func setMembers(ws *gatewayv1.Workspace, m []gatewayv1.WorkspaceMember) {
+	GinkgoHelper()
+	Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(ws), ws); err != nil {
+			return err
+		}
+		ws.Spec.Members = m
+		return k8s.Update(ctx, ws)
+	})).To(Succeed())
 }

@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/modelgate/modelgate/api/snapshot"
@@ -230,10 +231,15 @@ var _ = Describe("Workspace-key permissions", Ordered, func() {
 	})
 
 	It("deprovisions with the next snapshot: a member removed from the Workspace acts no more", func() {
-		var ws gatewayv1.Workspace
-		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "default"}, &ws)).To(Succeed())
-		ws.Spec.Members = slices.DeleteFunc(ws.Spec.Members, func(m gatewayv1.WorkspaceMember) bool { return m.UserID == "tia" })
-		Expect(k8s.Update(ctx, &ws)).To(Succeed())
+		// The manager writes the Workspace's status meanwhile: read and write again on a conflict, as kubectl edit would.
+		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var ws gatewayv1.Workspace
+			if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "default"}, &ws); err != nil {
+				return err
+			}
+			ws.Spec.Members = slices.DeleteFunc(ws.Spec.Members, func(m gatewayv1.WorkspaceMember) bool { return m.UserID == "tia" })
+			return k8s.Update(ctx, &ws)
+		})).To(Succeed())
 		Eventually(func() bool {
 			s, err := readSnapshot(ctx, k8s, ns)
 			return err == nil && !slices.ContainsFunc(s.Workspace.Members, func(m snapshot.Member) bool { return m.UserID == "tia" })
