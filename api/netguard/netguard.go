@@ -42,8 +42,9 @@ func isLoopbackHost(host string) bool {
 }
 
 // CheckURL returns why raw may not be called, nil when it may. It must be an absolute https URL whose host is
-// not an internal address; with allowInternal, internal addresses are allowed, and so is http to a loopback
-// host (a development stack's local receiver).
+// not an internal address; with allowInternal, internal addresses are allowed, and so is http to a loopback host
+// or an internal address literal (a development stack's local receiver, or a receiver inside the cluster, which
+// has no certificate a public CA signs). http to a public address or to a name is refused either way.
 func CheckURL(raw string, allowInternal bool) error {
 	if len(raw) > MaxURLLength {
 		return fmt.Errorf("must be at most %d characters", MaxURLLength)
@@ -56,7 +57,7 @@ func CheckURL(raw string, allowInternal bool) error {
 	switch u.Scheme {
 	case "https":
 	case "http":
-		if !allowInternal || !isLoopbackHost(host) {
+		if !allowInternal || !(isLoopbackHost(host) || isInternalLiteral(host)) {
 			return errors.New("must use https")
 		}
 	default:
@@ -68,10 +69,16 @@ func CheckURL(raw string, allowInternal bool) error {
 	if isLoopbackHost(host) {
 		return errors.New("must not aim at a loopback address")
 	}
-	if ip, err := netip.ParseAddr(host); err == nil && Internal(ip) {
+	if isInternalLiteral(host) {
 		return errors.New("must not aim at a private, link-local or otherwise internal address")
 	}
 	return nil
+}
+
+// isInternalLiteral reports whether host is an IP address literal that Internal covers.
+func isInternalLiteral(host string) bool {
+	ip, err := netip.ParseAddr(host)
+	return err == nil && Internal(ip)
 }
 
 // control refuses a connection to an internal address, after name resolution.
@@ -118,7 +125,7 @@ func CheckHost(host string, allowInternal bool) error {
 	if isLoopbackHost(host) {
 		return errors.New("must not aim at a loopback address")
 	}
-	if ip, err := netip.ParseAddr(host); err == nil && Internal(ip) {
+	if isInternalLiteral(host) {
 		return errors.New("must not aim at a private, link-local or otherwise internal address")
 	}
 	return nil

@@ -35,7 +35,10 @@ func TestCheckURL(t *testing.T) {
 		{"https://10.1.2.3/x", true, ""},
 		{"http://127.0.0.1:9000/x", true, ""},
 		{"http://localhost:9000/x", true, ""},
-		{"http://10.1.2.3/x", true, "https"},
+		{"http://10.1.2.3/x", true, ""},
+		{"http://[fd00::1]:8080/x", true, ""},
+		{"http://203.0.113.7/x", true, "https"},
+		{"http://hooks.example.com/a", true, "https"},
 		{"https://x.example.com/" + strings.Repeat("a", 2048), false, "at most"},
 	} {
 		err := CheckURL(tc.url, tc.allow)

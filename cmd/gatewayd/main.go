@@ -49,7 +49,7 @@ func main() {
 	st.BindFlags(flag.CommandLine)
 	flag.BoolVar(&showVer, "version", false, "Print the version and exit.")
 	flag.DurationVar(&opts.BillingDelivery.Retention, "billing-retention", 30*24*time.Hour, "How long billing events are kept for GET /v1/gateway/events.")
-	flag.BoolVar(&opts.AsyncConfig.AllowInternalWebhooks, "async-allow-internal-webhooks", false, "Let async webhook_endpoint URLs aim at loopback, private and link-local addresses (and use http to loopback). For development stacks only: it lets callers make gatewayd call the cluster's insides.")
+	flag.BoolVar(&opts.AsyncConfig.AllowInternalWebhooks, "async-allow-internal-webhooks", false, "Let async webhook_endpoint URLs aim at loopback, private and link-local addresses (and use http to loopback and internal address literals). For development stacks only: it lets callers make gatewayd call the cluster's insides.")
 	flag.DurationVar(&opts.AsyncConfig.Retention, "async-retention", async.DefaultRetention, "How long an async request is kept, for status polls, after it ended.")
 	flag.DurationVar(&opts.AsyncConfig.Lease, "async-lease", async.DefaultLease, "How long a worker's lease on a running async request lasts without a heartbeat (sent every third of it): how soon a request of a crashed replica runs again.")
 	flag.BoolVar(&dash, "dashboard", true, "Serve the operator dashboard at /dashboard/ (it needs the management API).")

@@ -71,7 +71,8 @@ type Calls interface {
 // Config is what cmd/gatewayd's flags set.
 type Config struct {
 	// AllowInternalWebhooks lets webhook_endpoint aim at loopback, private and link-local addresses, and use http
-	// to loopback: for a development stack only.
+	// to loopback and internal address literals: for a development stack, or a cluster whose receivers are
+	// internal (netguard.CheckURL).
 	AllowInternalWebhooks bool
 	// Retention is how long a request is kept after it ended; DefaultRetention when zero.
 	Retention time.Duration
