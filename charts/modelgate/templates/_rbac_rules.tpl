@@ -89,10 +89,11 @@ per-namespace Roles (namespaces listed). docs/rbac.md explains every rule and wh
 - apiGroups: [gateway.modelgate.io]
   resources: [models, modeldeployments]
   verbs: [get, list, watch, update, patch, delete]
-# The chain management routes read chains and their deployments, and delete chains.
+# The chain management routes read chains and their deployments, promote a deployment into an environment
+# (an update of the Chain), and delete chains.
 - apiGroups: [gateway.modelgate.io]
   resources: [chains, chaindeployments]
-  verbs: [get, list, watch, delete]
+  verbs: [get, list, watch, update, patch, delete]
 # The logs route reads a deployment's Events.
 - apiGroups: [""]
   resources: [events]
