@@ -17,9 +17,9 @@ import (
 // characters (the 16-character lookup prefix), a dot, and 32 random base62 characters.
 func NewWorkspaceKey() (string, error) { return apikey.Mint(apikey.Workspace) }
 
-// loadOrCreateSigningKey returns the workspace's Ed25519 key kept at path as PKCS#8 PEM, creating it when the
+// LoadOrCreateSigningKey returns the workspace's Ed25519 key kept at path as PKCS#8 PEM, creating it when the
 // file does not exist. Reusing it across runs keeps scripts that sign key registrations working.
-func loadOrCreateSigningKey(path string) (ed25519.PrivateKey, error) {
+func LoadOrCreateSigningKey(path string) (ed25519.PrivateKey, error) {
 	raw, err := os.ReadFile(path)
 	switch {
 	case err == nil:
@@ -54,7 +54,7 @@ func loadOrCreateSigningKey(path string) (ed25519.PrivateKey, error) {
 	}
 }
 
-// publicKeyBase64 is the Workspace.spec.keyRegistration.publicKey form: standard base64 of the raw 32 bytes.
-func publicKeyBase64(key ed25519.PrivateKey) string {
+// PublicKeyBase64 is the Workspace.spec.keyRegistration.publicKey form: standard base64 of the raw 32 bytes.
+func PublicKeyBase64(key ed25519.PrivateKey) string {
 	return base64.StdEncoding.EncodeToString(key.Public().(ed25519.PublicKey))
 }

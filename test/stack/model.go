@@ -123,6 +123,12 @@ func StartDemoModel(addr, name string) (baseURL string, stop func(), err error) 
 	if err != nil {
 		return "", nil, fmt.Errorf("failed to listen on %s for the demo model: %w", addr, err)
 	}
+	baseURL, stop = ServeDemoModel(l, name)
+	return baseURL, stop, nil
+}
+
+// ServeDemoModel serves the demo model on l (which it closes on stop) and answers its base URL.
+func ServeDemoModel(l net.Listener, name string) (baseURL string, stop func()) {
 	srv := &http.Server{Handler: NewDemoModel(name), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(l) }() // returns http.ErrServerClosed on stop
 	stop = func() {
@@ -130,7 +136,7 @@ func StartDemoModel(addr, name string) (baseURL string, stop func(), err error) 
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 	}
-	return "http://" + l.Addr().String(), stop, nil
+	return "http://" + l.Addr().String(), stop
 }
 
 // startModel starts the demo model server that the seeded ModelDeployment points at.

@@ -25,7 +25,7 @@ func (s *Stack) startRegistry(addr string) error {
 	if err != nil {
 		return fmt.Errorf("failed to listen on %s for the image registry: %w", addr, err)
 	}
-	srv := &http.Server{Handler: registry.New(registry.WithBlobHandler(registry.NewDiskBlobHandler(dir)), registry.Logger(log.New(io.Discard, "", 0)))}
+	srv := &http.Server{Handler: Registry(dir)}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -39,4 +39,9 @@ func (s *Stack) startRegistry(addr string) error {
 		<-done
 	}
 	return nil
+}
+
+// Registry is a real OCI registry (go-containerregistry's pkg/registry) keeping its blobs in dir, quiet.
+func Registry(dir string) http.Handler {
+	return registry.New(registry.WithBlobHandler(registry.NewDiskBlobHandler(dir)), registry.Logger(log.New(io.Discard, "", 0)))
 }

@@ -81,6 +81,9 @@ func New(opts Options) *Server {
 // BaseURL is the OpenAI-style base address, URL + "/v1", as an Endpoint target names it.
 func (s *Server) BaseURL() string { return s.URL + "/v1" }
 
+// Handler is the fake's handler, to serve it on a listener of the caller's (inside a network namespace, say).
+func (s *Server) Handler() http.Handler { return s.srv.Config.Handler }
+
 // Close stops the server.
 func (s *Server) Close() { s.srv.Close() }
 
