@@ -53,9 +53,17 @@ verify-generated: manifests generate ## Fail when generated files are out of dat
 	@git diff --exit-code -- api config charts/modelgate/crds || { echo "Generated files are stale: run 'make manifests generate' and commit." >&2; exit 1; }
 
 .PHONY: test
-test: manifests generate vet dashboard-check ## Run every suite: unit, golden, envtest (ginkgo), gatewayd integration, Redis and client tests, then a short fuzz.
+test: manifests generate vet dashboard-check ## Run every suite: unit, golden, envtest (ginkgo), gatewayd integration, Redis and client tests, the cluster suite, then a short fuzz.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go test $(GOTESTFLAGS) -count=1 -timeout 30m ./...
+	$(MAKE) --no-print-directory test-cluster
 	$(MAKE) --no-print-directory fuzz
+
+# The cluster suite runs on its own, after the others, so that the cluster has the machine's two cores to itself.
+# A plain `go test ./...` skips it (it needs the cluster's binaries, and root); this step always runs it.
+.PHONY: test-cluster
+test-cluster: helm ## The cluster suite: a one-node cluster built from source, the Helm chart installed on it, the README tour against it (docs/cluster.md; needs root).
+	MODELGATE_CLUSTER_BIN="$$(hack/envtest-binaries.sh cluster)" MODELGATE_CLUSTER_SUITE=required MODELGATE_HELM=$(HELM) \
+		go test -count=1 -timeout 30m -v -run '^TestCluster(Interrupted)?$$' ./test/cluster/
 
 # FUZZTIME bounds each fuzz target: in `make test`, long enough to try new inputs on the parsers and handlers,
 # short enough for CI. Run `make fuzz FUZZTIME=10m` to dig deeper.
@@ -142,6 +150,10 @@ dashboard-check: dashboard ## Rebuild the dashboard and fail on any difference f
 .PHONY: build
 build: generate ## Build manager, gatewayd and the demo upstream into bin/.
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o $(LOCALBIN)/ ./cmd/...
+
+.PHONY: cluster
+cluster: manifests generate helm ## Bring up a one-node cluster built from source with the Helm chart installed, until Ctrl-C (docs/cluster.md; needs root).
+	hack/cluster.sh up
 
 .PHONY: run
 run: manifests generate ## Start the whole product locally: apiserver, etcd, CRDs, manager with webhooks, gatewayd, demo upstream.

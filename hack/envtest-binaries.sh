@@ -2,6 +2,11 @@
 # Builds the envtest control-plane binaries (kube-apiserver, etcd, kubectl) from source through the
 # Go module proxy, because no prebuilt binary download is reachable from CI or developer machines.
 #
+# With the argument `cluster` it builds, in addition, what a real one-node cluster runs (docs/cluster.md):
+# kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy and kubectl, stamped with their
+# version (a node must report v1.Y.Z, not v0.0.0-master), plus etcd, into ${MODELGATE_CACHE}/cluster/<version>,
+# and prints that directory. The compiled packages are shared with the envtest build through Go's build cache.
+#
 # The Kubernetes version follows k8s.io/api in go.mod (v0.Y.Z -> v1.Y.Z). The binaries are cached
 # outside the repository, in ${MODELGATE_CACHE:-~/.cache/modelgate}/envtest/<version>, and the script
 # prints that directory, ready for KUBEBUILDER_ASSETS.
@@ -16,16 +21,32 @@ kube_version="v1${api_version#v0}"
 kube_mod=$(go mod download -json "k8s.io/kubernetes@${kube_version}" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
 etcd_version=${ETCD_VERSION:-$(awk '$1 == "go.etcd.io/etcd/server/v3" {print $2; exit}' "$kube_mod")}
 
+mode=${1:-envtest}
 cache=${MODELGATE_CACHE:-$HOME/.cache/modelgate}
 out="$cache/envtest/$kube_version"
-if [[ -x "$out/kube-apiserver" && -x "$out/etcd" && -x "$out/kubectl" ]]; then
+cluster_out="$cache/cluster/$kube_version"
+cluster_bins=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
+log() { echo "envtest: $*" >&2; }
+
+have_all() {
+  local dir=$1
+  shift
+  for b in "$@"; do [[ -x "$dir/$b" ]] || return 1; done
+}
+
+if [[ $mode == envtest ]] && have_all "$out" kube-apiserver etcd kubectl; then
   echo "$out"
   exit 0
 fi
+if [[ $mode == cluster ]] && have_all "$cluster_out" "${cluster_bins[@]}" etcd; then
+  echo "$cluster_out"
+  exit 0
+fi
+[[ $mode == envtest || $mode == cluster ]] || { echo "usage: $0 [cluster]" >&2; exit 2; }
 mkdir -p "$out"
-log() { echo "envtest: $*" >&2; }
 
-build_kube() {
+# kube_module writes the wrapper module that builds k8s.io/kubernetes commands from the module proxy.
+kube_module() {
   local work="$cache/build/kube-$kube_version"
   mkdir -p "$work"
   {
@@ -46,11 +67,21 @@ package tools
 
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/cmd/kubelet"
 )
 GO
-  log "building kube-apiserver and kubectl $kube_version (several minutes on 2 cores)"
   (cd "$work" && GOFLAGS=-mod=mod go mod tidy -e >/dev/null 2>&1 || true)
+  echo "$work"
+}
+
+build_kube() {
+  local work
+  work=$(kube_module)
+  log "building kube-apiserver and kubectl $kube_version (several minutes on 2 cores)"
   (cd "$work" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags=-s -o "$out/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver)
   (cd "$work" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags=-s -o "$out/kubectl" k8s.io/kubernetes/cmd/kubectl)
 }
@@ -82,6 +113,29 @@ GO
   (cd "$work" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags=-s -o "$out/etcd" .)
 }
 
+# build_cluster links every component with the version stamp that kubectl, the node status and version-skew
+# checks read. -mod=mod because the wrapper module's go.sum is written by tidy on first use.
+build_cluster() {
+  local work minor=${kube_version#v1.}
+  minor=${minor%%.*}
+  work=$(kube_module)
+  mkdir -p "$cluster_out"
+  local pkg=k8s.io/component-base/version
+  local ldflags="-s -X $pkg.gitVersion=$kube_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+  for b in "${cluster_bins[@]}"; do
+    [[ -x "$cluster_out/$b" ]] && continue
+    log "building $b $kube_version for the cluster"
+    (cd "$work" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags="$ldflags" -o "$cluster_out/$b.tmp" "k8s.io/kubernetes/cmd/$b")
+    mv "$cluster_out/$b.tmp" "$cluster_out/$b"
+  done
+  cp "$out/etcd" "$cluster_out/etcd"
+}
+
 [[ -x "$out/etcd" ]] || build_etcd
-[[ -x "$out/kube-apiserver" && -x "$out/kubectl" ]] || build_kube
+if [[ $mode == cluster ]]; then
+  build_cluster
+  echo "$cluster_out"
+  exit 0
+fi
+have_all "$out" kube-apiserver kubectl || build_kube
 echo "$out"
