@@ -70,6 +70,8 @@ func TestAPIErrorShowsTheFieldAndTheRule(t *testing.T) {
 			400, nil, []string{"HTTP 400 invalid_request: Invalid request.", "\n  name: must be 1 to 128 lowercase letters, digits and hyphens"}},
 		{"one field", `{"error":"bad","error_code":"client_error","detail":{"field":"priority","message":"must be 0..2"}}`,
 			400, nil, []string{"HTTP 400 client_error: bad", "\n  priority: must be 0..2"}},
+		{"field named in the rule", `{"error":"x","error_code":"invalid_request","detail":[{"field":"metadata.external_entity_id","message":"metadata.external_entity_id is required."}]}`,
+			400, nil, []string{"\n  metadata.external_entity_id: is required."}},
 		{"object", `{"error":"no","error_code":"forbidden","detail":{"key_type":"WORKSPACE_INVOKE"}}`,
 			403, nil, []string{"HTTP 403 forbidden: no", "\n  key_type: WORKSPACE_INVOKE"}},
 		{"management 429", `{"error":"Rate limit exceeded. Please try again later.","retry_after":7}`,

@@ -104,7 +104,12 @@ func detailLines(d any) []string {
 	case map[string]any:
 		if f, ok := v["field"].(string); ok {
 			if m, ok := v["message"].(string); ok && len(v) == 2 {
-				return []string{f + ": " + m}
+				// "x is required." under field x reads "x: is required.", not "x: x is required.".
+				rule := strings.TrimLeft(strings.TrimPrefix(m, f), ": ")
+				if rule == "" || rule == m {
+					rule = m
+				}
+				return []string{f + ": " + rule}
 			}
 		}
 		out := make([]string, 0, len(v))
