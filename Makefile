@@ -148,7 +148,7 @@ dashboard-check: dashboard ## Rebuild the dashboard and fail on any difference f
 ##@ Build
 
 .PHONY: build
-build: generate ## Build manager, gatewayd and the demo upstream into bin/.
+build: generate ## Build every binary of cmd/ into bin/: manager, gatewayd, the modelgate CLI, the demo servers.
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o $(LOCALBIN)/ ./cmd/...
 
 .PHONY: cluster

@@ -95,7 +95,7 @@ POST /v1/models/{model_id}/environments/{env_name}/` + verb + `. The answer says
 			return a.printer().sentence(out, func(v map[string]any) string {
 				target := which + " " + deployment + environment
 				if v["no_op"] == true {
-					return fmt.Sprintf("Nothing to do: %s of %s is already %sd", target, args[0], verb)
+					return fmt.Sprintf("Nothing to do: %s of %s is already %s", target, args[0], map[string]string{"activate": "active", "deactivate": "inactive"}[verb])
 				}
 				return fmt.Sprintf("%sd %s of %s", strings.ToUpper(verb[:1])+verb[1:], target, args[0])
 			})
