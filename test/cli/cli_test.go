@@ -54,7 +54,8 @@ func TestLoginStoresAPrivateConfig(t *testing.T) {
 	other.refused(exitUsage, []string{"modelgate login"}, "models", "list")
 }
 
-// TestHelpAndCompletion: every command answers --help with an example; cobra's completion scripts are there.
+// TestHelpAndCompletion: every command answers --help with an example; cobra's completion scripts are there, and
+// complete flag values and model ids.
 func TestHelpAndCompletion(t *testing.T) {
 	c := as(t, "")
 	for _, cmd := range [][]string{{}, {"keys", "create"}, {"groups", "list"}, {"group-keys", "create"}, {"models", "promote"},
@@ -67,9 +68,15 @@ func TestHelpAndCompletion(t *testing.T) {
 	if r := c.ok("completion", "bash"); !strings.Contains(r.stdout, "__start_modelgate") {
 		t.Errorf("bash completion: %.200s", r.stdout)
 	}
-	// Dynamic completion of flag values goes through cobra's __complete.
+	// Dynamic completion goes through cobra's __complete: flag values, and model ids from the server.
 	if r := c.ok("__complete", "keys", "create", "--type", ""); !strings.Contains(r.stdout, "WORKSPACE_INVOKE") {
 		t.Errorf("completion of --type: %s", r.stdout)
+	}
+	if r := as(t, adminKey).ok("__complete", "models", "get", ""); !strings.Contains(r.stdout, stack.ModelName+"\tDemo sentiment model") {
+		t.Errorf("completion of a model id: %s", r.stdout)
+	}
+	if r := c.ok("--version"); !strings.HasPrefix(r.stdout, "modelgate version ") {
+		t.Errorf("--version: %s", r.stdout)
 	}
 	c.refused(exitUsage, []string{"unknown flag: --bogus"}, "models", "list", "--bogus")
 	c.refused(exitUsage, []string{"-o must be table, json or yaml"}, "models", "list", "-o", "xml")

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/modelgate/modelgate/gatewayd/httperr"
+	"github.com/modelgate/modelgate/gatewayd/version"
 )
 
 // Client calls gatewayd with one workspace key. It is the CLI's own small client: it knows the error envelope
@@ -186,7 +187,7 @@ func (c *Client) send(ctx context.Context, r Request) (*Response, error) {
 	if c.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+c.APIKey)
 	}
-	req.Header.Set("User-Agent", "modelgate-cli")
+	req.Header.Set("User-Agent", "modelgate-cli/"+version.Version)
 	hc := c.HTTP
 	if hc == nil {
 		hc = http.DefaultClient

@@ -82,7 +82,12 @@ the server answers, with a progress bar when stderr is a terminal. The build run
 			if err := json.Unmarshal(out, &pushed); err != nil || pushed.UploadURL == "" {
 				return fmt.Errorf("the server answered no upload_url: %s", out)
 			}
-			up, err := a.upload(cmd.Context(), pushed.UploadURL, archive)
+			// An upload may take longer than a call: only a --timeout given for it bounds it.
+			var timeout time.Duration
+			if cmd.Flags().Changed("timeout") {
+				timeout = a.timeout
+			}
+			up, err := a.upload(cmd.Context(), pushed.UploadURL, archive, timeout)
 			if err != nil {
 				return err
 			}
@@ -196,7 +201,7 @@ func zipDir(dir string) (_ *os.File, err error) {
 }
 
 // upload PUTs the archive to the signed URL. The URL is the credential: no API key goes with it.
-func (a *app) upload(ctx context.Context, uploadURL string, archive *os.File) ([]byte, error) {
+func (a *app) upload(ctx context.Context, uploadURL string, archive *os.File, timeout time.Duration) ([]byte, error) {
 	info, err := archive.Stat()
 	if err != nil {
 		return nil, err
@@ -213,7 +218,7 @@ func (a *app) upload(ctx context.Context, uploadURL string, archive *os.File) ([
 	}
 	req.ContentLength = info.Size()
 	req.Header.Set("Content-Type", "application/zip")
-	resp, err := (&http.Client{Timeout: a.timeout}).Do(req)
+	resp, err := (&http.Client{Timeout: timeout}).Do(req)
 	if bar != nil {
 		bar.done()
 	}

@@ -5,6 +5,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +19,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+
+	"github.com/modelgate/modelgate/gatewayd/version"
 )
 
 // app holds what every command shares: the streams, the global flags and how to reach the server.
@@ -94,6 +97,7 @@ unavailable (5xx). A refusal prints the server's error code and sentence, and on
   modelgate models list
   modelgate predict demo-model -f input.json
   modelgate keys list -o json`,
+		Version:       version.Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -108,11 +112,12 @@ unavailable (5xx). A refusal prints the server's error code and sentence, and on
 	pf := root.PersistentFlags()
 	pf.StringVarP(&a.output, "output", "o", FormatTable, "output format: table, json or yaml")
 	pf.BoolVar(&a.wait, "wait", false, "on a 429, wait as long as the server says (retry_after or Retry-After) and try once more")
-	pf.DurationVar(&a.timeout, "timeout", 5*time.Minute, "give up on a call after this long")
+	pf.DurationVar(&a.timeout, "timeout", 5*time.Minute, "give up on a call after this long (an image upload only when this is given)")
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{FormatTable, FormatJSON, FormatYAML}, cobra.ShellCompDirectiveNoFileComp))
 
 	root.AddCommand(a.loginCmd(), a.keysCmd(), a.groupsCmd(), a.groupKeysCmd(), a.modelsCmd(), a.predictCmd(),
 		a.asyncCmd(), a.chainsCmd(), a.imagesCmd())
+	completeModelIDs(root, a)
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
 	addCompletionExamples(root)
@@ -131,6 +136,37 @@ func addCompletionExamples(root *cobra.Command) {
 				sh.Example = "  modelgate completion " + sh.Name() + " > modelgate." + sh.Name()
 			}
 		}
+	}
+}
+
+// completeModelIDs completes the MODEL_ID argument of every command that takes one first, from GET /v1/models
+// with the stored login: `modelgate models get <TAB>`.
+func completeModelIDs(c *cobra.Command, a *app) {
+	if f := strings.Fields(c.Use); len(f) > 1 && f[1] == "MODEL_ID" {
+		c.ValidArgsFunction = func(cmd *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			if len(args) > 0 {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			out, err := a.call(cmd.Context(), get("v1", "models"))
+			if err != nil {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			var list struct {
+				Models []struct {
+					ID   string `json:"id"`
+					Name string `json:"name"`
+				} `json:"models"`
+			}
+			_ = json.Unmarshal(out, &list)
+			var ids []cobra.Completion
+			for _, m := range list.Models {
+				ids = append(ids, cobra.CompletionWithDesc(m.ID, m.Name))
+			}
+			return ids, cobra.ShellCompDirectiveNoFileComp
+		}
+	}
+	for _, sub := range c.Commands() {
+		completeModelIDs(sub, a)
 	}
 }
 
