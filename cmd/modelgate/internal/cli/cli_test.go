@@ -188,6 +188,12 @@ func TestOutputFormatsAndExitCodes(t *testing.T) {
 	if _, _, code = run(t, srv, "", "models", "get"); code != ExitUsage {
 		t.Errorf("missing argument: code %d", code)
 	}
+	if _, errOut, code = run(t, srv, "", "models", "bogus"); code != ExitUsage || !strings.Contains(errOut, `unknown command "bogus" for "modelgate models"`) {
+		t.Errorf("unknown verb: code %d, stderr %q", code, errOut)
+	}
+	if out, _, code = run(t, srv, "", "models"); code != 0 || !strings.Contains(out, "Available Commands:") {
+		t.Errorf("a group alone: code %d, stdout %q", code, out)
+	}
 	t.Setenv(EnvURL, "")
 	var errBuf bytes.Buffer
 	if code := Main([]string{"models", "list"}, strings.NewReader(""), io.Discard, &errBuf); code != ExitUsage || !strings.Contains(errBuf.String(), "modelgate login") {

@@ -121,7 +121,25 @@ unavailable (5xx). A refusal prints the server's error code and sentence, and on
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
 	addCompletionExamples(root)
+	refuseUnknownVerbs(root)
 	return root
+}
+
+// refuseUnknownVerbs makes a group of verbs ("modelgate keys") print its help when called alone, and refuse a verb
+// it does not have with exit code 2 (cobra would print the help and exit 0).
+func refuseUnknownVerbs(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		if sub.HasSubCommands() && sub.Run == nil && sub.RunE == nil {
+			sub.Args = cobra.ArbitraryArgs
+			sub.RunE = func(cmd *cobra.Command, args []string) error {
+				if len(args) > 0 {
+					return usageErrorf("unknown command %q for %q", args[0], cmd.CommandPath())
+				}
+				return cmd.Help()
+			}
+		}
+		refuseUnknownVerbs(sub)
+	}
 }
 
 // addCompletionExamples gives cobra's own help and completion commands an example, as every command has one.
