@@ -25,15 +25,70 @@ const nanosPerDay = int64(24 * time.Hour)
 // order. A cell holds every counter of one (namespace, metering group, slug), so a five-level chain takes at
 // most five locks whatever the number of limits per level.
 type Memory struct {
-	mu     sync.Mutex
-	cells  map[cellKey]*cell
+	mu    sync.Mutex
+	cells map[cellKey]*cell
+	// slugs lists the cells of each (namespace, group), so Release frees a group's cells without a scan.
+	slugs  map[groupKey][]string
 	nextID uint64
 }
 
 // NewMemory returns an empty in-memory store.
-func NewMemory() *Memory { return &Memory{cells: map[cellKey]*cell{}} }
+func NewMemory() *Memory { return &Memory{cells: map[cellKey]*cell{}, slugs: map[groupKey][]string{}} }
 
 type cellKey struct{ namespace, group, slug string }
+
+type groupKey struct{ namespace, group string }
+
+// Releaser is a Store whose counters live in this process and grow with the groups ever limited. gatewayd/reload
+// calls Release with the groups that left a namespace's snapshot, once the view without them is served, so a
+// long-running gatewayd under group churn holds only the counters of groups it serves (docs/limits.md).
+type Releaser interface {
+	// Release frees every counter of the metering groups of namespace. A group that comes back starts from zero.
+	Release(namespace string, groups []string)
+}
+
+// cellLocked returns the cell of k, creating it on first use; m.mu is held.
+func (m *Memory) cellLocked(k cellKey) *cell {
+	c := m.cells[k]
+	if c == nil {
+		m.nextID++
+		c = &cell{id: m.nextID}
+		m.cells[k] = c
+		g := groupKey{k.namespace, k.group}
+		m.slugs[g] = append(m.slugs[g], k.slug)
+	}
+	return c
+}
+
+// Release implements Releaser. A plan still bound to a released cell (a call of the view just replaced) charges a
+// cell no one reads again, which is what the group's deletion means.
+func (m *Memory) Release(namespace string, groups []string) {
+	m.release(namespace, groups, nil)
+}
+
+// release frees the cells of groups; each freed key is passed to freed, when not nil, with m.mu held.
+func (m *Memory) release(namespace string, groups []string, freed func(cellKey)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, g := range groups {
+		gk := groupKey{namespace, g}
+		for _, slug := range m.slugs[gk] {
+			k := cellKey{namespace, g, slug}
+			delete(m.cells, k)
+			if freed != nil {
+				freed(k)
+			}
+		}
+		delete(m.slugs, gk)
+	}
+}
+
+// Cells is the number of counter cells held: one per (namespace, metering group, slug) bound and not released.
+func (m *Memory) Cells() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.cells)
+}
 
 type cell struct {
 	mu sync.Mutex
@@ -109,8 +164,8 @@ type ref struct {
 	charge bool
 }
 
-// Bind resolves the cells of p, creating them on first use. Cells are never replaced, which is what keeps
-// counts across snapshots.
+// Bind resolves the cells of p, creating them on first use. Cells are never replaced while their group is served,
+// which is what keeps counts across snapshots; Release frees them once it is not.
 func (m *Memory) Bind(p *Plan) error {
 	h := &memHandle{refs: make([]ref, len(p.Limits))}
 	m.mu.Lock()
@@ -119,13 +174,7 @@ func (m *Memory) Bind(p *Plan) error {
 			m.mu.Unlock()
 			return errors.New("limit has an unknown type or unit")
 		}
-		k := cellKey{l.Key.Namespace, l.Key.Group, l.Key.Slug}
-		c := m.cells[k]
-		if c == nil {
-			m.nextID++
-			c = &cell{id: m.nextID}
-			m.cells[k] = c
-		}
+		c := m.cellLocked(cellKey{l.Key.Namespace, l.Key.Group, l.Key.Slug})
 		// Plans are short (at most six limits per level), so a scan beats a map here.
 		first := !slices.ContainsFunc(p.Limits[:i], func(o Limit) bool { return o.Key == l.Key })
 		h.refs[i] = ref{c: c, t: l.Key.Type, u: l.Key.Unit, charge: first}
@@ -267,4 +316,7 @@ func (m *Memory) Usage(k BucketKey, now time.Time) int64 {
 	return r.current(ns/slotWidth[Second], ns/slotWidth[Minute], ns/nanosPerDay)
 }
 
-var _ Store = (*Memory)(nil)
+var (
+	_ Store    = (*Memory)(nil)
+	_ Releaser = (*Memory)(nil)
+)

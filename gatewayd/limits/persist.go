@@ -36,11 +36,14 @@ type EmbeddedOptions struct {
 // locks it), which matches the one replica this store supports.
 type Embedded struct {
 	*Memory
-	db   *bolt.DB
-	now  func() time.Time
-	mu   sync.Mutex // serialises flushes
-	stop chan struct{}
-	done chan struct{}
+	db  *bolt.DB
+	now func() time.Time
+	mu  sync.Mutex // serialises flushes
+	// released are the DAY counters of released groups still in the file; the next flush deletes them, so a
+	// restart does not bring a deleted group's counters back. Guarded by Memory.mu.
+	released [][]byte
+	stop     chan struct{}
+	done     chan struct{}
 }
 
 // NewEmbedded restores today's DAY counters from db and starts the background flush. A file written on an
@@ -106,6 +109,8 @@ func (e *Embedded) Flush() error {
 		}
 		c.mu.Unlock()
 	}
+	released := e.released
+	e.released = nil
 	e.Memory.mu.Unlock()
 	err := e.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketDay)
@@ -124,6 +129,11 @@ func (e *Embedded) Flush() error {
 				return err
 			}
 		}
+		for _, id := range released {
+			if err := b.Delete(id); err != nil {
+				return err
+			}
+		}
 		for _, en := range entries {
 			if err := b.Put(en.id, binary.BigEndian.AppendUint64(nil, uint64(en.n))); err != nil {
 				return err
@@ -132,6 +142,9 @@ func (e *Embedded) Flush() error {
 		return nil
 	})
 	if err != nil {
+		e.Memory.mu.Lock()
+		e.released = append(e.released, released...)
+		e.Memory.mu.Unlock()
 		return fmt.Errorf("failed to flush the DAY counters: %w", err)
 	}
 	return nil
@@ -174,16 +187,21 @@ func (e *Embedded) restore() error {
 func (e *Embedded) seed(k cellKey, t Type, day, n int64) {
 	m := e.Memory
 	m.mu.Lock()
-	c := m.cells[k]
-	if c == nil {
-		m.nextID++
-		c = &cell{id: m.nextID}
-		m.cells[k] = c
-	}
+	c := m.cellLocked(k)
 	m.mu.Unlock()
 	c.mu.Lock()
 	c.day[t] = dayCounter{day: day, n: n}
 	c.mu.Unlock()
+}
+
+// Release implements Releaser: it frees the groups' cells and deletes their DAY counters from the file at the
+// next flush.
+func (e *Embedded) Release(namespace string, groups []string) {
+	e.Memory.release(namespace, groups, func(k cellKey) {
+		for t := range numTypes {
+			e.released = append(e.released, bucketID(k.namespace, k.group, k.slug, t))
+		}
+	})
 }
 
 // Close stops the background flush and flushes everything; the file stays open for its owner to close. Call it
@@ -202,4 +220,7 @@ func (e *Embedded) halt() {
 	<-e.done
 }
 
-var _ Store = (*Embedded)(nil)
+var (
+	_ Store    = (*Embedded)(nil)
+	_ Releaser = (*Embedded)(nil)
+)

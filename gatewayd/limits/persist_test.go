@@ -160,3 +160,33 @@ func TestEmbeddedDayRollover(t *testing.T) {
 		t.Fatalf("REQUEST DAY after a restart on the new day = %d, want 3", got)
 	}
 }
+
+// TestEmbeddedReleaseForgetsTheGroup: a released group's cells leave memory, and its DAY counters leave the file
+// at the next flush, so a restart does not bring them back; another group's counters stay.
+func TestEmbeddedReleaseForgetsTheGroup(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	clock := &fakeNow{t0}
+	e := openEmbedded(t, path, clock, -1)
+	gone := usagePlan(t, e, 100)
+	kept := bound(t, e.Memory, lim("h", "s", Request, Day, 100))
+	admitN(t, e, gone, 5, t0)
+	admit(t, e.Memory, kept, t0)
+	if err := e.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	e.Release("ns", []string{"g"})
+	if got := e.Cells(); got != 1 {
+		t.Fatalf("%d cells after releasing g, want 1 (h's)", got)
+	}
+	if err := closeEmbedded(e); err != nil {
+		t.Fatal(err)
+	}
+	e = openEmbedded(t, path, clock, -1)
+	defer func() { _ = closeEmbedded(e) }()
+	if got := e.Cells(); got != 1 {
+		t.Fatalf("%d cells restored, want 1 (h's): the released group came back from the file", got)
+	}
+	if got := e.Usage(kept.Limits[0].Key, t0); got != 1 {
+		t.Fatalf("h's REQUEST DAY after restart = %d, want 1", got)
+	}
+}

@@ -227,9 +227,28 @@ func (l *Loader) Sync(ctx context.Context, ns string) {
 	l.current.Store(l.View().With(loaded))
 	next := make(chan struct{})
 	close(*l.changed.Swap(&next))
+	l.release(cur, loaded)
 	l.version.WithLabelValues(ns).Set(float64(loaded.Version))
 	log.Info("Loaded snapshot", "version", loaded.Version, "groups", len(loaded.Groups), "endpoints", len(loaded.Endpoints))
 	l.loaded(ns)
+}
+
+// release frees the limit counters of the groups that prev served and next, now in service, does not: a deleted
+// group's counters are never read again (docs/limits.md). Stores shared by replicas (Redis) expire their own.
+func (l *Loader) release(prev, next *view.Namespace) {
+	r, ok := l.store.(limits.Releaser)
+	if !ok || prev == nil {
+		return
+	}
+	var gone []string
+	for id := range prev.Groups {
+		if next.Groups[id] == nil {
+			gone = append(gone, id)
+		}
+	}
+	if len(gone) > 0 {
+		r.Release(next.Name, gone)
+	}
 }
 
 func versionOf(ns *view.Namespace) int64 {
