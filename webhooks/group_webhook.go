@@ -76,6 +76,9 @@ func (v *GroupValidator) ValidateUpdate(ctx context.Context, old, g *gatewayv1.G
 			if err := v.Claims.release(ctx, g.Namespace, claimExternalID, g.Spec.ExternalEntityID, claimantOf("Group", g)); err != nil {
 				log.FromContext(ctx).Error(err, "Failed to release the external id of a deleted group", "group", g.Name)
 			}
+			if err := v.Claims.dropLimitClaim(ctx, g.Namespace, g.Name); err != nil {
+				log.FromContext(ctx).Error(err, "Failed to delete the limit claim of a deleted group", "group", g.Name)
+			}
 		}
 		return nil, nil
 	}
@@ -171,6 +174,20 @@ func (v *GroupValidator) validate(ctx context.Context, g *gatewayv1.Group, tree 
 			return err
 		}
 		errs = append(errs, hierarchy.Validate(g, hierarchy.NewIndex(related).With(g))...)
+		if len(errs) == 0 && v.Claims != nil && g.Enforcement() == gatewayv1.EnforcementCascading && len(declaredLimits(g)) > 0 {
+			// The claim on (parent, limit): what concurrent admissions of the tree were admitted with counts as if
+			// stored (see claimLimitsOf).
+			ancestors, err := v.claimedChain(ctx, g, related)
+			if err != nil {
+				return err
+			}
+			claimed, err := v.Claims.claimLimitsOf(ctx, g, ancestors)
+			if err != nil {
+				return apierrors.NewConflict(gatewayv1.GroupVersion.WithResource("groups").GroupResource(), g.Name,
+					fmt.Errorf("admission of group %s: %w", g.Name, err))
+			}
+			errs = append(errs, claimed...)
+		}
 	}
 	if len(errs) == 0 && checkID && v.Claims != nil {
 		// Last, so a write refused for another reason claims nothing.
@@ -183,6 +200,27 @@ func (v *GroupValidator) validate(ctx context.Context, g *gatewayv1.Group, tree 
 		}
 	}
 	return refuse(ctx, "Group", g.Name, errs)
+}
+
+// claimedChain is chainNames of g, without its last name when that group is stored but being deleted: admission
+// reads it as missing (see neighbourhood), and so does the claim.
+func (v *GroupValidator) claimedChain(ctx context.Context, g *gatewayv1.Group, related []*gatewayv1.Group) ([]string, error) {
+	names := chainNames(g, related)
+	n := len(names)
+	if n == 0 || slices.ContainsFunc(related, func(o *gatewayv1.Group) bool { return o.Name == names[n-1] }) {
+		return names, nil
+	}
+	last := &gatewayv1.Group{}
+	err := v.Reader.Get(ctx, client.ObjectKey{Namespace: g.Namespace, Name: names[n-1]}, last)
+	switch {
+	case apierrors.IsNotFound(err):
+		return names, nil
+	case err != nil:
+		return nil, apierrors.NewInternalError(fmt.Errorf("admission of group %s: failed to read group %s: %w", g.Name, names[n-1], err))
+	case last.DeletionTimestamp != nil:
+		return names[:n-1], nil
+	}
+	return names, nil
 }
 
 // neighbourhood reads the groups the hierarchy rules of g depend on: its ancestors (at most MaxDepth, enough to

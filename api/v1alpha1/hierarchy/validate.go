@@ -78,6 +78,13 @@ func ThresholdConflicts(g *gatewayv1.Group, ix *Index) field.ErrorList {
 	return validateCascading(g, chain[1:], ix.Descendants(g.Name))
 }
 
+// CascadingConflicts is the cascading threshold rule of g against the given ancestors and descendants alone,
+// whatever the index says: the admission webhook runs it against the limits that concurrent admissions have
+// claimed but not yet stored (docs/decisions.md), so its refusals read as Validate's.
+func CascadingConflicts(g *gatewayv1.Group, ancestors, descendants []*gatewayv1.Group) field.ErrorList {
+	return validateCascading(g, ancestors, descendants)
+}
+
 // validateCascading refuses any declared limit of g above the same (slug, type, unit) of an ancestor, or below
 // that of a descendant.
 func validateCascading(g *gatewayv1.Group, ancestors []*gatewayv1.Group, descendants []*gatewayv1.Group) field.ErrorList {
