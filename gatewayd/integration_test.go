@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -708,6 +709,43 @@ func TestOnlyMarkedSecretsReachUpstreams(t *testing.T) {
 	}
 }
 
+// TestUpstreamCredentialStaysOnItsHosts: a Secret that lists its hosts (gatewayv1.AnnotationUpstreamHosts) is sent
+// to those only: an Endpoint that points it at another server (here the same address on another port) gets 502,
+// and that server never sees the key, even if the Endpoint got past admission.
+func TestUpstreamCredentialStaysOnItsHosts(t *testing.T) {
+	home, thief := upstream.New(upstream.Options{}), upstream.New(upstream.Options{})
+	t.Cleanup(home.Close)
+	t.Cleanup(thief.Close)
+	target := func(id, base string) snapshot.Endpoint {
+		return snapshot.Endpoint{ID: id, Slug: id, Targets: []snapshot.Target{{Provider: "OPENAI", BaseURL: base,
+			APIKeySecret: &snapshot.SecretRef{Name: "bound", Key: "api_key"}}}}
+	}
+	f := newFixture(t, fixtureOpts{mode: "INDEPENDENT", endpoints: []snapshot.Endpoint{target("home", home.BaseURL()), target("away", thief.BaseURL())},
+		groups: []gatewaytest.Group{{ID: "root", Models: models(slug, "home", "away")}}})
+	u, err := url.Parse(home.BaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Secrets(f.ns).Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bound", Namespace: f.ns,
+		Labels:      map[string]string{gatewayv1.LabelUpstreamCredential: "true"},
+		Annotations: map[string]string{gatewayv1.AnnotationUpstreamHosts: "api.example.com, " + u.Host}},
+		Data: map[string][]byte{"api_key": []byte("sk-bound-secret")}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.chat("root", "away"); r.status != http.StatusBadGateway || r.json(t)["error_code"] != "model_unavailable" {
+		t.Errorf("away: status %d, want 502 model_unavailable: %s", r.status, r.body)
+	}
+	if got := len(thief.Requests()); got != 0 {
+		t.Fatalf("a host the Secret does not list received %d calls: %+v", got, thief.Requests())
+	}
+	if r := f.chat("root", "home"); r.status != http.StatusOK {
+		t.Fatalf("home: status %d: %s", r.status, r.body)
+	}
+	if reqs := home.Requests(); len(reqs) != 1 || reqs[0].Header.Get("Authorization") != "Bearer sk-bound-secret" {
+		t.Fatalf("the listed host received %+v, want one call with the key", reqs)
+	}
+}
+
 // TestMetricsRoutes: the address customers reach serves no /metrics, and GET /v1/metrics takes a key that may
 // export metrics. TestServeAllNamespaces shows that each workspace sees its own series only.
 func TestMetricsRoutes(t *testing.T) {
@@ -898,7 +936,7 @@ func TestAbsentSecretIsCached(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 50 {
-		if _, err := secrets.Upstream(context.Background(), ns, &snapshot.SecretRef{Name: "deleted", Key: "api_key"}); err == nil {
+		if _, err := secrets.Upstream(context.Background(), ns, &snapshot.SecretRef{Name: "deleted", Key: "api_key"}, "https://api.example.com/v1"); err == nil {
 			t.Fatal("an absent Secret answered")
 		}
 	}

@@ -1,6 +1,12 @@
 package v1alpha1
 
-import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+import (
+	"net"
+	"net/url"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 // Condition types and reasons shared by the kinds of this package.
 const (
@@ -51,6 +57,50 @@ const (
 func IsUpstreamCredential(labels map[string]string) bool {
 	_, key := labels[LabelKeyMaterial]
 	return labels[LabelUpstreamCredential] == "true" && !key
+}
+
+// AnnotationUpstreamHosts, set by the operator on an upstream credential Secret, lists the hosts its key may be
+// sent to, separated by commas: `api.openai.com`, `host:8443` (that port only; without a port, any port), or
+// `*.example.com` (any host below example.com). An Endpoint whose baseURL names another host is refused at
+// admission and gatewayd does not send the key there (docs/security.md).
+const AnnotationUpstreamHosts = "gateway.modelgate.io/upstream-hosts"
+
+// UpstreamHostAllowed reports whether a Secret with these annotations may be sent to the host of rawURL, and
+// whether the Secret lists its hosts at all: a Secret without AnnotationUpstreamHosts allows every host, the
+// behaviour of Secrets labelled before hosts were bound (docs/operations.md says how to migrate).
+func UpstreamHostAllowed(annotations map[string]string, rawURL string) (allowed, listed bool) {
+	list, listed := annotations[AnnotationUpstreamHosts]
+	if !listed {
+		return true, false
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return false, true
+	}
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	for _, entry := range strings.Split(list, ",") {
+		entry = strings.ToLower(strings.TrimSpace(entry))
+		if entry == "" {
+			continue
+		}
+		name, entryPort := entry, ""
+		if h, p, err := net.SplitHostPort(entry); err == nil {
+			name, entryPort = h, p
+		}
+		if entryPort != "" && entryPort != port {
+			continue
+		}
+		if suffix, ok := strings.CutPrefix(name, "*."); ok {
+			if strings.HasSuffix(host, "."+suffix) {
+				return true, true
+			}
+			continue
+		}
+		if strings.Trim(name, "[]") == host {
+			return true, true
+		}
+	}
+	return false, true
 }
 
 // Finalizer is placed on Groups so that deleting one removes its whole subtree and keys, with or without a

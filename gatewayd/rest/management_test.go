@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/modelgate/modelgate/api/snapshot"
@@ -65,6 +66,31 @@ var _ = Describe("Endpoints", func() {
 		conform("DeletedEndpoint", r.raw)
 		Expect(mustSnapshot(ns).Endpoints).To(BeEmpty())
 		expectError(call(server, admin, http.MethodGet, "/v1/gateway/endpoints/"+id, nil), http.StatusNotFound, "not_found")
+	})
+})
+
+var _ = Describe("Endpoint upstream hosts", func() {
+	It("refuses a base_url whose host the upstream Secret does not list, naming targets[0].base_url and the rule", func() {
+		ns, admin := workspace(gatewayv1.KeyTypeManageAll, "")
+		Expect(k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "provider",
+			Labels:      map[string]string{gatewayv1.LabelUpstreamCredential: "true"},
+			Annotations: map[string]string{gatewayv1.AnnotationUpstreamHosts: "api.example.com"}},
+			StringData: map[string]string{"api_key": "sk-provider"}})).To(Succeed())
+		target := func(base string) []any {
+			return []any{map[string]any{"provider": "OPENAI", "base_url": base, "api_key_secret_ref": map[string]any{"name": "provider"}}}
+		}
+		const rule = "may be sent only to the hosts its annotation " + gatewayv1.AnnotationUpstreamHosts + " lists"
+		r := call(server, admin, http.MethodPost, "/v1/gateway/endpoints", map[string]any{"slug": "x/stolen", "targets": target("https://attacker.example.org/v1")})
+		expectError(r, http.StatusBadRequest, "invalid_request")
+		Expect(r.raw).To(ContainSubstring(`"field":"targets[0].base_url"`))
+		Expect(r.raw).To(ContainSubstring(rule))
+
+		r = call(server, admin, http.MethodPost, "/v1/gateway/endpoints", map[string]any{"slug": "x/home", "targets": target("https://api.example.com/v1")})
+		Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
+		r = call(server, admin, http.MethodPatch, "/v1/gateway/endpoints/"+r.body["id"].(string), map[string]any{"targets": target("https://attacker.example.org/v1")})
+		expectError(r, http.StatusBadRequest, "invalid_request")
+		Expect(r.raw).To(ContainSubstring(`"field":"targets[0].base_url"`))
+		Expect(r.raw).To(ContainSubstring(rule))
 	})
 })
 

@@ -22,6 +22,10 @@ const defaultSecretKey = "api_key"
 // ErrNotUpstreamCredential refuses a Secret that is not marked for upstream use (gatewayv1.IsUpstreamCredential).
 var ErrNotUpstreamCredential = errors.New("secret is not labelled " + gatewayv1.LabelUpstreamCredential + "=true, or holds key material")
 
+// ErrHostNotAllowed refuses to send a Secret to a host its annotation gatewayv1.AnnotationUpstreamHosts does not
+// list.
+var ErrHostNotAllowed = errors.New("secret's " + gatewayv1.AnnotationUpstreamHosts + " annotation does not list the upstream's host")
+
 // Secrets reads Secrets with a short TTL: upstream keys, and the signing secrets of webhooks. A cached get rather
 // than an informer, because gatewayd must not hold every Secret of every namespace in memory to use a handful; a
 // rotated key is picked up within the TTL. A Secret that does not exist is remembered as absent for the TTL too,
@@ -34,10 +38,11 @@ type Secrets struct {
 }
 
 type secretEntry struct {
-	data    map[string][]byte
-	labels  map[string]string
-	missing bool
-	fetched time.Time
+	data        map[string][]byte
+	labels      map[string]string
+	annotations map[string]string
+	missing     bool
+	fetched     time.Time
 }
 
 // NewSecrets reads Secrets through client and reuses each read for ttl.
@@ -45,14 +50,18 @@ func NewSecrets(client kubernetes.Interface, ttl time.Duration) *Secrets {
 	return &Secrets{client: client, ttl: ttl, m: map[string]secretEntry{}}
 }
 
-// Upstream returns the upstream key ref names in namespace ns, refusing a Secret not marked for upstream use.
-func (c *Secrets) Upstream(ctx context.Context, ns string, ref *snapshot.SecretRef) (string, error) {
+// Upstream returns the upstream key ref names in namespace ns, to be sent to url: it refuses a Secret not marked
+// for upstream use, and one whose hosts (gatewayv1.UpstreamHostAllowed) do not include url's.
+func (c *Secrets) Upstream(ctx context.Context, ns string, ref *snapshot.SecretRef, url string) (string, error) {
 	e, err := c.entry(ctx, ns, ref.Name)
 	if err != nil {
 		return "", err
 	}
 	if !gatewayv1.IsUpstreamCredential(e.labels) {
 		return "", fmt.Errorf("secret %s/%s: %w", ns, ref.Name, ErrNotUpstreamCredential)
+	}
+	if allowed, _ := gatewayv1.UpstreamHostAllowed(e.annotations, url); !allowed {
+		return "", fmt.Errorf("secret %s/%s: %w", ns, ref.Name, ErrHostNotAllowed)
 	}
 	return value(e, ns, ref)
 }
@@ -90,7 +99,7 @@ func (c *Secrets) entry(ctx context.Context, ns, name string) (secretEntry, erro
 		s, err := c.client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case err == nil:
-			e, ok = secretEntry{data: s.Data, labels: s.Labels, fetched: time.Now()}, true
+			e, ok = secretEntry{data: s.Data, labels: s.Labels, annotations: s.Annotations, fetched: time.Now()}, true
 			c.store(id, e)
 		case apierrors.IsNotFound(err):
 			if !ok || !e.missing {

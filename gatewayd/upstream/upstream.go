@@ -248,7 +248,7 @@ func (c *Client) request(ctx context.Context, req Request) (*http.Request, error
 		if c.secrets == nil {
 			return nil, &Error{Kind: KindCredentials, Err: errors.New("no Secret reader configured")}
 		}
-		key, err := c.secrets.Upstream(ctx, t.Namespace, t.Secret)
+		key, err := c.secrets.Upstream(ctx, t.Namespace, t.Secret, t.URL)
 		if err != nil {
 			return nil, &Error{Kind: KindCredentials, Err: err}
 		}

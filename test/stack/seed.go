@@ -3,6 +3,7 @@ package stack
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -121,7 +122,9 @@ func SeedObjects(ns string, p Seed) []client.Object {
 		},
 		&corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: UpstreamSecretName, Namespace: ns,
-				Labels: map[string]string{gatewayv1.LabelUpstreamCredential: "true"}},
+				Labels: map[string]string{gatewayv1.LabelUpstreamCredential: "true"},
+				// The demo upstream's key goes to the demo upstream only (docs/security.md).
+				Annotations: map[string]string{gatewayv1.AnnotationUpstreamHosts: hostOf(p.UpstreamURL)}},
 			Data: map[string][]byte{"api_key": []byte(UpstreamAPIKey)},
 		},
 		&gatewayv1.Endpoint{
@@ -172,4 +175,13 @@ func SeedObjects(ns string, p Seed) []client.Object {
 			},
 		},
 	}
+}
+
+// hostOf is the host and port of rawURL, "" when it has none.
+func hostOf(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return ""
+	}
+	return u.Host
 }
