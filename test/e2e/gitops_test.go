@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,8 +34,14 @@ func TestGitOpsReverseOrderConverges(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kubectl kustomize config/samples/gitops: %v", err)
 	}
-	// The example routes to the demo upstream of `make run`; this stack's upstream listens elsewhere.
+	// The example routes to the demo upstream of `make run`, and its upstream Secret lists that host only; this
+	// stack's upstream listens elsewhere.
+	up, err := url.Parse(s.UpstreamURL)
+	if err != nil {
+		t.Fatal(err)
+	}
 	rendered = bytes.ReplaceAll(rendered, []byte("http://127.0.0.1:9999/v1"), []byte(s.UpstreamURL))
+	rendered = bytes.ReplaceAll(rendered, []byte(`upstream-hosts: 127.0.0.1:9999`), []byte("upstream-hosts: "+up.Host))
 
 	docs := strings.Split(string(rendered), "\n---\n")
 	rank := func(doc string) int {
