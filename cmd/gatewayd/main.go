@@ -51,6 +51,8 @@ func main() {
 	flag.DurationVar(&opts.BillingDelivery.Retention, "billing-retention", 30*24*time.Hour, "How long billing events are kept for GET /v1/gateway/events.")
 	flag.BoolVar(&opts.AsyncConfig.AllowInternalWebhooks, "async-allow-internal-webhooks", false, "Let async webhook_endpoint URLs aim at loopback, private and link-local addresses (and use http to loopback and internal address literals). For development stacks only: it lets callers make gatewayd call the cluster's insides.")
 	flag.DurationVar(&opts.AsyncConfig.Retention, "async-retention", async.DefaultRetention, "How long an async request is kept, for status polls, after it ended.")
+	flag.IntVar(&opts.AsyncConfig.PredictPerSecond, "async-predict-rate", async.DefaultPredictPerSecond, "At most this many async_predict calls per key per second (429 with Retry-After past it).")
+	flag.IntVar(&opts.AsyncConfig.MaxQueuedPerKey, "async-max-queued-per-key", async.DefaultMaxQueuedPerKey, "At most this many async requests of one key queued or in progress at once (429 with Retry-After past it).")
 	flag.DurationVar(&opts.AsyncConfig.Lease, "async-lease", async.DefaultLease, "How long a worker's lease on a running async request lasts without a heartbeat (sent every third of it): how soon a request of a crashed replica runs again.")
 	flag.BoolVar(&dash, "dashboard", true, "Serve the operator dashboard at /dashboard/ (it needs the management API).")
 	flag.StringVar(&dashKeys, "dashboard-session-secrets-file", "", "File of the secrets that seal dashboard session cookies, one a line, newest first (the chart mounts its Secret here). Empty: one random secret, so sessions end at a restart and do not span replicas.")

@@ -45,6 +45,11 @@ const (
 	DefaultWebhookAttempts = 12
 	// StatusCallsPerSecond bounds GET and DELETE of async_request per key (SPEC.md "Other constants").
 	StatusCallsPerSecond = 20
+	// DefaultPredictPerSecond bounds async_predict calls per key over a rolling second (docs/security.md):
+	// 12,000 a minute.
+	DefaultPredictPerSecond = 200
+	// DefaultMaxQueuedPerKey bounds the requests of one key QUEUED or IN_PROGRESS at once (docs/security.md).
+	DefaultMaxQueuedPerKey = 1000
 )
 
 // Addresses picks and counts the ready addresses of a Service's EndpointSlices (gatewayd/discovery).
@@ -82,6 +87,9 @@ type Config struct {
 	// the defaults when zero.
 	WebhookTimeout, WebhookMinBackoff, WebhookMaxBackoff time.Duration
 	WebhookAttempts                                      int
+	// PredictPerSecond bounds async_predict calls per key (DefaultPredictPerSecond when zero); MaxQueuedPerKey
+	// bounds a key's requests QUEUED or IN_PROGRESS (DefaultMaxQueuedPerKey when zero). Past either, 429.
+	PredictPerSecond, MaxQueuedPerKey int
 }
 
 // Options configure a Service. View, Store, Limits and Upstream are required.
@@ -159,6 +167,12 @@ func New(opts Options) (*Service, error) {
 	def(&opts.WebhookMaxBackoff, DefaultWebhookMaxBackoff)
 	if opts.WebhookAttempts <= 0 {
 		opts.WebhookAttempts = DefaultWebhookAttempts
+	}
+	if opts.PredictPerSecond <= 0 {
+		opts.PredictPerSecond = DefaultPredictPerSecond
+	}
+	if opts.MaxQueuedPerKey <= 0 {
+		opts.MaxQueuedPerKey = DefaultMaxQueuedPerKey
 	}
 	if opts.WebhookClient == nil {
 		opts.WebhookClient = netguard.Client(opts.AllowInternalWebhooks)

@@ -12,13 +12,18 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/async/queue"
 )
 
+// unbounded lifts the per-key rate and queue cap of async_predict for the benchmarks, which send as fast as one
+// key can.
+var unbounded = async.Config{PredictPerSecond: 1 << 30, MaxQueuedPerKey: 1 << 30}
+
 // BenchmarkAsyncAccept measures accepted async_predict calls per second on one in-process gatewayd (real
 // sockets), per store: the 201 means the request is durable. The deployment is not ready, so nothing is
 // dispatched and only acceptance is measured.
 func BenchmarkAsyncAccept(b *testing.B) {
 	for _, backend := range []string{"bolt", "redis"} {
 		b.Run(backend, func(b *testing.B) {
-			f := newFx(b, fxOpts{backend: backend, notReady: true})
+			// One key sends every call and nothing is dispatched: the per-key rate and cap would measure themselves.
+			f := newFx(b, fxOpts{backend: backend, notReady: true, config: unbounded})
 			body := []byte(`{"model_input": {"text": "benchmark input of a typical size, a sentence or two long"}, "priority": 1}`)
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 			url := f.url + "/models/sentiment/production/async_predict"
@@ -89,7 +94,8 @@ func BenchmarkAsyncQueueOverhead(b *testing.B) {
 			arrived := make(chan time.Time, 1)
 			st := &stamped{at: make(chan time.Time, 1)}
 			// gatewayd's own dispatcher and sweeper periods, not the tests' short ones.
-			c := async.Config{Poll: async.DefaultPoll, SweepEvery: async.DefaultSweepEvery}
+			c := unbounded
+			c.Poll, c.SweepEvery = async.DefaultPoll, async.DefaultSweepEvery
 			f := newFx(b, fxOpts{backend: backend, config: c,
 				model: func(_ int, _ []byte, w http.ResponseWriter) {
 					arrived <- time.Now()

@@ -3,6 +3,7 @@ package async
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -84,6 +85,10 @@ func (s *Service) asyncPredict(w http.ResponseWriter, r *http.Request) {
 // accept reads an async call's body and queues it for deployment d, under modelID (a chain's requests go under
 // the modelID of its chainlet deployments), answering 201 {request_id}.
 func (s *Service) accept(w http.ResponseWriter, r *http.Request, caller auth.Caller, modelID string, d *snapshot.Deployment, environment string) {
+	if e := s.limitPredictCalls(r.Context(), caller); e != nil {
+		httperr.WriteError(w, e)
+		return
+	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if err != nil {
 		if errors.As(err, new(*http.MaxBytesError)) {
@@ -127,7 +132,16 @@ func (s *Service) accept(w http.ResponseWriter, r *http.Request, caller auth.Cal
 		MaxTimeInQueueSeconds: body.MaxTimeInQueueSeconds, Retry: body.Retry,
 		Status: queue.Queued, WebhookStatus: hook, CreatedAt: now, StatusAt: now, Errors: []queue.Error{},
 	}
+	req.Key, req.KeyCap = caller.Namespace+"/"+caller.Key.Prefix, s.opts.MaxQueuedPerKey
 	claimed, err := s.enqueue(r.Context(), req, d)
+	if errors.Is(err, queue.ErrKeyFull) {
+		e := httperr.New(http.StatusTooManyRequests, httperr.CodeRateLimited,
+			fmt.Sprintf("Too many async requests: a key may have at most %d queued or in progress; retry once some end.", s.opts.MaxQueuedPerKey),
+			map[string]any{"limit": s.opts.MaxQueuedPerKey, "key_prefix": caller.Key.Prefix})
+		e.RetryAfter = 1
+		httperr.WriteError(w, e)
+		return
+	}
 	if err != nil {
 		s.opts.Logger.Error(err, "Failed to enqueue an async request", "namespace", caller.Namespace, "model", modelID)
 		httperr.Write(w, http.StatusServiceUnavailable, httperr.CodeUnavailable, "The async queue is unavailable; retry shortly.", nil)
@@ -238,14 +252,28 @@ func (s *Service) requestOf(w http.ResponseWriter, r *http.Request, modelID, not
 }
 
 // limitStatusCalls charges one call of the caller's key to its status-and-cancel budget: StatusCallsPerSecond
-// over a rolling second, in the limit store, so every replica shares it when the store is Redis.
+// over a rolling second.
 func (s *Service) limitStatusCalls(ctx context.Context, c auth.Caller) *httperr.Error {
-	key := c.Namespace + "/" + c.Key.Prefix
+	return s.limitKey(ctx, c, "async_request", StatusCallsPerSecond,
+		"Rate limit exceeded: at most 20 async request status and cancel calls per second per key.")
+}
+
+// limitPredictCalls charges one async_predict call of the caller's key to its budget: PredictPerSecond over a
+// rolling second.
+func (s *Service) limitPredictCalls(ctx context.Context, c auth.Caller) *httperr.Error {
+	return s.limitKey(ctx, c, "async_predict", s.opts.PredictPerSecond,
+		fmt.Sprintf("Rate limit exceeded: at most %d async_predict calls per second per key.", s.opts.PredictPerSecond))
+}
+
+// limitKey charges one call of the caller's key to the budget of route: perSecond over a rolling second, in the
+// limit store, so every replica shares it when the store is Redis. Past it, 429 with Retry-After and message.
+func (s *Service) limitKey(ctx context.Context, c auth.Caller, route string, perSecond int, message string) *httperr.Error {
+	key := c.Namespace + "/" + c.Key.Prefix + "/" + route
 	p, ok := s.plans.Load(key)
 	if !ok {
 		plan := &limits.Plan{Limits: []limits.Limit{{
-			Key:       limits.BucketKey{Namespace: c.Namespace, Group: "workspace-key:" + c.Key.Prefix, Slug: "async_request", Type: limits.Request, Unit: limits.Second},
-			Threshold: StatusCallsPerSecond, SourceGroup: "",
+			Key:       limits.BucketKey{Namespace: c.Namespace, Group: "workspace-key:" + c.Key.Prefix, Slug: route, Type: limits.Request, Unit: limits.Second},
+			Threshold: int64(perSecond), SourceGroup: "",
 		}}}
 		if err := s.opts.Limits.Bind(plan); err != nil {
 			return httperr.New(http.StatusServiceUnavailable, httperr.CodeLimitsUnavailable, "Limits could not be checked; retry shortly.", nil)
@@ -259,9 +287,8 @@ func (s *Service) limitStatusCalls(ctx context.Context, c auth.Caller) *httperr.
 	if res.Allowed {
 		return nil
 	}
-	e := httperr.New(http.StatusTooManyRequests, httperr.CodeRateLimited,
-		"Rate limit exceeded: at most 20 async request status and cancel calls per second per key.",
-		map[string]any{"limit": StatusCallsPerSecond, "unit": "SECOND", "key_prefix": c.Key.Prefix})
+	e := httperr.New(http.StatusTooManyRequests, httperr.CodeRateLimited, message,
+		map[string]any{"limit": perSecond, "unit": "SECOND", "key_prefix": c.Key.Prefix})
 	e.RetryAfter = int64(math.Max(1, math.Ceil(res.RetryAfter.Seconds())))
 	return e
 }

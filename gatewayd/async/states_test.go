@@ -2,6 +2,7 @@ package async_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -230,6 +231,58 @@ func TestStatusRateLimit(t *testing.T) {
 	clk.Step(2 * time.Second)
 	if a := f.do(http.MethodGet, "/models/sentiment/async_request/"+id, "Api-Key "+f.keys["invoke"], nil); a.status != http.StatusOK {
 		t.Fatalf("two seconds later: %d", a.status)
+	}
+}
+
+// TestPredictRateLimit: past PredictPerSecond async_predict calls of a key within one second, the next answers
+// 429 rate_limited with Retry-After in the error envelope, and stores nothing; another key is not affected. The
+// clock stands still, so all calls fall in one second.
+func TestPredictRateLimit(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 3, 16, 10, 0, 0, 0, time.UTC))
+	f := newFx(t, fxOpts{clock: clk, notReady: true, config: async.Config{PredictPerSecond: 5}})
+	for range 5 {
+		f.enqueue(`{"model_input": 1}`)
+	}
+	a := f.do(http.MethodPost, "/models/sentiment/production/async_predict", "Api-Key "+f.keys["invoke"], []byte(`{"model_input": 1}`))
+	if a.status != http.StatusTooManyRequests || a.header.Get("Retry-After") == "" || a.json(t)["error_code"] != "rate_limited" {
+		t.Fatalf("6th call: %d %s", a.status, a.body)
+	}
+	if queued, _, err := f.store.Depth(context.Background(), queue.QueueOf(f.ns, "v1")); err != nil || queued != 5 {
+		t.Fatalf("%d queued (%v), want 5: a refused call stored a request", queued, err)
+	}
+	if a := f.do(http.MethodPost, "/models/sentiment/production/async_predict", "Api-Key "+f.keys["invoke2"], []byte(`{"model_input": 1}`)); a.status != http.StatusCreated {
+		t.Fatalf("another key: %d %s", a.status, a.body)
+	}
+	clk.Step(2 * time.Second)
+	f.enqueue(`{"model_input": 1}`)
+}
+
+// TestQueueCapPerKey: a key may have at most MaxQueuedPerKey requests queued or in progress; the next answers
+// 429 rate_limited with Retry-After and stores nothing, another key is not affected, and a request that ends
+// (here canceled) frees a place. On bbolt and on redis-server.
+func TestQueueCapPerKey(t *testing.T) {
+	for _, backend := range []string{"bolt", "redis"} {
+		t.Run(backend, func(t *testing.T) {
+			f := newFx(t, fxOpts{backend: backend, notReady: true, config: async.Config{MaxQueuedPerKey: 3}})
+			var ids []string
+			for range 3 {
+				ids = append(ids, f.enqueue(`{"model_input": 1}`))
+			}
+			a := f.do(http.MethodPost, "/models/sentiment/production/async_predict", "Api-Key "+f.keys["invoke"], []byte(`{"model_input": 1}`))
+			if a.status != http.StatusTooManyRequests || a.header.Get("Retry-After") == "" || a.json(t)["error_code"] != "rate_limited" {
+				t.Fatalf("4th request: %d %s", a.status, a.body)
+			}
+			if queued, _, err := f.store.Depth(context.Background(), queue.QueueOf(f.ns, "v1")); err != nil || queued != 3 {
+				t.Fatalf("%d queued (%v), want 3", queued, err)
+			}
+			if a := f.do(http.MethodPost, "/models/sentiment/production/async_predict", "Api-Key "+f.keys["invoke2"], []byte(`{"model_input": 1}`)); a.status != http.StatusCreated {
+				t.Fatalf("another key: %d %s", a.status, a.body)
+			}
+			if a := f.do(http.MethodDelete, "/models/sentiment/async_request/"+ids[0], "Api-Key "+f.keys["invoke"], nil); a.status != http.StatusOK {
+				t.Fatalf("cancel: %d %s", a.status, a.body)
+			}
+			f.enqueue(`{"model_input": 1}`)
+		})
 	}
 }
 

@@ -174,7 +174,7 @@ func checkAllSucceeded(t *testing.T, url string, keys, ids []string, model *asyn
 func TestAsyncSIGKILLEmbedded(t *testing.T) {
 	model := newAsyncModel(t, true, 0)
 	w, keys := asyncWorkspace(t, model, 8)
-	flags := []string{"--store=embedded", "--state-dir=" + t.TempDir(), "--async-lease=2s"}
+	flags := []string{"--store=embedded", "--state-dir=" + t.TempDir(), "--async-lease=2s", "--async-predict-rate=100000"}
 	g := startGatewayd(t, w.ns, flags...)
 	var ids []string
 	for i := range 104 {
@@ -216,7 +216,7 @@ func TestAsyncRedisReplicaKilledMidRun(t *testing.T) {
 	rs := redistest.Start(t)
 	model := newAsyncModel(t, false, 20*time.Millisecond)
 	w, keys := asyncWorkspace(t, model, 8)
-	flags := []string{"--store=redis", "--redis-url=" + rs.URL(), "--async-lease=2s"}
+	flags := []string{"--store=redis", "--redis-url=" + rs.URL(), "--async-lease=2s", "--async-predict-rate=100000"}
 	a, b := startGatewayd(t, w.ns, flags...), startGatewayd(t, w.ns, flags...)
 	var ids []string
 	for i := range 100 {
@@ -247,7 +247,7 @@ func TestAsyncRedisReplicaKilledMidRun(t *testing.T) {
 func TestAsyncSIGTERMPutsRunningBack(t *testing.T) {
 	model := newAsyncModel(t, true, 0)
 	w, keys := asyncWorkspace(t, model, 2)
-	flags := []string{"--store=embedded", "--state-dir=" + t.TempDir(), "--async-lease=1h"}
+	flags := []string{"--store=embedded", "--state-dir=" + t.TempDir(), "--async-lease=1h", "--async-predict-rate=100000"}
 	g := startGatewayd(t, w.ns, flags...)
 	var ids []string
 	for i := range 10 {

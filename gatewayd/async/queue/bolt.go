@@ -20,6 +20,7 @@ var (
 	bDeadlines = []byte("async.deadlines") // deadlineNanos id -> id (QUEUED)
 	bHooks     = []byte("async.hooks")     // dueNanos id -> id (webhook PENDING)
 	bEnded     = []byte("async.ended")     // endedNanos id -> id (ended, owing no webhook)
+	bKeys      = []byte("async.keys")      // key -> requests of the key QUEUED or IN_PROGRESS (uint64)
 )
 
 // errUnchanged rolls back a transaction that found nothing to do. bbolt commits even an empty write
@@ -35,7 +36,7 @@ type Bolt struct{ db *bolt.DB }
 // NewBolt keeps requests in db and creates its buckets.
 func NewBolt(db *bolt.DB) (*Bolt, error) {
 	err := db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bRequests, bReady, bRunning, bLeases, bDeadlines, bHooks, bEnded} {
+		for _, b := range [][]byte{bRequests, bReady, bRunning, bLeases, bDeadlines, bHooks, bEnded, bKeys} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -122,6 +123,39 @@ func unrun(tx *bolt.Tx, r *Request) error {
 	return del(tx, bLeases, timeKey(r.LeaseUntil, r.ID))
 }
 
+// pendingOf is how many requests of key are QUEUED or IN_PROGRESS.
+func pendingOf(tx *bolt.Tx, key string) uint64 {
+	v := tx.Bucket(bKeys).Get([]byte(key))
+	if len(v) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(v)
+}
+
+// admitKey counts a new request of r.Key, refusing it with ErrKeyFull once the key has r.KeyCap pending.
+func admitKey(tx *bolt.Tx, r *Request) error {
+	if r.Key == "" {
+		return nil
+	}
+	n := pendingOf(tx, r.Key)
+	if r.KeyCap > 0 && n >= uint64(r.KeyCap) {
+		return ErrKeyFull
+	}
+	return tx.Bucket(bKeys).Put([]byte(r.Key), binary.BigEndian.AppendUint64(nil, n+1))
+}
+
+// settleKey uncounts a request of r.Key that reached an end state.
+func settleKey(tx *bolt.Tx, r *Request) error {
+	if r.Key == "" {
+		return nil
+	}
+	n := pendingOf(tx, r.Key)
+	if n <= 1 {
+		return tx.Bucket(bKeys).Delete([]byte(r.Key))
+	}
+	return tx.Bucket(bKeys).Put([]byte(r.Key), binary.BigEndian.AppendUint64(nil, n-1))
+}
+
 // end records the end of a request that owes no webhook, for retention.
 func end(tx *bolt.Tx, r *Request, now time.Time) error {
 	return put(tx, bEnded, timeKey(now, r.ID), r.ID)
@@ -133,6 +167,9 @@ func expire(tx *bolt.Tx, r *Request, now time.Time) error {
 		return err
 	}
 	r.Status, r.StatusAt, r.WebhookStatus = Expired, now, endedWebhookStatus(r.Webhook)
+	if err := settleKey(tx, r); err != nil {
+		return err
+	}
 	if err := end(tx, r, now); err != nil {
 		return err
 	}
@@ -142,11 +179,17 @@ func expire(tx *bolt.Tx, r *Request, now time.Time) error {
 // Enqueue implements Store.
 func (s *Bolt) Enqueue(_ context.Context, r *Request) error {
 	err := s.db.Update(func(tx *bolt.Tx) error {
+		if err := admitKey(tx, r); err != nil {
+			return err
+		}
 		if err := save(tx, r); err != nil {
 			return err
 		}
 		return queue(tx, r)
 	})
+	if errors.Is(err, ErrKeyFull) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("failed to enqueue async request %s: %w", r.ID, err)
 	}
@@ -156,6 +199,9 @@ func (s *Bolt) Enqueue(_ context.Context, r *Request) error {
 // EnqueueClaimed implements Direct.
 func (s *Bolt) EnqueueClaimed(_ context.Context, r *Request, owner string, now time.Time, lease time.Duration, maxInProgress int) (claimed bool, err error) {
 	err = s.db.Update(func(tx *bolt.Tx) error {
+		if err := admitKey(tx, r); err != nil {
+			return err
+		}
 		prefix := readyPrefix(r.Queue())
 		idle := maxInProgress > 0
 		if k, _ := tx.Bucket(bReady).Cursor().Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) {
@@ -184,6 +230,9 @@ func (s *Bolt) EnqueueClaimed(_ context.Context, r *Request, owner string, now t
 		claimed = true
 		return save(tx, r)
 	})
+	if errors.Is(err, ErrKeyFull) {
+		return false, err
+	}
 	if err != nil {
 		return false, fmt.Errorf("failed to enqueue async request %s: %w", r.ID, err)
 	}
@@ -210,6 +259,9 @@ func (s *Bolt) Cancel(_ context.Context, id string, now time.Time) (r *Request, 
 		}
 		r.Status, r.StatusAt, r.WebhookStatus = Canceled, now, endedWebhookStatus(r.Webhook)
 		canceled = true
+		if err := settleKey(tx, r); err != nil {
+			return err
+		}
 		if err := end(tx, r, now); err != nil {
 			return err
 		}
@@ -340,6 +392,9 @@ func (s *Bolt) Finish(_ context.Context, id, owner string, now time.Time, out Ou
 		}
 		r.Status, r.StatusAt, r.Owner, r.LeaseUntil = out.Status, now, "", time.Time{}
 		r.Attempts, r.Errors = out.Attempts, out.Errors
+		if err := settleKey(tx, r); err != nil {
+			return err
+		}
 		if r.Webhook == "" {
 			r.WebhookStatus = HookNone
 			if err := end(tx, r, now); err != nil {

@@ -59,6 +59,10 @@ const (
 // ErrNotFound: no request has the id (never existed, or removed after its retention).
 var ErrNotFound = errors.New("async request not found")
 
+// ErrKeyFull: the key that sends the request already has Request.KeyCap requests waiting or running; nothing was
+// stored.
+var ErrKeyFull = errors.New("the key has as many async requests queued or in progress as it may")
+
 // ErrLeaseLost: the caller no longer holds the request's lease (it expired and the request went back to the
 // queue, or another worker claimed it). The caller drops its outcome; the run that holds the lease records one.
 var ErrLeaseLost = errors.New("async request lease lost")
@@ -88,6 +92,12 @@ type Request struct {
 	// Input is model_input, sent as the JSON body of the deployment's predict path. Backends keep its bytes as
 	// they came (encoding/json would compact a RawMessage).
 	Input json.RawMessage `json:"-"`
+	// Key is the key that sent the request (namespace and prefix), "" when none is counted. A store counts the
+	// requests of each key that are QUEUED or IN_PROGRESS, so one key cannot fill the store (docs/security.md).
+	Key string `json:"key,omitempty"`
+	// KeyCap is how many requests of Key may be QUEUED or IN_PROGRESS at once, checked by Enqueue and
+	// EnqueueClaimed (ErrKeyFull past it); 0 for no cap. It is an argument of the enqueue, not stored.
+	KeyCap int `json:"-"`
 	// Webhook is webhook_endpoint, "" for none.
 	Webhook               string      `json:"webhook,omitempty"`
 	Priority              int         `json:"priority"`

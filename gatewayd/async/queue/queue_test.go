@@ -454,3 +454,58 @@ func TestBoltIdlePollsWriteNothing(t *testing.T) {
 		t.Fatalf("a %+v", g)
 	}
 }
+
+// TestKeyCap: a key may have at most KeyCap requests QUEUED or IN_PROGRESS; past it Enqueue stores nothing and
+// answers ErrKeyFull, and each way a request ends (cancel, finish, expiry) gives its place back. Other keys, and
+// requests that name no key, are not counted against it.
+func TestKeyCap(t *testing.T) {
+	ctx := context.Background()
+	eachBackend(t, func(t *testing.T, s queue.Store) {
+		n := 0
+		keyed := func(key string, created time.Time, mtq int64) *queue.Request {
+			n++
+			r := req(fmt.Sprintf("%s-%d", key, n), 0, created, "")
+			r.Key, r.KeyCap, r.MaxTimeInQueueSeconds = "ns/"+key, 3, mtq
+			return r
+		}
+		full := func(r *queue.Request) {
+			t.Helper()
+			if err := s.Enqueue(ctx, r); !errors.Is(err, queue.ErrKeyFull) {
+				t.Fatalf("enqueue past the cap: %v, want ErrKeyFull", err)
+			}
+			if _, err := s.Get(ctx, r.ID); !errors.Is(err, queue.ErrNotFound) {
+				t.Fatalf("a refused request was stored: %v", err)
+			}
+		}
+		a, b, c := keyed("k", t0, 600), keyed("k", t0.Add(time.Millisecond), 600), keyed("k", t0.Add(2*time.Millisecond), 1)
+		enqueue(t, s, a, b, c, keyed("other", t0, 600), req("nokey", 0, t0, ""))
+		full(keyed("k", t0, 600))
+
+		if _, ok, err := s.Cancel(ctx, b.ID, t0); err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		enqueue(t, s, keyed("k", t0.Add(3*time.Millisecond), 600))
+		full(keyed("k", t0, 600))
+
+		// a runs, then finishes: a place comes back only once it ends.
+		if r, _ := claim(t, s, "w", t0, 1); r == nil || r.ID != a.ID {
+			t.Fatalf("claimed %+v, want %s", r, a.ID)
+		}
+		full(keyed("k", t0, 600))
+		if err := s.Finish(ctx, a.ID, "w", t0, queue.Outcome{Status: queue.Succeeded, Attempts: 1}); err != nil {
+			t.Fatal(err)
+		}
+		enqueue(t, s, keyed("k", t0.Add(4*time.Millisecond), 600))
+		full(keyed("k", t0, 600))
+
+		// c expires (max_time_in_queue 1 s) in the sweep.
+		if _, err := s.Sweep(ctx, t0.Add(2*time.Second), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if r := get(t, s, c.ID); r.Status != queue.Expired {
+			t.Fatalf("c is %s, want EXPIRED", r.Status)
+		}
+		enqueue(t, s, keyed("k", t0.Add(5*time.Millisecond), 600))
+		full(keyed("k", t0, 600))
+	})
+}

@@ -24,6 +24,7 @@ import (
 //	hooks       sorted set: results owed to a webhook, scored by when the next delivery is due
 //	ended       sorted set: ended requests owing nothing, scored by their end (retention)
 //	queues      set: every queue that ever held a request
+//	keys        hash: per key (Request.Key), how many of its requests are QUEUED or IN_PROGRESS
 //
 // Claim, cancel, the transitions and the sweep are Lua scripts, each one atomic step, so two replicas never
 // claim one request and a request is never both queued and running. Scripts build the keys of a request's queue
@@ -45,6 +46,7 @@ func NewRedis(client redis.UniversalClient, prefix string) *Redis {
 var luaLib string
 
 var (
+	scriptAdmitKey  = redis.NewScript(luaLib + "\nreturn admit_key()")
 	scriptClaim     = redis.NewScript(luaLib + "\nreturn claim()")
 	scriptCancel    = redis.NewScript(luaLib + "\nreturn cancel()")
 	scriptHeartbeat = redis.NewScript(luaLib + "\nreturn heartbeat()")
@@ -79,8 +81,18 @@ func (s *Redis) Enqueue(ctx context.Context, r *Request) error {
 		return err
 	}
 	score := float64(r.Priority)*1e13 + float64(ms(r.CreatedAt))
+	if r.Key != "" {
+		// Counted first, in one script with the cap check; an enqueue that then fails gives the count back.
+		ok, err := scriptAdmitKey.Run(ctx, s.client, nil, s.prefix, r.Key, r.KeyCap).Int()
+		if err != nil {
+			return fmt.Errorf("failed to count async request %s of its key in Redis: %w", r.ID, err)
+		}
+		if ok == 0 {
+			return ErrKeyFull
+		}
+	}
 	_, err = s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, s.key(r.ID),
+		p.HSet(ctx, s.key(r.ID), "key", r.Key,
 			"id", r.ID, "ns", r.Namespace, "model", r.ModelID, "dep", r.DeploymentID, "env", r.Environment, "queue", r.Queue(),
 			"input", []byte(r.Input), "webhook", r.Webhook, "prio", r.Priority, "mtq", r.MaxTimeInQueueSeconds,
 			"ma", r.Retry.MaxAttempts, "idm", r.Retry.InitialDelayMs, "mdm", r.Retry.MaxDelayMs,
@@ -92,6 +104,9 @@ func (s *Redis) Enqueue(ctx context.Context, r *Request) error {
 		return nil
 	})
 	if err != nil {
+		if r.Key != "" {
+			s.client.HIncrBy(ctx, s.prefix+"keys", r.Key, -1)
+		}
 		return fmt.Errorf("failed to enqueue async request %s in Redis: %w", r.ID, err)
 	}
 	return nil
@@ -113,7 +128,7 @@ func decodeHash(m map[string]string) (*Request, error) {
 	atoi := func(k string) int { n, _ := strconv.Atoi(m[k]); return n }
 	atoi64 := func(k string) int64 { n, _ := strconv.ParseInt(m[k], 10, 64); return n }
 	r := &Request{
-		ID: m["id"], Namespace: m["ns"], ModelID: m["model"], DeploymentID: m["dep"], Environment: m["env"],
+		ID: m["id"], Key: m["key"], Namespace: m["ns"], ModelID: m["model"], DeploymentID: m["dep"], Environment: m["env"],
 		Input: json.RawMessage(m["input"]), Webhook: m["webhook"], Priority: atoi("prio"),
 		MaxTimeInQueueSeconds: atoi64("mtq"),
 		Retry:                 RetryConfig{MaxAttempts: atoi("ma"), InitialDelayMs: atoi64("idm"), MaxDelayMs: atoi64("mdm")},

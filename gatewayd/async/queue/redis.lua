@@ -45,8 +45,26 @@ local function promote(queue, now)
   end
 end
 
+-- settle_key uncounts a request that reached an end state from its key's pending requests.
+local function settle_key(h)
+  local key = redis.call('HGET', h, 'key')
+  if key and key ~= '' and redis.call('HINCRBY', P .. 'keys', key, -1) <= 0 then
+    redis.call('HDEL', P .. 'keys', key)
+  end
+end
+
+-- ARGV: prefix, key, cap. Counts one more pending request of key: 1, or 0 when it has cap already.
+local function admit_key()
+  local key, cap = ARGV[2], tonumber(ARGV[3])
+  local n = tonumber(redis.call('HGET', P .. 'keys', key) or '0')
+  if cap > 0 and n >= cap then return 0 end
+  redis.call('HINCRBY', P .. 'keys', key, 1)
+  return 1
+end
+
 -- expire moves a QUEUED request to EXPIRED.
 local function expire(id, h, queue, now)
+  settle_key(h)
   redis.call('HSET', h, 'status', 'EXPIRED', 'status_at', num(now), 'whs', ended_hook(redis.call('HGET', h, 'webhook')))
   redis.call('ZREM', P .. 'q:' .. queue, id)
   redis.call('ZREM', P .. 'd:' .. queue, id)
@@ -103,6 +121,7 @@ local function cancel()
   local f = redis.call('HMGET', h, 'status', 'queue', 'webhook')
   if not f[1] then return -1 end
   if f[1] ~= 'QUEUED' then return 0 end
+  settle_key(h)
   redis.call('HSET', h, 'status', 'CANCELED', 'status_at', num(now), 'whs', ended_hook(f[3]))
   redis.call('ZREM', P .. 'q:' .. f[2], id)
   redis.call('ZREM', P .. 'd:' .. f[2], id)
@@ -146,6 +165,7 @@ local function finish()
   if ok ~= 1 then return ok end
   local queue = redis.call('HGET', h, 'queue')
   unrun(id, queue)
+  settle_key(h)
   redis.call('HSET', h, 'status', ARGV[5], 'status_at', num(now), 'owner', '', 'lease', '0', 'attempts', ARGV[6],
     'errors', ARGV[7])
   local webhook = redis.call('HGET', h, 'webhook')
