@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
@@ -29,8 +30,10 @@ import (
 // an admission in flight has claimed before its object is stored. A take-over is an update with the claim's
 // resourceVersion, so two takers cannot both win.
 //
-// A key prefix claim outlives its key: deleting a key marks its claim revoked (a tombstone with the key's hash),
-// and no key can take that prefix again, so a replayed signed registration cannot bring a revoked key back.
+// A key prefix is revoked for good when its key is deleted: the prefix and the key's hash go into the workspace's
+// revocation records (at most gatewayv1.RevokedShards ConfigMaps, however many keys are revoked) and the claim is
+// freed; no key can take that prefix again, so a replayed signed registration cannot bring a revoked key back.
+// Tombstones written before the records (a claim marked revoked) keep refusing their prefix.
 
 const (
 	// LabelClaim marks claim ConfigMaps; its value is the kind of value claimed.
@@ -40,6 +43,8 @@ const (
 	claimKeyPrefix  = "key-prefix"
 	// claimKeyName claims a WorkspaceAPIKey's displayName within its name scope (see keyNameValue).
 	claimKeyName = "key-name"
+	// claimRevokedShard labels the ConfigMaps of revocation records (gatewayv1.RevokedShardName).
+	claimRevokedShard = "revoked"
 
 	claimValue      = "value"
 	claimHolderKind = "holderKind"
@@ -87,8 +92,26 @@ type claimRefusal struct {
 }
 
 // take claims value of kind in ns for c. It returns a refusal when another live holder has it or it was revoked.
-// On a dry run nothing is written, and only a visible holder refuses.
+// On a dry run nothing is written, and only a visible holder refuses. A key prefix is checked against the
+// revocation records once claimed: revoke writes the record before it frees the claim, so a take that gets the
+// claim after a revocation sees its record.
 func (cl *claimer) take(ctx context.Context, ns, kind, value string, c claimant) (*claimRefusal, error) {
+	refusal, err := cl.claim(ctx, ns, kind, value, c)
+	if err != nil || refusal != nil || kind != claimKeyPrefix {
+		return refusal, err
+	}
+	revoked, err := cl.revoked(ctx, ns, value)
+	if err != nil || !revoked {
+		return nil, err
+	}
+	if err := cl.release(ctx, ns, kind, value, c); err != nil {
+		log.FromContext(ctx).Error(err, "Failed to release the claim of a revoked prefix", "prefix", value)
+	}
+	return &claimRefusal{revoked: true}, nil
+}
+
+// claim is take without the revocation records.
+func (cl *claimer) claim(ctx context.Context, ns, kind, value string, c claimant) (*claimRefusal, error) {
 	dryRun := isDryRun(ctx)
 	want := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ClaimName(kind, value),
 		Labels: map[string]string{LabelClaim: kind}}, Data: map[string]string{claimValue: value}}
@@ -194,19 +217,109 @@ func (cl *claimer) release(ctx context.Context, ns, kind, value string, c claima
 	return nil
 }
 
-// revoke marks the prefix claim of a deleted key as a tombstone holding its hash, creating it when the key was
-// stored before claims existed. It is kept for good: a revoked key never authenticates again, whatever group a
-// replayed registration names.
+// revoke records the prefix of a deleted key as revoked, with its hash, in the workspace's revocation records
+// (gatewayv1.RevokedShardName), then frees its claim, which has done its work. It is kept for good: a revoked key
+// never authenticates again, whatever group a replayed registration names. A prefix claimed by another key is not
+// this deletion's to revoke. Should the record's shard be full, the claim itself becomes the record (a tombstone,
+// as before records were compacted).
 func (cl *claimer) revoke(ctx context.Context, ns, prefix, hash string, c claimant) error {
 	if isDryRun(ctx) {
 		return nil
 	}
 	key := client.ObjectKey{Namespace: ns, Name: ClaimName(claimKeyPrefix, prefix)}
+	var have corev1.ConfigMap
+	err := cl.Reader.Get(ctx, key, &have)
+	held := err == nil
+	switch {
+	case apierrors.IsNotFound(err):
+		// A key stored before claims existed: record it all the same.
+	case err != nil:
+		return err
+	case have.Data[claimHolderName] != c.name || have.Data[claimHolderKind] != c.kind:
+		return nil // another key's claim: this deletion does not revoke it
+	case have.Data[claimRevoked] == "true":
+		return nil // already a tombstone
+	}
+	recorded, err := cl.record(ctx, ns, prefix, hash)
+	if err != nil {
+		return err
+	}
+	if recorded {
+		if held {
+			err := cl.Writer.Delete(ctx, &have, client.Preconditions{UID: &have.UID, ResourceVersion: &have.ResourceVersion})
+			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				return fmt.Errorf("failed to free the claim of revoked prefix %s: %w", prefix, err)
+			}
+		}
+		return nil
+	}
+	return cl.tombstone(ctx, key, prefix, hash, c)
+}
+
+// maxRecordBytes is how much of a revocation shard's 1 MiB a record may fill: about 11,000 records a shard.
+const maxRecordBytes = 900 << 10
+
+// record adds prefix and hash to the revocation records of ns. It returns false, writing nothing, when the
+// prefix's shard is full.
+func (cl *claimer) record(ctx context.Context, ns, prefix, hash string) (bool, error) {
+	key := client.ObjectKey{Namespace: ns, Name: gatewayv1.RevokedShardName(prefix)}
+	for attempt := 0; attempt < 10; attempt++ {
+		var shard corev1.ConfigMap
+		err := cl.Reader.Get(ctx, key, &shard)
+		if apierrors.IsNotFound(err) {
+			shard = corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: key.Name,
+				Labels: map[string]string{LabelClaim: claimRevokedShard}}, Data: map[string]string{prefix: hash}}
+			if err := cl.Writer.Create(ctx, &shard); err == nil || !apierrors.IsAlreadyExists(err) {
+				return err == nil, err
+			}
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("failed to read the revocation records %s: %w", key.Name, err)
+		}
+		if _, ok := shard.Data[prefix]; ok {
+			return true, nil
+		}
+		size := len(prefix) + len(hash)
+		for k, v := range shard.Data {
+			size += len(k) + len(v)
+		}
+		if size > maxRecordBytes {
+			return false, nil
+		}
+		if shard.Data == nil {
+			shard.Data = map[string]string{}
+		}
+		shard.Data[prefix] = hash
+		if err := cl.Writer.Update(ctx, &shard); err == nil || !apierrors.IsConflict(err) {
+			return err == nil, err
+		}
+	}
+	return false, fmt.Errorf("failed to record revoked prefix %s: the revocation records kept changing", prefix)
+}
+
+// revoked reports whether prefix is revoked in ns: in the revocation records, or by a tombstone claim.
+func (cl *claimer) revoked(ctx context.Context, ns, prefix string) (bool, error) {
+	var shard corev1.ConfigMap
+	err := cl.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: gatewayv1.RevokedShardName(prefix)}, &shard)
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("failed to read the revocation records of prefix %s: %w", prefix, err)
+	}
+	_, ok := shard.Data[prefix]
+	return ok, nil
+}
+
+// tombstone marks the prefix claim of a deleted key as revoked, holding its hash, creating it when the key was
+// stored before claims existed.
+func (cl *claimer) tombstone(ctx context.Context, key client.ObjectKey, prefix, hash string, c claimant) error {
 	for attempt := 0; attempt < 3; attempt++ {
 		var have corev1.ConfigMap
 		err := cl.Reader.Get(ctx, key, &have)
 		if apierrors.IsNotFound(err) {
-			tomb := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: key.Name, Labels: map[string]string{LabelClaim: claimKeyPrefix}},
+			tomb := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: map[string]string{LabelClaim: claimKeyPrefix}},
 				Data: map[string]string{claimValue: prefix}}
 			setHolder(tomb, c)
 			tomb.Data[claimRevoked], tomb.Data[claimHash] = "true", hash
@@ -219,7 +332,7 @@ func (cl *claimer) revoke(ctx context.Context, ns, prefix, hash string, c claima
 			return err
 		}
 		if have.Data[claimHolderName] != c.name || have.Data[claimHolderKind] != c.kind {
-			return nil // another key's claim: this deletion does not revoke it
+			return nil
 		}
 		have.Data[claimRevoked], have.Data[claimHash] = "true", hash
 		if err := cl.Writer.Update(ctx, &have); err == nil || !apierrors.IsConflict(err) {
