@@ -42,6 +42,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/discovery"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/inference"
+	"github.com/modelgate/modelgate/gatewayd/ingress"
 	"github.com/modelgate/modelgate/gatewayd/keyuse"
 	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/gatewayd/podlogs"
@@ -80,7 +81,9 @@ type Options struct {
 	UpstreamTimeout time.Duration
 	// MaxBodyBytes caps request bodies; DefaultMaxBodyBytes when zero.
 	MaxBodyBytes int64
-	// BodyReadTimeout bounds the read of a model call's body; inference.DefaultBodyReadTimeout when zero.
+	// BodyReadTimeout bounds the read of a request body on every route (gatewayd/ingress: docs/security.md
+	// "Request bodies"); ingress.DefaultBodyReadTimeout (a minute) when zero. A sandbox upload, once its signature
+	// is checked, has until its URL expires.
 	BodyReadTimeout time.Duration
 	// MaxInFlightBytesPerKey caps the body bytes of one federated key's model calls held at once; a call past it
 	// answers 429. inference.DefaultMaxInFlightBytesPerKey when zero.
@@ -150,8 +153,9 @@ type Gateway struct {
 	opts    Options
 	loader  *reload.Loader
 	secrets *upstream.Secrets
-	mux     *http.ServeMux
-	// handler is what the server serves: mux, behind the dashboard's session cookies when the dashboard is on.
+	mux     *ingress.Routes
+	// handler is what the server serves: mux, behind the dashboard's session cookies when the dashboard is on,
+	// under the body policy of gatewayd/ingress.
 	handler http.Handler
 	billing *billing.Recorder
 	// addrs are the ready addresses of the Services that model deployments run behind.
@@ -193,6 +197,9 @@ func New(opts Options) (*Gateway, error) {
 	if opts.ShutdownGrace <= 0 {
 		opts.ShutdownGrace = DefaultShutdownGrace
 	}
+	if opts.BodyReadTimeout <= 0 {
+		opts.BodyReadTimeout = ingress.DefaultBodyReadTimeout
+	}
 	if opts.SecretTTL <= 0 {
 		opts.SecretTTL = DefaultSecretTTL
 	}
@@ -226,7 +233,7 @@ func New(opts Options) (*Gateway, error) {
 		loader:  loader,
 		secrets: upstream.NewSecrets(cs, opts.SecretTTL),
 		calls:   concurrency.New(opts.Clock, 0),
-		mux:     http.NewServeMux(),
+		mux:     ingress.NewRoutes(),
 		addrs:   discovery.New(cs, opts.Namespaces),
 		keyUse:  keyuse.NewRecorder(opts.KeyUse, opts.Clock.Now, opts.Logger.WithName("keyuse")),
 		// The host name of a pod is its name: the replica a request line names.
@@ -286,7 +293,7 @@ func New(opts Options) (*Gateway, error) {
 			return nil, err
 		}
 	}
-	g.handler = g.mux
+	var handler http.Handler = g.mux
 	if !opts.DisableDashboard && !opts.DisableManagementAPI {
 		sessions, err := dashboard.NewSessions(dashboard.SessionOptions{
 			Secrets: opts.DashboardSessionSecrets, Lookup: g.workspaceKeys, Now: opts.Clock.Now,
@@ -297,8 +304,10 @@ func New(opts Options) (*Gateway, error) {
 		}
 		g.mux.Handle("GET "+dashboard.Prefix, dashboard.Handler())
 		sessions.Register(g.mux)
-		g.handler = sessions.Wrap(g.mux)
+		handler = sessions.Wrap(g.mux)
 	}
+	// Outermost, so the body policy holds for every route, the dashboard's session check and 404s included.
+	g.handler = ingress.Guard(handler, opts.BodyReadTimeout)
 	return g, nil
 }
 
@@ -308,6 +317,9 @@ func (g *Gateway) routes() {
 	g.mux.HandleFunc("GET /v1/metrics", g.workspaceMetrics)
 	g.mux.HandleFunc("/", g.unrouted)
 }
+
+// Routes are the patterns of every route gatewayd serves on Addr, in order of registration.
+func (g *Gateway) Routes() []string { return g.mux.Patterns() }
 
 // Ready is closed once the first good snapshot of every served namespace is loaded.
 func (g *Gateway) Ready() <-chan struct{} { return g.loader.Ready() }
@@ -384,7 +396,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		Handler:           g.handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		// A client that holds an idle keep-alive connection open costs a goroutine and a socket; bodies have
-		// their own read deadline (inference.Options.BodyReadTimeout), since uploads may legitimately be long.
+		// their own read deadline (ingress.Guard, Options.BodyReadTimeout), since uploads may legitimately be long.
 		IdleTimeout: 2 * time.Minute,
 		BaseContext: func(net.Listener) context.Context { return callCtx },
 	}

@@ -107,6 +107,8 @@ type fixtureOpts struct {
 	maxInFlightBytes int64
 	// bodyReadTimeout is gatewayd's BodyReadTimeout; its default when zero.
 	bodyReadTimeout time.Duration
+	// maxBodyBytes is gatewayd's MaxBodyBytes; its default when zero.
+	maxBodyBytes int64
 	// upstreamTimeout is gatewayd's UpstreamTimeout; its default when zero.
 	upstreamTimeout time.Duration
 	// holdTimeout is gatewayd's HoldTimeout; its default when zero.
@@ -167,7 +169,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 		asyncStore = openQueue(t)
 	}
 	f.gw, err = gatewayd.New(gatewayd.Options{RESTConfig: cfg, Namespaces: []string{ns}, Store: f.limits, Clock: f.clock, MetricsListener: metricsLn,
-		MaxInFlightBytesPerKey: o.maxInFlightBytes, BodyReadTimeout: o.bodyReadTimeout, UpstreamTimeout: o.upstreamTimeout,
+		MaxInFlightBytesPerKey: o.maxInFlightBytes, BodyReadTimeout: o.bodyReadTimeout, MaxBodyBytes: o.maxBodyBytes, UpstreamTimeout: o.upstreamTimeout,
 		HoldTimeout: o.holdTimeout, Async: asyncStore})
 	if err != nil {
 		t.Fatal(err)

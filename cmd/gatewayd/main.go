@@ -22,6 +22,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/async"
 	"github.com/modelgate/modelgate/gatewayd/dashboard"
 	"github.com/modelgate/modelgate/gatewayd/inference"
+	"github.com/modelgate/modelgate/gatewayd/ingress"
 	"github.com/modelgate/modelgate/gatewayd/state"
 	"github.com/modelgate/modelgate/gatewayd/version"
 )
@@ -42,6 +43,7 @@ func main() {
 	flag.StringVar(&namespaces, "namespaces", "", "Comma-separated workspace namespaces to serve; empty serves every namespace with a snapshot.")
 	flag.DurationVar(&opts.UpstreamTimeout, "upstream-timeout", gatewayd.DefaultUpstreamTimeout, "Bound on one upstream call (response headers, and each gap between streamed chunks) for Endpoints that set no timeout.")
 	flag.Int64Var(&opts.MaxBodyBytes, "max-body-bytes", gatewayd.DefaultMaxBodyBytes, "Largest request body accepted.")
+	flag.DurationVar(&opts.BodyReadTimeout, "body-read-timeout", ingress.DefaultBodyReadTimeout, "How long a request body may take to arrive, on every route (a sandbox upload: until its URL expires); past it the call answers 408, or the connection is closed.")
 	flag.Int64Var(&opts.MaxInFlightBytesPerKey, "max-in-flight-bytes-per-key", inference.DefaultMaxInFlightBytesPerKey, "Most request body bytes of one federated key's model calls gatewayd holds at once; a call past it answers 429.")
 	flag.DurationVar(&opts.ShutdownGrace, "shutdown-grace", gatewayd.DefaultShutdownGrace, "How long a stop (SIGTERM) lets calls in flight, streams included, finish before cutting them. Keep it below the pod's terminationGracePeriodSeconds.")
 	flag.DurationVar(&opts.SecretTTL, "secret-ttl", gatewayd.DefaultSecretTTL, "How long an upstream key read from its Secret is reused before it is read again.")

@@ -10,6 +10,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/inference"
+	"github.com/modelgate/modelgate/gatewayd/ingress"
 )
 
 // Chain routes (DESIGN.md "Chains"): async_run_remote is run_remote on the async queue. A chain's request is
@@ -26,7 +27,7 @@ const (
 )
 
 // RegisterChains adds the chain async routes to mux.
-func (s *Service) RegisterChains(mux *http.ServeMux) {
+func (s *Service) RegisterChains(mux ingress.Mux) {
 	for _, p := range []string{RouteProductionAsyncRunRemote, RouteDevelopmentAsyncRunRemote, RouteEnvironmentAsyncRunRemote, RouteDeploymentAsyncRunRemote} {
 		mux.HandleFunc(p, s.asyncRunRemote)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/inference"
+	"github.com/modelgate/modelgate/gatewayd/ingress"
 	"github.com/modelgate/modelgate/gatewayd/limits"
 )
 
@@ -38,7 +39,7 @@ const (
 )
 
 // Register adds the async routes to mux.
-func (s *Service) Register(mux *http.ServeMux) {
+func (s *Service) Register(mux ingress.Mux) {
 	for _, p := range []string{RouteProductionAsyncPredict, RouteDevelopmentAsyncPredict, RouteEnvironmentAsyncPredict, RouteDeploymentAsyncPredict} {
 		mux.HandleFunc(p, s.asyncPredict)
 	}
@@ -89,14 +90,13 @@ func (s *Service) accept(w http.ResponseWriter, r *http.Request, caller auth.Cal
 		httperr.WriteError(w, e)
 		return
 	}
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if e := ingress.Limit(w, r, MaxBodyBytes); e != nil {
+		httperr.WriteError(w, e)
+		return
+	}
+	b, err := io.ReadAll(r.Body)
 	if err != nil {
-		if errors.As(err, new(*http.MaxBytesError)) {
-			httperr.Write(w, http.StatusRequestEntityTooLarge, httperr.CodePayloadTooLarge,
-				"An async_predict body may be at most 256 KiB.", httperr.FieldError{Field: "body", Message: "must be at most 262144 bytes"})
-			return
-		}
-		httperr.Write(w, http.StatusBadRequest, httperr.CodeClientError, "The request body could not be read.", nil)
+		httperr.WriteError(w, ingress.ReadFailed(err))
 		return
 	}
 	body, ferr := ParseBody(b)

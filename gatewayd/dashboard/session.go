@@ -22,6 +22,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/authz"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
+	"github.com/modelgate/modelgate/gatewayd/ingress"
 )
 
 // CookieName is the session cookie. The __Host- prefix makes the browser refuse it unless it is Secure, has
@@ -138,7 +139,7 @@ func ReadSecrets(path string) ([][]byte, error) {
 }
 
 // Register adds the login routes to mux.
-func (s *Sessions) Register(mux *http.ServeMux) {
+func (s *Sessions) Register(mux ingress.Mux) {
 	mux.HandleFunc("POST /dashboard/api/login", s.login)
 	mux.HandleFunc("POST /dashboard/api/logout", s.logout)
 }
@@ -166,13 +167,20 @@ type Can struct {
 	Models  bool `json:"models"`
 }
 
+// maxLoginBody caps a login's body: {"api_key": ...} and nothing more.
+const maxLoginBody = 4 << 10
+
 func (s *Sessions) login(w http.ResponseWriter, r *http.Request) {
 	if err := s.cop.Check(r); err != nil {
 		crossOrigin(w)
 		return
 	}
+	if e := ingress.Limit(w, r, maxLoginBody); e != nil {
+		httperr.WriteError(w, e)
+		return
+	}
 	var req loginRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<10))
+	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
 		badKey(w, http.StatusBadRequest, httperr.CodeMalformedJSON, "Send a JSON body {\"api_key\": \"<prefix>.<secret>\"}.")

@@ -13,6 +13,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/authz"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
+	"github.com/modelgate/modelgate/gatewayd/ingress"
 	"github.com/modelgate/modelgate/gatewayd/view"
 )
 
@@ -26,7 +27,7 @@ const (
 )
 
 // RegisterChains adds the run_remote routes to mux.
-func (h *Handler) RegisterChains(mux *http.ServeMux) {
+func (h *Handler) RegisterChains(mux ingress.Mux) {
 	for _, route := range []string{RouteProductionRunRemote, RouteDevelopmentRunRemote, RouteEnvironmentRunRemote, RouteDeploymentRunRemote} {
 		mux.HandleFunc(route, h.runRemote)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/modelgate/modelgate/api/snapshot"
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
+	"github.com/modelgate/modelgate/gatewayd/ingress"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 	"github.com/modelgate/modelgate/gatewayd/wake"
 )
@@ -177,7 +178,7 @@ func holdVerdict(client context.Context, cause error, d *snapshot.Deployment, ti
 		e.RetryAfter = holdRetryAfter
 		return e
 	case errors.As(cause, &tooBig):
-		return httperr.New(http.StatusRequestEntityTooLarge, httperr.CodePayloadTooLarge, fmt.Sprintf("Request body exceeds %d bytes.", maxBody), "")
+		return ingress.TooLarge(maxBody)
 	case errors.Is(cause, errHeldBytes):
 		e := httperr.New(http.StatusTooManyRequests, httperr.CodeRateLimited,
 			fmt.Sprintf("Too many request bytes held for this key while its model starts: at most %d at once.", maxHeld),

@@ -6,7 +6,6 @@
 package inference
 
 import (
-	"net/http"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -14,6 +13,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/billing"
 	"github.com/modelgate/modelgate/gatewayd/concurrency"
+	"github.com/modelgate/modelgate/gatewayd/ingress"
 	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/gatewayd/requestlog"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
@@ -35,8 +35,8 @@ type Options struct {
 	Metrics *Metrics
 	// MaxBodyBytes caps request bodies.
 	MaxBodyBytes int64
-	// BodyReadTimeout bounds the read of a request body, so a client that trickles one cannot hold a call open;
-	// DefaultBodyReadTimeout when zero.
+	// BodyReadTimeout is gatewayd's read deadline of a request body (ingress.Guard sets it on every route); a held
+	// call's body gets the hold's timeout on top. ingress.DefaultBodyReadTimeout when zero.
 	BodyReadTimeout time.Duration
 	// MaxInFlightBytesPerKey caps the body bytes one key holds in memory at once (a call without Content-Length
 	// reserves MaxBodyBytes); a call past it answers 429. DefaultMaxInFlightBytesPerKey when zero.
@@ -78,14 +78,13 @@ type Handler struct {
 
 // Defaults of Options.
 const (
-	DefaultBodyReadTimeout        = time.Minute
 	DefaultMaxInFlightBytesPerKey = 128 << 20
 )
 
 // New returns a Handler.
 func New(opts Options) *Handler {
 	if opts.BodyReadTimeout <= 0 {
-		opts.BodyReadTimeout = DefaultBodyReadTimeout
+		opts.BodyReadTimeout = ingress.DefaultBodyReadTimeout
 	}
 	if opts.HoldTimeout <= 0 {
 		opts.HoldTimeout = DefaultHoldTimeout
@@ -101,7 +100,7 @@ func New(opts Options) *Handler {
 }
 
 // Register adds the model-call routes to mux.
-func (h *Handler) Register(mux *http.ServeMux) {
+func (h *Handler) Register(mux ingress.Mux) {
 	for _, suffix := range []string{"/chat/completions", "/completions", "/embeddings"} {
 		mux.Handle("POST /v1"+suffix, h.openAI(suffix))
 	}

@@ -5,12 +5,14 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelgate/modelgate/api/snapshot"
 
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
+	"github.com/modelgate/modelgate/gatewayd/ingress"
 	"github.com/modelgate/modelgate/gatewayd/requestlog"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 )
@@ -92,14 +94,21 @@ func (h *Handler) resolve(caller auth.Caller, route environmentRoute) *snapshot.
 // forwardPredict forwards r to the predict path of deployment d and streams the answer through sw, for every route
 // that calls a deployment (predict, run_remote): a call to a deployment with no ready address is held (hold.go)
 // until one is ready, then forwarded the same way. A held call whose route names an environment moves when a new
-// view points that environment elsewhere.
+// view points that environment elsewhere. A body that does not arrive whole is answered by ingress.ReadFailed
+// (413 past the cap, 408 past its deadline), never by the model's answer: a small body is read before the model
+// is called, a larger one fails the model call it streams into.
 func (h *Handler) forwardPredict(sw *statusWriter, r *http.Request, reqID string, caller auth.Caller, d *snapshot.Deployment, route environmentRoute, start time.Time) {
+	if e := ingress.Limit(sw, r, h.opts.MaxBodyBytes); e != nil {
+		httperr.WriteError(sw, e)
+		return
+	}
 	// Demand for the autoscaler, held calls included; a held call that moves counts for its new deployment.
 	done := h.opts.Concurrency.Begin(caller.Namespace, d.ID)
 	defer func() { done() }()
 	defer func() { h.logPredict(sw, r, reqID, caller.Namespace, d.ID, start) }()
 	rc := http.NewResponseController(sw)
-	var body io.Reader = http.MaxBytesReader(sw, r.Body, h.opts.MaxBodyBytes)
+	client := &clientBody{r: r.Body}
+	var body io.Reader = client
 	target, release, rerr := routeDeployment(caller.Namespace, d, h.opts.Addresses)
 	if rerr != nil && h.holds(d) {
 		var held *heldBody
@@ -112,6 +121,10 @@ func (h *Handler) forwardPredict(sw *statusWriter, r *http.Request, reqID string
 			defer held.stop(rc)
 			body = held
 		}
+	}
+	if err := client.failed(); rerr != nil && err != nil {
+		// The body's read failed (past its deadline, a read cancels the call's context too): that is the answer.
+		rerr = ingress.ReadFailed(err)
 	}
 	if rerr == errClientGone {
 		// Nobody reads an answer: record 499, send nothing.
@@ -130,12 +143,46 @@ func (h *Handler) forwardPredict(sw *statusWriter, r *http.Request, reqID string
 		}
 	}
 	header.Set(requestlog.Header, reqID)
-	// The body streams to the model as it arrives; bound how long that may take.
-	_ = rc.SetReadDeadline(time.Now().Add(h.opts.BodyReadTimeout))
-	_, err := h.opts.Upstream.Forward(r.Context(), upstream.Request{
-		Target: target, Body: predictBody(body, r.ContentLength), ContentLength: r.ContentLength, Header: header,
+	fwd, err := predictBody(body, r.ContentLength)
+	if err != nil {
+		httperr.WriteError(sw, ingress.ReadFailed(err))
+		return
+	}
+	_, err = h.opts.Upstream.Forward(r.Context(), upstream.Request{
+		Target: target, Body: fwd, ContentLength: r.ContentLength, Header: header,
 	}, sw)
+	if ferr := client.failed(); ferr != nil && (err != nil || sw.status == 0) {
+		// The model call failed, or sent nothing, because the body did not arrive: the body's failure is the answer.
+		httperr.WriteError(sw, ingress.ReadFailed(ferr))
+		return
+	}
 	if err != nil {
 		writeForwardError(sw, r, target.Name, err)
 	}
+}
+
+// clientBody is a predict call's body as the client sends it: it remembers the first read failure.
+type clientBody struct {
+	r   io.Reader
+	mu  sync.Mutex
+	err error
+}
+
+func (b *clientBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF {
+		b.mu.Lock()
+		if b.err == nil {
+			b.err = err
+		}
+		b.mu.Unlock()
+	}
+	return n, err
+}
+
+// failed is the first read failure of the body, nil when none.
+func (b *clientBody) failed() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
 }

@@ -14,6 +14,7 @@ import (
 	_ "embed"
 	"net/http"
 
+	"github.com/modelgate/modelgate/gatewayd/ingress"
 	"github.com/modelgate/modelgate/gatewayd/rest/apikeys"
 	"github.com/modelgate/modelgate/gatewayd/rest/chains"
 	"github.com/modelgate/modelgate/gatewayd/rest/endpoints"
@@ -62,7 +63,7 @@ func New(opts Options) *API { return &API{kit: kit.New(opts)} }
 func (a *API) Patterns() []string { return a.kit.Patterns() }
 
 // Register adds every route to mux, using Go 1.22 method patterns.
-func (a *API) Register(mux *http.ServeMux) {
+func (a *API) Register(mux ingress.Mux) {
 	groups.Register(mux, a.kit)
 	apikeys.Register(mux, a.kit)
 	endpoints.Register(mux, a.kit)

@@ -19,6 +19,7 @@ import (
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/authz"
+	"github.com/modelgate/modelgate/gatewayd/ingress"
 	"github.com/modelgate/modelgate/gatewayd/rest/envroutes"
 	"github.com/modelgate/modelgate/gatewayd/rest/kit"
 )
@@ -31,7 +32,7 @@ type api struct {
 
 // Register adds the routes of this package to mux. They fall under the default management rate limit of
 // SPEC.md's table (kit.ManagementLimit).
-func Register(mux *http.ServeMux, k *kit.Kit) {
+func Register(mux ingress.Mux, k *kit.Kit) {
 	a := &api{Kit: k}
 	a.Routes = envroutes.Register(mux, k, &envroutes.Kind[*gatewayv1.Chain, *gatewayv1.ChainDeployment]{
 		Kind: "Chain", Plural: "chains", Param: "chain_id", Deployment: "chain deployment",

@@ -24,6 +24,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/authz"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
+	"github.com/modelgate/modelgate/gatewayd/ingress"
 	"github.com/modelgate/modelgate/gatewayd/rest/kit"
 )
 
@@ -76,7 +77,7 @@ type Routes[O Owner, D client.Object] struct {
 }
 
 // Register adds the shared routes of kind to mux and returns them.
-func Register[O Owner, D client.Object](mux *http.ServeMux, k *kit.Kit, kind *Kind[O, D]) *Routes[O, D] {
+func Register[O Owner, D client.Object](mux ingress.Mux, k *kit.Kit, kind *Kind[O, D]) *Routes[O, D] {
 	rt := &Routes[O, D]{Kit: k, kind: kind}
 	handle := func(method, path string, h kit.HandlerFunc) {
 		k.Handle(mux, method+" /v1/"+kind.Plural+path, kit.AccessModels, h)

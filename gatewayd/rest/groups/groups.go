@@ -17,6 +17,7 @@ import (
 	"github.com/modelgate/modelgate/api/v1alpha1/hierarchy"
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
+	"github.com/modelgate/modelgate/gatewayd/ingress"
 	"github.com/modelgate/modelgate/gatewayd/rest/kit"
 )
 
@@ -24,7 +25,7 @@ import (
 type api struct{ *kit.Kit }
 
 // Register adds the routes of this package to mux.
-func Register(mux *http.ServeMux, k *kit.Kit) {
+func Register(mux ingress.Mux, k *kit.Kit) {
 	a := &api{k}
 	k.Handle(mux, "POST /v1/gateway/groups", kit.AccessGateway, a.createGroup)
 	k.Handle(mux, "GET /v1/gateway/groups", kit.AccessGateway, a.listGroups)

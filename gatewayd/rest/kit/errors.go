@@ -18,6 +18,7 @@ import (
 
 	"github.com/modelgate/modelgate/api/v1alpha1/hierarchy"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
+	"github.com/modelgate/modelgate/gatewayd/ingress"
 )
 
 // BadRequest answers 400 invalid_request naming field and the rule it broke.
@@ -40,17 +41,12 @@ func DecodeBody(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) 
 	return DecodeBytes(w, raw, v, allowEmpty)
 }
 
-// ReadBody reads the capped body, answering 413 when it is too large.
+// ReadBody reads the capped body, answering its failure (413 past the cap, 408 past its deadline) as every route
+// does (ingress.ReadFailed).
 func ReadBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	raw, err := io.ReadAll(r.Body)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			httperr.Write(w, http.StatusRequestEntityTooLarge, httperr.CodePayloadTooLarge,
-				fmt.Sprintf("The request body exceeds %d bytes.", tooBig.Limit), map[string]int64{"max_bytes": tooBig.Limit})
-			return nil, false
-		}
-		httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidRequest, "Could not read the request body.", nil)
+		httperr.WriteError(w, ingress.ReadFailed(err))
 		return nil, false
 	}
 	return raw, true

@@ -24,6 +24,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/authz"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
+	"github.com/modelgate/modelgate/gatewayd/ingress"
 	"github.com/modelgate/modelgate/gatewayd/podlogs"
 	"github.com/modelgate/modelgate/gatewayd/requestlog"
 )
@@ -127,7 +128,7 @@ const (
 type HandlerFunc func(w http.ResponseWriter, r *http.Request, c auth.Caller)
 
 // Handle registers h at pattern on mux behind Wrap.
-func (k *Kit) Handle(mux *http.ServeMux, pattern string, acc Access, h HandlerFunc) {
+func (k *Kit) Handle(mux ingress.Mux, pattern string, acc Access, h HandlerFunc) {
 	mux.Handle(pattern, k.Wrap(acc, h))
 	k.patterns = append(k.patterns, pattern)
 }
@@ -136,9 +137,10 @@ func (k *Kit) Handle(mux *http.ServeMux, pattern string, acc Access, h HandlerFu
 // document's test: a pattern composed at run time (gatewayd/rest/envroutes) is listed as the mux has it.
 func (k *Kit) Patterns() []string { return slices.Clone(k.patterns) }
 
-// Wrap authenticates, rate limits, checks the key type and caps the body, in that order: a caller learns that
-// its key is of the wrong type only once it has proven it holds one, and every authenticated call, even a
-// refused one, counts against its key's rate limit.
+// Wrap authenticates, rate limits, checks the key type and caps the body (ingress.Limit: a declared length over
+// MaxBodyBytes is 413 before a byte is read), in that order: a caller learns that its key is of the wrong type
+// only once it has proven it holds one, and every authenticated call, even a refused one, counts against its
+// key's rate limit. No body is read before the body cap.
 func (k *Kit) Wrap(acc Access, h HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		log := k.Opts.Logger
@@ -173,7 +175,10 @@ func (k *Kit) Wrap(acc Access, h HandlerFunc) http.Handler {
 			Forbidden(w, c, dec)
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, k.Opts.MaxBodyBytes)
+		if e := ingress.Limit(w, r, k.Opts.MaxBodyBytes); e != nil {
+			httperr.WriteError(w, e)
+			return
+		}
 		log.V(1).Info("Serving management call", "namespace", c.Namespace, "keyPrefix", c.Key.Prefix)
 		h(w, r, c)
 	})

@@ -19,6 +19,7 @@ import (
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/authz"
+	"github.com/modelgate/modelgate/gatewayd/ingress"
 	"github.com/modelgate/modelgate/gatewayd/rest/envroutes"
 	"github.com/modelgate/modelgate/gatewayd/rest/kit"
 )
@@ -30,7 +31,7 @@ type api struct {
 }
 
 // Register adds the routes of this package to mux.
-func Register(mux *http.ServeMux, k *kit.Kit) {
+func Register(mux ingress.Mux, k *kit.Kit) {
 	a := &api{Kit: k}
 	a.Routes = envroutes.Register(mux, k, &envroutes.Kind[*gatewayv1.Model, *gatewayv1.ModelDeployment]{
 		Kind: "Model", Plural: "models", Param: "model_id", Deployment: "deployment",

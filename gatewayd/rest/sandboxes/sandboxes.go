@@ -27,6 +27,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/authz"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
+	"github.com/modelgate/modelgate/gatewayd/ingress"
 	"github.com/modelgate/modelgate/gatewayd/rest/kit"
 )
 
@@ -59,7 +60,7 @@ type service struct {
 }
 
 // Register adds the sandbox routes to mux.
-func Register(mux *http.ServeMux, k *kit.Kit, opts Options) {
+func Register(mux ingress.Mux, k *kit.Kit, opts Options) {
 	if opts.UploadTTL <= 0 {
 		opts.UploadTTL = time.Hour
 	}

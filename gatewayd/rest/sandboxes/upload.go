@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -27,6 +28,7 @@ import (
 	"github.com/modelgate/modelgate/api/sandbox"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
+	"github.com/modelgate/modelgate/gatewayd/ingress"
 	"github.com/modelgate/modelgate/gatewayd/rest/kit"
 )
 
@@ -58,7 +60,7 @@ func (s *service) uploadURL(r *http.Request, ns, build string) string {
 
 // verify answers 403 naming the field when the URL's signature is wrong or it has expired. The signature is
 // checked first, in constant time, so an expired URL is only reported as such to whoever holds a real one.
-func (s *service) verify(w http.ResponseWriter, r *http.Request) (ns, build string, ok bool) {
+func (s *service) verify(w http.ResponseWriter, r *http.Request) (ns, build string, expires int64, ok bool) {
 	ns, build, _ = strings.Cut(r.PathValue("build"), ".")
 	q := r.URL.Query()
 	exp, err := strconv.ParseInt(q.Get("expires"), 10, 64)
@@ -67,15 +69,15 @@ func (s *service) verify(w http.ResponseWriter, r *http.Request) (ns, build stri
 		httperr.Write(w, http.StatusForbidden, httperr.CodeForbidden,
 			"The upload URL's signature is not valid: use the upload_url of the push response unchanged.",
 			[]httperr.FieldError{{Field: "sig", Message: "must be the signature the service issued"}})
-		return "", "", false
+		return "", "", 0, false
 	}
 	if s.k.Opts.Clock().Unix() > exp {
 		httperr.Write(w, http.StatusForbidden, httperr.CodeForbidden,
 			"The upload URL has expired: upload URLs are valid for one hour; push again for a new one.",
 			[]httperr.FieldError{{Field: "expires", Message: "has passed"}})
-		return "", "", false
+		return "", "", 0, false
 	}
-	return ns, build, true
+	return ns, build, exp, true
 }
 
 // errTooLarge is a body that passed the cap.
@@ -114,7 +116,7 @@ func (s *service) tooLarge(w http.ResponseWriter) {
 // artifact tagged sandbox.ContextTag(build), computing the digest while it streams (constant memory, nothing on
 // disk), and records the artifact's digest on the build, which moves it to BUILDING for the manager.
 func (s *service) upload(w http.ResponseWriter, r *http.Request) {
-	ns, buildName, ok := s.verify(w, r)
+	ns, buildName, expires, ok := s.verify(w, r)
 	if !ok {
 		return
 	}
@@ -122,6 +124,9 @@ func (s *service) upload(w http.ResponseWriter, r *http.Request) {
 		s.tooLarge(w)
 		return
 	}
+	// Proven by its signature, the upload may take until its URL expires (by the API's clock), past gatewayd's
+	// body read deadline.
+	ingress.Extend(w, time.Now().Add(time.Unix(expires, 0).Sub(s.k.Opts.Clock())))
 	ctx := r.Context()
 	log := logr.FromContextOrDiscard(ctx).WithValues("namespace", ns, "build", buildName)
 	c := s.k.Opts.Client

@@ -9,11 +9,12 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/authz"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
+	"github.com/modelgate/modelgate/gatewayd/ingress"
 	"github.com/modelgate/modelgate/gatewayd/rest/kit"
 )
 
 // Register adds the routes of this package to mux.
-func Register(mux *http.ServeMux, k *kit.Kit) {
+func Register(mux ingress.Mux, k *kit.Kit) {
 	k.Handle(mux, "GET /v1/teams", kit.AccessTeams, func(w http.ResponseWriter, r *http.Request, c auth.Caller) {
 		list(k, w, r, c)
 	})

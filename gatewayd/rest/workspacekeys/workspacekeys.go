@@ -22,6 +22,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/authz"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
+	"github.com/modelgate/modelgate/gatewayd/ingress"
 	"github.com/modelgate/modelgate/gatewayd/rest/kit"
 )
 
@@ -29,7 +30,7 @@ import (
 type api struct{ *kit.Kit }
 
 // Register adds the routes of this package to mux.
-func Register(mux *http.ServeMux, k *kit.Kit) {
+func Register(mux ingress.Mux, k *kit.Kit) {
 	a := &api{k}
 	k.Handle(mux, "POST /v1/api_keys", kit.AccessKeys, a.createWorkspaceKey)
 	k.Handle(mux, "POST /v1/teams/{team_id}/api_keys", kit.AccessKeys, a.createTeamKey)
