@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/modelgate/modelgate/api/stats"
 )
 
 // patience bounds how long a slow-body test waits for gatewayd: far past the body deadline the tests configure,
@@ -179,4 +181,73 @@ func TestPredictBodyOverCap(t *testing.T) {
 	if code, _, _, _ := f.predict(path, auth, "application/json", []byte(`{"a":1}`)); code != http.StatusOK {
 		t.Errorf("a body within the cap: %d", code)
 	}
+}
+
+// TestSlowSyncCallHoldsNoAsyncSlot: a sync predict whose body is still arriving does not take the only dispatch
+// slot of a url deployment, so a queued async request runs meanwhile (issue 29, item 10).
+func TestSlowSyncCallHoldsNoAsyncSlot(t *testing.T) {
+	f := newModelFixtureOpts(t, fixtureOpts{async: true})
+	// v1 has one replica and a concurrency target of 1: one slot. The slow call's body stays half-sent until the
+	// test ends (its deadline is gatewayd's default minute).
+	conn, err := net.Dial("tcp", strings.TrimPrefix(f.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := fmt.Fprintf(conn, "POST /models/sentiment/production/predict HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"+
+		"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"text\":", f.keys["invoke"]); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(patience)
+	for f.inFlight("v1") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the slow call never reached the deployment")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	r := f.post("/models/sentiment/production/async_predict", "Bearer "+f.keys["invoke"], map[string]any{"model_input": map[string]any{"text": "hi"}})
+	var accepted struct {
+		RequestID string `json:"request_id"`
+	}
+	if err := json.Unmarshal(r.body, &accepted); r.status != http.StatusCreated || err != nil {
+		t.Fatalf("async_predict: %d %s", r.status, r.body)
+	}
+	var status struct {
+		Status string `json:"status"`
+	}
+	for status.Status != "SUCCEEDED" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the async request is %s while a slow sync call's body is still arriving, want SUCCEEDED", status.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
+		f.clock.SetTime(f.clock.Now().Add(time.Second))
+		req, _ := http.NewRequest(http.MethodGet, f.url+"/models/sentiment/async_request/"+accepted.RequestID, nil)
+		req.Header.Set("Authorization", "Bearer "+f.keys["invoke"])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&status)
+		resp.Body.Close()
+	}
+}
+
+// inFlight is the calls in flight to deployment id that gatewayd reports to the autoscaler (api/stats).
+func (f *fixture) inFlight(id string) int64 {
+	f.t.Helper()
+	resp, err := http.Get(f.metricsURL + stats.Path)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st stats.Stats
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		f.t.Fatal(err)
+	}
+	for _, d := range st.Deployments {
+		if d.DeploymentID == id {
+			return d.InFlight
+		}
+	}
+	return 0
 }

@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/modelgate/modelgate/api/snapshot"
-	"github.com/modelgate/modelgate/api/stats"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/test/kubetest"
 )
@@ -320,23 +319,6 @@ func TestWakeHeldCallFollowsPromotion(t *testing.T) {
 		t.Fatal(err)
 	}
 	held := f.series("modelgate_model_held_calls")
-	inFlight := func(id string) int64 {
-		resp, err := http.Get(f.metricsURL + stats.Path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var st stats.Stats
-		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range st.Deployments {
-			if d.DeploymentID == id {
-				return d.InFlight
-			}
-		}
-		return 0
-	}
 
 	type answer struct {
 		status int
@@ -360,14 +342,14 @@ func TestWakeHeldCallFollowsPromotion(t *testing.T) {
 		answered <- answer{resp.StatusCode, body}
 	})
 	f.waitMetricEquals(held, 1)
-	f.poll("the held call counted for svc", func() bool { return inFlight("svc") == 1 })
+	f.poll("the held call counted for svc", func() bool { return f.inFlight("svc") == 1 })
 
 	// Production moves to svc2, which has no ready address either.
 	f.snap.Deployments = append(f.snap.Deployments, snapshot.Deployment{ID: v2, ModelID: svcModel, Kind: snapshot.DeploymentService,
 		Service: v2Service, PortName: svcPort, PredictPath: "/predict", Active: true, StartupTimeoutSeconds: 600})
 	f.snap.Models[0].Environments[0].Deployment = v2
 	f.publish()
-	f.poll("the held call counted for svc2 instead of svc", func() bool { return inFlight(v2) == 1 && inFlight("svc") == 0 })
+	f.poll("the held call counted for svc2 instead of svc", func() bool { return f.inFlight(v2) == 1 && f.inFlight("svc") == 0 })
 	f.poll("a wake asked for svc2", func() bool {
 		md := &gatewayv1.ModelDeployment{}
 		if err := c.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: v2}, md); err != nil {

@@ -56,15 +56,59 @@ func New(clk clock.PassiveClock, window time.Duration) *Tracker {
 	return &Tracker{clock: clk, window: window, rolledAt: clk.Now()}
 }
 
-// Begin counts one sync call to a deployment until done is called, once.
+// Begin counts one sync call to a deployment, its body already in hand, until done is called, once.
 func (t *Tracker) Begin(namespace, deploymentID string) (done func()) {
+	c := t.BeginCall(namespace, deploymentID)
+	c.InHand()
+	return c.Done
+}
+
+// Call is one sync call counted by BeginCall. Its methods are safe for concurrent use; on a nil *Call they do
+// nothing.
+type Call struct {
+	c *counter
+	// state is callDemand, then callInHand once InHand is called, then callDone.
+	state atomic.Int32
+}
+
+const (
+	callDemand int32 = iota
+	callInHand
+	callDone
+)
+
+// BeginCall counts one sync call to a deployment as demand (in flight, for the autoscaler) at once, and among the
+// sync calls that take the deployment's async slots (SyncInFlight) only from InHand on: once its body is in hand,
+// so a client that trickles its body holds no slot of the async queue (docs/security.md "Request bodies").
+func (t *Tracker) BeginCall(namespace, deploymentID string) *Call {
 	if t == nil {
-		return func() {}
+		return nil
 	}
-	c := t.counter(namespace, deploymentID)
-	c.sync.Add(1)
-	c.add(1)
-	return func() { c.inFlight.Add(-1); c.sync.Add(-1) }
+	c := &Call{c: t.counter(namespace, deploymentID)}
+	c.c.add(1)
+	return c
+}
+
+// InHand marks the call's body as received: from now until Done it takes an async slot. A second call, or one
+// after Done, does nothing.
+func (c *Call) InHand() {
+	if c != nil && c.state.CompareAndSwap(callDemand, callInHand) {
+		c.c.sync.Add(1)
+	}
+}
+
+// Done ends the call's count; later calls do nothing.
+func (c *Call) Done() {
+	if c == nil {
+		return
+	}
+	switch c.state.Swap(callDone) {
+	case callInHand:
+		c.c.sync.Add(-1)
+		c.c.inFlight.Add(-1)
+	case callDemand:
+		c.c.inFlight.Add(-1)
+	}
 }
 
 // BeginQueued counts one async call (gatewayd/async's dispatcher) until done is called, once: demand for the

@@ -194,3 +194,26 @@ func TestQueuedCallsAreDemandButNotSync(t *testing.T) {
 		t.Fatalf("in_flight after done = %d, want 0", d.InFlight)
 	}
 }
+
+// TestCallTakesASlotOnceInHand: a sync call is demand from BeginCall, and takes an async slot (SyncInFlight) only
+// from InHand until Done; an InHand after Done (a body read that ends after the call) counts nothing.
+func TestCallTakesASlotOnceInHand(t *testing.T) {
+	tr := New(clocktesting.NewFakeClock(time.Unix(1_000_000, 0)), 2*time.Second)
+	c := tr.BeginCall("ws", "d")
+	if d, _ := find(tr.Stats(), "ws", "d"); d.InFlight != 1 || tr.SyncInFlight("ws", "d") != 0 {
+		t.Fatalf("before its body: in_flight %d, sync %d; want 1, 0", d.InFlight, tr.SyncInFlight("ws", "d"))
+	}
+	c.InHand()
+	c.InHand()
+	if got := tr.SyncInFlight("ws", "d"); got != 1 {
+		t.Fatalf("body in hand: sync %d, want 1", got)
+	}
+	c.Done()
+	c.InHand()
+	c.Done()
+	if d, _ := find(tr.Stats(), "ws", "d"); d.InFlight != 0 || tr.SyncInFlight("ws", "d") != 0 {
+		t.Fatalf("after done: in_flight %d, sync %d; want 0, 0", d.InFlight, tr.SyncInFlight("ws", "d"))
+	}
+	var none *Tracker
+	none.BeginCall("ws", "d").InHand()
+}

@@ -102,19 +102,26 @@ func (h *Handler) forwardPredict(sw *statusWriter, r *http.Request, reqID string
 		httperr.WriteError(sw, e)
 		return
 	}
-	// Demand for the autoscaler, held calls included; a held call that moves counts for its new deployment.
-	done := h.opts.Concurrency.Begin(caller.Namespace, d.ID)
-	defer func() { done() }()
+	// Demand for the autoscaler at once, held calls included; a held call that moves counts for its new
+	// deployment. The call takes one of the deployment's async slots only once its body is in hand.
+	var mu sync.Mutex
+	call, inHand := h.opts.Concurrency.BeginCall(caller.Namespace, d.ID), false
+	defer func() { mu.Lock(); call.Done(); mu.Unlock() }()
 	defer func() { h.logPredict(sw, r, reqID, caller.Namespace, d.ID, start) }()
 	rc := http.NewResponseController(sw)
-	client := &clientBody{r: r.Body}
+	client := &clientBody{r: r.Body, left: r.ContentLength, whole: func() { mu.Lock(); inHand = true; call.InHand(); mu.Unlock() }}
 	var body io.Reader = client
 	target, release, rerr := routeDeployment(caller.Namespace, d, h.opts.Addresses)
 	if rerr != nil && h.holds(d) {
 		var held *heldBody
 		moved := func(to *snapshot.Deployment) {
-			done()
-			d, done = to, h.opts.Concurrency.Begin(caller.Namespace, to.ID)
+			mu.Lock()
+			defer mu.Unlock()
+			call.Done()
+			d, call = to, h.opts.Concurrency.BeginCall(caller.Namespace, to.ID)
+			if inHand {
+				call.InHand()
+			}
 		}
 		target, release, held, rerr = h.hold(sw, r, caller, d, body, route, moved)
 		if held != nil {
@@ -161,21 +168,31 @@ func (h *Handler) forwardPredict(sw *statusWriter, r *http.Request, reqID string
 	}
 }
 
-// clientBody is a predict call's body as the client sends it: it remembers the first read failure.
+// clientBody is a predict call's body as the client sends it: it remembers the first read failure, and calls
+// whole once the body has arrived to its end (EOF, or its declared length).
 type clientBody struct {
-	r   io.Reader
-	mu  sync.Mutex
-	err error
+	r     io.Reader
+	left  int64
+	whole func()
+	mu    sync.Mutex
+	err   error
+	done  bool
 }
 
 func (b *clientBody) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
-	if err != nil && err != io.EOF {
-		b.mu.Lock()
-		if b.err == nil {
-			b.err = err
-		}
-		b.mu.Unlock()
+	b.mu.Lock()
+	if b.left >= 0 {
+		b.left -= int64(n)
+	}
+	end := !b.done && (err == io.EOF || (b.left == 0 && err == nil))
+	b.done = b.done || end
+	if err != nil && err != io.EOF && b.err == nil {
+		b.err = err
+	}
+	b.mu.Unlock()
+	if end {
+		b.whole()
 	}
 	return n, err
 }
