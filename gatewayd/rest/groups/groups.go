@@ -2,6 +2,7 @@ package groups
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -168,6 +169,11 @@ func (a *api) createGroup(w http.ResponseWriter, r *http.Request, c auth.Caller)
 		opts = append(opts, client.DryRunAll)
 	}
 	if err := a.Opts.Client.Create(r.Context(), g, opts...); err != nil {
+		if pid := g.ParentID(); pid != "" && parentDeleting(err) {
+			// The parent's deletion began after it was read above: 404, as for a parent seen being deleted.
+			kit.NotFound(w, "Parent group", pid)
+			return
+		}
 		kit.WriteKubeError(w, r, "create group", err)
 		return
 	}
@@ -562,4 +568,16 @@ func limitsFromJSON(w http.ResponseWriter, path string, in []limitJSON) ([]gatew
 		out = append(out, gatewayv1.Limit{Type: gatewayv1.LimitType(l.Type), Unit: gatewayv1.LimitUnit(l.Unit), Threshold: l.Threshold})
 	}
 	return out, true
+}
+
+// parentDeleting reports whether err is admission's refusal of a child whose parent is being deleted (the group
+// webhook's parentNotDeleting: a Forbidden cause on spec.hierarchy.parentGroupID).
+func parentDeleting(err error) bool {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) || st.Status().Details == nil {
+		return false
+	}
+	return slices.ContainsFunc(st.Status().Details.Causes, func(c metav1.StatusCause) bool {
+		return c.Type == metav1.CauseTypeForbidden && c.Field == "spec.hierarchy.parentGroupID"
+	})
 }
