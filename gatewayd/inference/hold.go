@@ -190,7 +190,7 @@ func holdVerdict(client context.Context, cause error, d *snapshot.Deployment, ti
 		return errClientGone
 	}
 	// The client is there but its body is not HTTP (a broken chunked encoding).
-	return httperr.New(http.StatusBadRequest, httperr.CodeClientError, "Failed to read the request body.", cause.Error())
+	return ingress.ReadFailed(cause)
 }
 
 // heldReadAhead is how far heldBody reads ahead of the forward once the hold has ended.
