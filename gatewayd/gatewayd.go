@@ -79,7 +79,8 @@ type Options struct {
 	// streamed one until its response headers and then each gap between two chunks, so long streams that keep
 	// flowing are not cut. DefaultUpstreamTimeout when zero.
 	UpstreamTimeout time.Duration
-	// MaxBodyBytes caps request bodies; DefaultMaxBodyBytes when zero.
+	// MaxBodyBytes caps the bodies of model calls (the OpenAI, predict and run_remote routes); DefaultMaxBodyBytes
+	// when zero. The other route families have caps of their own (docs/security.md "Request bodies").
 	MaxBodyBytes int64
 	// BodyReadTimeout bounds the read of a request body on every route (gatewayd/ingress: docs/security.md
 	// "Request bodies"); ingress.DefaultBodyReadTimeout (a minute) when zero. A sandbox upload, once its signature

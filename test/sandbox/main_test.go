@@ -22,6 +22,7 @@ import (
 
 	"github.com/modelgate/modelgate/api/apikey"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gatewayd"
 	"github.com/modelgate/modelgate/test/stack"
 )
 
@@ -55,7 +56,8 @@ func run(m *testing.M) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	var err error
-	if st, err = stack.Start(ctx, stack.Options{}); err != nil {
+	// A short body deadline, so TestUploadOutlastsTheBodyDeadline can show that an upload is not bound by it.
+	if st, err = stack.Start(ctx, stack.Options{Gatewayd: gatewayd.Options{BodyReadTimeout: bodyReadTimeout}}); err != nil {
 		return 1, err
 	}
 	defer func() {

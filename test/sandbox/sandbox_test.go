@@ -487,3 +487,43 @@ func sortedKeys(m map[string]string) []string {
 	slices.Sort(out)
 	return out
 }
+
+// bodyReadTimeout is the stack's body read deadline (gatewayd.Options.BodyReadTimeout): far above what the suite's
+// other bodies take on loopback.
+const bodyReadTimeout = 2 * time.Second
+
+// pausedReader reads half of b, waits for pause, then reads the rest: an upload on a slow link.
+type pausedReader struct {
+	b     []byte
+	pause time.Duration
+	read  int
+}
+
+func (p *pausedReader) Read(buf []byte) (int, error) {
+	if p.read == len(p.b) {
+		return 0, io.EOF
+	}
+	if p.read == len(p.b)/2 {
+		time.Sleep(p.pause)
+	}
+	end := len(p.b)
+	if p.read < len(p.b)/2 {
+		end = len(p.b) / 2
+	}
+	n := copy(buf, p.b[p.read:end])
+	p.read += n
+	return n, nil
+}
+
+// TestUploadOutlastsTheBodyDeadline: a signed upload may take longer than gatewayd's body read deadline, until its
+// URL expires (docs/security.md "Request bodies"): one that pauses past the deadline half-way still succeeds.
+func TestUploadOutlastsTheBodyDeadline(t *testing.T) {
+	r := call(t, adminKey, "POST", "/v1/sandboxes/images?team_id=red", map[string]any{"name": "slow-upload"}, nil)
+	if r.code != http.StatusAccepted {
+		t.Fatalf("POST build: %v", r)
+	}
+	body := zipBytes(t, map[string]string{"Dockerfile": "FROM scratch\n"})
+	if u := put(t, r.body["upload_url"].(string), &pausedReader{b: body, pause: 2 * bodyReadTimeout}, int64(len(body))); u.code != http.StatusOK {
+		t.Fatalf("PUT of an upload that paused past the body deadline: %v", u)
+	}
+}

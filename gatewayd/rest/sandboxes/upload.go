@@ -83,11 +83,13 @@ func (s *service) verify(w http.ResponseWriter, r *http.Request) (ns, build stri
 // errTooLarge is a body that passed the cap.
 var errTooLarge = errors.New("upload exceeds the size limit")
 
-// cappedReader fails once more than left bytes were read, so a body without Content-Length is cut off too.
+// cappedReader fails once more than left bytes were read, so a body without Content-Length is cut off too. It
+// keeps the body's own read failure (past its deadline, a cut connection) apart from the registry's.
 type cappedReader struct {
 	r        io.Reader
 	left     int64
 	exceeded bool
+	failed   error
 }
 
 func (c *cappedReader) Read(p []byte) (int, error) {
@@ -98,6 +100,9 @@ func (c *cappedReader) Read(p []byte) (int, error) {
 		p = p[:c.left+1]
 	}
 	n, err := c.r.Read(p)
+	if err != nil && err != io.EOF {
+		c.failed = err
+	}
 	c.left -= int64(n)
 	if c.left < 0 {
 		c.exceeded = true
@@ -174,6 +179,10 @@ func (s *service) upload(w http.ResponseWriter, r *http.Request) {
 	if err := remote.WriteLayer(repo, layer, ropts...); err != nil {
 		if body.exceeded {
 			s.tooLarge(w)
+			return
+		}
+		if body.failed != nil {
+			httperr.WriteError(w, ingress.ReadFailed(body.failed))
 			return
 		}
 		log.Error(err, "Failed to stream the build context into the workspace registry")
