@@ -410,7 +410,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		// replica's request log, which the logs route of every replica reads.
 		g.calls.Register(mux)
 		mux.Handle("GET "+requestlog.Path, g.requests)
-		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+		msrv := &http.Server{Handler: ingress.Guard(mux, g.opts.BodyReadTimeout), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 		go func() { _ = msrv.Serve(g.opts.MetricsListener) }()
 		defer msrv.Close()
 		log.Info("Serving metrics", "addr", g.opts.MetricsListener.Addr().String())
