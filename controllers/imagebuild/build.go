@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"strconv"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -17,6 +18,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/moby/buildkit/frontend/dockerfile/instructions"
+	"github.com/moby/buildkit/frontend/dockerfile/parser"
+	"github.com/moby/buildkit/frontend/dockerfile/shell"
 )
 
 // Dockerfile is the name of the Dockerfile at the root of a build context.
@@ -37,62 +41,71 @@ type Options struct {
 // Plan is a checked Dockerfile: the base and the steps, every instruction supported by the built-in builder.
 type Plan struct {
 	Base  string
-	Steps []Instruction
-	// args are the ARG defaults declared before FROM, for FROM's own expansion.
-	args map[string]string
+	Steps []Step
+	// metaArgs are the ARG defaults declared before FROM: FROM is expanded in them, and an ARG of the stage that
+	// names one without a value takes it, as in Docker.
+	metaArgs vars
+	lex      *shell.Lex
 }
 
-// PlanDockerfile parses src and refuses what the built-in builder cannot do: RUN and several stages (naming the
-// BuildKit backend), COPY --from, ADD of a URL or an archive to unpack, and any other instruction.
+// PlanDockerfile reads src with BuildKit's parser and instruction reader, which refuse what Docker refuses (an
+// unknown flag, a malformed instruction), and then refuses what the built-in builder cannot do: RUN and several
+// stages (naming the BuildKit backend), COPY --from, ADD of a URL, flags it does not apply, and any other
+// instruction. A CMD or ENTRYPOINT that opens a JSON array but is not one is refused too: Docker would run the
+// text as a shell command, which is never what was meant.
 func PlanDockerfile(src string) (*Plan, error) {
-	ins, err := Parse(src)
+	res, err := parser.Parse(strings.NewReader(src))
 	if err != nil {
-		return nil, err
-	}
-	p := &Plan{args: map[string]string{}}
-	for _, in := range ins {
-		switch in.Cmd {
-		case "ARG":
-			if p.Base == "" {
-				kvs, err := keyValues(in.Args, false)
-				if err != nil {
-					return nil, refuse("Dockerfile line %d: ARG %v.", in.Line, err)
-				}
-				for _, kv := range kvs {
-					p.args[kv[0]] = kv[1]
-				}
-				continue
-			}
-			p.Steps = append(p.Steps, in)
-		case "FROM":
-			if p.Base != "" {
-				return nil, buildKitRefusal("Dockerfile line %d: a second FROM starts another stage; multi-stage builds are not supported by the built-in builder.", in.Line)
-			}
-			words := strings.Fields(in.Args)
-			if len(words) == 0 {
-				return nil, refuse("Dockerfile line %d: FROM needs an image.", in.Line)
-			}
-			p.Base = expand(words[0], p.args)
-		case "RUN":
-			return nil, buildKitRefusal("Dockerfile line %d: RUN executes commands in the image, which the built-in builder cannot do.", in.Line)
-		case "COPY", "ADD":
-			for _, f := range in.Flags {
-				if strings.HasPrefix(f, "--from") {
-					return nil, buildKitRefusal("Dockerfile line %d: %s --from copies from another stage or image.", in.Line, in.Cmd)
-				}
-			}
-			if in.Cmd == "ADD" && (strings.Contains(in.Args, "://") || strings.Contains(in.Args, "git@")) {
-				return nil, refuse("Dockerfile line %d: ADD of a URL is not supported; put the file in the context and COPY it.", in.Line)
-			}
-			fallthrough
-		case "ENV", "WORKDIR", "CMD", "ENTRYPOINT", "LABEL", "EXPOSE", "USER":
-			if p.Base == "" {
-				return nil, refuse("Dockerfile line %d: %s comes before FROM.", in.Line, in.Cmd)
-			}
-			p.Steps = append(p.Steps, in)
-		default:
-			return nil, buildKitRefusal("Dockerfile line %d: %s is not supported by the built-in builder.", in.Line, in.Cmd)
+		if strings.TrimSpace(src) == "" {
+			return nil, refuse("The Dockerfile is empty.")
 		}
+		var loc *parser.LocationError
+		if errors.As(err, &loc) && len(loc.Locations) > 0 && len(loc.Locations[0]) > 0 {
+			line := loc.Locations[0][0].Start.Line
+			if lines := strings.Split(src, "\n"); line >= 1 && line <= len(lines) {
+				name, _, _ := strings.Cut(strings.TrimSpace(lines[line-1]), " ")
+				return nil, lineError(line, strings.ToUpper(name), "is not valid: %v.", loc.Unwrap())
+			}
+		}
+		return nil, refuse("The Dockerfile cannot be read: %v.", err)
+	}
+	p := &Plan{metaArgs: vars{}, lex: shell.NewLex(res.EscapeToken)}
+	for _, n := range res.AST.Children {
+		name, line := strings.ToUpper(n.Value), n.StartLine
+		v, err := instructions.ParseInstruction(n)
+		if err != nil {
+			return nil, lineError(line, name, "is not valid: %v.", err)
+		}
+		if stage, ok := v.(*instructions.Stage); ok {
+			if p.Base != "" {
+				return nil, buildKitRefusal("Dockerfile line %d: a second FROM starts another stage; multi-stage builds are not supported by the built-in builder.", line)
+			}
+			if p.Base, _, err = p.lex.ProcessWord(stage.BaseName, p.metaArgs); err != nil {
+				return nil, lineError(line, name, "cannot be expanded: %v.", err)
+			}
+			if p.Base == "" {
+				return nil, lineError(line, name, "names no image.")
+			}
+			continue
+		}
+		if arg, ok := v.(*instructions.ArgCommand); ok && p.Base == "" {
+			for _, kv := range arg.Args {
+				if kv.Value == nil {
+					continue
+				}
+				if p.metaArgs[kv.Key], _, err = p.lex.ProcessWord(*kv.Value, p.metaArgs); err != nil {
+					return nil, lineError(line, name, "cannot be expanded: %v.", err)
+				}
+			}
+			continue
+		}
+		if err := supported(v, name, line); err != nil {
+			return nil, err
+		}
+		if p.Base == "" {
+			return nil, refuse("Dockerfile line %d: %s comes before FROM.", line, name)
+		}
+		p.Steps = append(p.Steps, Step{Cmd: name, Line: line, Command: v.(instructions.Command)})
 	}
 	if p.Base == "" {
 		return nil, refuse("The Dockerfile has no FROM.")
@@ -101,6 +114,83 @@ func PlanDockerfile(src string) (*Plan, error) {
 		p.Base = "scratch"
 	}
 	return p, nil
+}
+
+// supported refuses an instruction, or a form of one, that the built-in builder does not apply.
+func supported(v any, name string, line int) error {
+	unsupportedFlag := func(flag string) error {
+		return buildKitRefusal("Dockerfile line %d: %s %s is not supported by the built-in builder.", line, name, flag)
+	}
+	switch c := v.(type) {
+	case *instructions.RunCommand:
+		return buildKitRefusal("Dockerfile line %d: RUN executes commands in the image, which the built-in builder cannot do.", line)
+	case *instructions.CopyCommand:
+		switch {
+		case c.From != "":
+			return buildKitRefusal("Dockerfile line %d: COPY --from copies from another stage or image.", line)
+		case c.Parents:
+			return unsupportedFlag("--parents")
+		}
+		return copyFlags(c.Chmod, c.Link, c.ExcludePatterns, c.SourceContents, unsupportedFlag)
+	case *instructions.AddCommand:
+		for _, s := range c.SourcePaths {
+			if strings.Contains(s, "://") || strings.Contains(s, "git@") {
+				return refuse("Dockerfile line %d: ADD of a URL is not supported; put the file in the context and COPY it.", line)
+			}
+		}
+		switch {
+		case c.Checksum != "":
+			return unsupportedFlag("--checksum")
+		case c.KeepGitDir != nil:
+			return unsupportedFlag("--keep-git-dir")
+		case c.Unpack != nil:
+			return unsupportedFlag("--unpack")
+		}
+		return copyFlags(c.Chmod, c.Link, c.ExcludePatterns, c.SourceContents, unsupportedFlag)
+	case *instructions.CmdCommand:
+		return execFormChecked(c.ShellDependantCmdLine, name, line)
+	case *instructions.EntrypointCommand:
+		return execFormChecked(c.ShellDependantCmdLine, name, line)
+	case *instructions.ArgCommand, *instructions.EnvCommand, *instructions.WorkdirCommand, *instructions.LabelCommand,
+		*instructions.ExposeCommand, *instructions.UserCommand:
+	default:
+		return buildKitRefusal("Dockerfile line %d: %s is not supported by the built-in builder.", line, name)
+	}
+	return nil
+}
+
+// copyFlags refuses the flags COPY and ADD share that the built-in builder does not apply.
+func copyFlags(chmod string, link bool, exclude []string, contents []instructions.SourceContent, unsupported func(string) error) error {
+	switch {
+	case chmod != "":
+		return unsupported("--chmod")
+	case link:
+		return unsupported("--link")
+	case len(exclude) > 0:
+		return unsupported("--exclude")
+	case len(contents) > 0:
+		return unsupported("of a here-document")
+	}
+	return nil
+}
+
+// execFormChecked refuses a shell form that opens a JSON array: a broken exec form such as CMD ["a".
+func execFormChecked(c instructions.ShellDependantCmdLine, name string, line int) error {
+	if len(c.Files) > 0 {
+		return buildKitRefusal("Dockerfile line %d: %s of a here-document is not supported by the built-in builder.", line, name)
+	}
+	if c.PrependShell && strings.HasPrefix(strings.TrimSpace(strings.Join(c.CmdLine, " ")), "[") {
+		return lineError(line, name, "is not a valid exec form: it opens a JSON array but is not one (write [\"executable\", \"arg\"] with double quotes).")
+	}
+	return nil
+}
+
+// command is the argv of CMD or ENTRYPOINT: the exec form as written, or the shell form under /bin/sh -c.
+func command(c instructions.ShellDependantCmdLine) []string {
+	if c.PrependShell {
+		return []string{"/bin/sh", "-c", strings.Join(c.CmdLine, " ")}
+	}
+	return append([]string(nil), c.CmdLine...)
 }
 
 // Build builds the image the context's Dockerfile describes. zr is the uploaded ZIP.
@@ -130,86 +220,97 @@ func Build(ctx context.Context, zr *zip.Reader, opts Options) (v1.Image, error) 
 		return nil, fmt.Errorf("failed to read the base image's config: %w", err)
 	}
 	cfg := *cf.Config.DeepCopy()
-	vars := map[string]string{}
-	for k, v := range plan.args {
-		vars[k] = v
-	}
+	env := vars{}
 	for _, e := range cfg.Env {
 		k, v, _ := strings.Cut(e, "=")
-		vars[k] = v
+		env[k] = v
 	}
 	cmdSet := false
-	for _, in := range plan.Steps {
-		args := in.Args
-		switch in.Cmd {
-		case "ARG":
-			kvs, err := keyValues(args, false)
-			if err != nil {
-				return nil, refuse("Dockerfile line %d: ARG %v.", in.Line, err)
+	for _, st := range plan.Steps {
+		if ex, ok := st.Command.(instructions.SupportsSingleWordExpansion); ok {
+			if err := ex.Expand(expander(plan.lex, env)); err != nil {
+				return nil, lineError(st.Line, st.Cmd, "cannot be expanded: %v.", err)
 			}
-			for _, kv := range kvs {
-				if _, set := vars[kv[0]]; !set || kv[1] != "" {
-					vars[kv[0]] = expand(kv[1], vars)
+		}
+		switch in := st.Command.(type) {
+		case *instructions.ArgCommand:
+			for _, kv := range in.Args {
+				if kv.Value != nil {
+					env[kv.Key] = *kv.Value
+				} else if v, ok := plan.metaArgs[kv.Key]; ok {
+					env[kv.Key] = v
 				}
 			}
-		case "ENV":
-			kvs, err := keyValues(args, true)
-			if err != nil {
-				return nil, refuse("Dockerfile line %d: ENV %v.", in.Line, err)
+		case *instructions.EnvCommand:
+			for _, kv := range in.Env {
+				env[kv.Key] = kv.Value
+				cfg.Env = setEnv(cfg.Env, kv.Key, kv.Value)
 			}
-			for _, kv := range kvs {
-				v := expand(kv[1], vars)
-				vars[kv[0]] = v
-				cfg.Env = setEnv(cfg.Env, kv[0], v)
-			}
-		case "LABEL":
-			kvs, err := keyValues(args, false)
-			if err != nil {
-				return nil, refuse("Dockerfile line %d: LABEL %v.", in.Line, err)
-			}
+		case *instructions.LabelCommand:
 			if cfg.Labels == nil {
 				cfg.Labels = map[string]string{}
 			}
-			for _, kv := range kvs {
-				cfg.Labels[kv[0]] = expand(kv[1], vars)
+			for _, kv := range in.Labels {
+				cfg.Labels[kv.Key] = kv.Value
 			}
-		case "WORKDIR":
-			dir := expand(args, vars)
+		case *instructions.WorkdirCommand:
+			dir := in.Path
 			if !path.IsAbs(dir) {
 				dir = path.Join(orRoot(cfg.WorkingDir), dir)
 			}
 			cfg.WorkingDir = path.Clean(dir)
-		case "USER":
-			cfg.User = expand(args, vars)
-		case "EXPOSE":
+		case *instructions.UserCommand:
+			cfg.User = in.User
+		case *instructions.ExposeCommand:
+			var words []string
+			for _, p := range in.Ports {
+				w, err := plan.lex.ProcessWords(p, env)
+				if err != nil {
+					return nil, lineError(st.Line, st.Cmd, "cannot be expanded: %v.", err)
+				}
+				words = append(words, w...)
+			}
+			ps, err := ports(words)
+			if err != nil {
+				return nil, lineError(st.Line, st.Cmd, "%v.", err)
+			}
 			if cfg.ExposedPorts == nil {
 				cfg.ExposedPorts = map[string]struct{}{}
 			}
-			for _, p := range strings.Fields(expand(args, vars)) {
-				if !strings.Contains(p, "/") {
-					p += "/tcp"
-				}
+			for _, p := range ps {
 				cfg.ExposedPorts[p] = struct{}{}
 			}
-		case "CMD":
-			cfg.Cmd, cmdSet = execForm(args), true
-		case "ENTRYPOINT":
-			cfg.Entrypoint = execForm(args)
+		case *instructions.CmdCommand:
+			cfg.Cmd, cmdSet = command(in.ShellDependantCmdLine), true
+		case *instructions.EntrypointCommand:
+			cfg.Entrypoint = command(in.ShellDependantCmdLine)
 			if !cmdSet {
 				// Docker resets an inherited CMD when the Dockerfile sets ENTRYPOINT.
 				cfg.Cmd = nil
 			}
-		case "COPY", "ADD":
-			layer, err := copyLayer(c, in, vars, cfg.WorkingDir, opts.TempDir)
-			if err != nil {
+		case *instructions.CopyCommand:
+			if img, err = addLayer(img, c, st, in.SourcesAndDest, in.Chown, cfg.WorkingDir, opts.TempDir); err != nil {
 				return nil, err
 			}
-			if img, err = mutate.AppendLayers(img, layer); err != nil {
-				return nil, fmt.Errorf("failed to add the layer of line %d: %w", in.Line, err)
+		case *instructions.AddCommand:
+			if img, err = addLayer(img, c, st, in.SourcesAndDest, in.Chown, cfg.WorkingDir, opts.TempDir); err != nil {
+				return nil, err
 			}
 		}
 	}
 	return mutate.Config(img, cfg)
+}
+
+// addLayer appends the layer of one COPY or ADD.
+func addLayer(img v1.Image, c *Context, st Step, sd instructions.SourcesAndDest, chown, workdir, tempDir string) (v1.Image, error) {
+	layer, err := copyLayer(c, st, sd, chown, workdir, tempDir)
+	if err != nil {
+		return nil, err
+	}
+	if img, err = mutate.AppendLayers(img, layer); err != nil {
+		return nil, fmt.Errorf("failed to add the layer of line %d: %w", st.Line, err)
+	}
+	return img, nil
 }
 
 func orRoot(dir string) string {
@@ -257,37 +358,27 @@ func base(ctx context.Context, ref string, opts Options) (v1.Image, error) {
 	return img, nil
 }
 
-// copyLayer writes the files one COPY or ADD selects into a tar layer file, below its destination.
-func copyLayer(c *Context, in Instruction, vars map[string]string, workdir, tempDir string) (v1.Layer, error) {
-	var words []string
-	if strings.HasPrefix(in.Args, "[") {
-		words = execForm(in.Args)
-	} else {
-		var err error
-		if words, err = splitWords(in.Args); err != nil {
-			return nil, refuse("Dockerfile line %d: %s %v.", in.Line, in.Cmd, err)
-		}
-	}
-	if len(words) < 2 {
-		return nil, refuse("Dockerfile line %d: %s needs a source and a destination.", in.Line, in.Cmd)
-	}
+// copyLayer writes the files one COPY or ADD selects (its words already expanded) into a tar layer file, below
+// its destination.
+func copyLayer(c *Context, st Step, sd instructions.SourcesAndDest, chown, workdir, tempDir string) (v1.Layer, error) {
 	uid, gid := 0, 0
-	for _, f := range in.Flags {
-		if v, ok := strings.CutPrefix(f, "--chown="); ok {
-			u, g, _ := strings.Cut(v, ":")
-			if _, err := fmt.Sscanf(u, "%d", &uid); err != nil {
-				return nil, refuse("Dockerfile line %d: --chown takes numeric ids with the built-in builder.", in.Line)
-			}
-			gid = uid
-			if g != "" {
-				if _, err := fmt.Sscanf(g, "%d", &gid); err != nil {
-					return nil, refuse("Dockerfile line %d: --chown takes numeric ids with the built-in builder.", in.Line)
-				}
+	if chown != "" {
+		u, g, _ := strings.Cut(chown, ":")
+		var err error
+		if uid, err = strconv.Atoi(u); err != nil {
+			return nil, refuse("Dockerfile line %d: --chown takes numeric ids with the built-in builder.", st.Line)
+		}
+		gid = uid
+		if g != "" {
+			if gid, err = strconv.Atoi(g); err != nil {
+				return nil, refuse("Dockerfile line %d: --chown takes numeric ids with the built-in builder.", st.Line)
 			}
 		}
 	}
-	dest := expand(words[len(words)-1], vars)
-	srcs := words[:len(words)-1]
+	dest, srcs := sd.DestPath, sd.SourcePaths
+	if len(srcs) == 0 || dest == "" {
+		return nil, refuse("Dockerfile line %d: %s needs a source and a destination.", st.Line, st.Cmd)
+	}
 	// A destination ending in '/' (or '.', the working directory) is a directory, as is any with several sources.
 	toDir := strings.HasSuffix(dest, "/") || dest == "." || strings.HasSuffix(dest, "/.") || len(srcs) > 1
 	if !path.IsAbs(dest) {
@@ -295,14 +386,14 @@ func copyLayer(c *Context, in Instruction, vars map[string]string, workdir, temp
 	}
 	var entries [][2]string // context path, image path
 	for _, s := range srcs {
-		m, err := c.Match(expand(s, vars))
+		m, err := c.Match(s)
 		if err != nil {
-			return nil, refuse("Dockerfile line %d: %s source %q is not a valid pattern.", in.Line, in.Cmd, s)
+			return nil, refuse("Dockerfile line %d: %s source %q is not a valid pattern.", st.Line, st.Cmd, s)
 		}
 		if len(m) == 0 {
-			return nil, refuse("Dockerfile line %d: %s source %q matches nothing in the build context.", in.Line, in.Cmd, s)
+			return nil, refuse("Dockerfile line %d: %s source %q matches nothing in the build context.", st.Line, st.Cmd, s)
 		}
-		_, single := c.File(strings.TrimPrefix(path.Clean("/"+expand(s, vars)), "/"))
+		_, single := c.File(strings.TrimPrefix(path.Clean("/"+s), "/"))
 		for _, e := range m {
 			target := path.Join(dest, e[1])
 			if single && len(m) == 1 && !toDir && !c.isDir(e[0]) {

@@ -3,14 +3,19 @@
 // applies a single-stage Dockerfile of FROM, local COPY/ADD, ENV, WORKDIR, CMD, ENTRYPOINT, LABEL, EXPOSE, USER
 // and ARG onto its base image. A Dockerfile that needs more (RUN, several stages) is refused with ErrNeedsBuildKit,
 // which the reconciler hands to the BuildKit backend when one is configured. It reads no cluster state.
+//
+// The Dockerfile is read by BuildKit's own parser and instruction reader, and words are expanded by its shell
+// lexer, so what Docker refuses is refused here too, with the instruction and its line (docs/security.md).
 package imagebuild
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
+	"strconv"
 	"strings"
+
+	"github.com/moby/buildkit/frontend/dockerfile/instructions"
+	"github.com/moby/buildkit/frontend/dockerfile/shell"
 )
 
 // Refusal is a build that cannot succeed as submitted: its reason goes to the build's status as is.
@@ -34,131 +39,70 @@ func buildKitRefusal(format string, a ...any) error {
 		"anything else needs the BuildKit backend, which this installation has not configured (manager flag --sandbox-buildkit-image)."}}
 }
 
-// Instruction is one Dockerfile instruction.
-type Instruction struct {
+// Step is one instruction of the stage, as BuildKit's instruction reader typed it.
+type Step struct {
 	// Cmd is the instruction, upper case.
 	Cmd string
-	// Flags are the --name=value flags, in order.
-	Flags []string
-	// Args is the rest of the line, continuations joined.
-	Args string
 	// Line is where it starts, from 1.
 	Line int
+	// Command is the typed instruction (*instructions.EnvCommand, *instructions.CopyCommand, ...).
+	Command instructions.Command
 }
 
-// Parse splits a Dockerfile into instructions: comments and blank lines dropped, '\' continuations joined.
-func Parse(src string) ([]Instruction, error) {
-	var out []Instruction
-	lines := strings.Split(strings.ReplaceAll(src, "\r\n", "\n"), "\n")
-	for i := 0; i < len(lines); i++ {
-		start := i + 1
-		line := strings.TrimSpace(lines[i])
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		for strings.HasSuffix(line, `\`) && i+1 < len(lines) {
-			i++
-			next := strings.TrimSpace(lines[i])
-			if strings.HasPrefix(next, "#") {
-				continue
-			}
-			line = strings.TrimSuffix(line, `\`) + " " + next
-		}
-		line = strings.TrimSuffix(line, `\`)
-		cmd, rest, _ := strings.Cut(line, " ")
-		in := Instruction{Cmd: strings.ToUpper(cmd), Line: start}
-		rest = strings.TrimSpace(rest)
-		for strings.HasPrefix(rest, "--") {
-			flag, after, _ := strings.Cut(rest, " ")
-			in.Flags = append(in.Flags, flag)
-			rest = strings.TrimSpace(after)
-		}
-		in.Args = rest
-		out = append(out, in)
-	}
-	if len(out) == 0 {
-		return nil, refuse("The Dockerfile is empty.")
-	}
-	return out, nil
+// lineError is a refusal that names an instruction and its line.
+func lineError(line int, cmd string, format string, a ...any) error {
+	return refuse("Dockerfile line %d: %s %s", line, cmd, fmt.Sprintf(format, a...))
 }
 
-// execForm reads a JSON array form (["a", "b"]) or, failing that, wraps the shell form in /bin/sh -c.
-func execForm(args string) []string {
-	var v []string
-	if strings.HasPrefix(args, "[") && json.Unmarshal([]byte(args), &v) == nil {
-		return v
+// vars is the environment words are expanded in: ARG and ENV values so far (shell.EnvGetter).
+type vars map[string]string
+
+func (v vars) Get(k string) (string, bool) { s, ok := v[k]; return s, ok }
+
+func (v vars) Keys() []string {
+	out := make([]string, 0, len(v))
+	for k := range v {
+		out = append(out, k)
 	}
-	return []string{"/bin/sh", "-c", args}
+	return out
 }
 
-// keyValues reads the k=v pairs of ENV, LABEL and ARG (quoted values allowed), or the legacy "ENV key value".
-func keyValues(args string, legacy bool) ([][2]string, error) {
-	if legacy && !strings.Contains(strings.SplitN(args, " ", 2)[0], "=") {
-		k, v, ok := strings.Cut(args, " ")
-		if !ok {
-			return nil, fmt.Errorf("needs a value")
-		}
-		return [][2]string{{k, strings.TrimSpace(v)}}, nil
+// expander expands one word the way Docker does (${A:-b}, ${A:+b}, quotes, escapes); an unset variable is empty.
+func expander(lex *shell.Lex, env vars) instructions.SingleWordExpander {
+	return func(word string) (string, error) {
+		s, _, err := lex.ProcessWord(word, env)
+		return s, err
 	}
-	words, err := splitWords(args)
-	if err != nil {
-		return nil, err
-	}
-	out := make([][2]string, 0, len(words))
-	for _, w := range words {
-		k, v, _ := strings.Cut(w, "=")
-		if k == "" {
-			return nil, fmt.Errorf("has an empty name in %q", w)
-		}
-		out = append(out, [2]string{k, v})
-	}
-	return out, nil
 }
 
-// splitWords splits on spaces outside double or single quotes, removing the quotes; a backslash escapes the next
-// character inside double quotes and outside quotes.
-func splitWords(s string) ([]string, error) {
+// ports reads EXPOSE's words as Docker does: <port>[-<port>][/tcp|udp|sctp], each port within 0-65535, and
+// answers them as "<port>/<proto>", a range spelled out.
+func ports(words []string) ([]string, error) {
 	var out []string
-	var cur strings.Builder
-	inWord := false
-	var quote rune
-	escaped := false
-	for _, r := range s {
-		switch {
-		case escaped:
-			cur.WriteRune(r)
-			escaped = false
-		case r == '\\' && quote != '\'':
-			escaped, inWord = true, true
-		case quote != 0:
-			if r == quote {
-				quote = 0
-			} else {
-				cur.WriteRune(r)
-			}
-		case r == '"' || r == '\'':
-			quote, inWord = r, true
-		case r == ' ' || r == '\t':
-			if inWord {
-				out = append(out, cur.String())
-				cur.Reset()
-				inWord = false
-			}
+	for _, w := range words {
+		spec, proto, _ := strings.Cut(w, "/")
+		switch strings.ToLower(proto) {
+		case "":
+			proto = "tcp"
+		case "tcp", "udp", "sctp":
+			proto = strings.ToLower(proto)
 		default:
-			cur.WriteRune(r)
-			inWord = true
+			return nil, fmt.Errorf("%q has the protocol %q; it must be tcp, udp or sctp", w, proto)
+		}
+		lo, hi, isRange := strings.Cut(spec, "-")
+		start, err := strconv.ParseUint(lo, 10, 16)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a port: a port is a number from 0 to 65535", w)
+		}
+		end := start
+		if isRange {
+			if end, err = strconv.ParseUint(hi, 10, 16); err != nil || end < start {
+				return nil, fmt.Errorf("%q is not a port range: both ends are numbers from 0 to 65535, the first the lower", w)
+			}
+		}
+		for p := start; p <= end; p++ {
+			out = append(out, strconv.FormatUint(p, 10)+"/"+proto)
 		}
 	}
-	if quote != 0 {
-		return nil, fmt.Errorf("has an unterminated quote")
-	}
-	if inWord {
-		out = append(out, cur.String())
-	}
 	return out, nil
-}
-
-// expand replaces $VAR and ${VAR} from vars (ARG and ENV values so far); unknown variables become empty.
-func expand(s string, vars map[string]string) string {
-	return os.Expand(s, func(k string) string { return vars[k] })
 }

@@ -209,6 +209,32 @@ func TestEntrypointResetsInheritedCmd(t *testing.T) {
 	}
 }
 
+// TestShellWordExpansion: words are expanded as Docker's shell lexer does, ${VAR:-default} included, and ARG
+// values declared before FROM reach the stage only when it declares them again.
+func TestShellWordExpansion(t *testing.T) {
+	img, err := Build(context.Background(), zipOf(t, map[string]string{
+		"Dockerfile": "ARG GLOBAL=g\nARG HIDDEN=h\nFROM scratch\nARG GLOBAL\nENV Y=${HOME:-z} Q=\"${UNSET:-a b}\" P=${GLOBAL}${HIDDEN:-unset} \\\n  E='$Y'\n" +
+			"EXPOSE 8000-8002/udp\nCMD echo \"$Y\"\n",
+	}), Options{TempDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, _ := img.ConfigFile()
+	for _, want := range []string{"Y=z", "Q=a b", "P=gunset", "E=$Y"} {
+		if !slices.Contains(cf.Config.Env, want) {
+			t.Errorf("Env = %q, want it to contain %q", cf.Config.Env, want)
+		}
+	}
+	for _, p := range []string{"8000/udp", "8001/udp", "8002/udp"} {
+		if _, ok := cf.Config.ExposedPorts[p]; !ok {
+			t.Errorf("ExposedPorts = %v, want %s", cf.Config.ExposedPorts, p)
+		}
+	}
+	if !slices.Equal(cf.Config.Cmd, []string{"/bin/sh", "-c", `echo "$Y"`}) {
+		t.Errorf("Cmd = %q, want the shell form unexpanded under /bin/sh -c", cf.Config.Cmd)
+	}
+}
+
 func TestRefusals(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -231,6 +257,15 @@ func TestRefusals(t *testing.T) {
 		{name: "absolute symlink", files: map[string]string{"Dockerfile": "FROM scratch\n", "link": "->/etc/passwd"}, want: "absolute path"},
 		{name: "COPY of nothing", files: map[string]string{"Dockerfile": "FROM scratch\nCOPY missing /x\n"}, want: "matches nothing"},
 		{name: "ADD of a URL", files: map[string]string{"Dockerfile": "FROM scratch\nADD https://example.com/x /x\n"}, want: "URL"},
+		// What Docker refuses, refused with the instruction and its line (docs/security.md, "Dockerfiles").
+		{name: "port out of range", files: map[string]string{"Dockerfile": "FROM scratch\nEXPOSE 8080 99999\n"}, want: "Dockerfile line 2: EXPOSE \"99999\" is not a port"},
+		{name: "unknown protocol", files: map[string]string{"Dockerfile": "FROM scratch\nEXPOSE 80/http\n"}, want: "Dockerfile line 2: EXPOSE \"80/http\""},
+		{name: "broken exec form", files: map[string]string{"Dockerfile": "FROM scratch\n\nCMD [\"a\"\n"}, want: "Dockerfile line 3: CMD is not a valid exec form"},
+		{name: "broken exec form of ENTRYPOINT", files: map[string]string{"Dockerfile": "FROM scratch\nENTRYPOINT ['a']\n"}, want: "Dockerfile line 2: ENTRYPOINT is not a valid exec form"},
+		{name: "unknown flag", files: map[string]string{"Dockerfile": "FROM scratch\nCOPY --bogus=1 a b\n"}, want: "Dockerfile line 2: COPY is not valid: unknown flag: --bogus"},
+		{name: "ENV without a value", files: map[string]string{"Dockerfile": "FROM scratch\nENV ONLYNAME\n"}, want: "Dockerfile line 2: ENV is not valid"},
+		{name: "unterminated quote", files: map[string]string{"Dockerfile": "FROM scratch\nENV A=\"x\n"}, want: "Dockerfile line 2: ENV cannot be expanded"},
+		{name: "COPY --chmod", files: map[string]string{"Dockerfile": "FROM scratch\nCOPY --chmod=755 a b\n"}, want: "COPY --chmod", buildKit: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
