@@ -1,6 +1,53 @@
 package v1alpha1
 
-import "strings"
+import (
+	"regexp"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// The rules of the ids a workspace key's scope lists carry. The CRD states them in CEL on each item of
+// spec.models and spec.environments (same patterns, same messages), and the REST API checks them with
+// ValidateKeyScope, so kubectl and REST refuse the same ids with the same words.
+const (
+	// ModelRefPattern is what an item of spec.models matches: a model name or an Endpoint slug.
+	ModelRefPattern = `^[A-Za-z0-9][A-Za-z0-9._:/-]*$`
+	// ModelRefRule is the refusal of an item that does not.
+	ModelRefRule = "must be a model name or an Endpoint slug (a letter or digit, then letters, digits, '.', '_', ':', '/' or '-')"
+	// ModelRefMaxLength is the longest item of spec.models.
+	ModelRefMaxLength = 128
+	// EnvironmentNamePattern is what an item of spec.environments matches, the rule of a Model's environment names.
+	EnvironmentNamePattern = `^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`
+	// EnvironmentNameRule is the refusal of an item that does not.
+	EnvironmentNameRule = "must be an environment name (lowercase RFC 1123 label)"
+	// EnvironmentNameMaxLength is the longest environment name.
+	EnvironmentNameMaxLength = 63
+)
+
+var (
+	modelRefRE        = regexp.MustCompile(ModelRefPattern)
+	environmentNameRE = regexp.MustCompile(EnvironmentNamePattern)
+)
+
+// ValidateKeyScope checks every id of a key's scope lists: models under modelsPath, environments under envPath.
+// A refusal's field is the item's (models[0]), its detail the rule.
+func ValidateKeyScope(models, environments []string, modelsPath, envPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	check := func(ids []string, path *field.Path, re *regexp.Regexp, maxLen int, rule string) {
+		for i, id := range ids {
+			switch {
+			case len(id) > maxLen:
+				errs = append(errs, field.TooLong(path.Index(i), id, maxLen))
+			case !re.MatchString(id):
+				errs = append(errs, field.Invalid(path.Index(i), id, rule))
+			}
+		}
+	}
+	check(models, modelsPath, modelRefRE, ModelRefMaxLength, ModelRefRule)
+	check(environments, envPath, environmentNameRE, EnvironmentNameMaxLength, EnvironmentNameRule)
+	return errs
+}
 
 // AnnotationCreatedBy is the former record of a workspace key's creator, written by the REST API before
 // spec.createdBy existed: "user:<id>" for the owner of the PERSONAL key that created it, "key:<prefix>" for a

@@ -1,6 +1,16 @@
 package v1alpha1
 
-import "testing"
+import (
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/yaml"
+)
 
 func TestCreatorFromAnnotation(t *testing.T) {
 	for _, tc := range []struct {
@@ -49,6 +59,62 @@ func TestNameScope(t *testing.T) {
 	} {
 		if got := tc.a.NameScope() == tc.b.NameScope(); got != tc.conflict {
 			t.Errorf("%s: scopes %q and %q conflict = %v, want %v", tc.name, tc.a.NameScope(), tc.b.NameScope(), got, tc.conflict)
+		}
+	}
+}
+
+// TestValidateKeyScope: every id of a key's scope lists is checked, the refusal naming the item and the rule.
+func TestValidateKeyScope(t *testing.T) {
+	for _, tc := range []struct {
+		models, envs []string
+		want         []string // "field: detail" of each refusal
+	}{
+		{models: []string{"demo", "demo/echo", "gpt-4o", "org/Model-1.5:latest"}, envs: []string{"production", "staging-2"}},
+		{models: []string{""}, want: []string{"model_ids[0]: " + ModelRefRule}},
+		{models: []string{"ok", "../x", "-a"}, want: []string{"model_ids[1]: " + ModelRefRule, "model_ids[2]: " + ModelRefRule}},
+		{models: []string{strings.Repeat("m", ModelRefMaxLength+1)}, want: []string{"model_ids[0]: may not be more than 128 bytes"}},
+		{envs: []string{"../x"}, want: []string{"environments[0]: " + EnvironmentNameRule}},
+		{envs: []string{"production", "", "Staging", "a-"}, want: []string{"environments[1]: " + EnvironmentNameRule,
+			"environments[2]: " + EnvironmentNameRule, "environments[3]: " + EnvironmentNameRule}},
+		{envs: []string{strings.Repeat("e", 64)}, want: []string{"environments[0]: may not be more than 63 bytes"}},
+	} {
+		errs := ValidateKeyScope(tc.models, tc.envs, field.NewPath("model_ids"), field.NewPath("environments"))
+		var got []string
+		for _, e := range errs {
+			got = append(got, e.Field+": "+e.Detail)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("ValidateKeyScope(%q, %q) = %q, want %q", tc.models, tc.envs, got, tc.want)
+		}
+	}
+}
+
+// TestKeyScopeRulesMatchTheCRD: the CRD's CEL rules on spec.models and spec.environments are the patterns and
+// messages ValidateKeyScope uses, so kubectl and REST cannot drift apart.
+func TestKeyScopeRulesMatchTheCRD(t *testing.T) {
+	b, err := os.ReadFile("../../config/crd/bases/gateway.modelgate.io_workspaceapikeys.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := yaml.Unmarshal(b, &crd); err != nil {
+		t.Fatal(err)
+	}
+	spec := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	for prop, want := range map[string][3]string{
+		"models":       {ModelRefPattern, ModelRefRule, "128"},
+		"environments": {EnvironmentNamePattern, EnvironmentNameRule, "63"},
+	} {
+		items := spec.Properties[prop].Items.Schema
+		if len(items.XValidations) != 1 {
+			t.Fatalf("spec.%s items have %d CEL rules, want 1", prop, len(items.XValidations))
+		}
+		v := items.XValidations[0]
+		if v.Rule != "self.matches('"+want[0]+"')" || v.Message != want[1] {
+			t.Errorf("spec.%s items: rule %q message %q, want the pattern %q and message %q", prop, v.Rule, v.Message, want[0], want[1])
+		}
+		if items.MaxLength == nil || strconv.FormatInt(*items.MaxLength, 10) != want[2] {
+			t.Errorf("spec.%s items: maxLength %v, want %s", prop, items.MaxLength, want[2])
 		}
 	}
 }

@@ -111,18 +111,22 @@ type WorkspaceAPIKeySpec struct {
 	// +optional
 	CreatedBy *KeyCreator `json:"createdBy,omitempty"`
 
-	// models restricts the key to these model ids or slugs. Empty means all.
+	// models restricts the key to these model ids or slugs. Empty means all. Each is a model name or an Endpoint
+	// slug.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=256
 	// +kubebuilder:validation:items:MaxLength=128
+	// +kubebuilder:validation:items:XValidation:rule="self.matches('^[A-Za-z0-9][A-Za-z0-9._:/-]*$')",message="must be a model name or an Endpoint slug (a letter or digit, then letters, digits, '.', '_', ':', '/' or '-')"
 	Models []string `json:"models,omitempty"`
 
-	// environments restricts the key to these environments. Empty means all.
+	// environments restricts the key to these environments. Empty means all. Each is an environment name
+	// (lowercase RFC 1123 label).
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=64
-	// +kubebuilder:validation:items:MaxLength=128
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:XValidation:rule="self.matches('^[a-z0-9]([a-z0-9-]*[a-z0-9])?$')",message="must be an environment name (lowercase RFC 1123 label)"
 	Environments []string `json:"environments,omitempty"`
 
 	KeySource `json:",inline"`

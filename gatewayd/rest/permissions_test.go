@@ -123,11 +123,17 @@ var _ = Describe("Workspace-key permissions", Ordered, func() {
 			"model_ids":    {"type": "WORKSPACE_MANAGE_ALL", "name": "x", "model_ids": []string{"m1"}},
 			"name":         {"type": "WORKSPACE_INVOKE", "name": "Not Valid"},
 			"type":         {"type": "ROOT", "name": "x"},
+			// Every id of the scope lists is checked (docs/security.md "Ids a key's scope carries").
+			"model_ids[0]":    {"type": "WORKSPACE_INVOKE", "name": "x", "model_ids": []string{""}},
+			"model_ids[1]":    {"type": "WORKSPACE_INVOKE", "name": "x", "model_ids": []string{"m1", "../x"}},
+			"environments[0]": {"type": "WORKSPACE_INVOKE", "name": "x", "environments": []string{"../x"}},
 		} {
 			r := create(ada, "/v1/api_keys", body)
 			expectError(r, http.StatusBadRequest, "invalid_request")
 			Expect(r.body["detail"]).To(ContainElement(HaveKeyWithValue("field", field)), "%v: %s", body, r)
 		}
+		r = create(ada, "/v1/api_keys", map[string]any{"type": "WORKSPACE_INVOKE", "name": "x", "environments": []string{"../x"}})
+		Expect(r.body["error"]).To(Equal(`environments[0]: must be an environment name (lowercase RFC 1123 label) (got "../x").`))
 		By("allowing a WORKSPACE_MANAGE_ALL key scoped by environments, with models")
 		mustCreate(ada, "/v1/teams/ml/api_keys", map[string]any{"type": "WORKSPACE_MANAGE_ALL", "name": "ml-staging",
 			"environments": []string{"staging"}, "model_ids": []string{"m1"}})

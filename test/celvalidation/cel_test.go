@@ -395,6 +395,21 @@ spec: {type: PERSONAL, owner: {userID: u1}, models: [demo]}`,
 kind: WorkspaceAPIKey
 spec: {type: WORKSPACE_EXPORT_METRICS, environments: [production]}`,
 			wantPath: "spec.environments", wantMsg: "environments scoping applies to WORKSPACE_MANAGE_ALL and WORKSPACE_INVOKE keys only"},
+		{name: "workspace key: an empty model id refused", object: `
+kind: WorkspaceAPIKey
+spec: {type: WORKSPACE_INVOKE, models: [""]}`,
+			wantPath: "spec.models[0]", wantMsg: "must be a model name or an Endpoint slug"},
+		{name: "workspace key: a model id with a path refused", object: `
+kind: WorkspaceAPIKey
+spec: {type: WORKSPACE_INVOKE, models: [demo, ../x]}`,
+			wantPath: "spec.models[1]", wantMsg: "must be a model name or an Endpoint slug"},
+		{name: "workspace key: a slug with a slash accepted", object: `
+kind: WorkspaceAPIKey
+spec: {type: WORKSPACE_INVOKE, models: [demo/echo, gpt-4o]}`},
+		{name: "workspace key: an environment with a path refused", object: `
+kind: WorkspaceAPIKey
+spec: {type: WORKSPACE_INVOKE, environments: [production, ../x]}`,
+			wantPath: "spec.environments[1]", wantMsg: "must be an environment name (lowercase RFC 1123 label)"},
 		{name: "workspace key: teamID on a personal key refused", object: `
 kind: WorkspaceAPIKey
 spec: {type: PERSONAL, owner: {userID: u1}, teamID: ml}`,

@@ -14,6 +14,7 @@ import (
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/modelgate/modelgate/api/apikey"
@@ -179,8 +180,9 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, c auth.Caller, req 
 	httperr.WriteJSON(w, http.StatusCreated, map[string]string{"api_key": plain})
 }
 
-// validateCreate checks the type, the name and DESIGN.md's scope rules (the CRD's CEL rules, in the API's field
-// names), returning the field at fault and the rule, or "".
+// validateCreate checks the type, the name, the scope rules of docs/rest-api.md (the CRD's CEL rules, in the API's field
+// names) and every id of the scope lists (gatewayv1.ValidateKeyScope, the CRD's rules on each item), returning the
+// field at fault and the rule, or "".
 func validateCreate(t gatewayv1.WorkspaceKeyType, req createWorkspaceKeyRequest) (string, string) {
 	switch t {
 	case gatewayv1.KeyTypePersonal, gatewayv1.KeyTypeManageAll, gatewayv1.KeyTypeInvoke,
@@ -199,6 +201,9 @@ func validateCreate(t gatewayv1.WorkspaceKeyType, req createWorkspaceKeyRequest)
 		return "environments", "environments scope WORKSPACE_MANAGE_ALL and WORKSPACE_INVOKE keys only."
 	case len(req.ModelIDs) > 0 && len(req.Environments) == 0 && t != gatewayv1.KeyTypeInvoke && t != gatewayv1.KeyTypeExportMetrics:
 		return "model_ids", "model_ids alone scope WORKSPACE_INVOKE and WORKSPACE_EXPORT_METRICS keys only; a WORKSPACE_MANAGE_ALL key is scoped by environments, optionally with model_ids."
+	}
+	if errs := gatewayv1.ValidateKeyScope(req.ModelIDs, req.Environments, field.NewPath("model_ids"), field.NewPath("environments")); len(errs) > 0 {
+		return errs[0].Field, fmt.Sprintf("%s: %s (got %q).", errs[0].Field, errs[0].Detail, errs[0].BadValue)
 	}
 	return "", ""
 }
