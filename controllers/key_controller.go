@@ -117,7 +117,7 @@ func (r *keyReconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (_ c
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	for _, next := range []func(context.Context, T) (check, error){r.checkGroup, r.checkPrefix} {
+	for _, next := range []func(context.Context, T) (check, error){r.checkRevoked, r.checkGroup, r.checkPrefix} {
 		if c.failed {
 			break
 		}
@@ -265,6 +265,49 @@ func (r *keyReconciler[T]) checkGroup(ctx context.Context, obj T) (check, error)
 			message: fmt.Sprintf("Group %s is not Ready (%s), so the key is not served.", id, reason)}, nil
 	}
 	return check{}, nil
+}
+
+// checkRevoked fails a key brought by a Secret, or minted, whose prefix was revoked (in the workspace's
+// revocation records, or by a tombstone claim a deleted key left before the records existed): revocation covers
+// every key source, so a revoked REST key cannot come back through a Secret written after admission
+// (docs/security.md "Revocation covers every key source"). A key whose prefix is in its spec was checked at
+// admission.
+func (r *keyReconciler[T]) checkRevoked(ctx context.Context, obj T) (check, error) {
+	st := r.status(obj)
+	if r.source(obj).Hash != "" || st.Prefix == "" {
+		return check{}, nil
+	}
+	revoked, err := r.prefixRevoked(ctx, obj.GetNamespace(), st.Prefix)
+	if err != nil || !revoked {
+		return check{}, err
+	}
+	prefix := st.Prefix
+	st.Prefix, st.Hash = "", ""
+	return check{reason: gatewayv1.ReasonPrefixRevoked, failed: true, message: fmt.Sprintf(
+		"The key's prefix %s was revoked; a revoked key can never be used again, whatever its source: put a new key in the Secret.", prefix)}, nil
+}
+
+// prefixRevoked reads the revocation records of ns, then the prefix's claim for a tombstone.
+func (r *keyReconciler[T]) prefixRevoked(ctx context.Context, ns, prefix string) (bool, error) {
+	var shard corev1.ConfigMap
+	err := r.reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: gatewayv1.RevokedShardName(prefix)}, &shard)
+	switch {
+	case err == nil:
+		if _, ok := shard.Data[prefix]; ok {
+			return true, nil
+		}
+	case !apierrors.IsNotFound(err):
+		return false, fmt.Errorf("failed to read the revocation records of prefix %s: %w", prefix, err)
+	}
+	var claim corev1.ConfigMap
+	err = r.reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: gatewayv1.ClaimName(gatewayv1.ClaimKindKeyPrefix, prefix)}, &claim)
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("failed to read the claim of prefix %s: %w", prefix, err)
+	}
+	return gatewayv1.ClaimRevoked(claim.Data), nil
 }
 
 // checkPrefix fails the key when an older key of either kind holds the same prefix.

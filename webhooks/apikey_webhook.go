@@ -42,5 +42,8 @@ func (v *APIKeyValidator) ValidateDelete(ctx context.Context, k *gatewayv1.APIKe
 }
 
 func (v *APIKeyValidator) validate(ctx context.Context, k *gatewayv1.APIKey) error {
+	if err := admitSecretKey(ctx, v.Reader, apiKeyKind, k, k.Spec.KeySource); err != nil {
+		return err
+	}
 	return admitPrefix(ctx, v.Reader, v.Claims, apiKeyKind, workspaceAPIKeyKind, k, k.Spec.Prefix)
 }

@@ -2,8 +2,6 @@ package webhooks
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -36,11 +34,8 @@ import (
 // Tombstones written before the records (a claim marked revoked) keep refusing their prefix.
 
 const (
-	// LabelClaim marks claim ConfigMaps; its value is the kind of value claimed.
-	LabelClaim = "gateway.modelgate.io/claim"
-
 	claimExternalID = "external-id"
-	claimKeyPrefix  = "key-prefix"
+	claimKeyPrefix  = gatewayv1.ClaimKindKeyPrefix
 	// claimKeyName claims a WorkspaceAPIKey's displayName within its name scope (see keyNameValue).
 	claimKeyName = "key-name"
 	// claimRevokedShard labels the ConfigMaps of revocation records (gatewayv1.RevokedShardName).
@@ -50,19 +45,13 @@ const (
 	claimHolderKind = "holderKind"
 	claimHolderName = "holderName"
 	claimHolderUID  = "holderUID"
-	claimRevoked    = "revoked"
-	claimHash       = "hash"
+	claimRevoked    = gatewayv1.ClaimDataRevoked
+	claimHash       = gatewayv1.ClaimDataHash
 )
 
 // claimGrace is how long a claim whose holder does not exist is kept for an admission in flight: longer than the
 // webhook timeout.
 const claimGrace = 30 * time.Second
-
-// ClaimName is the name of the ConfigMap that claims value of kind: the hash keeps any value a valid name.
-func ClaimName(kind, value string) string {
-	sum := sha256.Sum256([]byte(kind + "\x00" + value))
-	return "modelgate-claim-" + hex.EncodeToString(sum[:20])
-}
 
 // claimant is the object that claims a value.
 type claimant struct {
@@ -113,8 +102,8 @@ func (cl *claimer) take(ctx context.Context, ns, kind, value string, c claimant)
 // claim is take without the revocation records.
 func (cl *claimer) claim(ctx context.Context, ns, kind, value string, c claimant) (*claimRefusal, error) {
 	dryRun := isDryRun(ctx)
-	want := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ClaimName(kind, value),
-		Labels: map[string]string{LabelClaim: kind}}, Data: map[string]string{claimValue: value}}
+	want := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: gatewayv1.ClaimName(kind, value),
+		Labels: map[string]string{gatewayv1.LabelClaim: kind}}, Data: map[string]string{claimValue: value}}
 	setHolder(want, c)
 	for attempt := 0; attempt < 3; attempt++ {
 		if !dryRun {
@@ -138,7 +127,7 @@ func (cl *claimer) claim(ctx context.Context, ns, kind, value string, c claimant
 			return nil, fmt.Errorf("failed to read the claim of %s %q: %w", kind, value, err)
 		}
 		holder := holderOf(&have)
-		if have.Data[claimRevoked] == "true" {
+		if gatewayv1.ClaimRevoked(have.Data) {
 			return &claimRefusal{holder: holder, revoked: true}, nil
 		}
 		if holder.kind == c.kind && holder.name == c.name {
@@ -200,14 +189,14 @@ func (cl *claimer) release(ctx context.Context, ns, kind, value string, c claima
 		return nil
 	}
 	var have corev1.ConfigMap
-	err := cl.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: ClaimName(kind, value)}, &have)
+	err := cl.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: gatewayv1.ClaimName(kind, value)}, &have)
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil
 	case err != nil:
 		return fmt.Errorf("failed to read the claim of %s %q: %w", kind, value, err)
 	}
-	if have.Data[claimRevoked] == "true" || holderOf(&have) != c {
+	if gatewayv1.ClaimRevoked(have.Data) || holderOf(&have) != c {
 		return nil
 	}
 	err = cl.Writer.Delete(ctx, &have, client.Preconditions{UID: &have.UID, ResourceVersion: &have.ResourceVersion})
@@ -226,7 +215,7 @@ func (cl *claimer) revoke(ctx context.Context, ns, prefix, hash string, c claima
 	if isDryRun(ctx) {
 		return nil
 	}
-	key := client.ObjectKey{Namespace: ns, Name: ClaimName(claimKeyPrefix, prefix)}
+	key := client.ObjectKey{Namespace: ns, Name: gatewayv1.ClaimName(claimKeyPrefix, prefix)}
 	var have corev1.ConfigMap
 	err := cl.Reader.Get(ctx, key, &have)
 	held := err == nil
@@ -268,7 +257,7 @@ func (cl *claimer) record(ctx context.Context, ns, prefix, hash string) (bool, e
 		err := cl.Reader.Get(ctx, key, &shard)
 		if apierrors.IsNotFound(err) {
 			shard = corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: key.Name,
-				Labels: map[string]string{LabelClaim: claimRevokedShard}}, Data: map[string]string{prefix: hash}}
+				Labels: map[string]string{gatewayv1.LabelClaim: claimRevokedShard}}, Data: map[string]string{prefix: hash}}
 			if err := cl.Writer.Create(ctx, &shard); err == nil || !apierrors.IsAlreadyExists(err) {
 				return err == nil, err
 			}
@@ -319,7 +308,7 @@ func (cl *claimer) tombstone(ctx context.Context, key client.ObjectKey, prefix, 
 		var have corev1.ConfigMap
 		err := cl.Reader.Get(ctx, key, &have)
 		if apierrors.IsNotFound(err) {
-			tomb := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: map[string]string{LabelClaim: claimKeyPrefix}},
+			tomb := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: map[string]string{gatewayv1.LabelClaim: claimKeyPrefix}},
 				Data: map[string]string{claimValue: prefix}}
 			setHolder(tomb, c)
 			tomb.Data[claimRevoked], tomb.Data[claimHash] = "true", hash

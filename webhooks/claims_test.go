@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
-	"github.com/modelgate/modelgate/webhooks"
 )
 
 // race runs create for each of n writers at once and returns how many succeeded; every refusal must be a
@@ -152,6 +151,6 @@ func withExternalID(ns, name, id string) *gatewayv1.Group {
 // externalIDClaim reads the claim ConfigMap of the external id id.
 func externalIDClaim(ns, id string) (*corev1.ConfigMap, error) {
 	claim := &corev1.ConfigMap{}
-	err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: webhooks.ClaimName("external-id", id)}, claim)
+	err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: gatewayv1.ClaimName("external-id", id)}, claim)
 	return claim, err
 }

@@ -1,13 +1,17 @@
 package webhooks
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/modelgate/modelgate/api/apikey"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 )
 
@@ -71,4 +75,40 @@ func revokePrefix(ctx context.Context, claims *claimer, own keyKind, k client.Ob
 		return apierrors.NewInternalError(fmt.Errorf("revocation of %s %s: %w", own.name, k.GetName(), err))
 	}
 	return nil
+}
+
+var secretRefPath = field.NewPath("spec", "secretRef")
+
+// admitSecretKey refuses a key of kind own whose spec.secretRef names a Secret holding a key whose prefix was
+// revoked: revocation covers every key source, so a revoked REST key cannot come back through a Secret. A Secret
+// that does not exist yet, or that is written later, is checked by the key reconciler, which refuses to derive a
+// revoked prefix (docs/security.md "Revocation covers every key source").
+func admitSecretKey(ctx context.Context, r client.Reader, own keyKind, k client.Object, src gatewayv1.KeySource) error {
+	if src.SecretRef == nil {
+		return nil
+	}
+	var secret corev1.Secret
+	if err := r.Get(ctx, client.ObjectKey{Namespace: k.GetNamespace(), Name: src.SecretRef.Name}, &secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return apierrors.NewInternalError(fmt.Errorf("admission of %s %s: failed to read Secret %s: %w", own.name, k.GetName(), src.SecretRef.Name, err))
+	}
+	plain := strings.TrimSpace(string(secret.Data[cmp.Or(src.SecretRef.Key, gatewayv1.DefaultKeySecretEntry)]))
+	if plain == "" {
+		return nil
+	}
+	prefix := apikey.Prefix(plain)
+	var claim corev1.ConfigMap
+	err := r.Get(ctx, client.ObjectKey{Namespace: k.GetNamespace(), Name: gatewayv1.ClaimName(gatewayv1.ClaimKindKeyPrefix, prefix)}, &claim)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return apierrors.NewInternalError(fmt.Errorf("admission of %s %s: failed to read the claim of prefix %s: %w", own.name, k.GetName(), prefix, err))
+	case !gatewayv1.ClaimRevoked(claim.Data):
+		return nil
+	}
+	return refuse(ctx, own.name, k.GetName(), field.ErrorList{field.Forbidden(secretRefPath, fmt.Sprintf(
+		"Secret %s holds the key with prefix %s, which was revoked; a revoked key can never be registered or used again, whatever its source", src.SecretRef.Name, prefix))})
 }

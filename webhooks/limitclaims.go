@@ -121,7 +121,7 @@ func (cl *claimer) claimLimitsOf(ctx context.Context, g *gatewayv1.Group, ancest
 		var above, below []*gatewayv1.Group
 		for i, name := range names {
 			cm := &corev1.ConfigMap{}
-			err := cl.Reader.Get(ctx, client.ObjectKey{Namespace: g.Namespace, Name: ClaimName(claimLimits, name)}, cm)
+			err := cl.Reader.Get(ctx, client.ObjectKey{Namespace: g.Namespace, Name: gatewayv1.ClaimName(claimLimits, name)}, cm)
 			if apierrors.IsNotFound(err) {
 				continue
 			}
@@ -164,8 +164,8 @@ func (cl *claimer) writeEntries(ctx context.Context, g *gatewayv1.Group, names [
 	for i, name := range names {
 		cm := claims[i]
 		if cm == nil {
-			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: g.Namespace, Name: ClaimName(claimLimits, name),
-				Labels: map[string]string{LabelClaim: claimLimits}}, Data: map[string]string{claimValue: name, entryKey(g.Name): entry}}
+			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: g.Namespace, Name: gatewayv1.ClaimName(claimLimits, name),
+				Labels: map[string]string{gatewayv1.LabelClaim: claimLimits}}, Data: map[string]string{claimValue: name, entryKey(g.Name): entry}}
 			err := cl.Writer.Create(ctx, cm)
 			if apierrors.IsAlreadyExists(err) {
 				return false, nil
@@ -202,7 +202,7 @@ func (cl *claimer) dropLimitClaim(ctx context.Context, ns, name string) error {
 	if isDryRun(ctx) {
 		return nil
 	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ClaimName(claimLimits, name)}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: gatewayv1.ClaimName(claimLimits, name)}}
 	if err := cl.Writer.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("failed to delete the limit claim of group %s: %w", name, err)
 	}

@@ -11,7 +11,6 @@ import (
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/api/v1alpha1/hierarchy"
-	"github.com/modelgate/modelgate/webhooks"
 )
 
 // setThreshold writes g's first limit at threshold, as a client that read it just before does.
@@ -115,7 +114,7 @@ var _ = Describe("The claim on (parent, limit)", func() {
 			Expect(setThreshold(ns, "child", 10)).To(Succeed())
 		}
 		var claims corev1.ConfigMapList
-		Expect(k8s.List(ctx, &claims, client.InNamespace(ns), client.MatchingLabels{webhooks.LabelClaim: "limits"})).To(Succeed())
+		Expect(k8s.List(ctx, &claims, client.InNamespace(ns), client.MatchingLabels{gatewayv1.LabelClaim: "limits"})).To(Succeed())
 		Expect(claims.Items).To(HaveLen(2), "one limit claim per group")
 		g := &gatewayv1.Group{}
 		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "child"}, g)).To(Succeed())
@@ -123,7 +122,7 @@ var _ = Describe("The claim on (parent, limit)", func() {
 		Expect(k8s.Update(ctx, g)).To(Succeed())
 		Expect(k8s.Delete(ctx, g)).To(Succeed())
 		letGo(g)
-		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: webhooks.ClaimName("limits", "child")}, &corev1.ConfigMap{})).
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: gatewayv1.ClaimName("limits", "child")}, &corev1.ConfigMap{})).
 			NotTo(Succeed(), "the deleted group's limit claim is still there")
 	})
 })

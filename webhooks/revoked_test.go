@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
-	"github.com/modelgate/modelgate/webhooks"
 )
 
 var _ = Describe("Revocation records", func() {
@@ -18,7 +17,7 @@ var _ = Describe("Revocation records", func() {
 		ns := newNamespace()
 		claimMaps := func() int {
 			var list corev1.ConfigMapList
-			Expect(k8s.List(ctx, &list, client.InNamespace(ns), client.HasLabels{webhooks.LabelClaim})).To(Succeed())
+			Expect(k8s.List(ctx, &list, client.InNamespace(ns), client.HasLabels{gatewayv1.LabelClaim})).To(Succeed())
 			return len(list.Items)
 		}
 		key := func(name string, i int) *gatewayv1.APIKey {

@@ -3,13 +3,16 @@ package webhooks_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/modelgate/modelgate/api/apikey"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/webhooks"
 )
@@ -265,6 +268,31 @@ var _ = Describe("APIKey webhook", func() {
 		expectRefused(k8s.Create(ctx, replay), "spec.prefix", "was revoked")
 		letGo(held)
 		expectRefused(k8s.Create(ctx, key("held", "mgk_CCCCCCCCCCCC", 1)), "spec.prefix", "was revoked")
+	})
+
+	It("refuses a revoked REST key brought back through a Secret, for either kind of key (docs/security.md)", func() {
+		plain := "mgk_" + strings.Repeat("Zq7x", 10)
+		registered := key("registered", apikey.Prefix(plain), 0)
+		registered.Spec.Hash = apikey.Hash(plain)
+		Expect(k8s.Create(ctx, registered)).To(Succeed())
+		Expect(k8s.Delete(ctx, registered)).To(Succeed())
+
+		Expect(k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "same-key"},
+			Data: map[string][]byte{"api_key": []byte(plain + "\n")}})).To(Succeed())
+		fed := &gatewayv1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "revived"}}
+		fed.Spec.GroupID = "acme"
+		fed.Spec.SecretRef = &gatewayv1.SecretKeySelector{Name: "same-key"}
+		expectRefused(k8s.Create(ctx, fed), "spec.secretRef", "was revoked")
+		ws := &gatewayv1.WorkspaceAPIKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "revived"}}
+		ws.Spec.Type = gatewayv1.KeyTypeInvoke
+		ws.Spec.SecretRef = &gatewayv1.SecretKeySelector{Name: "same-key"}
+		expectRefused(k8s.Create(ctx, ws), "spec.secretRef", "was revoked")
+
+		By("a Secret holding another key is admitted")
+		Expect(k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other-key"},
+			Data: map[string][]byte{"api_key": []byte("mgk_" + strings.Repeat("Wp3k", 10))}})).To(Succeed())
+		fed.Spec.SecretRef.Name = "other-key"
+		Expect(k8s.Create(ctx, fed)).To(Succeed())
 	})
 })
 

@@ -144,5 +144,8 @@ func (v *WorkspaceAPIKeyValidator) ValidateDelete(ctx context.Context, k *gatewa
 }
 
 func (v *WorkspaceAPIKeyValidator) validate(ctx context.Context, k *gatewayv1.WorkspaceAPIKey) error {
+	if err := admitSecretKey(ctx, v.Reader, workspaceAPIKeyKind, k, k.Spec.KeySource); err != nil {
+		return err
+	}
 	return admitPrefix(ctx, v.Reader, v.Claims, workspaceAPIKeyKind, apiKeyKind, k, k.Spec.Prefix)
 }

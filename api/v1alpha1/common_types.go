@@ -122,6 +122,10 @@ type SecretKeySelector struct {
 	Key string `json:"key,omitempty"`
 }
 
+// DefaultKeySecretEntry is the Secret entry a key's spec.secretRef (and an upstream's API key reference) reads
+// when it names none.
+const DefaultKeySecretEntry = "api_key"
+
 // KeySource says where the secret of an API key comes from. Exactly one source applies:
 //   - hash (with prefix): the SHA-256 of a key minted or registered through the REST API, which never stores plaintext;
 //   - secretRef: a key the user brings, read from a Secret (GitOps);

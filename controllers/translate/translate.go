@@ -18,7 +18,7 @@ import (
 
 // Default Secret entries, used when a reference leaves its key empty.
 const (
-	DefaultAPIKeyEntry        = "api_key"
+	DefaultAPIKeyEntry        = gatewayv1.DefaultKeySecretEntry
 	DefaultWebhookSecretEntry = "secret"
 )
 
