@@ -58,7 +58,7 @@ func SetupWithManager(mgr manager.Manager) error {
 			return builder.WebhookManagedBy(mgr, &gatewayv1.Workspace{}).WithValidator(&WorkspaceValidator{Reader: r}).Complete()
 		}},
 		{"WorkspaceAPIKey", func() error {
-			return builder.WebhookManagedBy(mgr, &gatewayv1.WorkspaceAPIKey{}).WithValidator(&WorkspaceAPIKeyValidator{Reader: r, Claims: claims}).Complete()
+			return builder.WebhookManagedBy(mgr, &gatewayv1.WorkspaceAPIKey{}).WithDefaulter(NewTeamKeyBinder(r)).WithValidator(&WorkspaceAPIKeyValidator{Reader: r, Claims: claims}).Complete()
 		}},
 		{"Team", func() error {
 			return builder.WebhookManagedBy(mgr, &gatewayv1.Team{}).WithValidator(&TeamValidator{Reader: r}).Complete()

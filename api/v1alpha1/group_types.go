@@ -198,6 +198,13 @@ const (
 // looked for it.
 const AnnotationParentUID = "gateway.modelgate.io/parent-uid"
 
+// AnnotationTeamUID is the UID of the Team a team key (a WorkspaceAPIKey with spec.teamID) was admitted under.
+// Admission sets it on create, from the Team it finds then (none when the Team does not exist yet, as GitOps may
+// apply it after the key), and keeps it unchanged on every update; users never set it. A key bound to a Team is
+// served only while that Team, the same object, exists: a deleted Team's keys stop authenticating at once, and
+// never attach to a new Team of the same name (docs/security.md "Team keys are bound to their Team").
+const AnnotationTeamUID = "gateway.modelgate.io/team-uid"
+
 // Group is a billable customer of the gateway. Its metadata.name is the id used by the REST API and by
 // children's hierarchy.parentGroupID; its namespace is its workspace.
 //

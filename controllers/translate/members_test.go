@@ -2,10 +2,12 @@ package translate
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 )
@@ -101,5 +103,49 @@ func TestInChargeAndDefaultTeam(t *testing.T) {
 	}
 	if got := DefaultTeam(teams[:1]); got != nil {
 		t.Errorf("DefaultTeam without a default = %v, want nil", got)
+	}
+}
+
+// TestTeamKeysBoundToTheirTeam: a team key bound to its Team's UID is served only while that Team exists, not
+// once it is deleted or being deleted, and not under a new Team of the same name; an unbound key (admitted before
+// its Team existed) is not judged by its Team.
+func TestTeamKeysBoundToTheirTeam(t *testing.T) {
+	key := func(name, teamUID string) gatewayv1.WorkspaceAPIKey {
+		k := gatewayv1.WorkspaceAPIKey{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		k.Spec.Type, k.Spec.TeamID = gatewayv1.KeyTypeInvoke, "ml"
+		k.Spec.Prefix, k.Spec.Hash = "mgw_"+name+strings.Repeat("x", 12-len(name)), strings.Repeat("a", 64)
+		if teamUID != "" {
+			k.Annotations = map[string]string{gatewayv1.AnnotationTeamUID: teamUID}
+		}
+		return k
+	}
+	team := func(uid string, deleting bool) gatewayv1.Team {
+		tm := gatewayv1.Team{ObjectMeta: metav1.ObjectMeta{Name: "ml", UID: types.UID(uid)}}
+		if deleting {
+			tm.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
+			tm.Finalizers = []string{"x"}
+		}
+		return tm
+	}
+	keys := []gatewayv1.WorkspaceAPIKey{key("bound", "uid-1"), key("unbound", "")}
+	for _, tc := range []struct {
+		name  string
+		teams []gatewayv1.Team
+		want  []string
+	}{
+		{"the Team it was bound to", []gatewayv1.Team{team("uid-1", false)}, []string{"bound", "unbound"}},
+		{"its Team deleted", nil, []string{"unbound"}},
+		{"its Team being deleted", []gatewayv1.Team{team("uid-1", true)}, []string{"unbound"}},
+		{"a new Team of the same name", []gatewayv1.Team{team("uid-2", false)}, []string{"unbound"}},
+	} {
+		s := Translate(Input{Namespace: "ws", Teams: tc.teams, WorkspaceAPIKeys: keys})
+		var got []string
+		for _, k := range s.WorkspaceAPIKeys {
+			got = append(got, k.ID)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: served %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -106,15 +106,17 @@ func translateHead(in Input) *snapshot.Snapshot {
 }
 
 // translateWorkspaceKeys lists the workspace keys that are served: known credentials, not being deleted, holding
-// their prefix (owns, as Prefixes.Owns), and not PERSONAL keys of someone the Workspace no longer lists, who
-// stops authenticating with this snapshot, before the manager has deleted the key.
+// their prefix (owns, as Prefixes.Owns), not PERSONAL keys of someone the Workspace no longer lists, who
+// stops authenticating with this snapshot, before the manager has deleted the key, and not team keys bound to a
+// Team that is gone (TeamBindings).
 func translateWorkspaceKeys(in Input, owns func(kind, name, prefix string) bool) []snapshot.WorkspaceAPIKey {
 	out := []snapshot.WorkspaceAPIKey{}
 	members := NewMembers(InCharge(in.Workspaces))
+	teams := NewTeamBindings(in.Teams)
 	for i := range in.WorkspaceAPIKeys {
 		k := &in.WorkspaceAPIKeys[i]
 		prefix, hash, ok := KeyCredentials(k.Spec.KeySource, k.Status)
-		if !ok || k.DeletionTimestamp != nil || !owns(KindWorkspaceAPIKey, k.Name, prefix) || members.Deprovisioned(k) {
+		if !ok || k.DeletionTimestamp != nil || !owns(KindWorkspaceAPIKey, k.Name, prefix) || members.Deprovisioned(k) || !teams.Bound(k) {
 			continue
 		}
 		out = append(out, translateWorkspaceKey(k, prefix, hash))
@@ -282,4 +284,31 @@ func (s *Slugs) Owner(slug string) string {
 		return cur.Name
 	}
 	return ""
+}
+
+// TeamBindings are the UIDs of the workspace's Teams that are not being deleted, by name.
+type TeamBindings map[string]string
+
+// NewTeamBindings reads the Teams.
+func NewTeamBindings(teams []gatewayv1.Team) TeamBindings {
+	b := make(TeamBindings, len(teams))
+	for i := range teams {
+		if teams[i].DeletionTimestamp == nil {
+			b[teams[i].Name] = string(teams[i].UID)
+		}
+	}
+	return b
+}
+
+// Bound reports whether key k may be served as far as its Team goes: a key bound to a Team
+// (gatewayv1.AnnotationTeamUID) only while that Team, the same object, exists and is not being deleted, so a
+// deleted Team's keys stop at once and never attach to a new Team of the same name. A key with no binding (no
+// team, or admitted before its Team existed) is not judged here (docs/security.md "Team keys are bound to their
+// Team").
+func (b TeamBindings) Bound(k *gatewayv1.WorkspaceAPIKey) bool {
+	uid, bound := k.Annotations[gatewayv1.AnnotationTeamUID]
+	if !bound || k.Spec.TeamID == "" {
+		return true
+	}
+	return b[k.Spec.TeamID] == uid
 }
