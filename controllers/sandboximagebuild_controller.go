@@ -198,6 +198,13 @@ func (r *SandboxImageBuildReconciler) runImport(ctx context.Context, b *gatewayv
 	if err := netguard.CheckHost(src.Context().RegistryStr(), r.Opts.AllowInternalImages); err != nil {
 		return imagebuild.Result{}, &imagebuild.Refusal{Reason: fmt.Sprintf("spec.source.import.image %v.", err)}
 	}
+	others, err := r.workspaces(ctx)
+	if err != nil {
+		return imagebuild.Result{}, err
+	}
+	if err := sandbox.CheckOwnPath(src, b.Namespace, others); err != nil {
+		return imagebuild.Result{}, &imagebuild.Refusal{Reason: fmt.Sprintf("spec.source.import.image %s %v.", src, err)}
+	}
 	kc := authn.Keychain(authn.NewMultiKeychain())
 	if ref := b.Spec.Source.Import.DockerConfigSecretRef; ref != nil {
 		var sec corev1.Secret
@@ -239,10 +246,17 @@ func (r *SandboxImageBuildReconciler) runBuild(ctx context.Context, b *gatewayv1
 		return res, false, err
 	}
 	defer os.RemoveAll(layerDir)
+	others, err := r.workspaces(ctx)
+	if err != nil {
+		return res, false, err
+	}
 	pull := []remote.Option{remote.WithTransport(netguard.Transport(r.Opts.AllowInternalImages))}
 	image, err := imagebuild.Build(ctx, zr, imagebuild.Options{Pull: pull, TempDir: layerDir,
 		CheckBase: func(ref name.Reference) error {
-			return netguard.CheckHost(ref.Context().RegistryStr(), r.Opts.AllowInternalImages)
+			if err := netguard.CheckHost(ref.Context().RegistryStr(), r.Opts.AllowInternalImages); err != nil {
+				return err
+			}
+			return sandbox.CheckOwnPath(ref, b.Namespace, others)
 		}})
 	if errors.Is(err, imagebuild.ErrNeedsBuildKit) && r.Opts.BuildKitImage != "" {
 		return res, true, r.startJob(ctx, b, reg, repo, push)
@@ -362,6 +376,16 @@ func readyCondition(b *gatewayv1.SandboxImageBuild) metav1.Condition {
 		c.Reason, c.Message = gatewayv1.ReasonSandboxBuilding, "The image is being imported or built."
 	}
 	return c
+}
+
+// workspaces lists the Workspaces of every namespace, whose registry paths an import or a FROM of another
+// namespace may not read (sandbox.CheckOwnPath).
+func (r *SandboxImageBuildReconciler) workspaces(ctx context.Context) ([]gatewayv1.Workspace, error) {
+	var list gatewayv1.WorkspaceList
+	if err := r.Reader.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("failed to list Workspaces: %w", err)
+	}
+	return list.Items, nil
 }
 
 // workspaceImageRegistry is the imageRegistry of the oldest Workspace of ns that sets one; nil when none does.

@@ -49,6 +49,39 @@ func Repository(reg *gatewayv1.ImageRegistry, team, image string) (name.Reposito
 	return name.NewRepository(base+"/"+team+"/"+image, opts...)
 }
 
+// registryPath is the repository prefix reg names: its url without scheme or trailing '/', lowercase.
+func registryPath(reg *gatewayv1.ImageRegistry) string {
+	if reg == nil {
+		return ""
+	}
+	p := strings.TrimPrefix(strings.TrimPrefix(strings.ToLower(reg.URL), "http://"), "https://")
+	return strings.TrimSuffix(p, "/")
+}
+
+// within reports whether repository repo ("host/path") lies in the repository path prefix.
+func within(repo, prefix string) bool {
+	return prefix != "" && (repo == prefix || strings.HasPrefix(repo, prefix+"/"))
+}
+
+// CheckOwnPath returns why the workspace of namespace ns may not read ref: ref lies in the registry path of a
+// Workspace of another namespace. A workspace registry's path is bound to the namespace whose Workspace names it,
+// so one workspace cannot import, or build FROM, another's images out of a registry they share, even one that
+// lets anyone read (docs/security.md "Registry paths are bound to their workspace"). The error names the path,
+// not the workspace that owns it.
+func CheckOwnPath(ref name.Reference, ns string, workspaces []gatewayv1.Workspace) error {
+	repo := strings.ToLower(ref.Context().Name())
+	for i := range workspaces {
+		ws := &workspaces[i]
+		if ws.Namespace == ns || ws.DeletionTimestamp != nil {
+			continue
+		}
+		if p := registryPath(ws.Spec.ImageRegistry); within(repo, p) {
+			return fmt.Errorf("is in the repository path %s, which belongs to another workspace: a workspace reads only its own path of a shared registry", p)
+		}
+	}
+	return nil
+}
+
 // ContextTag is the tag of the build context that build's upload pushed: the registry, not any replica's disk,
 // holds it until the manager builds.
 func ContextTag(build string) string { return "context-" + build }

@@ -68,3 +68,36 @@ func TestParseDockerConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckOwnPath: a reference into another namespace's workspace registry path is refused, whatever its tag or
+// digest; one into the caller's own path, or into no workspace's path, is not.
+func TestCheckOwnPath(t *testing.T) {
+	ws := func(ns, url string) gatewayv1.Workspace {
+		w := gatewayv1.Workspace{}
+		w.Namespace, w.Name = ns, "default"
+		w.Spec.ImageRegistry = &gatewayv1.ImageRegistry{URL: url}
+		return w
+	}
+	workspaces := []gatewayv1.Workspace{ws("a", "http://reg.example:5000/sandboxes/a/"), ws("b", "reg.example:5000/sandboxes/b")}
+	for ref, want := range map[string]string{
+		"reg.example:5000/sandboxes/a/red/agent:latest":                            "repository path reg.example:5000/sandboxes/a, which belongs to another workspace",
+		"reg.example:5000/sandboxes/a/red/agent@sha256:" + strings.Repeat("0", 64): "reg.example:5000/sandboxes/a,",
+		"reg.example:5000/sandboxes/a:1":                                           "reg.example:5000/sandboxes/a,",
+		"reg.example:5000/sandboxes/b/red/agent:v1":                                "",
+		"reg.example:5000/sandboxes/ab/x:1":                                        "",
+		"reg.example:5000/library/python:3.12":                                     "",
+		"docker.io/library/python:3.12":                                            "",
+	} {
+		r, err := name.ParseReference(ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = CheckOwnPath(r, "b", workspaces)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("CheckOwnPath(%s) = %v, want nil", ref, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("CheckOwnPath(%s) = %v, want an error containing %q", ref, err, want)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -26,9 +27,11 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/test/kubetest"
 	"github.com/modelgate/modelgate/test/ocitest"
 )
 
@@ -128,6 +131,46 @@ func TestImportPublicImage(t *testing.T) {
 	sameImage(t, got, want)
 	if digestOf(t, workspaceImage(t, "red", "tool", "latest")) != digestOf(t, want) {
 		t.Errorf("latest does not point at the import")
+	}
+}
+
+// TestImportFromAnotherWorkspacesPath: a registry shared by two workspaces, readable by anyone, still binds each
+// path to its workspace: red may not import, nor build FROM, an image in the path of another namespace's Workspace
+// (docs/security.md "Registry paths are bound to their workspace").
+func TestImportFromAnotherWorkspacesPath(t *testing.T) {
+	shared := sourceRegistry(t, "", "")
+	other, err := kubetest.NewNamespace(context.Background(), st.Client, "other-ws-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := &gatewayv1.Workspace{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "default"},
+		Spec: gatewayv1.WorkspaceSpec{ImageRegistry: &gatewayv1.ImageRegistry{URL: "http://" + shared + "/tenants/other"}}}
+	if err := st.Client.Create(context.Background(), ws); err != nil {
+		t.Fatal(err)
+	}
+	theirs := shared + "/tenants/other/blue/secret-agent:v1"
+	pushRandom(t, theirs)
+
+	r := call(t, redKey, "POST", "/v1/sandboxes/images", map[string]any{"name": "stolen", "image": theirs}, nil)
+	if r.code != http.StatusAccepted {
+		t.Fatalf("POST import: %v", r)
+	}
+	f := waitStatus(t, redKey, "stolen", nil)
+	if reason, _ := f.body["error"].(string); f.body["status"] != "FAILED" || !strings.Contains(reason, "belongs to another workspace") {
+		t.Fatalf("import from another workspace's path = %v, want FAILED naming the rule", f)
+	}
+
+	pushZip(t, "stolen-base", map[string]string{"Dockerfile": "FROM " + theirs + "\nCMD [\"sh\"]\n"})
+	f = waitStatus(t, redKey, "stolen-base", nil)
+	if reason, _ := f.body["error"].(string); f.body["status"] != "FAILED" || !strings.Contains(reason, "belongs to another workspace") {
+		t.Fatalf("build FROM another workspace's path = %v, want FAILED naming the rule", f)
+	}
+
+	public := shared + "/library/tool:1.0"
+	pushRandom(t, public)
+	r = call(t, redKey, "POST", "/v1/sandboxes/images", map[string]any{"name": "shared-public", "image": public}, nil)
+	if f := waitStatus(t, redKey, "shared-public", nil); r.code != http.StatusAccepted || f.body["status"] != "BUILT" {
+		t.Fatalf("import from a path no workspace owns = %v, %v; want BUILT", r, f)
 	}
 }
 
