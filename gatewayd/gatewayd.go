@@ -50,6 +50,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/requestlog"
 	"github.com/modelgate/modelgate/gatewayd/rest/sandboxes"
 	"github.com/modelgate/modelgate/gatewayd/rest/throttles"
+	"github.com/modelgate/modelgate/gatewayd/sessions"
 	"github.com/modelgate/modelgate/gatewayd/state"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 	"github.com/modelgate/modelgate/gatewayd/view"
@@ -141,6 +142,9 @@ type Options struct {
 	// DashboardSessionSecrets is the key ring that seals dashboard session cookies (dashboard.SessionOptions);
 	// one random secret for this process when empty, so sessions end at a restart and do not span replicas.
 	DashboardSessionSecrets [][]byte
+	// DashboardSessions keeps which dashboard sessions are live, so signing out ends a session on every replica
+	// that shares it (the durable state's, set by NewWithState); this process's memory when nil.
+	DashboardSessions sessions.Store
 	// Sandboxes configures the sandbox image routes (upload signing key, base URL, image reference guard).
 	Sandboxes sandboxes.Options
 	// PeersService is gatewayd's metrics Service: the logs route reads the request log of every ready endpoint
@@ -297,7 +301,7 @@ func New(opts Options) (*Gateway, error) {
 	var handler http.Handler = g.mux
 	if !opts.DisableDashboard && !opts.DisableManagementAPI {
 		sessions, err := dashboard.NewSessions(dashboard.SessionOptions{
-			Secrets: opts.DashboardSessionSecrets, Lookup: g.workspaceKeys, Now: opts.Clock.Now,
+			Secrets: opts.DashboardSessionSecrets, Lookup: g.workspaceKeys, Now: opts.Clock.Now, Store: opts.DashboardSessions,
 			Logger: opts.Logger.WithName("dashboard"),
 		})
 		if err != nil {
@@ -345,6 +349,7 @@ func NewWithState(ctx context.Context, opts Options, cfg state.Config) (*Gateway
 		return nil, nil, err
 	}
 	opts.Store, opts.Billing, opts.BillingSpool, opts.KeyUse, opts.Async = st.Limits(), st.Billing(), st.Spool(), st.KeyUse(), st.Async()
+	opts.DashboardSessions = st.Sessions()
 	g, err := New(opts)
 	if err != nil {
 		return nil, nil, errors.Join(err, st.Close())

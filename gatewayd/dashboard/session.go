@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/authz"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/ingress"
+	"github.com/modelgate/modelgate/gatewayd/sessions"
 )
 
 // CookieName is the session cookie. The __Host- prefix makes the browser refuse it unless it is Secure, has
@@ -57,6 +59,9 @@ type SessionOptions struct {
 	AbsoluteTimeout time.Duration
 	// Logger records sign-ins and sessions ended by a revoked key (key prefixes only); discarded when zero.
 	Logger logr.Logger
+	// Store keeps which sessions are live, server side: signing out ends a session there, so its cookie is
+	// refused at once by every replica sharing the store. This process's memory when nil.
+	Store sessions.Store
 }
 
 // Sessions exchanges workspace keys for sealed session cookies and lets those cookies authenticate the
@@ -71,6 +76,8 @@ type Sessions struct {
 // through the same lookup a Bearer call uses; it never reaches JavaScript (HttpOnly) and is opaque without the
 // sealing secret.
 type session struct {
+	// ID is the session's random id; the sessions.Store holds its SHA-256.
+	ID       string `json:"sid"`
 	Key      string `json:"k"`
 	IssuedAt int64  `json:"iat"`
 	SeenAt   int64  `json:"seen"`
@@ -83,6 +90,9 @@ func NewSessions(opts SessionOptions) (*Sessions, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.Store == nil {
+		opts.Store = sessions.NewMemory()
 	}
 	if opts.IdleTimeout <= 0 {
 		opts.IdleTimeout = DefaultIdleTimeout
@@ -198,17 +208,35 @@ func (s *Sessions) login(w http.ResponseWriter, r *http.Request) {
 	}
 	s.opts.Logger.Info("Dashboard sign-in", "namespace", c.Namespace, "keyPrefix", c.Key.Prefix, "keyType", c.Key.Type)
 	now := s.opts.Now()
-	sess := session{Key: key, IssuedAt: now.Unix(), SeenAt: now.Unix()}
+	id := make([]byte, 32)
+	_, _ = rand.Read(id)
+	sess := session{ID: base64.RawURLEncoding.EncodeToString(id), Key: key, IssuedAt: now.Unix(), SeenAt: now.Unix()}
+	if err := s.opts.Store.Start(r.Context(), storeID(sess.ID), now, s.opts.AbsoluteTimeout); err != nil {
+		s.opts.Logger.Error(err, "Dashboard sign-in refused: the session store is unavailable")
+		storeUnavailable(w)
+		return
+	}
 	s.setCookie(w, sess)
 	httperr.WriteJSON(w, http.StatusOK, s.who(c, sess))
 }
 
+// logout ends the session in the sessions.Store, so its cookie is refused everywhere from now on, even a copy kept
+// elsewhere, and clears the cookie.
 func (s *Sessions) logout(w http.ResponseWriter, r *http.Request) {
 	if err := s.cop.Check(r); err != nil {
 		crossOrigin(w)
 		return
 	}
 	clearCookie(w)
+	if ck, err := r.Cookie(CookieName); err == nil {
+		if sess, msg := s.open(ck.Value); msg == "" {
+			if err := s.opts.Store.End(r.Context(), storeID(sess.ID)); err != nil {
+				s.opts.Logger.Error(err, "Dashboard sign-out failed: the session store is unavailable", "keyPrefix", prefixOf(sess.Key))
+				storeUnavailable(w)
+				return
+			}
+		}
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -254,6 +282,17 @@ func (s *Sessions) Wrap(next http.Handler) http.Handler {
 		if msg != "" {
 			clearCookie(w)
 			httperr.Write(w, http.StatusUnauthorized, httperr.CodeUnauthorized, msg, nil)
+			return
+		}
+		live, err := s.opts.Store.Live(r.Context(), storeID(sess.ID), s.opts.Now())
+		switch {
+		case err != nil:
+			s.opts.Logger.Error(err, "Dashboard session refused: the session store is unavailable")
+			storeUnavailable(w)
+			return
+		case !live:
+			clearCookie(w)
+			httperr.Write(w, http.StatusUnauthorized, httperr.CodeUnauthorized, "Your dashboard session has ended (signed out); sign in again.", nil)
 			return
 		}
 		c, ok := s.opts.Lookup(sess.Key)
@@ -307,7 +346,7 @@ func (s *Sessions) open(v string) (session, string) {
 			continue
 		}
 		var sess session
-		if json.Unmarshal(plain, &sess) != nil || sess.Key == "" {
+		if json.Unmarshal(plain, &sess) != nil || sess.Key == "" || sess.ID == "" {
 			return session{}, ended
 		}
 		now := s.opts.Now()
@@ -338,6 +377,16 @@ func (s *Sessions) setCookie(w http.ResponseWriter, sess session) {
 		Secure: true, HttpOnly: true, SameSite: http.SameSiteStrictMode,
 	})
 	w.Header().Set("Cache-Control", "no-store")
+}
+
+// storeID is what the sessions.Store holds of a session id: its SHA-256, so the store never holds a cookie's part.
+func storeID(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:])
+}
+
+func storeUnavailable(w http.ResponseWriter) {
+	httperr.Write(w, http.StatusServiceUnavailable, httperr.CodeUnavailable, "The dashboard session store is unavailable; try again shortly.", nil)
 }
 
 // prefixOf is the lookup prefix of a key, the most of it that may be logged.

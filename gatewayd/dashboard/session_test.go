@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -15,6 +16,8 @@ import (
 	"github.com/modelgate/modelgate/api/snapshot"
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/limits"
+	"github.com/modelgate/modelgate/gatewayd/sessions"
+	"github.com/modelgate/modelgate/gatewayd/state/redistest"
 	"github.com/modelgate/modelgate/gatewayd/view"
 )
 
@@ -42,6 +45,8 @@ type env struct {
 	other    string
 	adminRec snapshot.WorkspaceAPIKey
 	otherRec snapshot.WorkspaceAPIKey
+	// store keeps the env's sessions.
+	store sessions.Store
 }
 
 func (e *env) publish(keys ...snapshot.WorkspaceAPIKey) {
@@ -55,13 +60,13 @@ func (e *env) publish(keys ...snapshot.WorkspaceAPIKey) {
 
 func newEnv(t *testing.T, secrets ...[]byte) *env {
 	t.Helper()
-	e := &env{t: t, clock: &fakeClock{now: time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)}}
+	e := &env{t: t, clock: &fakeClock{now: time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)}, store: sessions.NewMemory()}
 	e.admin, e.adminRec = newWorkspaceKey(t, "admin", "WORKSPACE_MANAGE_ALL")
 	e.adminRec.Name = "admin"
 	e.other, e.otherRec = newWorkspaceKey(t, "other", "WORKSPACE_MANAGE_ALL")
 	e.publish(e.adminRec, e.otherRec)
 	lookup := auth.ViewLookup(func() *view.View { return e.cur.Load() })
-	s, err := NewSessions(SessionOptions{Secrets: secrets, Lookup: lookup, Now: e.clock.Now})
+	s, err := NewSessions(SessionOptions{Secrets: secrets, Lookup: lookup, Now: e.clock.Now, Store: e.store})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,11 +334,11 @@ func TestTamperedCookiesAndKeyRotation(t *testing.T) {
 
 	// The same cookie, presented to sessions whose ring has a new first secret and keeps the old one, still opens;
 	// once the old secret is dropped it does not.
-	rotated := newEnvSharing(t, e, next, old)
+	rotated := newEnvSharing(t, e, e.store, next, old)
 	if a := rotated.do("GET", "/v1/gateway/groups", "", map[string]string{"Cookie": ck}); a.status != 200 {
 		t.Errorf("ring [new, old]: %d %s", a.status, a.body)
 	}
-	dropped := newEnvSharing(t, e, next)
+	dropped := newEnvSharing(t, e, e.store, next)
 	if a := dropped.do("GET", "/v1/gateway/groups", "", map[string]string{"Cookie": ck}); a.status != http.StatusUnauthorized {
 		t.Errorf("ring [new]: %d", a.status)
 	}
@@ -342,18 +347,20 @@ func TestTamperedCookiesAndKeyRotation(t *testing.T) {
 	}
 }
 
-// newEnvSharing is an env over the same keys and clock as e, with sessions sealed by secrets.
-func newEnvSharing(t *testing.T, e *env, secrets ...[]byte) *env {
+// newEnvSharing is an env over the same keys and clock as e, with sessions sealed by secrets and kept in store
+// (a store of its own when nil): another replica of the same gatewayd when store and secrets are shared.
+func newEnvSharing(t *testing.T, e *env, store sessions.Store, secrets ...[]byte) *env {
 	n := newEnv(t, secrets...)
 	n.clock = e.clock
 	n.cur.Store(e.cur.Load())
 	// newEnv's sessions read n.clock through the closure taken at construction; rebuild them on e's clock.
 	lookup := auth.ViewLookup(func() *view.View { return n.cur.Load() })
-	s, err := NewSessions(SessionOptions{Secrets: secrets, Lookup: lookup, Now: e.clock.Now})
+	s, err := NewSessions(SessionOptions{Secrets: secrets, Lookup: lookup, Now: e.clock.Now, Store: store})
 	if err != nil {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
+	s.Register(mux)
 	mux.HandleFunc("GET /v1/gateway/groups", func(w http.ResponseWriter, r *http.Request) {
 		c, refusal := auth.Workspace(r, lookup)
 		if refusal != nil {
@@ -375,4 +382,40 @@ func newWorkspaceKey(t *testing.T, id, typ string) (string, snapshot.WorkspaceAP
 		t.Fatal(err)
 	}
 	return key, snapshot.WorkspaceAPIKey{ID: id, Prefix: apikey.Prefix(key), Hash: apikey.Hash(key), Type: typ}
+}
+
+// TestLogoutEndsTheSessionOnEveryReplica: two gatewayd replicas share the sealing secrets and the Redis session
+// store (docs/security.md "Dashboard sessions end on the server"). Signing out on one ends the session at once on
+// the other, even for a copy of the cookie kept before the sign-out; another session of the same key lives on.
+func TestLogoutEndsTheSessionOnEveryReplica(t *testing.T) {
+	secret := bytes.Repeat([]byte{7}, 32)
+	rdb := redistest.Start(t)
+	base := newEnv(t, secret)
+	a := newEnvSharing(t, base, sessions.NewRedis(rdb.Client()), secret)
+	b := newEnvSharing(t, base, sessions.NewRedis(rdb.Client()), secret)
+	get := func(e *env, ck string) answer {
+		return e.do("GET", "/v1/gateway/groups", "", map[string]string{"Cookie": ck})
+	}
+	ck := a.login(base.admin)
+	kept := b.login(base.admin)
+	for _, e := range []*env{a, b} {
+		if r := get(e, ck); r.status != http.StatusOK {
+			t.Fatalf("before sign-out: %d %s", r.status, r.body)
+		}
+	}
+	out := b.do("POST", "/dashboard/api/logout", "", map[string]string{"Cookie": ck, "Sec-Fetch-Site": "same-origin"})
+	if out.status != http.StatusNoContent {
+		t.Fatalf("logout: %d %s", out.status, out.body)
+	}
+	for name, e := range map[string]*env{"the replica that signed out": b, "the other replica": a} {
+		if r := get(e, ck); r.status != http.StatusUnauthorized || !strings.Contains(r.body, "signed out") {
+			t.Errorf("%s after sign-out: %d %s, want 401", name, r.status, r.body)
+		}
+		if r := e.do("GET", "/dashboard/api/session", "", map[string]string{"Cookie": ck}); r.status != http.StatusUnauthorized {
+			t.Errorf("%s: session after sign-out: %d", name, r.status)
+		}
+	}
+	if r := get(a, kept); r.status != http.StatusOK {
+		t.Errorf("another session of the same key after sign-out: %d %s, want 200", r.status, r.body)
+	}
 }

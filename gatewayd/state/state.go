@@ -1,6 +1,7 @@
 // Package state opens and owns gatewayd's durable state, and hands it to its users: the limit counters
 // (gatewayd/limits), the billing events and webhook outbox (gatewayd/billing), workspace keys' last uses
-// (gatewayd/keyuse), and the async inference queue (gatewayd/async/queue). The embedded store is one bbolt file on
+// (gatewayd/keyuse), the async inference queue (gatewayd/async/queue), and which dashboard sessions are live
+// (gatewayd/sessions). The embedded store is one bbolt file on
 // a volume (one replica); the Redis store is one client shared by
 // every user (several replicas). Nothing else in gatewayd opens a file or a connection for state, and Close
 // flushes and closes in the one right order.
@@ -23,6 +24,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/billing"
 	"github.com/modelgate/modelgate/gatewayd/keyuse"
 	"github.com/modelgate/modelgate/gatewayd/limits"
+	"github.com/modelgate/modelgate/gatewayd/sessions"
 )
 
 // Store kinds.
@@ -66,6 +68,7 @@ type State struct {
 	billing billing.Store
 	keyUse  keyuse.Store
 	async   queue.Store
+	session sessions.Store
 	spool   string
 	// closers run in order on Close: the users first (they flush), then what they share.
 	closers []func() error
@@ -82,6 +85,9 @@ func (s *State) KeyUse() keyuse.Store { return s.keyUse }
 
 // Async is the async inference queue.
 func (s *State) Async() queue.Store { return s.async }
+
+// Sessions is the store of live dashboard sessions.
+func (s *State) Sessions() sessions.Store { return s.session }
 
 // Spool is the file that keeps billing events the store refused at shutdown; empty when there is none.
 func (s *State) Spool() string { return s.spool }
@@ -127,7 +133,8 @@ func openEmbedded(ctx context.Context, cfg Config) (*State, error) {
 		return nil, err
 	}
 	logr.FromContextOrDiscard(ctx).Info("Using the embedded store", "stateDir", cfg.Dir, "flushInterval", cfg.FlushInterval.String())
-	return &State{limits: e, billing: billing.NewBolt(db), keyUse: keyuse.NewBolt(db), async: aq, spool: filepath.Join(cfg.Dir, spoolFile),
+	return &State{limits: e, billing: billing.NewBolt(db), keyUse: keyuse.NewBolt(db), async: aq,
+		session: sessions.NewBolt(db), spool: filepath.Join(cfg.Dir, spoolFile),
 		closers: []func() error{e.Close, db.Close}}, nil
 }
 
@@ -147,6 +154,7 @@ func openRedis(ctx context.Context, cfg Config) (*State, error) {
 		log.Error(err, "Redis does not answer yet", "failOpen", cfg.RedisFailOpen)
 	}
 	st := &State{limits: r, billing: billing.NewRedis(client, ""), keyUse: keyuse.NewRedis(client, ""), async: queue.NewRedis(client, ""),
+		session: sessions.NewRedis(client),
 		// The store queues token charges: flush them before the client goes.
 		closers: []func() error{r.Close, client.Close}}
 	// The spool keeps billing events that Redis refuses at shutdown. In Redis mode the state directory is

@@ -1,7 +1,7 @@
 // Package layers checks that imports in the module only point down the layers of docs/architecture.md:
 //
 //	api -> controllers, webhooks -> gatewayd/{httperr, ingress, limits, view, reload, auth, authz, discovery, billing, keyuse, state, wake,
-//	    requestlog, podlogs}
+//	    requestlog, podlogs, sessions}
 //	    -> gatewayd/upstream
 //	    -> gatewayd/inference, gatewayd/rest -> gatewayd/async -> gatewayd -> cmd
 //
@@ -44,11 +44,11 @@ var layers = []layer{
 	{name: "data-plane state and views", prefixes: []string{
 		"gatewayd/httperr", "gatewayd/limits", "gatewayd/view", "gatewayd/reload", "gatewayd/auth", "gatewayd/concurrency",
 		"gatewayd/authz", "gatewayd/discovery", "gatewayd/billing", "gatewayd/keyuse", "gatewayd/state", "gatewayd/version",
-		"gatewayd/async/queue", "gatewayd/requestlog", "gatewayd/podlogs", "gatewayd/wake", "gatewayd/ingress",
+		"gatewayd/async/queue", "gatewayd/requestlog", "gatewayd/podlogs", "gatewayd/wake", "gatewayd/ingress", "gatewayd/sessions",
 	}, peers: []string{
 		"gatewayd/httperr", "gatewayd/limits", "gatewayd/view", "gatewayd/reload", "gatewayd/auth", "gatewayd/concurrency",
 		"gatewayd/authz", "gatewayd/discovery", "gatewayd/billing", "gatewayd/keyuse", "gatewayd/state", "gatewayd/version",
-		"gatewayd/async/queue", "gatewayd/requestlog", "gatewayd/podlogs", "gatewayd/wake", "gatewayd/ingress",
+		"gatewayd/async/queue", "gatewayd/requestlog", "gatewayd/podlogs", "gatewayd/wake", "gatewayd/ingress", "gatewayd/sessions",
 	}, dataPlane: true},
 	{name: "forwarding core", prefixes: []string{"gatewayd/upstream"}, dataPlane: true},
 	{name: "handlers", prefixes: []string{"gatewayd/inference", "gatewayd/rest"}, dataPlane: true},
