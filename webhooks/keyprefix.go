@@ -99,14 +99,17 @@ func admitSecretKey(ctx context.Context, r client.Reader, own keyKind, k client.
 		return nil
 	}
 	prefix := apikey.Prefix(plain)
-	var claim corev1.ConfigMap
-	err := r.Get(ctx, client.ObjectKey{Namespace: k.GetNamespace(), Name: gatewayv1.ClaimName(gatewayv1.ClaimKindKeyPrefix, prefix)}, &claim)
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil
-	case err != nil:
-		return apierrors.NewInternalError(fmt.Errorf("admission of %s %s: failed to read the claim of prefix %s: %w", own.name, k.GetName(), prefix, err))
-	case !gatewayv1.ClaimRevoked(claim.Data):
+	// The workspace's revocation records first, then a tombstone claim from before them.
+	var shard, claim corev1.ConfigMap
+	for _, read := range []struct {
+		name string
+		into *corev1.ConfigMap
+	}{{gatewayv1.RevokedShardName(prefix), &shard}, {gatewayv1.ClaimName(gatewayv1.ClaimKindKeyPrefix, prefix), &claim}} {
+		if err := r.Get(ctx, client.ObjectKey{Namespace: k.GetNamespace(), Name: read.name}, read.into); err != nil && !apierrors.IsNotFound(err) {
+			return apierrors.NewInternalError(fmt.Errorf("admission of %s %s: failed to read %s for prefix %s: %w", own.name, k.GetName(), read.name, prefix, err))
+		}
+	}
+	if _, recorded := shard.Data[prefix]; !recorded && !gatewayv1.ClaimRevoked(claim.Data) {
 		return nil
 	}
 	return refuse(ctx, own.name, k.GetName(), field.ErrorList{field.Forbidden(secretRefPath, fmt.Sprintf(
