@@ -1,6 +1,9 @@
 // Command demo-model serves the demo model server of the local stack: GET /health, and POST /predict, which
 // answers a toy sentiment for a JSON {"text": "..."} and echoes any other body back with its Content-Type. Point
-// a ModelDeployment's source.url at it to try the model routes without a real model server.
+// a ModelDeployment's source.url at it to try the model routes without a real model server. As a container image
+// (make cluster) it is a container model: --start-delay makes it slow to start, and a predict body's delay_ms and
+// fail_status make a call slow or failed (test/stack.NewDemoModel). On SIGTERM it stops taking connections and
+// lets the calls in flight finish, up to --shutdown-grace.
 package main
 
 import (
@@ -20,14 +23,25 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:9998", "Address to serve the demo model on (GET /health, POST /predict).")
 	name := flag.String("name", stack.ModelDeploymentName, "Deployment name the model puts in its answers.")
+	startDelay := flag.Duration("start-delay", 0, "How long to wait before listening: a slow model server's start.")
+	grace := flag.Duration("shutdown-grace", 30*time.Second, "How long calls in flight may take to finish after SIGTERM.")
 	flag.Parse()
 
 	srv := &http.Server{Addr: *addr, Handler: stack.NewDemoModel(*name), ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *startDelay > 0 {
+		log.Printf("Starting in %s", *startDelay)
+		select {
+		case <-time.After(*startDelay):
+		case <-ctx.Done():
+			return
+		}
+	}
 	go func() {
 		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		log.Printf("Stopping: finishing the calls in flight")
+		shutdown, cancel := context.WithTimeout(context.Background(), *grace)
 		defer cancel()
 		_ = srv.Shutdown(shutdown)
 	}()

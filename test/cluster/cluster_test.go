@@ -20,8 +20,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/onsi/gomega"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/test/cluster"
@@ -33,6 +35,7 @@ import (
 // and a cluster that cannot start fails the suite with the reason.
 func TestCluster(t *testing.T) {
 	binDir, root, helm := suite(t)
+	ctrllog.SetLogger(logr.Discard())
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 
@@ -86,6 +89,7 @@ func TestCluster(t *testing.T) {
 		{"chain run_remote and its environment promoted", tour.chainPromote},
 		{"ZIP sandbox build in the manager pod", tour.sandboxZip},
 		{"dashboard in Chromium through the Service", tour.dashboard},
+		{"a container model's life on real pods", tour.containerModelLife},
 	} {
 		if !t.Run(step.name, step.run) {
 			t.Logf("manager log:\n%s", c.PodLogs(ctx, cluster.ReleaseNamespace, "app.kubernetes.io/component=manager"))
@@ -131,9 +135,10 @@ type tour struct {
 }
 
 type answer struct {
-	code int
-	raw  []byte
-	body map[string]any
+	code   int
+	header http.Header
+	raw    []byte
+	body   map[string]any
 }
 
 func (a answer) String() string { return fmt.Sprintf("%d %s", a.code, a.raw) }
@@ -141,6 +146,15 @@ func (a answer) String() string { return fmt.Sprintf("%d %s", a.code, a.raw) }
 // call sends a request to gatewayd's Service from inside the namespace.
 func (tr *tour) call(t *testing.T, method, path, auth string, body any, header map[string]string) answer {
 	t.Helper()
+	a, err := tr.do(method, path, auth, body, header)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return a
+}
+
+// do is call for any goroutine: a failed exchange is an error, and the answer's code is 0.
+func (tr *tour) do(method, path, auth string, body any, header map[string]string) (answer, error) {
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
@@ -148,7 +162,7 @@ func (tr *tour) call(t *testing.T, method, path, auth string, body any, header m
 	}
 	req, err := http.NewRequestWithContext(tr.ctx, method, tr.p.GatewayURL+path, rd)
 	if err != nil {
-		t.Fatal(err)
+		return answer{}, err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -161,13 +175,13 @@ func (tr *tour) call(t *testing.T, method, path, auth string, body any, header m
 	}
 	resp, err := tr.p.HTTP.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
+		return answer{raw: []byte(err.Error())}, err
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	a := answer{code: resp.StatusCode, raw: raw}
+	a := answer{code: resp.StatusCode, header: resp.Header, raw: raw}
 	_ = json.Unmarshal(raw, &a.body)
-	return a
+	return a, nil
 }
 
 func (tr *tour) admin(t *testing.T, method, path string, body any) answer {

@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 )
@@ -31,6 +32,8 @@ type Prediction struct {
 	Score float64 `json:"score"`
 	// Deployment is the name the server was started with, so a caller sees which deployment answered.
 	Deployment string `json:"deployment"`
+	// Host is the serving host's name, only when the call asked for it ("report_host").
+	Host string `json:"host,omitempty"`
 }
 
 // Predict is the demo model itself: a toy sentiment that counts known positive and negative words in text.
@@ -61,8 +64,13 @@ func Predict(text, deployment string) Prediction {
 //   - GET /health answers 200 "ok" (the default readinessPath of a ModelDeployment);
 //   - POST /predict with a JSON body {"text": "..."} answers a Prediction;
 //   - POST /predict with any other Content-Type answers the body unchanged, with the same Content-Type, so a
-//     caller can check that octet-stream and multipart bodies pass through the gateway byte for byte.
+//     caller can check that octet-stream and multipart bodies pass through the gateway byte for byte;
+//   - a JSON body may also drive the server, for tests of what a gateway does with a slow or failing model:
+//     "delay_ms" answers that many milliseconds later (a call cancelled meanwhile ends at once), and
+//     "fail_status" answers that HTTP status with an error body instead of a prediction, and "report_host"
+//     adds the serving host's name to the prediction ("host"), so a caller sees which replica answered.
 func NewDemoModel(name string) http.Handler {
+	host, _ := os.Hostname()
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -88,18 +96,36 @@ func NewDemoModel(name string) http.Handler {
 			return
 		}
 		var in struct {
-			Text *string `json:"text"`
+			Text       *string `json:"text"`
+			DelayMS    int     `json:"delay_ms"`
+			FailStatus int     `json:"fail_status"`
+			ReportHost bool    `json:"report_host"`
 		}
 		if err := json.Unmarshal(body, &in); err != nil {
 			demoModelError(w, http.StatusBadRequest, fmt.Sprintf("The body is not a JSON object: %v.", err))
+			return
+		}
+		if in.DelayMS > 0 {
+			select {
+			case <-time.After(time.Duration(in.DelayMS) * time.Millisecond):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		if in.FailStatus >= 400 && in.FailStatus <= 599 {
+			demoModelError(w, in.FailStatus, fmt.Sprintf("Failed on request (fail_status %d).", in.FailStatus))
 			return
 		}
 		if in.Text == nil {
 			demoModelError(w, http.StatusBadRequest, `The body must be a JSON object with a string "text", for example {"text": "I love it"}.`)
 			return
 		}
+		out := Predict(*in.Text, name)
+		if in.ReportHost {
+			out.Host = host
+		}
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(Predict(*in.Text, name))
+		_ = json.NewEncoder(w).Encode(out)
 	})
 	return mux
 }

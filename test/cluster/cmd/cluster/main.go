@@ -14,6 +14,9 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/modelgate/modelgate/test/cluster"
 	"github.com/modelgate/modelgate/test/stack"
 )
@@ -30,6 +33,7 @@ func run() error {
 	helm := flag.String("helm", "bin/helm", "The helm binary.")
 	cleanup := flag.Bool("cleanup", false, "Only remove a cluster a killed run left behind, then exit.")
 	flag.Parse()
+	ctrllog.SetLogger(logr.Discard())
 	if *cleanup {
 		return cluster.Cleanup(os.Stderr)
 	}

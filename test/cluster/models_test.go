@@ -1,0 +1,247 @@
+package cluster_test
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/test/cluster"
+)
+
+// The container model of the README tour, on real pods: the demo model server's image run by the manager as a
+// Deployment and a Service, reached through the EndpointSlices the real EndpointSlice controller writes.
+const (
+	containerModel      = "demo-container"
+	containerDeployment = "demo-container-v1"
+	// containerIdle is the deployment's scaleDownDelaySeconds: short, so the suite sees it scale to zero.
+	containerIdle = 10
+)
+
+// containerModelLife walks a container model's whole life: deploy (DEPLOYING, then ACTIVE with a Ready pod),
+// predict, the pod's own lines in the logs route, scale to zero when idle, a wake by concurrent calls that are
+// all held and answered, scale-out under load to two Ready pods that both serve calls, and deactivate.
+func (tr *tour) containerModelLife(t *testing.T) {
+	ns := cluster.WorkspaceNamespace
+	md := &gatewayv1.ModelDeployment{
+		ObjectMeta: metav1.ObjectMeta{Name: containerDeployment, Namespace: ns},
+		Spec: gatewayv1.ModelDeploymentSpec{
+			ModelID: containerModel,
+			Source: gatewayv1.DeploymentSource{Container: &gatewayv1.ContainerSource{
+				Image: cluster.DemoModelImage,
+				Args:  []string{"--name=" + containerDeployment},
+				Port:  8080,
+			}},
+			Autoscaling: &gatewayv1.Autoscaling{
+				MinReplica: ptr.To[int32](0), MaxReplica: ptr.To[int32](2),
+				ConcurrencyTarget: ptr.To[int32](2), ScaleDownDelaySeconds: ptr.To[int32](containerIdle),
+			},
+			StartupTimeoutSeconds: 120,
+		},
+	}
+	model := &gatewayv1.Model{
+		ObjectMeta: metav1.ObjectMeta{Name: containerModel, Namespace: ns},
+		Spec: gatewayv1.ModelSpec{Environments: []gatewayv1.ModelEnvironment{
+			{Name: gatewayv1.EnvironmentProduction, Deployment: containerDeployment}}},
+	}
+	for _, o := range []client.Object{md, model} {
+		if err := tr.p.Client.Create(tr.ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := "/models/" + containerModel + "/production/predict"
+	depPath := "/v1/models/" + containerModel + "/deployments/" + containerDeployment
+
+	// Deploy: DEPLOYING while the pod starts, then ACTIVE once the manager sees it Ready.
+	tr.waitStatus(t, depPath, 3*time.Minute, "ACTIVE")
+	pods := tr.readyPods(t)
+	if len(pods) != 1 {
+		t.Fatalf("ACTIVE with %d Ready pods, want 1", len(pods))
+	}
+
+	// Predict through gatewayd's Service, to the pod's address from the EndpointSlice.
+	r := tr.admin(t, http.MethodPost, base, map[string]any{"text": "I love it"})
+	if r.code != http.StatusOK || r.body["deployment"] != containerDeployment || r.body["label"] != "positive" {
+		t.Fatalf("predict: %s", r)
+	}
+
+	// The logs route reads the pod's own lines (pods/log), named by the pod.
+	eventually(t, 30*time.Second, "the pod's lines in the logs route", func() error {
+		l := tr.admin(t, http.MethodPost, depPath+"/logs", map[string]any{"search_pattern": "Serving the demo model"})
+		if l.code != http.StatusOK || !strings.Contains(string(l.raw), pods[0]) {
+			return fmt.Errorf("%s", l)
+		}
+		return nil
+	})
+
+	// Idle: scaled to zero after scaleDownDelaySeconds, its pod gone.
+	tr.waitStatus(t, depPath, 2*time.Minute, "SCALED_TO_ZERO")
+	eventually(t, time.Minute, "no pod left", func() error {
+		if p := tr.pods(t); len(p) > 0 {
+			return fmt.Errorf("pods %v", p)
+		}
+		return nil
+	})
+
+	// Wake: calls arriving at zero are held while a pod starts, and every one is answered.
+	const held = 4
+	start := time.Now()
+	answers := tr.concurrentPredicts(t, base, held, map[string]any{"text": "held"})
+	wake := time.Since(start)
+	for i, a := range answers {
+		if a.code != http.StatusOK || a.body["deployment"] != containerDeployment {
+			t.Fatalf("held call %d: %s", i, a)
+		}
+	}
+	t.Logf("figure: %d calls held at zero replicas, all answered; wake to last answer %s", held, wake.Round(time.Millisecond))
+
+	// Scale out: more calls in flight than concurrencyTarget for one replica brings a second Ready pod, and
+	// gatewayd spreads calls over both.
+	served := map[string]bool{}
+	eventually(t, 3*time.Minute, "two Ready pods serving calls", func() error {
+		for _, a := range tr.concurrentPredicts(t, base, 8, map[string]any{"text": "load", "delay_ms": 1500, "report_host": true}) {
+			if a.code != http.StatusOK {
+				return fmt.Errorf("a call under load: %s", a)
+			}
+			host, _ := a.body["host"].(string)
+			served[host] = true
+		}
+		if n := len(tr.readyPods(t)); n < 2 || len(served) < 2 {
+			return fmt.Errorf("%d Ready pods, calls served by %v", n, served)
+		}
+		return nil
+	})
+
+	// A fault: every pod killed while calls are in flight. Each of those calls ends at once with 502
+	// model_unavailable (never a hang, never a 2xx), and the next calls reach the replacements.
+	inflight := make(chan []answer, 1)
+	go func() {
+		inflight <- tr.concurrentPredicts(t, base, 2, map[string]any{"text": "cut", "delay_ms": 20000})
+	}()
+	time.Sleep(2 * time.Second) // the calls reach the pods
+	killed := time.Now()
+	victims := tr.readyPods(t)
+	for _, name := range victims {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+		if err := tr.p.Client.Delete(tr.ctx, pod, client.GracePeriodSeconds(0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var cut []answer
+	select {
+	case cut = <-inflight:
+	case <-time.After(time.Minute):
+		t.Fatal("calls in flight to killed pods did not end within a minute")
+	}
+	for i, a := range cut {
+		if a.code != http.StatusBadGateway || a.body["error_code"] != "model_unavailable" {
+			t.Fatalf("in-flight call %d to a killed pod: %s, want 502 model_unavailable", i, a)
+		}
+	}
+	t.Logf("calls in flight to killed pods ended %s after the kill: %d %s", time.Since(killed).Round(time.Millisecond), cut[0].code, cut[0].raw)
+	eventually(t, 2*time.Minute, "a call answered by a replacement pod", func() error {
+		a := tr.admin(t, http.MethodPost, base, map[string]any{"text": "after", "report_host": true})
+		if a.code != http.StatusOK {
+			return fmt.Errorf("%s", a)
+		}
+		if host, _ := a.body["host"].(string); slices.Contains(victims, host) {
+			return fmt.Errorf("answered by %s, a killed pod", host)
+		}
+		return nil
+	})
+
+	// Deactivate: no replicas, and the routes answer 404 model_does_not_exist.
+	d := tr.admin(t, http.MethodPost, depPath+"/deactivate", nil)
+	if d.code != http.StatusOK || d.body["success"] != true {
+		t.Fatalf("deactivate: %s", d)
+	}
+	tr.waitStatus(t, depPath, time.Minute, "INACTIVE")
+	eventually(t, time.Minute, "the Deployment at 0 replicas", func() error {
+		dep := &appsv1.Deployment{}
+		if err := tr.p.Client.Get(tr.ctx, client.ObjectKey{Namespace: ns, Name: "md-" + containerDeployment}, dep); err != nil {
+			return err
+		}
+		if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 0 {
+			return fmt.Errorf("replicas %v", dep.Spec.Replicas)
+		}
+		return nil
+	})
+	eventually(t, 30*time.Second, "predict refused once inactive", func() error {
+		p := tr.admin(t, http.MethodPost, base, map[string]any{"text": "late"})
+		if p.code != http.StatusNotFound || p.body["error_code"] != "model_does_not_exist" {
+			return fmt.Errorf("%s", p)
+		}
+		return nil
+	})
+}
+
+// waitStatus polls the deployment's REST status until it is want.
+func (tr *tour) waitStatus(t *testing.T, path string, timeout time.Duration, want string) {
+	t.Helper()
+	var seen []string
+	eventually(t, timeout, "status "+want, func() error {
+		r := tr.admin(t, http.MethodGet, path, nil)
+		s, _ := r.body["status"].(string)
+		if len(seen) == 0 || seen[len(seen)-1] != s {
+			seen = append(seen, s)
+		}
+		if s != want {
+			return fmt.Errorf("status went %v: %s", seen, r)
+		}
+		return nil
+	})
+	t.Logf("%s: status went %s", containerDeployment, strings.Join(seen, " → "))
+}
+
+// pods lists the deployment's pods that are not being deleted.
+func (tr *tour) pods(t *testing.T) []corev1.Pod {
+	t.Helper()
+	list := &corev1.PodList{}
+	if err := tr.p.Client.List(tr.ctx, list, client.InNamespace(cluster.WorkspaceNamespace),
+		client.MatchingLabels{"gateway.modelgate.io/deployment": containerDeployment}); err != nil {
+		t.Fatal(err)
+	}
+	var out []corev1.Pod
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// readyPods names the deployment's Ready pods.
+func (tr *tour) readyPods(t *testing.T) []string {
+	t.Helper()
+	var names []string
+	for _, p := range tr.pods(t) {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				names = append(names, p.Name)
+			}
+		}
+	}
+	return names
+}
+
+// concurrentPredicts sends n predict calls at once and answers them in order.
+func (tr *tour) concurrentPredicts(t *testing.T, path string, n int, body map[string]any) []answer {
+	t.Helper()
+	out := make([]answer, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { out[i], _ = tr.do(http.MethodPost, path, "Bearer "+tr.p.APIKey, body, nil) })
+	}
+	wg.Wait()
+	return out
+}
