@@ -63,7 +63,7 @@ test: manifests generate vet dashboard-check ## Run every suite: unit, golden, e
 .PHONY: test-cluster
 test-cluster: helm ## The cluster suite: a one-node cluster built from source, the Helm chart installed on it, the README tour against it (docs/cluster.md; needs root).
 	MODELGATE_CLUSTER_BIN="$$(hack/envtest-binaries.sh cluster)" MODELGATE_CLUSTER_SUITE=required MODELGATE_HELM=$(HELM) \
-		go test -count=1 -timeout 30m -v -run '^TestCluster(Interrupted)?$$' ./test/cluster/
+		go test -count=1 -timeout 30m -v -run '^TestCluster' ./test/cluster/
 
 # FUZZTIME bounds each fuzz target: in `make test`, long enough to try new inputs on the parsers and handlers,
 # short enough for CI. Run `make fuzz FUZZTIME=10m` to dig deeper.

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -124,6 +125,11 @@ type Options struct {
 	// ShutdownGrace is how long a stop waits for calls in flight (streams included) before it cuts them;
 	// DefaultShutdownGrace when zero. Keep it below the pod's terminationGracePeriodSeconds.
 	ShutdownGrace time.Duration
+	// ShutdownDrain is how long a stop keeps serving before it closes its listener: /readyz fails at once and
+	// every answer carries Connection: close, so the Service stops sending new connections and clients leave
+	// their kept-alive ones after their next answer, instead of finding them closed under a request. Zero closes
+	// the listener at once. ShutdownDrain plus ShutdownGrace must stay below terminationGracePeriodSeconds.
+	ShutdownDrain time.Duration
 	// Logger reports what background work (billing writes) cannot do; discarded when zero.
 	Logger logr.Logger
 	// HoldTimeout bounds how long a predict call waits for a deployment with no ready address to start (less
@@ -155,10 +161,12 @@ type Options struct {
 
 // Gateway is a configured data plane.
 type Gateway struct {
-	opts    Options
-	loader  *reload.Loader
-	secrets *upstream.Secrets
-	mux     *ingress.Routes
+	opts Options
+	// draining is set once a stop began and ShutdownDrain runs (drain).
+	draining atomic.Bool
+	loader   *reload.Loader
+	secrets  *upstream.Secrets
+	mux      *ingress.Routes
 	// handler is what the server serves: mux, behind the dashboard's session cookies when the dashboard is on,
 	// under the body policy of gatewayd/ingress.
 	handler http.Handler
@@ -333,6 +341,10 @@ func (g *Gateway) Ready() <-chan struct{} { return g.loader.Ready() }
 func (g *Gateway) View() *view.View { return g.loader.View() }
 
 func (g *Gateway) readyz(w http.ResponseWriter, _ *http.Request) {
+	if g.draining.Load() {
+		http.Error(w, "stopping: draining connections", http.StatusServiceUnavailable)
+		return
+	}
 	select {
 	case <-g.loader.Ready():
 		_, _ = w.Write([]byte("ok"))
@@ -399,7 +411,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	callCtx, cutCalls := context.WithCancel(context.WithoutCancel(ctx))
 	defer cutCalls()
 	srv := &http.Server{
-		Handler:           g.handler,
+		Handler:           g.closeWhileDraining(g.handler),
 		ReadHeaderTimeout: 10 * time.Second,
 		// A client that holds an idle keep-alive connection open costs a goroutine and a socket; bodies have
 		// their own read deadline (ingress.Guard, Options.BodyReadTimeout), since uploads may legitimately be long.
@@ -434,6 +446,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	var err error
 	select {
 	case <-ctx.Done():
+		g.drain(log, serveDone)
 	case err = <-loaderDone:
 		if err != nil {
 			err = fmt.Errorf("snapshot watch stopped: %w", err)
@@ -459,6 +472,31 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	// Async workers put the requests they ran back in the queue before the store closes.
 	<-asyncDone
 	return err
+}
+
+// drain keeps serving for ShutdownDrain with readiness failed and keep-alive off (closeWhileDraining), so that a
+// rolling update moves every client to other replicas before this one closes its listener.
+func (g *Gateway) drain(log logr.Logger, serveDone <-chan error) {
+	if g.opts.ShutdownDrain <= 0 {
+		return
+	}
+	g.draining.Store(true)
+	log.Info("Draining before the stop", "for", g.opts.ShutdownDrain.String())
+	select {
+	case <-time.After(g.opts.ShutdownDrain):
+	case <-serveDone:
+	}
+}
+
+// closeWhileDraining answers with Connection: close once a stop began, so the client closes the connection after
+// this answer rather than reusing it while the server closes it (a request caught in that race fails).
+func (g *Gateway) closeWhileDraining(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if g.draining.Load() {
+			w.Header().Set("Connection", "close")
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // billingCaller authenticates GET /v1/gateway/events with a workspace key allowed to manage the gateway, as

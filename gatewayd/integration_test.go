@@ -586,6 +586,47 @@ func TestStopLetsStreamsFinish(t *testing.T) {
 	}
 }
 
+// TestStopDrainsFirst: with ShutdownDrain, a stop keeps serving for the drain with /readyz failing and every
+// answer saying Connection: close (so a Service and its clients move to other replicas before the listener closes:
+// a rolling update fails no call), then closes the listener.
+func TestStopDrainsFirst(t *testing.T) {
+	f := newFixture(t, fixtureOpts{mode: "INDEPENDENT", shutdownDrain: 3 * time.Second,
+		groups: []gatewaytest.Group{{ID: "root", Models: models(slug)}}})
+	ready := func() int {
+		resp, err := http.Get(f.url + "/readyz")
+		if err != nil {
+			t.Fatalf("GET /readyz: %v", err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := ready(); code != http.StatusOK {
+		t.Fatalf("/readyz before the stop: %d", code)
+	}
+	f.stop()
+	deadline := time.Now().Add(loadDeadline)
+	for ready() != http.StatusServiceUnavailable {
+		if time.Now().After(deadline) {
+			t.Fatal("/readyz still answers 200 after the stop began")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Still serving, on a new connection, and telling the client to close it.
+	res := f.chat("root", slug)
+	if res.status != http.StatusOK || !res.closed {
+		t.Fatalf("a call while draining: status %d, Connection: close %v", res.status, res.closed)
+	}
+	select {
+	case <-f.stopped:
+	case <-time.After(loadDeadline):
+		t.Fatal("gatewayd did not stop after the drain")
+	}
+	if c, err := net.Dial("tcp", strings.TrimPrefix(f.url, "http://")); err == nil {
+		c.Close()
+		t.Fatal("gatewayd still accepts connections after it stopped")
+	}
+}
+
 // TestMetrics: the SPEC.md series carry the snapshot's external id and slug, and unknown slugs get no label.
 func TestMetrics(t *testing.T) {
 	f := newFixture(t, fixtureOpts{mode: "INDEPENDENT", groups: []gatewaytest.Group{{ID: "root", Models: []gatewayv1.ModelConfig{

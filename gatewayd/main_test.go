@@ -117,6 +117,8 @@ type fixtureOpts struct {
 	store limits.Store
 	// async serves async inference over a bbolt queue in a temporary directory.
 	async bool
+	// shutdownDrain is gatewayd's ShutdownDrain.
+	shutdownDrain time.Duration
 }
 
 // tree is a three-level tree: root <- mid <- {leafA, leafB}. limitsOf gives each group's own models.
@@ -170,7 +172,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	}
 	f.gw, err = gatewayd.New(gatewayd.Options{RESTConfig: cfg, Namespaces: []string{ns}, Store: f.limits, Clock: f.clock, MetricsListener: metricsLn,
 		MaxInFlightBytesPerKey: o.maxInFlightBytes, BodyReadTimeout: o.bodyReadTimeout, MaxBodyBytes: o.maxBodyBytes, UpstreamTimeout: o.upstreamTimeout,
-		HoldTimeout: o.holdTimeout, Async: asyncStore})
+		HoldTimeout: o.holdTimeout, Async: asyncStore, ShutdownDrain: o.shutdownDrain})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,6 +253,8 @@ type result struct {
 	status int
 	header http.Header
 	body   []byte
+	// closed is the answer's Connection: close (net/http moves it out of the header).
+	closed bool
 }
 
 func (r result) json(t *testing.T) map[string]any {
@@ -276,7 +280,7 @@ func (f *fixture) post(path, auth string, body any) result {
 	}
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(resp.Body)
-	return result{status: resp.StatusCode, header: resp.Header, body: out}
+	return result{status: resp.StatusCode, header: resp.Header, body: out, closed: resp.Close}
 }
 
 // chat calls chat completions as group's key with a two-word prompt: 2 prompt + 5 completion = 7 tokens.

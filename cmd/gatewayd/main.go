@@ -45,6 +45,7 @@ func main() {
 	flag.Int64Var(&opts.MaxBodyBytes, "max-body-bytes", gatewayd.DefaultMaxBodyBytes, "Largest request body accepted.")
 	flag.DurationVar(&opts.BodyReadTimeout, "body-read-timeout", ingress.DefaultBodyReadTimeout, "How long a request body may take to arrive, on every route (a sandbox upload: until its URL expires); past it the call answers 408, or the connection is closed.")
 	flag.Int64Var(&opts.MaxInFlightBytesPerKey, "max-in-flight-bytes-per-key", inference.DefaultMaxInFlightBytesPerKey, "Most request body bytes of one federated key's model calls gatewayd holds at once; a call past it answers 429.")
+	flag.DurationVar(&opts.ShutdownDrain, "shutdown-drain", 0, "How long a stop (SIGTERM) keeps serving before it closes the listener, with /readyz failing and every answer saying Connection: close, so a rolling update loses no call (the chart sets 5s). 0 closes at once.")
 	flag.DurationVar(&opts.ShutdownGrace, "shutdown-grace", gatewayd.DefaultShutdownGrace, "How long a stop (SIGTERM) lets calls in flight, streams included, finish before cutting them. Keep it below the pod's terminationGracePeriodSeconds.")
 	flag.DurationVar(&opts.SecretTTL, "secret-ttl", gatewayd.DefaultSecretTTL, "How long an upstream key read from its Secret is reused before it is read again.")
 	flag.DurationVar(&opts.HoldTimeout, "model-hold-timeout", inference.DefaultHoldTimeout, "Longest a predict call waits for a deployment with no ready replica to start (scale from zero); a deployment's shorter startupTimeoutSeconds wins. Then 503 model_not_ready.")
