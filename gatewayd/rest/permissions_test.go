@@ -180,6 +180,10 @@ var _ = Describe("Workspace-key permissions", Ordered, func() {
 	It("lets an organization admin revoke, but not rename, another member's PERSONAL key", func() {
 		moLaptop := mustCreate(mo, "/v1/api_keys", map[string]any{"type": "PERSONAL", "name": "laptop"})
 		Expect(keysOf(ada)).To(HaveKey(moLaptop[:16]), "organization admins see every member's PERSONAL keys")
+		By("each listed key carries what the caller may do to it, as the routes below answer")
+		Expect(keysOf(ada)[moLaptop[:16]]["can"]).To(Equal(map[string]any{"rename": false, "revoke": true}))
+		Expect(keysOf(mo)[moLaptop[:16]]["can"]).To(Equal(map[string]any{"rename": true, "revoke": true}))
+		Expect(keysOf(manager)[moLaptop[:16]]["can"]).To(Equal(map[string]any{"rename": false, "revoke": true}))
 
 		r := call(server, ada, http.MethodPatch, "/v1/api_keys/"+moLaptop[:16], map[string]any{"name": "renamed"})
 		expectError(r, http.StatusForbidden, "forbidden")

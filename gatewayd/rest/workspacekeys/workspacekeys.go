@@ -75,6 +75,14 @@ type workspaceKeyJSON struct {
 	Owner        *ownerJSON `json:"owner,omitempty"`
 	CreatedAt    string     `json:"created_at"`
 	LastUsedAt   *string    `json:"last_used_at"`
+	Can          keyCanJSON `json:"can"`
+}
+
+// keyCanJSON is what the caller may do to a listed key, as authz.Decide answers, so a client (the dashboard)
+// offers only that. The rename and revoke routes still judge every call.
+type keyCanJSON struct {
+	Rename bool `json:"rename"`
+	Revoke bool `json:"revoke"`
 }
 
 // createdBy is who the caller is, as a key it creates records it: the user of a PERSONAL key, else the key itself.
@@ -240,7 +248,7 @@ func (a *api) listWorkspaceKeys(w http.ResponseWriter, r *http.Request, c auth.C
 	used := a.lastUsed(r, c)
 	out := make([]workspaceKeyJSON, 0, len(keys))
 	for _, k := range keys {
-		out = append(out, keyJSON(k, teams, used))
+		out = append(out, keyJSON(c, k, teams, used))
 	}
 	httperr.WriteJSON(w, http.StatusOK, map[string]any{"keys": out})
 }
@@ -259,12 +267,18 @@ func (a *api) lastUsed(r *http.Request, c auth.Caller) map[string]time.Time {
 	return used
 }
 
-func keyJSON(k *gatewayv1.WorkspaceAPIKey, teams []gatewayv1.Team, used map[string]time.Time) workspaceKeyJSON {
+// keyJSON is k as c lists it, with what c may do to it.
+func keyJSON(c auth.Caller, k *gatewayv1.WorkspaceAPIKey, teams []gatewayv1.Team, used map[string]time.Time) workspaceKeyJSON {
 	prefix := wsKeyPrefix(k)
+	res := resourceOf(k)
 	kj := workspaceKeyJSON{
 		Prefix: prefix, Name: k.Spec.DisplayName, Type: string(k.Spec.Type), TeamID: k.Spec.TeamID,
 		ModelIDs: orEmpty(k.Spec.Models), Environments: orEmpty(k.Spec.Environments),
 		CreatedAt: k.CreationTimestamp.UTC().Format(time.RFC3339),
+		Can: keyCanJSON{
+			Rename: c.Decide(authz.ActionKeyRename, res).Allowed,
+			Revoke: c.Decide(authz.ActionKeyRevoke, res).Allowed,
+		},
 	}
 	if k.Spec.TeamID != "" {
 		name := k.Spec.TeamID
@@ -320,7 +334,7 @@ func (a *api) renameWorkspaceKey(w http.ResponseWriter, r *http.Request, c auth.
 			return
 		}
 	}
-	httperr.WriteJSON(w, http.StatusOK, keyJSON(k, teams, a.lastUsed(r, c)))
+	httperr.WriteJSON(w, http.StatusOK, keyJSON(c, k, teams, a.lastUsed(r, c)))
 }
 
 // deleteWorkspaceKey revokes a key the caller may revoke; a key it cannot see is reported as not found.

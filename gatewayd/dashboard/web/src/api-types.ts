@@ -457,6 +457,11 @@ export interface WorkspaceKey {
   created_at: string;
   team_name: string | null;
   last_used_at: string | null;
+  /** What the caller may do to this key, as authz.Decide answers: rename (PATCH) and revoke (DELETE). */
+  can: {
+    rename: boolean;
+    revoke: boolean;
+  };
 }
 
 export interface WorkspaceKeyList {
