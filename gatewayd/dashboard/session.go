@@ -15,11 +15,13 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/authz"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
@@ -175,6 +177,61 @@ type Can struct {
 	Gateway bool `json:"gateway"`
 	Keys    bool `json:"keys"`
 	Models  bool `json:"models"`
+	// KeyCreate lists the workspace-key types the key may create and where (authz.ActionKeyCreate); empty when it
+	// may create none. Each listed key's rename and revoke come with the key list (GET /v1/api_keys, `can`).
+	KeyCreate []KeyCreate `json:"key_create"`
+}
+
+// KeyCreate is where a session's key may create workspace keys of Type: workspace-wide, for any team, or for the
+// teams named (those it is a Team ADMIN of).
+type KeyCreate struct {
+	Type      string   `json:"type"`
+	Workspace bool     `json:"workspace"`
+	AnyTeam   bool     `json:"any_team"`
+	Teams     []string `json:"teams"`
+}
+
+// keyTypes are the workspace-key types, in the order the dashboard offers them.
+var keyTypes = []gatewayv1.WorkspaceKeyType{
+	gatewayv1.KeyTypePersonal, gatewayv1.KeyTypeManageAll, gatewayv1.KeyTypeInvoke,
+	gatewayv1.KeyTypeExportMetrics, gatewayv1.KeyTypeManageAPIKeys,
+}
+
+// keyCreate asks authz.Decide, for each type, whether c may create such a key for the whole workspace, for a team
+// it has no role in (then for any team), or else for each team it has a role in. PERSONAL and
+// WORKSPACE_MANAGE_API_KEYS keys have no team (docs/rest-api.md), so only the workspace is asked for them.
+func keyCreate(c auth.Caller) []KeyCreate {
+	p := c.Principal()
+	out := []KeyCreate{}
+	if !c.Decide(authz.ActionKeySee, authz.Resource{}).Allowed {
+		return out
+	}
+	roleTeams := make([]string, 0, len(p.TeamRoles))
+	for t := range p.TeamRoles {
+		roleTeams = append(roleTeams, t)
+	}
+	slices.Sort(roleTeams)
+	for _, t := range keyTypes {
+		may := func(team string) bool {
+			return c.Decide(authz.ActionKeyCreate, authz.Resource{KeyType: t, TeamID: team}).Allowed
+		}
+		kc := KeyCreate{Type: string(t), Workspace: may(""), Teams: []string{}}
+		if t != gatewayv1.KeyTypePersonal && t != gatewayv1.KeyTypeManageAPIKeys {
+			// A team id that cannot exist (not a valid name) stands for a team the key has no role in.
+			kc.AnyTeam = may("-no-role-")
+			if !kc.AnyTeam {
+				for _, team := range roleTeams {
+					if may(team) {
+						kc.Teams = append(kc.Teams, team)
+					}
+				}
+			}
+		}
+		if kc.Workspace || kc.AnyTeam || len(kc.Teams) > 0 {
+			out = append(out, kc)
+		}
+	}
+	return out
 }
 
 // maxLoginBody caps a login's body: {"api_key": ...} and nothing more.
@@ -245,9 +302,10 @@ func (s *Sessions) who(c auth.Caller, sess session) Who {
 		Namespace: c.Namespace, KeyPrefix: c.Key.Prefix, KeyType: c.Key.Type, KeyName: c.Key.Name,
 		ExpiresAt: time.Unix(sess.IssuedAt, 0).Add(s.opts.AbsoluteTimeout).UTC().Format(time.RFC3339),
 		Can: Can{
-			Gateway: c.Decide(authz.ActionManageGateway, authz.Resource{}).Allowed,
-			Keys:    c.Decide(authz.ActionKeySee, authz.Resource{}).Allowed,
-			Models:  c.Decide(authz.ActionListModels, authz.Resource{}).Allowed,
+			Gateway:   c.Decide(authz.ActionManageGateway, authz.Resource{}).Allowed,
+			Keys:      c.Decide(authz.ActionKeySee, authz.Resource{}).Allowed,
+			Models:    c.Decide(authz.ActionListModels, authz.Resource{}).Allowed,
+			KeyCreate: keyCreate(c),
 		},
 	}
 }

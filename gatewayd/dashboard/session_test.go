@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -149,7 +150,7 @@ func TestLoginSetsASealedStrictCookie(t *testing.T) {
 	if who.Namespace != "ws" || who.KeyPrefix != e.adminRec.Prefix || who.KeyType != "WORKSPACE_MANAGE_ALL" || who.KeyName != "admin" {
 		t.Errorf("who = %+v", who)
 	}
-	if who.Can != (Can{Gateway: true, Keys: false, Models: true}) {
+	if !reflect.DeepEqual(who.Can, Can{Gateway: true, Keys: false, Models: true, KeyCreate: []KeyCreate{}}) {
 		t.Errorf("can = %+v, want what authz.Decide allows WORKSPACE_MANAGE_ALL", who.Can)
 	}
 	if who.ExpiresAt != "2026-11-26T00:00:00Z" {
@@ -417,5 +418,42 @@ func TestLogoutEndsTheSessionOnEveryReplica(t *testing.T) {
 	}
 	if r := get(a, kept); r.status != http.StatusOK {
 		t.Errorf("another session of the same key after sign-out: %d %s, want 200", r.status, r.body)
+	}
+}
+
+// TestKeyCreateIsWhatDecideAllows checks the session's key_create against the permission table of
+// docs/rest-api.md: an organization admin creates every type anywhere; a key-management key team keys for any team
+// or the workspace, and no PERSONAL or management key; a member their own PERSONAL keys and, as a Team ADMIN, that
+// team's keys; a WORKSPACE_MANAGE_ALL key none.
+func TestKeyCreateIsWhatDecideAllows(t *testing.T) {
+	teams := &snapshot.Snapshot{Teams: []snapshot.Team{
+		{ID: "blue", Members: []snapshot.Member{{UserID: "tia", Role: "MEMBER"}}},
+		{ID: "red", Members: []snapshot.Member{{UserID: "tia", Role: "ADMIN"}}},
+	}}
+	team := func(t string) KeyCreate { return KeyCreate{Type: t, Workspace: true, AnyTeam: true, Teams: []string{}} }
+	for _, tc := range []struct {
+		name string
+		key  snapshot.WorkspaceAPIKey
+		want []KeyCreate
+	}{
+		{"organization admin", snapshot.WorkspaceAPIKey{Type: "PERSONAL", Owner: &snapshot.KeyOwner{UserID: "ada", Role: "ADMIN"}}, []KeyCreate{
+			{Type: "PERSONAL", Workspace: true, Teams: []string{}}, team("WORKSPACE_MANAGE_ALL"), team("WORKSPACE_INVOKE"),
+			team("WORKSPACE_EXPORT_METRICS"), {Type: "WORKSPACE_MANAGE_API_KEYS", Workspace: true, Teams: []string{}},
+		}},
+		{"key-management key", snapshot.WorkspaceAPIKey{Type: "WORKSPACE_MANAGE_API_KEYS"}, []KeyCreate{
+			team("WORKSPACE_MANAGE_ALL"), team("WORKSPACE_INVOKE"), team("WORKSPACE_EXPORT_METRICS"),
+		}},
+		{"member, admin of red", snapshot.WorkspaceAPIKey{Type: "PERSONAL", Owner: &snapshot.KeyOwner{UserID: "tia", Role: "MEMBER"}}, []KeyCreate{
+			{Type: "PERSONAL", Workspace: true, Teams: []string{}},
+			{Type: "WORKSPACE_MANAGE_ALL", Teams: []string{"red"}}, {Type: "WORKSPACE_INVOKE", Teams: []string{"red"}},
+			{Type: "WORKSPACE_EXPORT_METRICS", Teams: []string{"red"}},
+		}},
+		{"WORKSPACE_MANAGE_ALL", snapshot.WorkspaceAPIKey{Type: "WORKSPACE_MANAGE_ALL"}, []KeyCreate{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := keyCreate(auth.NewCaller("ws", tc.key, teams)); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("key_create = %+v\nwant %+v", got, tc.want)
+			}
+		})
 	}
 }
