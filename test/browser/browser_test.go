@@ -66,7 +66,15 @@ func TestDashboardInChromium(t *testing.T) {
 		}
 	}()
 
-	keysKey := seedKeyManager(t, ctx, s)
+	keysKey := seedKey(t, ctx, s, "key-manager", gatewayv1.WorkspaceAPIKeySpec{Type: gatewayv1.KeyTypeManageAPIKeys, DisplayName: "key-manager"})
+	// An organization admin's PERSONAL key (its owner's role is its own record's: the stack's Workspace lists no
+	// members) creates, renames and revokes workspace keys; the team red is where its new team key goes.
+	if err := s.Client.Create(ctx, &gatewayv1.Team{ObjectMeta: metav1.ObjectMeta{Name: "red", Namespace: s.Namespace},
+		Spec: gatewayv1.TeamSpec{DisplayName: "Red team"}}); err != nil {
+		t.Fatal(err)
+	}
+	ownerKey := seedKey(t, ctx, s, "org-admin", gatewayv1.WorkspaceAPIKeySpec{Type: gatewayv1.KeyTypePersonal, DisplayName: "ada-laptop",
+		Owner: &gatewayv1.KeyOwner{UserID: "ada", Email: "ada@example.com", Name: "Ada", Role: gatewayv1.OrgRoleAdmin}})
 
 	// localhost, not 127.0.0.1: Chromium keeps Secure cookies of http://localhost, a potentially trustworthy origin.
 	base := strings.Replace(s.GatewayURL, "127.0.0.1", "localhost", 1)
@@ -78,6 +86,7 @@ func TestDashboardInChromium(t *testing.T) {
 		"GATEWAY_URL="+base,
 		"API_KEY="+s.APIKey,
 		"KEYS_API_KEY="+keysKey,
+		"OWNER_API_KEY="+ownerKey,
 		"MODEL_SLUG="+stack.EndpointSlug,
 		"OUT_DIR="+out,
 		"CHROMIUM="+chromiumPath,
@@ -90,25 +99,21 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 }
 
-// seedKeyManager applies a WORKSPACE_MANAGE_API_KEYS key, as kubectl would, and waits until gatewayd accepts it:
-// the admin key (WORKSPACE_MANAGE_ALL) may not see workspace keys, so the workspace keys screen is seen with this one.
-func seedKeyManager(t *testing.T, ctx context.Context, s *stack.Stack) string {
+// seedKey applies a workspace key of spec (its secret in a Secret), as kubectl would, and waits until gatewayd
+// accepts it: the admin key (WORKSPACE_MANAGE_ALL) may not see workspace keys, so the workspace keys screen is seen
+// with a WORKSPACE_MANAGE_API_KEYS key and an organization admin's PERSONAL key.
+func seedKey(t *testing.T, ctx context.Context, s *stack.Stack, name string, spec gatewayv1.WorkspaceAPIKeySpec) string {
 	t.Helper()
 	key, err := stack.NewWorkspaceKey()
 	if err != nil {
 		t.Fatal(err)
 	}
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "dashboard-key-manager", Namespace: s.Namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: "dashboard-" + name, Namespace: s.Namespace},
 		Data:       map[string][]byte{"api_key": []byte(key)},
 	}
-	wk := &gatewayv1.WorkspaceAPIKey{
-		ObjectMeta: metav1.ObjectMeta{Name: "key-manager", Namespace: s.Namespace},
-		Spec: gatewayv1.WorkspaceAPIKeySpec{
-			Type: gatewayv1.KeyTypeManageAPIKeys, DisplayName: "key-manager",
-			KeySource: gatewayv1.KeySource{SecretRef: &gatewayv1.SecretKeySelector{Name: secret.Name, Key: "api_key"}},
-		},
-	}
+	spec.KeySource = gatewayv1.KeySource{SecretRef: &gatewayv1.SecretKeySelector{Name: secret.Name, Key: "api_key"}}
+	wk := &gatewayv1.WorkspaceAPIKey{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace}, Spec: spec}
 	if err := s.Client.Create(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +131,7 @@ func seedKeyManager(t *testing.T, ctx context.Context, s *stack.Stack) string {
 			}
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("gatewayd never accepted the WORKSPACE_MANAGE_API_KEYS key: %v", ctx.Err())
+			t.Fatalf("gatewayd never accepted the %s key %s: %v", spec.Type, name, ctx.Err())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -4,7 +4,10 @@
 // a server refusal is shown next to its field in the server's words; a minted key is called until 429, the 429
 // shows on the group page under the limit that refused it, the key is revoked and the next call is 401; a bulk
 // limit edit is refused next to each group, then saved to both (checked through the API); a bulk delete shows the
-// subtrees; a subtree is deleted; the tree is navigated with the keyboard over five levels; zero axe (WCAG 2.2 AA) violations on every screen in both themes;
+// subtrees; a subtree is deleted; the tree is navigated with the keyboard over five levels; workspace keys are
+// offered as authz.Decide allows each key type, and an organization admin creates a team key for the shared model
+// API (a refused name shown next to its field, the secret shown once and copied, the key calling the model API),
+// renames it and revokes it after a confirmation; zero axe (WCAG 2.2 AA) violations on every screen in both themes;
 // no console error, page error or CSP violation. Screenshots of every screen in both themes go to OUT_DIR.
 import { createRequire } from "node:module";
 import { readFileSync, mkdirSync } from "node:fs";
@@ -18,6 +21,7 @@ const env = (k) => {
 const BASE = env("GATEWAY_URL");
 const KEY = env("API_KEY");
 const KEYS_KEY = env("KEYS_API_KEY");
+const OWNER_KEY = env("OWNER_API_KEY");
 const SLUG = env("MODEL_SLUG");
 const OUT = env("OUT_DIR");
 const require = createRequire(join(env("WEB_DIR"), "package.json"));
@@ -77,6 +81,16 @@ page.on("pageerror", (e) => consoleErrors.push(`pageerror: ${e.message}`));
 page.on("response", (r) => {
   if (r.status() >= 400) console.log(`     (answer ${r.status()} to ${r.request().method()} ${r.url().replace(BASE, "")})`);
 });
+
+// openKeysAs signs in with key and opens the workspace keys screen.
+async function openKeysAs(key) {
+  await page.fill("#api-key", key);
+  await page.click("button[type=submit]");
+  await page.getByRole("navigation", { name: "Main" }).waitFor();
+  await page.getByRole("link", { name: "Workspace keys" }).click();
+  await page.getByRole("heading", { level: 1, name: "Workspace keys" }).waitFor();
+  await page.locator("[aria-busy=true]").waitFor({ state: "detached" });
+}
 
 const a11y = [];
 let shots = 0;
@@ -523,16 +537,104 @@ try {
   check((await api("GET", "/v1/gateway/groups", undefined, "")).status === 401, "without a key the API refuses");
 
   // ---- A WORKSPACE_MANAGE_API_KEYS key sees the workspace keys and not the gateway screens.
-  await page.fill("#api-key", KEYS_KEY);
-  await page.click("button[type=submit]");
-  await page.getByRole("navigation", { name: "Main" }).waitFor();
-  await page.getByRole("link", { name: "Workspace keys" }).click();
-  await page.getByRole("heading", { level: 1, name: "Workspace keys" }).waitFor();
-  await page.locator("[aria-busy=true]").waitFor({ state: "detached" });
+  await openKeysAs(KEYS_KEY);
   const navLinks = await page.getByRole("navigation", { name: "Main" }).getByRole("link").allTextContents();
   check(navLinks.includes("Workspace keys") && !navLinks.includes("Groups") && !navLinks.includes("Billing events"), `a WORKSPACE_MANAGE_API_KEYS key is offered only its screens (${navLinks.join(", ")})`);
   check((await page.locator("td.mono", { hasText: KEY.slice(0, 16) }).count()) === 1, "the workspace keys screen lists the admin key by prefix");
+  check((await page.getByRole("button", { name: /^Rename key / }).count()) === 0 && (await page.getByRole("button", { name: /^Revoke key / }).count()) > 0,
+    "a WORKSPACE_MANAGE_API_KEYS key is offered revoke but no rename (authz.Decide: key-management keys rename nothing)");
   await screen("workspace-keys");
+  await page.click("button:has-text('New key')");
+  await page.locator("#key-type").waitFor();
+  const mgrTypes = await page.locator("#key-type option").evaluateAll((os) => os.map((o) => o.value));
+  check(!mgrTypes.includes("PERSONAL") && !mgrTypes.includes("WORKSPACE_MANAGE_API_KEYS") && mgrTypes.includes("WORKSPACE_INVOKE"),
+    `a WORKSPACE_MANAGE_API_KEYS key is offered team key types only (${mgrTypes.join(", ")})`);
+  await page.click("button:has-text('Cancel')");
+  await page.click("button:has-text('Sign out')");
+  await page.locator("#api-key").waitFor();
+
+  // ---- An organization admin's PERSONAL key manages workspace keys: create, the secret once, rename, revoke.
+  await openKeysAs(OWNER_KEY);
+  check((await page.getByRole("button", { name: `Rename key ${OWNER_KEY.slice(0, 16)}` }).count()) === 1,
+    "an organization admin is offered the rename of its own PERSONAL key");
+  await page.click("button:has-text('New key')");
+  await page.locator("#shared-api").waitFor();
+  const ownerTypes = await page.locator("#key-type option").evaluateAll((os) => os.map((o) => o.value));
+  check(ownerTypes.length === 5, `an organization admin is offered every key type (${ownerTypes.join(", ")})`);
+  await page.check("#shared-api");
+  check((await page.locator("#key-type").count()) === 0 && (await page.locator("#key-envs").count()) === 0,
+    "the shared model API option fixes the type and offers no environments");
+  await page.selectOption("#key-team", "red");
+  await page.getByRole("checkbox", { name: SLUG, exact: true }).check();
+  expectedLoadFailures = ["400"];
+  await page.fill("#key-new-name", "Chat Key");
+  await page.click("button:has-text('Create key')");
+  const nameErr = page.locator("#key-new-name-err");
+  await nameErr.waitFor();
+  check((await nameErr.textContent()).includes("lowercase letters, digits and hyphens") && (await page.getAttribute("#key-new-name", "aria-invalid")) === "true",
+    `a refused name is shown next to its field in the server's words (${await nameErr.textContent()})`);
+  await screen("workspace-keys-refused");
+  await page.screenshot({ path: join(OUT, "keys-page.png"), fullPage: true });
+  expectedLoadFailures = [];
+  const keyName = `chat-${run}`;
+  await page.fill("#key-new-name", keyName);
+  await page.click("button:has-text('Create key')");
+  await page.locator("#minted-key").waitFor();
+  const secret = (await page.locator("#minted-key").textContent()).trim();
+  check(/^mgw_[A-Za-z0-9]{12}\.[A-Za-z0-9]{32}$/.test(secret) && (await page.locator(".minted").textContent()).includes("shown once"),
+    "the new key's secret is shown, with the warning that it is shown once");
+  await page.click("button:has-text('Copy key')");
+  await page.locator(".minted", { hasText: "Copied." }).waitFor();
+  check((await page.evaluate(() => navigator.clipboard.readText())) === secret, "Copy key puts the secret on the clipboard");
+  await screen("workspace-keys-created");
+  const prefix = secret.slice(0, 16);
+  const created = ((await api("GET", "/v1/api_keys", undefined, `Bearer ${OWNER_KEY}`)).json?.keys ?? []).find((k) => k.prefix === prefix);
+  check(created?.type === "WORKSPACE_INVOKE" && created?.team_id === "red" && created?.model_ids.join() === SLUG && created?.environments.length === 0 && created?.name === keyName,
+    `the API lists the new key as created: a WORKSPACE_INVOKE key of team red for ${SLUG}, no environments (${JSON.stringify(created)})`);
+  const chat = await fetch(BASE + "/v1/chat/completions", {
+    method: "POST", headers: { Authorization: `Bearer ${secret}`, "Content-Type": "application/json" },
+    body: JSON.stringify({ model: SLUG, messages: [{ role: "user", content: "hi" }] }),
+  });
+  check(chat.status === 200, `the new team key calls the shared model API (${chat.status})`);
+  await page.click("button:has-text('Done, hide it')");
+  await page.reload();
+  await page.getByRole("heading", { level: 1, name: "Workspace keys" }).waitFor();
+  await page.locator("td.mono", { hasText: prefix }).waitFor();
+  check(!(await page.content()).includes(secret), "the secret is not shown again");
+
+  // Rename: a refusal next to the field, then the new name.
+  await page.click(`button[aria-label="Rename key ${prefix}"]`);
+  const renameInput = page.locator(`#rename-${prefix}`);
+  expectedLoadFailures = ["400"];
+  await renameInput.fill("Renamed Key");
+  await page.getByRole("form", { name: `Rename key ${prefix}` }).getByRole("button", { name: "Save" }).click();
+  const renameErr = page.locator(`#rename-${prefix}-err`);
+  await renameErr.waitFor();
+  check((await renameErr.textContent()).includes("lowercase letters"), `a refused rename is shown next to the name (${await renameErr.textContent()})`);
+  expectedLoadFailures = [];
+  await renameInput.fill(`${keyName}-renamed`);
+  await page.getByRole("form", { name: `Rename key ${prefix}` }).getByRole("button", { name: "Save" }).click();
+  await page.locator("tr", { hasText: prefix }).locator("td", { hasText: `${keyName}-renamed` }).first().waitFor();
+  const renamed = ((await api("GET", "/v1/api_keys", undefined, `Bearer ${OWNER_KEY}`)).json?.keys ?? []).find((k) => k.prefix === prefix);
+  check(renamed?.name === `${keyName}-renamed`, "the rename is saved (through the API)");
+  await screen("workspace-keys-admin");
+
+  // Revoke, with a confirmation: Cancel keeps the key, Revoke key ends it.
+  await page.click(`button[aria-label="Revoke key ${prefix}"]`);
+  const revokeDialog = page.getByRole("dialog", { name: `Revoke key ${prefix}?` });
+  await revokeDialog.waitFor();
+  await screen("workspace-keys-revoke");
+  await revokeDialog.getByRole("button", { name: "Cancel" }).click();
+  check((await api("GET", "/v1/api_keys", undefined, `Bearer ${secret}`)).status !== 401, "Cancel keeps the key");
+  await page.click(`button[aria-label="Revoke key ${prefix}"]`);
+  await revokeDialog.getByRole("button", { name: "Revoke key" }).click();
+  await page.locator(".notice", { hasText: `Key ${prefix} (${keyName}-renamed) revoked.` }).waitFor();
+  check(await page.locator("td.mono", { hasText: prefix }).waitFor({ state: "detached" }).then(() => true, () => false), "the revoked key leaves the list");
+  const revoked = await fetch(BASE + "/v1/chat/completions", {
+    method: "POST", headers: { Authorization: `Bearer ${secret}`, "Content-Type": "application/json" },
+    body: JSON.stringify({ model: SLUG, messages: [{ role: "user", content: "hi" }] }),
+  });
+  check(revoked.status === 401, `the revoked key is refused at once (${revoked.status})`);
   await page.click("button:has-text('Sign out')");
   await page.locator("#api-key").waitFor();
 } catch (e) {

@@ -95,7 +95,11 @@ export interface Who {
   key_type: string;
   key_name: string;
   expires_at: string;
-  can: { gateway: boolean; keys: boolean; models: boolean };
+  can: { gateway: boolean; keys: boolean; models: boolean; key_create: KeyCreate[] };
 }
+
+// KeyCreate is where the session's key may create workspace keys of type (gatewayd/authz.Decide, reported by the
+// session): workspace-wide, for any team, or for the teams named.
+export interface KeyCreate { type: string; workspace: boolean; any_team: boolean; teams: string[] }
 
 export type { ThrottleCount, Throttles } from "./api-types";

@@ -4,7 +4,8 @@ import { useEffect, useState } from "preact/hooks";
 import { api, ApiError, setUnauthorizedHandler, type Who } from "./api";
 import { GroupTree } from "./tree";
 import { GroupPage, GroupCreate } from "./group";
-import { EndpointsPage, EventsPage, KeysPage, ModelsPage } from "./lists";
+import { EndpointsPage, EventsPage, ModelsPage } from "./lists";
+import { KeysPage } from "./keys";
 
 export const BASE = "/dashboard/";
 
@@ -119,7 +120,7 @@ function Login(props: { onLogin: (w: Who) => void }) {
   );
 }
 
-type Can = keyof Who["can"];
+type Can = "gateway" | "keys" | "models";
 // NAV lists the screens with what the key must be allowed (gatewayd/authz.Decide, reported by the session).
 const NAV: [string, string, Can][] = [
   [BASE, "Groups", "gateway"],
@@ -155,7 +156,7 @@ export function App() {
   if (path === BASE + "groups/new") page = <GroupCreate parent={query.get("parent")} />;
   else if (m) page = <GroupPage id={decodeURIComponent(m[1])} key={m[1]} />;
   else if (path === BASE + "endpoints") page = <EndpointsPage />;
-  else if (path === BASE + "keys") page = <KeysPage />;
+  else if (path === BASE + "keys") page = <KeysPage who={who.can} />;
   else if (path === BASE + "events") page = <EventsPage query={query} />;
   else if (path === BASE + "models") page = <ModelsPage />;
   else if (path === BASE) page = <GroupTree query={query} />;

@@ -7,7 +7,7 @@ import { BASE, Link, navigate } from "./app";
 import { type CGroup, cascadingConflicts, descendantsOf } from "./cascade";
 import { formatShorthand, groupDigits, parseShorthand } from "./shorthand";
 import { deleted } from "./tree";
-import { Confirm, FieldMsg, Loading, Page, useAsync, utc } from "./ui";
+import { Confirm, FieldMsg, Loading, Page, SecretOnce, useAsync, utc } from "./ui";
 
 const enc = encodeURIComponent;
 
@@ -312,7 +312,6 @@ export function GroupPage(props: { id: string }) {
   const [revoke, setRevoke] = useState<{ key: Key; then?: string } | null>(null);
   const [deleting, setDeleting] = useState(false);
   const [notice, setNotice] = useState("");
-  const [copied, setCopied] = useState("");
   const [subKeys, setSubKeys] = useState<Map<string, Key[]>>(new Map());
   const d = data.data;
   const binding = useMemo(() => (d ? bindingSet(d.group) : new Set<EffectiveLimit>()), [d]);
@@ -327,7 +326,6 @@ export function GroupPage(props: { id: string }) {
     try {
       const k = await api<MintedKey>("POST", `/v1/gateway/groups/${enc(g.id)}/api_keys`, name ? { name } : {});
       setMinted(k);
-      setCopied("");
       setKeyName("");
       if (rotating) setRevoke({ key: rotating, then: `Rotation: the new key ${k.prefix} is minted. Revoke the old key ${rotating.prefix} once the new one is in use.` });
       data.reload();
@@ -462,17 +460,7 @@ export function GroupPage(props: { id: string }) {
 
       <section aria-labelledby="keys-title">
         <h2 id="keys-title">Keys</h2>
-        {minted && (
-          <div class="card minted" role="status">
-            <p><strong>New key {minted.prefix}.</strong> Copy it now: it is shown once and never again.</p>
-            <code class="secret" id="minted-key">{minted.api_key}</code>
-            <div class="actions">
-              <button type="button" onClick={async () => { try { await navigator.clipboard.writeText(minted.api_key); setCopied("Copied."); } catch { setCopied("Copy failed: select the key and copy it."); } }}>Copy key</button>
-              <span class="muted">{copied}</span>
-              <button type="button" onClick={() => setMinted(null)}>Done, hide it</button>
-            </div>
-          </div>
-        )}
+        {minted && <SecretOnce key={minted.prefix} title={`New key ${minted.prefix}.`} secret={minted.api_key} onDone={() => setMinted(null)} />}
         <form class="inline" onSubmit={(e) => { e.preventDefault(); mint(keyName.trim()); }}>
           <label for="key-name">Key name</label>
           <input id="key-name" value={keyName} onInput={(e) => setKeyName((e.target as HTMLInputElement).value)} aria-describedby="key-name-err" />

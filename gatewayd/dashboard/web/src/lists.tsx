@@ -1,8 +1,8 @@
-// The list screens: endpoints, workspace keys, billing events (filter and CSV export), and models with their
+// The list screens: endpoints, billing events (filter and CSV export), and models with their
 // deployments and environments (activate, promote, and a deployment's logs).
 import { useState } from "preact/hooks";
 import { api, ApiError, listAll, refusal } from "./api";
-import type { DeploymentList, Endpoint, EnvironmentList, Logs, LogsRequest, Model, ModelList, WorkspaceKeyList } from "./api-types";
+import type { DeploymentList, Endpoint, EnvironmentList, Logs, LogsRequest, Model, ModelList } from "./api-types";
 import { BASE, navigate } from "./app";
 import { Confirm, FieldMsg, Loading, Page, useAsync, utc } from "./ui";
 
@@ -23,30 +23,6 @@ export function EndpointsPage() {
                 <td>{e.targets.map((t, i) => <div key={i} class="mono">{t.provider} {t.base_url}{t.target_model ? ` → ${t.target_model}` : ""}</div>)}</td>
                 <td>{e.timeout_ms ? `${e.timeout_ms} ms` : "default"}</td>
                 <td>{utc(e.updated_at)}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
-    </Page>
-  );
-}
-
-export function KeysPage() {
-  const data = useAsync(() => api<WorkspaceKeyList>("GET", "/v1/api_keys"), []);
-  const keys = data.data?.keys ?? [];
-  return (
-    <Page title="Workspace keys">
-      {!data.data ? <Loading error={data.error} /> : keys.length === 0 ? <p>No workspace keys.</p> : (
-        <table>
-          <caption class="sr-only">Workspace API keys</caption>
-          <thead><tr><th scope="col">Prefix</th><th scope="col">Name</th><th scope="col">Type</th><th scope="col">Team</th><th scope="col">Owner</th><th scope="col">Created</th><th scope="col">Last used</th></tr></thead>
-          <tbody>
-            {keys.map((k) => (
-              <tr key={k.prefix}>
-                <td class="mono">{k.prefix}</td><td>{k.name}</td><td>{k.type}</td><td>{k.team_name ?? "all teams"}</td>
-                <td>{k.owner ? `${k.owner.name} <${k.owner.email}>` : "—"}</td>
-                <td>{utc(k.created_at)}</td><td>{utc(k.last_used_at)}</td>
               </tr>
             ))}
           </tbody>

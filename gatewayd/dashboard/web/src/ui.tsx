@@ -70,6 +70,22 @@ export function Confirm(props: {
   );
 }
 
+// SecretOnce shows a new key's secret, the one time it is shown, with a copy button and the warning; onDone hides it.
+export function SecretOnce(props: { title: string; secret: string; onDone: () => void }) {
+  const [copied, setCopied] = useState("");
+  return (
+    <div class="card minted" role="status">
+      <p><strong>{props.title}</strong> Copy it now: it is shown once and never again.</p>
+      <code class="secret" id="minted-key">{props.secret}</code>
+      <div class="actions">
+        <button type="button" onClick={async () => { try { await navigator.clipboard.writeText(props.secret); setCopied("Copied."); } catch { setCopied("Copy failed: select the key and copy it."); } }}>Copy key</button>
+        <span class="muted">{copied}</span>
+        <button type="button" onClick={props.onDone}>Done, hide it</button>
+      </div>
+    </div>
+  );
+}
+
 export function FieldMsg(props: { id: string; msg?: string }) {
   if (!props.msg) return null;
   return (
