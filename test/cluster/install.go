@@ -101,7 +101,7 @@ func (c *Cluster) Install(ctx context.Context, opts InstallOptions) (_ *Product,
 	if out, err := c.Exec(ctx, opts.Helm, args...); err != nil {
 		return p, fmt.Errorf("helm install failed: %w\n%s\nmanager log:\n%s", err, out, c.PodLogs(ctx, ReleaseNamespace, "app.kubernetes.io/component=manager"))
 	}
-	if err := c.waitPodsReady(ctx, ReleaseNamespace); err != nil {
+	if err := c.WaitPodsReady(ctx, ReleaseNamespace); err != nil {
 		return p, err
 	}
 	p.InstallDuration = time.Since(start)
@@ -192,8 +192,8 @@ func (c *Cluster) PodLogs(ctx context.Context, namespace, selector string) strin
 	return string(out)
 }
 
-// waitPodsReady waits until every pod of namespace is Ready.
-func (c *Cluster) waitPodsReady(ctx context.Context, namespace string) error {
+// WaitPodsReady waits until every pod of namespace is Ready.
+func (c *Cluster) WaitPodsReady(ctx context.Context, namespace string) error {
 	return c.poll(ctx, "pods of "+namespace+" Ready", 5*time.Minute, func() error {
 		pods, err := c.Kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
 		if err != nil {

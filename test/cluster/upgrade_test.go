@@ -13,7 +13,13 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/test/cluster"
+	"github.com/modelgate/modelgate/test/stack"
 )
 
 // A rolling upgrade of gatewayd under steady load fails no call: two replicas sharing Redis (redis-server from
@@ -125,4 +131,158 @@ func TestClusterRollingUpgrade(t *testing.T) {
 	if ok.Load() <= before {
 		t.Fatalf("no call was answered during the upgrade")
 	}
+
+	t.Run("a gatewayd pod deleted under load loses and repeats no async request", func(t *testing.T) {
+		tr.podDeletedUnderLoad(t)
+	})
+}
+
+// podDeletedUnderLoad deletes one of the two gatewayd pods while sync calls run without pause and async requests
+// are queued and running against a model server that counts each request id it answers: no sync call fails, and
+// every accepted async request ends SUCCEEDED, answered exactly once.
+func (tr *tour) podDeletedUnderLoad(t *testing.T) {
+	var mu sync.Mutex
+	answered := map[string]int{}
+	model := stack.NewDemoModel("counted-v1")
+	ln, err := tr.c.Netns.Listen("tcp", net.JoinHostPort(cluster.ClientIP, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w}
+		model.ServeHTTP(rec, r)
+		if r.URL.Path == "/predict" && rec.status == http.StatusOK {
+			mu.Lock()
+			answered[r.Header.Get("X-Request-Id")]++
+			mu.Unlock()
+		}
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	ns := cluster.WorkspaceNamespace
+	md := &gatewayv1.ModelDeployment{ObjectMeta: metav1.ObjectMeta{Name: "counted-v1", Namespace: ns},
+		Spec: gatewayv1.ModelDeploymentSpec{ModelID: "counted", Source: gatewayv1.DeploymentSource{URL: "http://" + ln.Addr().String()}}}
+	m := &gatewayv1.Model{ObjectMeta: metav1.ObjectMeta{Name: "counted", Namespace: ns},
+		Spec: gatewayv1.ModelSpec{Environments: []gatewayv1.ModelEnvironment{{Name: gatewayv1.EnvironmentProduction, Deployment: "counted-v1"}}}}
+	for _, o := range []client.Object{md, m} {
+		if err := tr.p.Client.Create(tr.ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr.waitDeploymentStatus(t, "/v1/models/counted/deployments/counted-v1", "ACTIVE")
+
+	var ok, failed atomic.Int64
+	var sample atomic.Value
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				a, err := tr.do(http.MethodPost, "/models/demo-model/production/predict", "Bearer "+tr.p.APIKey, map[string]any{"text": "steady"}, nil)
+				if err == nil && a.code == http.StatusOK {
+					ok.Add(1)
+					continue
+				}
+				failed.Add(1)
+				sample.Store(fmt.Sprintf("%d %s (%v)", a.code, a.raw, err))
+			}
+		})
+	}
+	var ids []string
+	submit := func(n int) {
+		for range n {
+			a, err := tr.do(http.MethodPost, "/models/counted/production/async_predict", "Bearer "+tr.p.APIKey,
+				map[string]any{"model_input": map[string]any{"text": "queued", "delay_ms": 400}}, nil)
+			if err != nil || a.code != http.StatusCreated {
+				// Refused before it was accepted: allowed (it is not an accepted request), but say so.
+				t.Logf("async_predict not accepted: %d %s (%v)", a.code, a.raw, err)
+				continue
+			}
+			ids = append(ids, a.body["request_id"].(string))
+		}
+	}
+	submit(20)
+	pods := &corev1.PodList{}
+	if err := tr.p.Client.List(tr.ctx, pods, client.InNamespace(cluster.ReleaseNamespace), client.MatchingLabels{"app.kubernetes.io/component": "gatewayd"}); err != nil || len(pods.Items) < 2 {
+		t.Fatalf("gatewayd pods: %v (%d)", err, len(pods.Items))
+	}
+	victim := pods.Items[0].Name
+	if err := tr.p.Client.Delete(tr.ctx, &pods.Items[0]); err != nil {
+		t.Fatal(err)
+	}
+	submit(20)
+	eventually(t, 3*time.Minute, "a replacement gatewayd Ready", func() error {
+		if err := tr.c.WaitPodsReady(tr.ctx, cluster.ReleaseNamespace); err != nil {
+			return err
+		}
+		list := &corev1.PodList{}
+		if err := tr.p.Client.List(tr.ctx, list, client.InNamespace(cluster.ReleaseNamespace), client.MatchingLabels{"app.kubernetes.io/component": "gatewayd"}); err != nil {
+			return err
+		}
+		for _, p := range list.Items {
+			if p.Name == victim {
+				return fmt.Errorf("%s still there", victim)
+			}
+		}
+		return nil
+	})
+	submit(10)
+	time.Sleep(2 * time.Second)
+	close(stop)
+	wg.Wait()
+	t.Logf("figure: gatewayd pod %s deleted under load: %d sync calls answered, %d failed; %d async requests accepted", victim, ok.Load(), failed.Load(), len(ids))
+	if n := failed.Load(); n > 0 {
+		t.Errorf("%d sync calls failed while a gatewayd pod was deleted, for example %v", n, sample.Load())
+	}
+	// One request at a time, each polled every 300 ms: status polls are limited to 20 a second per key.
+	for _, id := range ids {
+		eventually(t, 3*time.Minute, "async request "+id+" SUCCEEDED", func() error {
+			st := tr.call(t, http.MethodGet, "/models/counted/async_request/"+id, "Api-Key "+tr.p.APIKey, nil, nil)
+			if st.body["status"] != "SUCCEEDED" {
+				return fmt.Errorf("%s", st)
+			}
+			return nil
+		})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range ids {
+		if n := answered[id]; n != 1 {
+			t.Errorf("async request %s was answered by the model %d times, want exactly once", id, n)
+		}
+	}
+}
+
+// waitDeploymentStatus polls a deployment's REST status until it is want.
+func (tr *tour) waitDeploymentStatus(t *testing.T, path, want string) {
+	t.Helper()
+	eventually(t, 2*time.Minute, path+" "+want, func() error {
+		r := tr.admin(t, http.MethodGet, path, nil)
+		if r.body["status"] != want {
+			return fmt.Errorf("%s", r)
+		}
+		return nil
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
 }
