@@ -1,7 +1,10 @@
 package cluster_test
 
 import (
+	"archive/zip"
+	"bytes"
 	"context"
+	"crypto/rand"
 	"fmt"
 	"net"
 	"net/http"
@@ -134,6 +137,89 @@ func TestClusterRollingUpgrade(t *testing.T) {
 
 	t.Run("a gatewayd pod deleted under load loses and repeats no async request", func(t *testing.T) {
 		tr.podDeletedUnderLoad(t)
+	})
+	t.Run("the manager killed mid-build and mid-reconcile", func(t *testing.T) {
+		tr.managerKilled(t)
+	})
+}
+
+// managerKilled kills the manager pod (no grace: SIGKILL, its leader Lease left to expire) right after a sandbox
+// build's context is uploaded and a container deployment is created: the replacement takes the Lease, the build
+// ends BUILT or FAILED with a reason (never stuck), and the deployment reaches ACTIVE.
+func (tr *tour) managerKilled(t *testing.T) {
+	ns := cluster.WorkspaceNamespace
+	team := &gatewayv1.Team{ObjectMeta: metav1.ObjectMeta{Name: "blue", Namespace: ns}, Spec: gatewayv1.TeamSpec{DisplayName: "Blue"}}
+	if err := tr.p.Client.Create(tr.ctx, team); err != nil {
+		t.Fatal(err)
+	}
+	blue := map[string]string{"X-Team-Id": "blue"}
+	var r answer
+	eventually(t, time.Minute, "a push", func() error {
+		r = tr.call(t, http.MethodPost, "/v1/sandboxes/images", "Bearer "+tr.p.APIKey, map[string]any{"name": "killed"}, blue)
+		if r.code != http.StatusAccepted {
+			return fmt.Errorf("%s", r)
+		}
+		return nil
+	})
+	// A context large enough that the build is still running when the manager dies: 96 MiB that do not compress
+	// (the build fetches, unpacks, compresses and pushes them).
+	noise := make([]byte, 96<<20)
+	_, _ = rand.Read(noise)
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for name, content := range map[string][]byte{"Dockerfile": []byte("FROM scratch\nCOPY data.bin /data.bin\n"), "data.bin": noise} {
+		w, _ := zw.CreateHeader(&zip.FileHeader{Name: name, Method: zip.Store})
+		_, _ = w.Write(content)
+	}
+	_ = zw.Close()
+	req, _ := http.NewRequestWithContext(tr.ctx, http.MethodPut, r.body["upload_url"].(string), bytes.NewReader(buf.Bytes()))
+	req.Header.Set("Content-Type", "application/zip")
+	resp, err := tr.p.HTTP.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("upload: %d", resp.StatusCode)
+	}
+	md := &gatewayv1.ModelDeployment{ObjectMeta: metav1.ObjectMeta{Name: "after-kill-v1", Namespace: ns},
+		Spec: gatewayv1.ModelDeploymentSpec{ModelID: "after-kill", Source: gatewayv1.DeploymentSource{Container: &gatewayv1.ContainerSource{
+			Image: cluster.DemoModelImage, Port: 8080}}, StartupTimeoutSeconds: 120}}
+	if err := tr.p.Client.Create(tr.ctx, md); err != nil {
+		t.Fatal(err)
+	}
+	pods := &corev1.PodList{}
+	if err := tr.p.Client.List(tr.ctx, pods, client.InNamespace(cluster.ReleaseNamespace), client.MatchingLabels{"app.kubernetes.io/component": "manager"}); err != nil || len(pods.Items) == 0 {
+		t.Fatalf("manager pods: %v", err)
+	}
+	for i := range pods.Items {
+		if err := tr.p.Client.Delete(tr.ctx, &pods.Items[i], client.GracePeriodSeconds(0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	killed := time.Now()
+	at := tr.call(t, http.MethodGet, "/v1/sandboxes/images/killed", "Bearer "+tr.p.APIKey, nil, blue)
+	t.Logf("the manager was killed while the build was %v", at.body["status"])
+	eventually(t, 4*time.Minute, "the build to end", func() error {
+		r = tr.call(t, http.MethodGet, "/v1/sandboxes/images/killed", "Bearer "+tr.p.APIKey, nil, blue)
+		if s := r.body["status"]; s != "BUILT" && s != "FAILED" {
+			return fmt.Errorf("%s", r)
+		}
+		return nil
+	})
+	if r.body["status"] == "FAILED" && r.body["error"] == nil {
+		t.Fatalf("the build FAILED without a reason: %s", r)
+	}
+	t.Logf("the build ended %s %s after the manager was killed", r.body["status"], time.Since(killed).Round(time.Second))
+	eventually(t, 4*time.Minute, "the deployment created before the kill ACTIVE", func() error {
+		got := &gatewayv1.ModelDeployment{}
+		if err := tr.p.Client.Get(tr.ctx, client.ObjectKeyFromObject(md), got); err != nil {
+			return err
+		}
+		if got.Status.Status != gatewayv1.StatusActive {
+			return fmt.Errorf("status %q", got.Status.Status)
+		}
+		return nil
 	})
 }
 
