@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -37,8 +38,16 @@ const claimLimits = "limits"
 func entryKey(writer string) string { return "group." + writer }
 
 // limitClaimAttempts bounds the rounds of one admission: each round at least one of the writers sharing a claim
-// gets through, so this many writers of one tree can be admitted at once before one answers a conflict.
-const limitClaimAttempts = 32
+// gets through, so this many writers of one tree can be admitted at once before one answers a conflict. Between
+// rounds a writer that lost waits a random pause that grows with the round (claimBackoff), so a burst of siblings
+// (a bulk import through REST) spreads out instead of colliding again at once; the rounds and their pauses stay
+// well inside the webhook's 10 s timeout.
+const limitClaimAttempts = 128
+
+// claimBackoff is the pause before round n+1: random, up to 2^min(n,5) ms.
+func claimBackoff(n int) time.Duration {
+	return time.Duration(rand.Int64N(int64(time.Millisecond) << min(n, 5)))
+}
 
 // limitEntry is one writer's entry in a limit claim.
 type limitEntry struct {
@@ -111,7 +120,10 @@ func (cl *claimer) claimLimitsOf(ctx context.Context, g *gatewayv1.Group, ancest
 		now = cl.now
 	}
 	names := append([]string{g.Name}, ancestors...)
-	for range limitClaimAttempts {
+	for round := range limitClaimAttempts {
+		if round > 0 {
+			time.Sleep(claimBackoff(round))
+		}
 		t := now()
 		entry, err := json.Marshal(entryOf(g, t))
 		if err != nil {
