@@ -288,7 +288,7 @@ func eventuallyCABundle(opts certs.Options, ca []byte) {
 		}
 		mwc := &admissionv1.MutatingWebhookConfiguration{}
 		g.Expect(k8s.Get(ctx, types.NamespacedName{Name: opts.MutatingWebhookConfigurationName}, mwc)).To(Succeed())
-		g.Expect(mwc.Webhooks).To(HaveLen(2))
+		g.Expect(mwc.Webhooks).To(HaveLen(3))
 		for _, wh := range mwc.Webhooks {
 			g.Expect(wh.ClientConfig.CABundle).To(Equal(ca), "webhook %s", wh.Name)
 		}
@@ -352,7 +352,7 @@ func webhookConfigurations() (*admissionv1.ValidatingWebhookConfiguration, *admi
 		}
 	}
 	Expect(vwc.Webhooks).To(HaveLen(10))
-	Expect(mwc.Webhooks).To(HaveLen(2))
+	Expect(mwc.Webhooks).To(HaveLen(3))
 	return vwc, mwc
 }
 
