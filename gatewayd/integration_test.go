@@ -72,7 +72,7 @@ func TestThresholdPerModeTypeUnit(t *testing.T) {
 					if body["error_code"] != wantCode {
 						t.Errorf("error_code = %v, want %s", body["error_code"], wantCode)
 					}
-					detail, _ := body["detail"].(map[string]any)
+					detail, _ := body["fields"].(map[string]any)
 					want := map[string]any{"slug": slug, "type": string(typ), "unit": string(unit), "threshold": float64(threshold), "source_group": "root"}
 					for k, v := range want {
 						if detail[k] != v {
@@ -179,7 +179,7 @@ func TestRejectedCallChargesNothing(t *testing.T) {
 		if r.status != http.StatusTooManyRequests {
 			t.Fatalf("status %d, want 429", r.status)
 		}
-		if sg := r.json(t)["detail"].(map[string]any)["source_group"]; sg != "mid" {
+		if sg := r.json(t)["fields"].(map[string]any)["source_group"]; sg != "mid" {
 			t.Fatalf("refused by %v, want mid", sg)
 		}
 	}
@@ -813,7 +813,16 @@ func TestMetricsRoutes(t *testing.T) {
 // getWith sends a GET with an Authorization header and returns the status and body.
 func getWith(t *testing.T, url, auth string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	status, body := sendWith(t, http.MethodGet, url, auth, "")
+	return status, string(body)
+}
+
+// sendWith sends method to url with an Authorization header (none when auth is empty) and a JSON body, and
+// returns the status and body.
+func sendWith(t *testing.T, method, url, auth, body string) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
 	if auth != "" {
 		req.Header.Set("Authorization", auth)
 	}
@@ -822,8 +831,8 @@ func getWith(t *testing.T, url, auth string) (int, string) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out
 }
 
 // TestInFlightCapPerKey: one key holds at most MaxInFlightBytesPerKey of bodies at once; a call past it answers
@@ -916,7 +925,7 @@ func TestUpstreamTextErrorsGetTheEnvelope(t *testing.T) {
 		endpoints: []snapshot.Endpoint{endpoint("misrouted", "/v1"), endpoint("busy", "/busy"), endpoint("busy-json", "/busy-json")}})
 	r := f.chat("root", "misrouted")
 	body := r.json(t)
-	detail, _ := body["detail"].(map[string]any)
+	detail, _ := body["fields"].(map[string]any)
 	if r.status != http.StatusNotFound || body["error_code"] != "model_does_not_exist" || detail["upstream_status"] != 404.0 {
 		t.Fatalf("status %d body %s, want 404 model_does_not_exist with upstream_status 404", r.status, r.body)
 	}

@@ -280,7 +280,20 @@ func (f *fixture) post(path, auth string, body any) result {
 	}
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(resp.Body)
+	if isModelCall(path) {
+		gatewaytest.WantStringDetail(f.t, "POST "+path, resp.StatusCode, out)
+	}
 	return result{status: resp.StatusCode, header: resp.Header, body: out, closed: resp.Close}
+}
+
+// isModelCall is whether path is a model-call route, whose errors carry a string detail.
+func isModelCall(path string) bool {
+	for _, p := range []string{"/models/", "/chains/", "/v1/chat/completions", "/v1/completions", "/v1/embeddings"} {
+		if strings.HasPrefix(path, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // chat calls chat completions as group's key with a two-word prompt: 2 prompt + 5 completion = 7 tokens.

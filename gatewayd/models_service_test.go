@@ -163,6 +163,7 @@ func (f *serviceFixture) call(body []byte) (int, []byte, http.Header) {
 	if err != nil {
 		f.t.Errorf("predict: reading the answer: %v", err)
 	}
+	gatewaytest.WantStringDetail(f.t, "POST "+svcPredict, resp.StatusCode, b)
 	return resp.StatusCode, b, resp.Header
 }
 

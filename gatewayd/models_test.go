@@ -109,6 +109,7 @@ func (f *modelFixture) predict(path, auth, contentType string, body []byte) (int
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
+	gatewaytest.WantStringDetail(f.t, "POST "+path, resp.StatusCode, b)
 	return resp.StatusCode, f.served.Load().(string), b, resp.Header
 }
 

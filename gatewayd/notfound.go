@@ -12,8 +12,13 @@ var routeMethods = []string{http.MethodGet, http.MethodPost, http.MethodPut, htt
 
 // unrouted answers what no route matches, in the envelope rather than ServeMux's plain text: 405 with Allow
 // when the path has routes for other methods, 404 otherwise. It is mounted at "/", so it runs only for calls
-// that no other pattern matched and costs nothing on routed calls.
+// that no other pattern matched and costs nothing on routed calls. Under the model-call prefixes (/models/,
+// /chains/) it answers in the model-call envelope, whose detail is a string.
 func (g *Gateway) unrouted(w http.ResponseWriter, r *http.Request) {
+	write := httperr.Write
+	if strings.HasPrefix(r.URL.Path, "/models/") || strings.HasPrefix(r.URL.Path, "/chains/") {
+		write = httperr.WriteModelCall
+	}
 	var allow []string
 	for _, m := range routeMethods {
 		probe := r.Clone(r.Context())
@@ -24,9 +29,9 @@ func (g *Gateway) unrouted(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(allow) > 0 {
 		w.Header().Set("Allow", strings.Join(allow, ", "))
-		httperr.Write(w, http.StatusMethodNotAllowed, httperr.CodeMethodNotAllowed,
+		write(w, http.StatusMethodNotAllowed, httperr.CodeMethodNotAllowed,
 			"Method "+r.Method+" is not allowed on "+r.URL.Path+".", map[string][]string{"allow": allow})
 		return
 	}
-	httperr.Write(w, http.StatusNotFound, httperr.CodeNotFound, "No route for "+r.Method+" "+r.URL.Path+".", nil)
+	write(w, http.StatusNotFound, httperr.CodeNotFound, "No route for "+r.Method+" "+r.URL.Path+".", nil)
 }

@@ -68,7 +68,7 @@ func (f *fixture) count(k limits.BucketKey) int64 {
 // detailOf is the detail object of an error answer.
 func detailOf(t *testing.T, r result) map[string]any {
 	t.Helper()
-	d, ok := r.json(t)["detail"].(map[string]any)
+	d, ok := r.json(t)["fields"].(map[string]any)
 	if !ok {
 		t.Fatalf("detail is not an object: %s", r.body)
 	}

@@ -38,13 +38,13 @@ func (s *Service) RegisterChains(mux ingress.Mux) {
 func (s *Service) asyncRunRemote(w http.ResponseWriter, r *http.Request) {
 	caller, aerr := auth.Workspace(r, auth.ViewLookup(s.opts.View))
 	if aerr != nil {
-		httperr.WriteError(w, aerr)
+		httperr.WriteModelCallError(w, aerr)
 		return
 	}
 	env, dep := inference.ChainSelector(r)
 	c, d, e := inference.AuthorizeChainInvoke(caller, s.opts.View().Namespace(caller.Namespace), r.PathValue("chain_id"), env, dep)
 	if e != nil {
-		httperr.WriteError(w, e)
+		httperr.WriteModelCallError(w, e)
 		return
 	}
 	s.accept(w, r, caller, gatewayv1.ChainletModelID(c.ID), d, env)

@@ -77,7 +77,7 @@ func (s *Service) resolve(r *http.Request) (auth.Caller, *snapshot.ServedModel, 
 func (s *Service) asyncPredict(w http.ResponseWriter, r *http.Request) {
 	caller, m, d, e := s.resolve(r)
 	if e != nil {
-		httperr.WriteError(w, e)
+		httperr.WriteModelCallError(w, e)
 		return
 	}
 	s.accept(w, r, caller, m.ID, d, environmentOf(r))
@@ -87,21 +87,21 @@ func (s *Service) asyncPredict(w http.ResponseWriter, r *http.Request) {
 // the modelID of its chainlet deployments), answering 201 {request_id}.
 func (s *Service) accept(w http.ResponseWriter, r *http.Request, caller auth.Caller, modelID string, d *snapshot.Deployment, environment string) {
 	if e := s.limitPredictCalls(r.Context(), caller); e != nil {
-		httperr.WriteError(w, e)
+		httperr.WriteModelCallError(w, e)
 		return
 	}
 	if e := ingress.Limit(w, r, MaxBodyBytes); e != nil {
-		httperr.WriteError(w, e)
+		httperr.WriteModelCallError(w, e)
 		return
 	}
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
-		httperr.WriteError(w, ingress.ReadFailed(err))
+		httperr.WriteModelCallError(w, ingress.ReadFailed(err))
 		return
 	}
 	body, ferr := ParseBody(b)
 	if ferr != nil {
-		httperr.Write(w, http.StatusBadRequest, httperr.CodeClientError, "Invalid "+ferr.Field+": it "+ferr.Message+".", ferr)
+		httperr.WriteModelCall(w, http.StatusBadRequest, httperr.CodeClientError, "Invalid "+ferr.Field+": it "+ferr.Message+".", ferr)
 		return
 	}
 	var secret *snapshot.SecretRef
@@ -111,12 +111,12 @@ func (s *Service) accept(w http.ResponseWriter, r *http.Request, caller auth.Cal
 	if body.WebhookEndpoint != "" {
 		if err := netguard.CheckURL(body.WebhookEndpoint, s.opts.AllowInternalWebhooks); err != nil {
 			fe := httperr.FieldError{Field: "webhook_endpoint", Message: err.Error()}
-			httperr.Write(w, http.StatusBadRequest, httperr.CodeClientError, "Invalid webhook_endpoint: it "+err.Error()+".", fe)
+			httperr.WriteModelCall(w, http.StatusBadRequest, httperr.CodeClientError, "Invalid webhook_endpoint: it "+err.Error()+".", fe)
 			return
 		}
 		if secret == nil {
 			fe := httperr.FieldError{Field: "webhook_endpoint", Message: "needs the workspace's signing secret: set Workspace spec.asyncWebhook.secretRef"}
-			httperr.Write(w, http.StatusBadRequest, httperr.CodeClientError,
+			httperr.WriteModelCall(w, http.StatusBadRequest, httperr.CodeClientError,
 				"Invalid webhook_endpoint: results are signed with the workspace's asyncWebhook secret, and the Workspace sets none.", fe)
 			return
 		}
@@ -139,12 +139,12 @@ func (s *Service) accept(w http.ResponseWriter, r *http.Request, caller auth.Cal
 			fmt.Sprintf("Too many async requests: a key may have at most %d queued or in progress; retry once some end.", s.opts.MaxQueuedPerKey),
 			map[string]any{"limit": s.opts.MaxQueuedPerKey, "key_prefix": caller.Key.Prefix})
 		e.RetryAfter = 1
-		httperr.WriteError(w, e)
+		httperr.WriteModelCallError(w, e)
 		return
 	}
 	if err != nil {
 		s.opts.Logger.Error(err, "Failed to enqueue an async request", "namespace", caller.Namespace, "model", modelID)
-		httperr.Write(w, http.StatusServiceUnavailable, httperr.CodeUnavailable, "The async queue is unavailable; retry shortly.", nil)
+		httperr.WriteModelCall(w, http.StatusServiceUnavailable, httperr.CodeUnavailable, "The async queue is unavailable; retry shortly.", nil)
 		return
 	}
 	s.metrics.accepted.WithLabelValues(caller.Namespace, d.ID).Inc()
@@ -167,12 +167,12 @@ type QueueStatus struct {
 func (s *Service) queueStatus(w http.ResponseWriter, r *http.Request) {
 	caller, m, d, e := s.resolve(r)
 	if e != nil {
-		httperr.WriteError(w, e)
+		httperr.WriteModelCallError(w, e)
 		return
 	}
 	queued, running, err := s.opts.Store.Depth(r.Context(), queue.QueueOf(caller.Namespace, d.ID))
 	if err != nil {
-		httperr.Write(w, http.StatusServiceUnavailable, httperr.CodeUnavailable, "The async queue is unavailable; retry shortly.", nil)
+		httperr.WriteModelCall(w, http.StatusServiceUnavailable, httperr.CodeUnavailable, "The async queue is unavailable; retry shortly.", nil)
 		return
 	}
 	httperr.WriteJSON(w, http.StatusOK, QueueStatus{ModelID: m.ID, DeploymentID: d.ID, NumQueuedRequests: queued, NumInProgressRequests: running})
@@ -222,11 +222,11 @@ func (s *Service) requestOf(w http.ResponseWriter, r *http.Request, modelID, not
 	authorize func(auth.Caller, *queue.Request) *httperr.Error) (*queue.Request, bool) {
 	caller, aerr := auth.Workspace(r, auth.ViewLookup(s.opts.View))
 	if aerr != nil {
-		httperr.WriteError(w, aerr)
+		httperr.WriteModelCallError(w, aerr)
 		return nil, false
 	}
 	if e := s.limitStatusCalls(r.Context(), caller); e != nil {
-		httperr.WriteError(w, e)
+		httperr.WriteModelCallError(w, e)
 		return nil, false
 	}
 	id := r.PathValue("request_id")
@@ -234,18 +234,18 @@ func (s *Service) requestOf(w http.ResponseWriter, r *http.Request, modelID, not
 	q, err := s.opts.Store.Get(r.Context(), id)
 	switch {
 	case errors.Is(err, queue.ErrNotFound):
-		httperr.WriteError(w, notFound)
+		httperr.WriteModelCallError(w, notFound)
 		return nil, false
 	case err != nil:
-		httperr.Write(w, http.StatusServiceUnavailable, httperr.CodeUnavailable, "The async queue is unavailable; retry shortly.", nil)
+		httperr.WriteModelCall(w, http.StatusServiceUnavailable, httperr.CodeUnavailable, "The async queue is unavailable; retry shortly.", nil)
 		return nil, false
 	}
 	if q.Namespace != caller.Namespace || q.ModelID != modelID {
-		httperr.WriteError(w, notFound)
+		httperr.WriteModelCallError(w, notFound)
 		return nil, false
 	}
 	if e := authorize(caller, q); e != nil {
-		httperr.WriteError(w, e)
+		httperr.WriteModelCallError(w, e)
 		return nil, false
 	}
 	return q, true
@@ -320,7 +320,7 @@ func (s *Service) requestCancel(w http.ResponseWriter, r *http.Request) {
 func (s *Service) cancel(w http.ResponseWriter, r *http.Request, q *queue.Request) {
 	got, canceled, err := s.opts.Store.Cancel(r.Context(), q.ID, s.opts.Clock.Now().UTC())
 	if err != nil {
-		httperr.Write(w, http.StatusServiceUnavailable, httperr.CodeUnavailable, "The async queue is unavailable; retry shortly.", nil)
+		httperr.WriteModelCall(w, http.StatusServiceUnavailable, httperr.CodeUnavailable, "The async queue is unavailable; retry shortly.", nil)
 		return
 	}
 	res := CancelResult{RequestID: q.ID, Canceled: canceled, Message: "The request was canceled."}

@@ -353,6 +353,7 @@ func (f *fx) do(method, path, key string, body []byte) answer {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
+	gatewaytest.WantStringDetail(f.t, method+" "+path, resp.StatusCode, b)
 	return answer{status: resp.StatusCode, header: resp.Header, body: b}
 }
 

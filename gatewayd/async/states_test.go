@@ -307,7 +307,7 @@ func TestRefusals(t *testing.T) {
 	} {
 		a := f.do(http.MethodPost, "/models/sentiment/production/async_predict", invoke, []byte(tc.body))
 		got := a.json(t)
-		detail, _ := got["detail"].(map[string]any)
+		detail, _ := got["fields"].(map[string]any)
 		if a.status != tc.status || detail["field"] != tc.field || detail["message"] == "" || !strings.Contains(got["error"].(string), tc.field) && tc.status == 400 {
 			t.Errorf("%s: %d %s; want %d naming %s", tc.name, a.status, a.body, tc.status, tc.field)
 		}
@@ -335,7 +335,7 @@ func TestWebhookNeedsTheWorkspaceSecret(t *testing.T) {
 	f := newFx(t, fxOpts{noWebhookSecret: true, notReady: true})
 	a := f.do(http.MethodPost, "/models/sentiment/production/async_predict", "Api-Key "+f.keys["invoke"],
 		[]byte(`{"model_input": 1, "webhook_endpoint": "https://hooks.example.com/x"}`))
-	if d, _ := a.json(t)["detail"].(map[string]any); a.status != 400 || d["field"] != "webhook_endpoint" || !strings.Contains(a.json(t)["error"].(string), "asyncWebhook") {
+	if d, _ := a.json(t)["fields"].(map[string]any); a.status != 400 || d["field"] != "webhook_endpoint" || !strings.Contains(a.json(t)["error"].(string), "asyncWebhook") {
 		t.Fatalf("%d %s", a.status, a.body)
 	}
 }

@@ -6,8 +6,11 @@ package httperr
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // Error codes. Model-call codes follow DESIGN.md "REST API decisions"; the management codes name the rule a
@@ -105,4 +108,77 @@ func RateLimited(w http.ResponseWriter, retryAfter int) {
 		Error      string `json:"error"`
 		RetryAfter int    `json:"retry_after"`
 	}{MsgRateLimited, retryAfter})
+}
+
+// ModelCallBody is the envelope of a model-call error (docs/rest-api.md "Model-call errors"): detail is always a
+// string, so a client of the model routes reads one type; what a refusal knows in structure (the refused field,
+// the limit that fired, the upstream's status) is in fields as well, when there is any.
+type ModelCallBody struct {
+	Error     string `json:"error"`
+	ErrorCode string `json:"error_code"`
+	Detail    string `json:"detail"`
+	Fields    any    `json:"fields,omitempty"`
+}
+
+// WriteModelCall writes the model-call envelope with status: a string detail as it is, any other as its
+// DetailString, kept whole in fields.
+func WriteModelCall(w http.ResponseWriter, status int, code, msg string, detail any) {
+	b := ModelCallBody{Error: msg, ErrorCode: code}
+	if s, ok := detail.(string); ok {
+		b.Detail = s
+	} else if detail != nil {
+		b.Detail, b.Fields = DetailString(detail), detail
+	}
+	WriteJSON(w, status, b)
+}
+
+// WriteModelCallError writes e as a model-call error, with its Retry-After header when it has one.
+func WriteModelCallError(w http.ResponseWriter, e *Error) {
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(e.RetryAfter, 10))
+	}
+	WriteModelCall(w, e.Status, e.Code, e.Message, e.Detail)
+}
+
+// DetailString renders a structured detail as one line: a {field, message} as "field: message", any other object
+// as its "key: value" pairs in key order, a list as its items joined by "; ".
+func DetailString(detail any) string {
+	b, err := json.Marshal(detail)
+	if err != nil {
+		return ""
+	}
+	var v any
+	if json.Unmarshal(b, &v) != nil {
+		return ""
+	}
+	return detailLine(v)
+}
+
+func detailLine(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	case []any:
+		parts := make([]string, 0, len(v))
+		for _, item := range v {
+			parts = append(parts, detailLine(item))
+		}
+		return strings.Join(parts, "; ")
+	case map[string]any:
+		if f, ok := v["field"].(string); ok && len(v) == 2 {
+			if m, ok := v["message"].(string); ok {
+				return f + ": " + m
+			}
+		}
+		keys := slices.Sorted(maps.Keys(v))
+		parts := make([]string, 0, len(keys))
+		for _, k := range keys {
+			parts = append(parts, k+": "+detailLine(v[k]))
+		}
+		return strings.Join(parts, ", ")
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
 }

@@ -139,13 +139,13 @@ func (h *Handler) runRemote(w http.ResponseWriter, r *http.Request) {
 	}()
 	caller, aerr := auth.Workspace(r, h.lookup)
 	if aerr != nil {
-		httperr.WriteError(sw, aerr)
+		httperr.WriteModelCallError(sw, aerr)
 		return
 	}
 	env, dep := ChainSelector(r)
 	_, d, rerr := AuthorizeChainInvoke(caller, h.opts.View().Namespace(caller.Namespace), r.PathValue("chain_id"), env, dep)
 	if rerr != nil {
-		httperr.WriteError(sw, rerr)
+		httperr.WriteModelCallError(sw, rerr)
 		return
 	}
 	h.forwardPredict(sw, r, reqID, caller, d, environmentRoute{}, start)

@@ -18,12 +18,12 @@ func writeForwardError(w http.ResponseWriter, r *http.Request, name string, err 
 	var ue *upstream.Error
 	if !errors.As(err, &ue) {
 		log.Error(err, "Upstream call failed", "target", name)
-		httperr.Write(w, http.StatusBadGateway, httperr.CodeModelUnavailable, "The model is unavailable.", "upstream unreachable")
+		httperr.WriteModelCall(w, http.StatusBadGateway, httperr.CodeModelUnavailable, "The model is unavailable.", "upstream unreachable")
 		return
 	}
 	switch ue.Kind {
 	case upstream.KindTimeout:
-		httperr.Write(w, http.StatusGatewayTimeout, httperr.CodeTimeout, "The model did not answer in time.", "timeout: "+ue.Timeout.String())
+		httperr.WriteModelCall(w, http.StatusGatewayTimeout, httperr.CodeTimeout, "The model did not answer in time.", "timeout: "+ue.Timeout.String())
 	case upstream.KindCanceled:
 		// The client left; nobody reads an answer.
 		w.WriteHeader(statusClientClosed)
@@ -32,14 +32,14 @@ func writeForwardError(w http.ResponseWriter, r *http.Request, name string, err 
 		if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
 			upstream.CopyRetryHeaders(w.Header(), ue.Header)
 		}
-		httperr.Write(w, status, code, fmt.Sprintf("The model answered %d.", ue.Status),
+		httperr.WriteModelCall(w, status, code, fmt.Sprintf("The model answered %d.", ue.Status),
 			map[string]any{"upstream_status": ue.Status, "upstream_body": ue.Snippet})
 	case upstream.KindCredentials:
 		log.Error(ue.Err, "Failed to prepare the upstream call", "target", name)
-		httperr.Write(w, http.StatusBadGateway, httperr.CodeModelUnavailable, "The model is unavailable.", "upstream credentials unavailable")
+		httperr.WriteModelCall(w, http.StatusBadGateway, httperr.CodeModelUnavailable, "The model is unavailable.", "upstream credentials unavailable")
 	default:
 		log.Error(ue.Err, "Upstream unreachable", "target", name)
-		httperr.Write(w, http.StatusBadGateway, httperr.CodeModelUnavailable, "The model is unavailable.", "upstream unreachable")
+		httperr.WriteModelCall(w, http.StatusBadGateway, httperr.CodeModelUnavailable, "The model is unavailable.", "upstream unreachable")
 	}
 }
 

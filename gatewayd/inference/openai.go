@@ -56,7 +56,7 @@ func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c
 	v := h.opts.View()
 	key, caller, aerr := auth.ModelAPI(r, v, h.lookup)
 	if aerr != nil {
-		httperr.WriteError(w, aerr)
+		httperr.WriteModelCallError(w, aerr)
 		return
 	}
 	var prefix string
@@ -82,18 +82,18 @@ func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c
 			fmt.Sprintf("Too many request bytes in flight for this key: at most %d at once.", h.opts.MaxInFlightBytesPerKey),
 			map[string]any{"max_in_flight_bytes": h.opts.MaxInFlightBytesPerKey})
 		e.RetryAfter = 1
-		httperr.WriteError(w, e)
+		httperr.WriteModelCallError(w, e)
 		return
 	}
 	defer h.inflight.release(slot, size)
 	body, berr := h.readBody(w, r)
 	if berr != nil {
-		httperr.WriteError(w, berr)
+		httperr.WriteModelCallError(w, berr)
 		return
 	}
 	req, err := parseRequest(body)
 	if err != nil {
-		httperr.Write(w, http.StatusBadRequest, httperr.CodeClientError, "The request body must be a JSON object.", err.Error())
+		httperr.WriteModelCall(w, http.StatusBadRequest, httperr.CodeClientError, "The request body must be a JSON object.", err.Error())
 		return
 	}
 	ns := v.Namespace(c.workspace)
@@ -104,24 +104,24 @@ func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c
 		plan, aerr = workspacePlan(ns, caller, req.Model)
 	}
 	if aerr != nil {
-		httperr.WriteError(w, aerr)
+		httperr.WriteModelCallError(w, aerr)
 		return
 	}
 	// A label value only once the snapshot knows the slug, so callers cannot mint series.
 	c.model = req.Model
 	route, rerr := routeSlug(ns, req.Model, suffix)
 	if rerr != nil {
-		httperr.WriteError(w, rerr)
+		httperr.WriteModelCallError(w, rerr)
 		return
 	}
 	target := route.target
 	out, err := rewriteBody(body, route.targetModel, req.Stream)
 	if err != nil {
-		httperr.Write(w, http.StatusBadRequest, httperr.CodeClientError, "The request body must be a JSON object.", err.Error())
+		httperr.WriteModelCall(w, http.StatusBadRequest, httperr.CodeClientError, "The request body must be a JSON object.", err.Error())
 		return
 	}
 	if lerr := h.admit(ctx, plan, c); lerr != nil {
-		httperr.WriteError(w, lerr)
+		httperr.WriteModelCallError(w, lerr)
 		return
 	}
 	header := http.Header{"Content-Type": {"application/json"}, requestlog.Header: {c.requestID}}

@@ -56,7 +56,7 @@ func (h *Handler) predict(w http.ResponseWriter, r *http.Request) {
 	}()
 	caller, aerr := auth.Workspace(r, h.lookup)
 	if aerr != nil {
-		httperr.WriteError(sw, aerr)
+		httperr.WriteModelCallError(sw, aerr)
 		return
 	}
 	sel := routeSelector(r)
@@ -67,7 +67,7 @@ func (h *Handler) predict(w http.ResponseWriter, r *http.Request) {
 		workspace, model = caller.Namespace, m.ID
 	}
 	if rerr != nil {
-		httperr.WriteError(sw, rerr)
+		httperr.WriteModelCallError(sw, rerr)
 		return
 	}
 	// A held call follows its environment: a promotion while it waits moves it to the deployment promoted.
@@ -99,7 +99,7 @@ func (h *Handler) resolve(caller auth.Caller, route environmentRoute) *snapshot.
 // is called, a larger one fails the model call it streams into.
 func (h *Handler) forwardPredict(sw *statusWriter, r *http.Request, reqID string, caller auth.Caller, d *snapshot.Deployment, route environmentRoute, start time.Time) {
 	if e := ingress.Limit(sw, r, h.opts.MaxBodyBytes); e != nil {
-		httperr.WriteError(sw, e)
+		httperr.WriteModelCallError(sw, e)
 		return
 	}
 	// Demand for the autoscaler at once, held calls included; a held call that moves counts for its new
@@ -139,7 +139,7 @@ func (h *Handler) forwardPredict(sw *statusWriter, r *http.Request, reqID string
 		return
 	}
 	if rerr != nil {
-		httperr.WriteError(sw, rerr)
+		httperr.WriteModelCallError(sw, rerr)
 		return
 	}
 	defer release()
@@ -152,7 +152,7 @@ func (h *Handler) forwardPredict(sw *statusWriter, r *http.Request, reqID string
 	header.Set(requestlog.Header, reqID)
 	fwd, err := predictBody(body, r.ContentLength)
 	if err != nil {
-		httperr.WriteError(sw, ingress.ReadFailed(err))
+		httperr.WriteModelCallError(sw, ingress.ReadFailed(err))
 		return
 	}
 	_, err = h.opts.Upstream.Forward(r.Context(), upstream.Request{
@@ -160,7 +160,7 @@ func (h *Handler) forwardPredict(sw *statusWriter, r *http.Request, reqID string
 	}, sw)
 	if ferr := client.failed(); ferr != nil && (err != nil || sw.status == 0) {
 		// The model call failed, or sent nothing, because the body did not arrive: the body's failure is the answer.
-		httperr.WriteError(sw, ingress.ReadFailed(ferr))
+		httperr.WriteModelCallError(sw, ingress.ReadFailed(ferr))
 		return
 	}
 	if err != nil {

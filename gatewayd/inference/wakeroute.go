@@ -40,13 +40,13 @@ func (h *Handler) wake(w http.ResponseWriter, r *http.Request) {
 	}()
 	caller, aerr := auth.Workspace(r, h.lookup)
 	if aerr != nil {
-		httperr.WriteError(sw, aerr)
+		httperr.WriteModelCallError(sw, aerr)
 		return
 	}
 	sel := routeSelector(r)
 	m, d, rerr := AuthorizeInvoke(caller, h.opts.View().Namespace(caller.Namespace), r.PathValue("model_id"), sel.environment, sel.deployment)
 	if rerr != nil {
-		httperr.WriteError(sw, rerr)
+		httperr.WriteModelCallError(sw, rerr)
 		return
 	}
 	lbl = callLabels{workspace: caller.Namespace, model: m.ID}
@@ -59,7 +59,7 @@ func (h *Handler) wake(w http.ResponseWriter, r *http.Request) {
 			}
 			e := httperr.New(http.StatusServiceUnavailable, httperr.CodeModelNotReady, "The wake could not be requested; retry shortly.", "deployment_id: "+d.ID)
 			e.RetryAfter = 1
-			httperr.WriteError(sw, e)
+			httperr.WriteModelCallError(sw, e)
 			return
 		}
 	}

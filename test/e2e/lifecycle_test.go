@@ -315,8 +315,8 @@ func (l *lifecycle) usageLimit(t *testing.T) {
 	}
 	expect(t, r, http.StatusTooManyRequests, "usage_limit_exceeded")
 	want := map[string]any{"slug": echo, "type": "REQUEST", "unit": "DAY", "threshold": float64(dailyRequests), "source_group": l.grandchild}
-	if d, _ := r.body["detail"].(map[string]any); !mapsEqual(d, want) {
-		t.Fatalf("429 detail = %v, want %v", r.body["detail"], want)
+	if d, _ := r.body["fields"].(map[string]any); !mapsEqual(d, want) {
+		t.Fatalf("429 detail = %v, want %v", r.body["fields"], want)
 	}
 	ra, err := strconv.Atoi(r.header.Get("Retry-After"))
 	if err != nil || ra < 1 || ra > 24*60*60 {
@@ -524,7 +524,7 @@ func (l *lifecycle) deleteRoot(t *testing.T) {
 	// The key authenticates, and level 5 draws on its ancestors' pools: the grandchild's day is spent.
 	r = infer(t, l.s, deepKey, echo)
 	expect(t, r, http.StatusTooManyRequests, "usage_limit_exceeded")
-	if d, _ := r.body["detail"].(map[string]any); d["source_group"] != l.grandchild {
+	if d, _ := r.body["fields"].(map[string]any); d["source_group"] != l.grandchild {
 		t.Fatalf("level 5's 429 must name the grandchild's limit: %s", r)
 	}
 

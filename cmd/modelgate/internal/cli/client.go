@@ -213,9 +213,14 @@ func parseError(status int, h http.Header, raw []byte) *APIError {
 	var body struct {
 		httperr.Body
 		RetryAfter int `json:"retry_after"`
+		// Fields is the structure of a model-call error, whose detail is its one-line string.
+		Fields any `json:"fields"`
 	}
 	if json.Unmarshal(raw, &body) == nil {
 		e.Code, e.Message, e.Detail, e.RetryAfter = body.ErrorCode, body.Error, body.Detail, body.RetryAfter
+		if body.Fields != nil {
+			e.Detail = body.Fields
+		}
 	}
 	if e.RetryAfter <= 0 {
 		if n, err := strconv.Atoi(strings.TrimSpace(h.Get("Retry-After"))); err == nil && n > 0 {
