@@ -43,8 +43,12 @@ const (
 	DefaultWebhookMaxBackoff = 10 * time.Minute
 	// DefaultWebhookAttempts spans about two and a half hours with the default backoff.
 	DefaultWebhookAttempts = 12
-	// StatusCallsPerSecond bounds GET and DELETE of async_request per key (SPEC.md "Other constants").
+	// StatusCallsPerSecond bounds GET of async_request (status polling) per key (docs/rest-api.md "Async
+	// inference").
 	StatusCallsPerSecond = 20
+	// CancelCallsPerSecond bounds DELETE of async_request per key, in a budget of its own, so status polls never
+	// use up a cancel's room.
+	CancelCallsPerSecond = 20
 	// DefaultPredictPerSecond bounds async_predict calls per key over a rolling second (docs/security.md):
 	// 12,000 a minute.
 	DefaultPredictPerSecond = 200
@@ -127,7 +131,7 @@ type Service struct {
 	opts    Options
 	metrics *metrics
 	wakeCh  chan struct{}
-	plans   sync.Map // key prefix -> *limits.Plan of the status and cancel limit
+	plans   sync.Map // namespace/key prefix/route -> *limits.Plan of that route's per-key limit (status, cancel, async_predict)
 
 	mu     sync.Mutex
 	paused map[string]pause // queue -> backoff after a 429 or 503

@@ -225,7 +225,7 @@ func (s *Service) requestOf(w http.ResponseWriter, r *http.Request, modelID, not
 		httperr.WriteModelCallError(w, aerr)
 		return nil, false
 	}
-	if e := s.limitStatusCalls(r.Context(), caller); e != nil {
+	if e := s.limitRequestCalls(r.Context(), caller, r.Method); e != nil {
 		httperr.WriteModelCallError(w, e)
 		return nil, false
 	}
@@ -251,11 +251,16 @@ func (s *Service) requestOf(w http.ResponseWriter, r *http.Request, modelID, not
 	return q, true
 }
 
-// limitStatusCalls charges one call of the caller's key to its status-and-cancel budget: StatusCallsPerSecond
-// over a rolling second.
-func (s *Service) limitStatusCalls(ctx context.Context, c auth.Caller) *httperr.Error {
+// limitRequestCalls charges one call of the caller's key to the budget of its method, each over a rolling second
+// and counted apart, so a burst of status polls never blocks a cancel: GET (status) to StatusCallsPerSecond,
+// DELETE (cancel) to CancelCallsPerSecond.
+func (s *Service) limitRequestCalls(ctx context.Context, c auth.Caller, method string) *httperr.Error {
+	if method == http.MethodDelete {
+		return s.limitKey(ctx, c, "async_request_cancel", CancelCallsPerSecond,
+			fmt.Sprintf("Rate limit exceeded: at most %d async request cancel calls per second per key.", CancelCallsPerSecond))
+	}
 	return s.limitKey(ctx, c, "async_request", StatusCallsPerSecond,
-		"Rate limit exceeded: at most 20 async request status and cancel calls per second per key.")
+		fmt.Sprintf("Rate limit exceeded: at most %d async request status calls per second per key.", StatusCallsPerSecond))
 }
 
 // limitPredictCalls charges one async_predict call of the caller's key to its budget: PredictPerSecond over a

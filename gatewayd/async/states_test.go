@@ -205,25 +205,13 @@ func TestSlotsBoundConcurrency(t *testing.T) {
 	}
 }
 
-// TestStatusRateLimit: the 21st status or cancel call of a key within one second answers 429 with
-// Retry-After; another key is not affected. The clock stands still, so all calls fall in one second.
+// TestStatusRateLimit: the 21st status call of a key within one second answers 429 with Retry-After; another
+// key is not affected. The clock stands still, so all calls fall in one second.
 func TestStatusRateLimit(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 3, 16, 10, 0, 0, 0, time.UTC))
 	f := newFx(t, fxOpts{clock: clk, notReady: true})
 	id := f.enqueue(`{"model_input": 1}`)
-	for i := range 20 {
-		method := http.MethodGet
-		if i == 19 {
-			method = http.MethodDelete
-		}
-		if a := f.do(method, "/models/sentiment/async_request/"+id, "Api-Key "+f.keys["invoke"], nil); a.status != http.StatusOK {
-			t.Fatalf("call %d: %d %s", i+1, a.status, a.body)
-		}
-	}
-	a := f.do(http.MethodGet, "/models/sentiment/async_request/"+id, "Api-Key "+f.keys["invoke"], nil)
-	if a.status != http.StatusTooManyRequests || a.header.Get("Retry-After") == "" || a.json(t)["error_code"] != "rate_limited" {
-		t.Fatalf("21st call: %d %s", a.status, a.body)
-	}
+	f.exhaust(http.MethodGet, "/models/sentiment/async_request/"+id, async.StatusCallsPerSecond)
 	if a := f.do(http.MethodGet, "/models/sentiment/async_request/"+id, "Api-Key "+f.keys["invoke2"], nil); a.status != http.StatusOK {
 		t.Fatalf("another key: %d", a.status)
 	}
@@ -231,6 +219,44 @@ func TestStatusRateLimit(t *testing.T) {
 	clk.Step(2 * time.Second)
 	if a := f.do(http.MethodGet, "/models/sentiment/async_request/"+id, "Api-Key "+f.keys["invoke"], nil); a.status != http.StatusOK {
 		t.Fatalf("two seconds later: %d", a.status)
+	}
+}
+
+// TestStatusPollsDoNotBlockCancel: status and cancel are counted apart. A key that has used up its status budget
+// still cancels, and the cancels have a budget of their own,
+// whose use leaves status polls refused as before and no more. The clock stands still, so all calls fall in one
+// second.
+func TestStatusPollsDoNotBlockCancel(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 3, 16, 10, 0, 0, 0, time.UTC))
+	f := newFx(t, fxOpts{clock: clk, notReady: true})
+	id := f.enqueue(`{"model_input": 1}`)
+	status := "/models/sentiment/async_request/" + id
+	f.exhaust(http.MethodGet, status, async.StatusCallsPerSecond)
+	a := f.do(http.MethodDelete, status, "Api-Key "+f.keys["invoke"], nil)
+	if a.status != http.StatusOK || a.json(t)["canceled"] != true {
+		t.Fatalf("cancel after a burst of status polls: %d %s, want 200 canceled", a.status, a.body)
+	}
+	// The cancel budget is its own, and limited too.
+	f.exhaust(http.MethodDelete, status, async.CancelCallsPerSecond-1)
+	if a := f.do(http.MethodGet, status, "Api-Key "+f.keys["invoke"], nil); a.status != http.StatusTooManyRequests {
+		t.Fatalf("status after the cancels: %d %s, want 429 still", a.status, a.body)
+	}
+}
+
+// exhaust makes n calls of method on path as the invoke key, each answered 200, and then one more, which must
+// be the 429 rate_limited with Retry-After that names the method's budget.
+func (f *fx) exhaust(method, path string, n int) {
+	f.t.Helper()
+	for i := range n {
+		if a := f.do(method, path, "Api-Key "+f.keys["invoke"], nil); a.status != http.StatusOK {
+			f.t.Fatalf("%s call %d: %d %s", method, i+1, a.status, a.body)
+		}
+	}
+	a := f.do(method, path, "Api-Key "+f.keys["invoke"], nil)
+	want := map[string]string{http.MethodGet: "status", http.MethodDelete: "cancel"}[method]
+	if a.status != http.StatusTooManyRequests || a.header.Get("Retry-After") == "" || a.json(f.t)["error_code"] != "rate_limited" ||
+		!strings.Contains(a.json(f.t)["error"].(string), want) {
+		f.t.Fatalf("%s call %d: %d %s, want 429 naming the %s budget", method, n+1, a.status, a.body, want)
 	}
 }
 
