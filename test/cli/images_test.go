@@ -34,7 +34,7 @@ func TestImages(t *testing.T) {
 	}
 
 	r := admin.ok("images", "push", "cli-base", "--image", base, "--team", team)
-	if !strings.Contains(r.stdout, "IMAGE REF") || !strings.Contains(r.stdout, "/"+team+"/cli-base") {
+	if !strings.Contains(r.stdout, "REPOSITORY") || !strings.Contains(r.stdout, "/"+team+"/cli-base") {
 		t.Errorf("push --image: %v", r)
 	}
 	waitBuilt(t, "cli-base")
@@ -50,7 +50,8 @@ func TestImages(t *testing.T) {
 		t.Errorf("a progress bar on a stderr that is not a terminal: %q", r.stderr)
 	}
 	waitBuilt(t, "cli/agent")
-	if r := admin.ok("images", "get", "cli/agent", "--team", team); !strings.Contains(r.stdout, "BUILT") || !strings.Contains(r.stdout, "v1,latest") {
+	if r := admin.ok("images", "get", "cli/agent", "--team", team); !strings.Contains(r.stdout, "BUILT") || !strings.Contains(r.stdout, "v1,latest") ||
+		!strings.Contains(r.stdout, "/"+team+"/cli/agent:v1") {
 		t.Errorf("get: %v", r)
 	}
 

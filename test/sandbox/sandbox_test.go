@@ -123,14 +123,33 @@ func TestImportPublicImage(t *testing.T) {
 	if r.code != http.StatusAccepted || r.body["status"] != "BUILDING" || r.body["upload_url"] != nil {
 		t.Fatalf("POST import: %v", r)
 	}
+	wantRefs(t, "the import's push answer", r, "tool", "")
 	done := waitStatus(t, redKey, "tool", nil)
 	if done.body["status"] != "BUILT" || !slices.Contains(asStrings(done.body["tags"]), "v1") {
 		t.Fatalf("import did not build v1: %v", done)
 	}
+	wantRefs(t, "GET once BUILT", done, "tool", "v1")
 	got := workspaceImage(t, "red", "tool", "v1")
 	sameImage(t, got, want)
 	if digestOf(t, workspaceImage(t, "red", "tool", "latest")) != digestOf(t, want) {
 		t.Errorf("latest does not point at the import")
+	}
+}
+
+// wantRefs fails unless r (a push answer or a GET) names the image's repository in the workspace registry and,
+// in image_ref, the registered reference with tag (repository:tag), or no image_ref when tag is "" (nothing
+// registered yet, or a push answer, whose build has no tag yet).
+func wantRefs(t *testing.T, what string, r response, image, tag string) {
+	t.Helper()
+	repo := st.RegistryHost + "/sandboxes/red/" + image
+	if r.body["repository"] != repo {
+		t.Errorf("%s: repository = %v, want %s: %v", what, r.body["repository"], repo, r)
+	}
+	switch ref, has := r.body["image_ref"]; {
+	case tag == "" && has:
+		t.Errorf("%s: image_ref %v before any tag: %v", what, ref, r)
+	case tag != "" && ref != repo+":"+tag:
+		t.Errorf("%s: image_ref = %v, want %s:%s: %v", what, ref, repo, tag, r)
 	}
 }
 
@@ -160,7 +179,7 @@ func TestImportFromAnotherWorkspacesPath(t *testing.T) {
 		t.Fatalf("import from another workspace's path = %v, want FAILED naming the rule", f)
 	}
 
-	pushZip(t, "stolen-base", map[string]string{"Dockerfile": "FROM " + theirs + "\nCMD [\"sh\"]\n"})
+	pushZip(t, "stolen-base", map[string]string{"Dockerfile": "FROM " + theirs + "\nCMD [\"sh\"]\n"}, "")
 	f = waitStatus(t, redKey, "stolen-base", nil)
 	if reason, _ := f.body["error"].(string); f.body["status"] != "FAILED" || !strings.Contains(reason, "belongs to another workspace") {
 		t.Fatalf("build FROM another workspace's path = %v, want FAILED naming the rule", f)
@@ -263,16 +282,22 @@ func put(t *testing.T, uploadURL string, body io.Reader, length int64) response 
 
 // pushZip POSTs a build of image for team red, checks the GET right after shows UPLOADING, uploads files and
 // returns the push answer.
-func pushZip(t *testing.T, image string, files map[string]string) response {
+// pushZip pushes files as image; registered is the tag GET's image_ref names before this push builds ("" when
+// none is).
+func pushZip(t *testing.T, image string, files map[string]string, registered string) response {
 	t.Helper()
 	r := call(t, adminKey, "POST", "/v1/sandboxes/images?team_id=red", map[string]any{"name": image}, nil)
 	if r.code != http.StatusAccepted || r.body["status"] != "UPLOADING" {
 		t.Fatalf("POST build: %v", r)
 	}
+	wantRefs(t, "the push answer", r, image, "")
 	// Right after the POST, the image reports this push, never the previous one's terminal status.
-	if g := call(t, adminKey, "GET", "/v1/sandboxes/images/"+url.PathEscape(image), nil, red); g.body["status"] != "UPLOADING" {
+	g := call(t, adminKey, "GET", "/v1/sandboxes/images/"+url.PathEscape(image), nil, red)
+	if g.body["status"] != "UPLOADING" {
 		t.Fatalf("GET right after the POST: %v", g)
 	}
+	// Until this push is BUILT (it cannot be before its upload), image_ref is what is registered already.
+	wantRefs(t, "GET before the upload", g, image, registered)
 	// SPEC's literal path answers the same.
 	if g := call(t, adminKey, "GET", "/sandboxes/images/"+url.PathEscape(image), nil, red); g.body["status"] != "UPLOADING" {
 		t.Fatalf("GET %s right after the POST: %v", "/sandboxes/images", g)
@@ -292,7 +317,7 @@ func TestBuildFromZipAndRepeatPush(t *testing.T) {
 		"Dockerfile": "FROM " + src + "/library/python:3.12\nENV APP_MODE=sandbox\nWORKDIR /srv\nCOPY main.py .\nCMD [\"python\", \"main.py\"]\n",
 		"main.py":    "print('v1')\n",
 	}
-	pushZip(t, "agents/runner", files)
+	pushZip(t, "agents/runner", files, "")
 	done := waitStatus(t, adminKey, "agents/runner", red)
 	if done.body["status"] != "BUILT" {
 		t.Fatalf("build: %v", done)
@@ -310,13 +335,16 @@ func TestBuildFromZipAndRepeatPush(t *testing.T) {
 		t.Errorf("config Env %v Cmd %v", cf.Config.Env, cf.Config.Cmd)
 	}
 
+	wantRefs(t, "GET once v1 is BUILT", done, "agents/runner", "v1")
+
 	// A repeat push: GET right after the POST shows UPLOADING (not the previous BUILT), then v2, and latest moves.
 	files["main.py"] = "print('v2')\n"
-	pushZip(t, "agents/runner", files)
+	pushZip(t, "agents/runner", files, "v1")
 	done = waitStatus(t, adminKey, "agents/runner", red)
 	if done.body["status"] != "BUILT" || !slices.Equal(asStrings(done.body["tags"]), []string{"v1", "v2", "latest"}) {
 		t.Fatalf("second build: %v", done)
 	}
+	wantRefs(t, "GET once v2 is BUILT", done, "agents/runner", "v2")
 	v2img := workspaceImage(t, "red", "agents/runner", "v2")
 	if digestOf(t, workspaceImage(t, "red", "agents/runner", "latest")) != digestOf(t, v2img) {
 		t.Errorf("latest did not move to v2")
@@ -347,7 +375,7 @@ func TestBuildFromZipAndRepeatPush(t *testing.T) {
 }
 
 func TestRunFailsNamingBuildKit(t *testing.T) {
-	pushZip(t, "needs-run", map[string]string{"Dockerfile": "FROM scratch\nRUN pip install requests\n"})
+	pushZip(t, "needs-run", map[string]string{"Dockerfile": "FROM scratch\nRUN pip install requests\n"}, "")
 	done := waitStatus(t, adminKey, "needs-run", red)
 	if done.body["status"] != "FAILED" {
 		t.Fatalf("RUN: %v", done)
@@ -362,7 +390,7 @@ func TestRunFailsNamingBuildKit(t *testing.T) {
 }
 
 func TestZipSlipFails(t *testing.T) {
-	pushZip(t, "slip", map[string]string{"Dockerfile": "FROM scratch\nCOPY . /\n", "../../etc/cron.d/x": "* * * * * root sh\n"})
+	pushZip(t, "slip", map[string]string{"Dockerfile": "FROM scratch\nCOPY . /\n", "../../etc/cron.d/x": "* * * * * root sh\n"}, "")
 	if done := waitStatus(t, adminKey, "slip", red); done.body["status"] != "FAILED" {
 		t.Fatalf("zip-slip: %v", done)
 	}

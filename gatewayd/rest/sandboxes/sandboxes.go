@@ -87,11 +87,13 @@ type pushBody struct {
 	DockerConfig *string `json:"docker_config"`
 }
 
+// pushJSON is the 202 of a push. It names the repository the push registers into; it carries no image_ref,
+// because this push has no tag yet: the manager assigns it when the build is BUILT, and GET carries it then.
 type pushJSON struct {
-	Name      string  `json:"name"`
-	Status    string  `json:"status"`
-	UploadURL *string `json:"upload_url,omitempty"`
-	ImageRef  *string `json:"image_ref,omitempty"`
+	Name       string  `json:"name"`
+	Status     string  `json:"status"`
+	UploadURL  *string `json:"upload_url,omitempty"`
+	Repository string  `json:"repository"`
 }
 
 // selectTeam applies the team table to r: the teams are those of the snapshot the caller was authenticated with.
@@ -248,9 +250,7 @@ func (s *service) push(w http.ResponseWriter, r *http.Request, c auth.Caller) {
 		kit.WriteKubeError(w, r, "point sandbox image at its build", err)
 		return
 	}
-	out := pushJSON{Name: body.Name, Status: string(build.Phase())}
-	ref := repo.String()
-	out.ImageRef = &ref
+	out := pushJSON{Name: body.Name, Status: string(build.Phase()), Repository: repo.String()}
 	if build.Spec.Source.Upload != nil {
 		u := s.uploadURL(r, c.Namespace, build.Name)
 		out.UploadURL = &u
@@ -328,8 +328,13 @@ func (s *service) loadImage(w http.ResponseWriter, r *http.Request, c auth.Calle
 }
 
 type imageJSON struct {
-	Name      string   `json:"name"`
-	Status    string   `json:"status"`
+	Name   string `json:"name"`
+	Status string `json:"status"`
+	// Repository is the image's repository in the workspace registry, absent while the workspace has none.
+	Repository string `json:"repository,omitempty"`
+	// ImageRef is the registered reference with its tag, repository:vN of the newest version (what latest
+	// points at), once a push of the image is BUILT; absent before.
+	ImageRef  string   `json:"image_ref,omitempty"`
 	Tags      []string `json:"tags"`
 	CreatedAt string   `json:"created_at"`
 	UpdatedAt string   `json:"updated_at"`
@@ -369,6 +374,17 @@ func (s *service) get(w http.ResponseWriter, r *http.Request, c auth.Caller) {
 	if len(out.Tags) > 0 {
 		out.Tags = append(out.Tags, "latest")
 	}
+	reg, err := workspaceRegistry(r.Context(), s.k.Opts.Client, c.Namespace)
+	if err != nil {
+		kit.WriteKubeError(w, r, "get workspace", err)
+		return
+	}
+	if repo, err := sandbox.Repository(reg, img.Spec.TeamID, img.Spec.Name); err == nil {
+		out.Repository = repo.String()
+		if tag := newestTag(img.Status.Tags); tag != "" {
+			out.ImageRef = repo.Tag(tag).String()
+		}
+	}
 	out.UpdatedAt = updated.UTC().Format(time.RFC3339)
 	httperr.WriteJSON(w, http.StatusOK, out)
 }
@@ -400,11 +416,7 @@ func (s *service) tags(w http.ResponseWriter, r *http.Request, c auth.Caller) {
 	// The page keys sort like the versions: v2 before v10.
 	keys := make([]string, len(tags))
 	for i, t := range tags {
-		var v int64
-		if _, err := fmt.Sscanf(t.Name, "v%d", &v); err != nil {
-			v = 0
-		}
-		keys[i] = fmt.Sprintf("%020d/%s", v, t.Name)
+		keys[i] = versionKey(t.Name)
 	}
 	idx := make([]int, len(tags))
 	for i := range idx {
@@ -423,6 +435,26 @@ func (s *service) tags(w http.ResponseWriter, r *http.Request, c auth.Caller) {
 		items = append(items, tagJSON{Name: t.Name, CreatedAt: t.CreatedAt.UTC().Format(time.RFC3339), SizeBytes: t.SizeBytes})
 	}
 	httperr.WriteJSON(w, http.StatusOK, kit.NewPage(items, more, sortedKeys, sel))
+}
+
+// versionKey is a key of tag name that sorts like the versions: v2 before v10.
+func versionKey(tag string) string {
+	var v int64
+	if _, err := fmt.Sscanf(tag, "v%d", &v); err != nil {
+		v = 0
+	}
+	return fmt.Sprintf("%020d/%s", v, tag)
+}
+
+// newestTag is the tag of the highest version among tags ("" when there is none): the one latest points at.
+func newestTag(tags []gatewayv1.SandboxImageTag) string {
+	newest := ""
+	for _, t := range tags {
+		if newest == "" || versionKey(t.Name) > versionKey(newest) {
+			newest = t.Name
+		}
+	}
+	return newest
 }
 
 // remove is DELETE /v1/sandboxes/images/{image_name}: the record goes (and its builds, which it owns); the blobs

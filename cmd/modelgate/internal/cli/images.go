@@ -17,7 +17,7 @@ import (
 )
 
 var imageColumns = []column{
-	{"NAME", "name"}, {"STATUS", "status"}, {"TAGS", "tags"}, {"UPDATED", "updated_at"}, {"ERROR", "error"},
+	{"NAME", "name"}, {"STATUS", "status"}, {"IMAGE REF", "image_ref"}, {"TAGS", "tags"}, {"UPDATED", "updated_at"}, {"ERROR", "error"},
 }
 
 func (a *app) imagesCmd() *cobra.Command {
@@ -74,7 +74,7 @@ the server answers, with a progress bar when stderr is a terminal. The build run
 				return err
 			}
 			if archive == nil {
-				return a.printer().one(out, []column{{"NAME", "name"}, {"STATUS", "status"}, {"IMAGE REF", "image_ref"}})
+				return a.printer().one(out, []column{{"NAME", "name"}, {"STATUS", "status"}, {"REPOSITORY", "repository"}})
 			}
 			var pushed struct {
 				UploadURL string `json:"upload_url"`

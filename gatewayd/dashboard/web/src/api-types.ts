@@ -355,6 +355,10 @@ export interface Retry {
 export interface SandboxImage {
   name: string;
   status: "UPLOADING" | "BUILDING" | "BUILT" | "FAILED";
+  /** The image's repository in the workspace registry; absent while the workspace has no registry. */
+  repository?: string;
+  /** The registered reference with its tag (repository:vN of the newest version, what latest points at), once a push is BUILT; absent before. */
+  image_ref?: string;
   tags: string[];
   created_at: string;
   updated_at: string;
@@ -367,8 +371,8 @@ export interface SandboxPush {
   status: "UPLOADING" | "BUILDING" | "BUILT" | "FAILED";
   /** Present without image: PUT the ZIP here within one hour. */
   upload_url?: string;
-  /** The repository in the workspace registry; the tag is assigned when BUILT. */
-  image_ref?: string;
+  /** The repository in the workspace registry this push registers into. No image_ref: the tag is assigned when the build is BUILT, and GET carries it then. */
+  repository: string;
 }
 
 export interface SandboxTag {
