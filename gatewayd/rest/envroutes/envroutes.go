@@ -139,6 +139,11 @@ func Environment(envs []string) *string {
 	return nil
 }
 
+// WriteOwner answers o, which has the given number of deployments, in the shape GET answers it, with status.
+func (rt *Routes[O, D]) WriteOwner(w http.ResponseWriter, status int, o O, deployments int) {
+	httperr.WriteJSON(w, status, rt.ownerJSON(o, deployments))
+}
+
 func (rt *Routes[O, D]) ownerJSON(o O, deployments int) ownerJSON {
 	out := ownerJSON{ID: o.GetName(), CreatedAt: Timestamp(o.GetCreationTimestamp().Time), Name: cmp.Or(rt.kind.DisplayName(o), o.GetName()),
 		DeploymentsCount: deployments, TeamName: o.OwnerTeam()}
@@ -227,7 +232,7 @@ func (rt *Routes[O, D]) list(w http.ResponseWriter, r *http.Request, c auth.Call
 
 func (rt *Routes[O, D]) get(w http.ResponseWriter, r *http.Request, c auth.Caller) {
 	if o, deps, ok := rt.loadWithDeployments(w, r, c); ok {
-		httperr.WriteJSON(w, http.StatusOK, rt.ownerJSON(o, len(deps)))
+		rt.WriteOwner(w, http.StatusOK, o, len(deps))
 	}
 }
 

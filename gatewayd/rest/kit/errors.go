@@ -135,6 +135,7 @@ var apiPaths = strings.NewReplacer(
 // name, a group's is metadata.name.
 var kindPaths = map[string]*strings.Replacer{
 	"WorkspaceAPIKey": strings.NewReplacer("spec.displayName", "name", "spec.owner", "owner"),
+	"Model":           strings.NewReplacer("spec.displayName", "display_name", "spec.development", "development"),
 }
 
 // pathsOf is the renaming of the resource kind a status is about.

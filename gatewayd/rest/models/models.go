@@ -62,6 +62,8 @@ func Register(mux ingress.Mux, k *kit.Kit) {
 		},
 		Activate: a.activateEnvironment,
 	})
+	k.Handle(mux, "POST /v1/models", kit.AccessModels, a.createModel)
+	k.Handle(mux, "PATCH /v1/models/{model_id}", kit.AccessModels, a.patchModel)
 	k.Handle(mux, "DELETE /v1/models/{model_id}", kit.AccessModels, a.deleteModel)
 	k.Handle(mux, "GET /v1/models/{model_id}/deployments/{deployment_id}", kit.AccessModels, a.getDeployment)
 	k.Handle(mux, "DELETE /v1/models/{model_id}/deployments/{deployment_id}", kit.AccessModels, a.deleteDeployment)

@@ -84,6 +84,19 @@ export interface CreateGroup {
   };
 }
 
+export interface CreateModel {
+  /** The model id: a Kubernetes object name. */
+  id: string;
+  /** The name people see (name in answers); the id when empty. */
+  display_name?: string;
+  /** The owning team; empty for the whole workspace. */
+  team_id?: string;
+  /** Defaults to production alone. */
+  environments?: ModelEnvironmentPointer[];
+  /** The deployment the /development routes serve. */
+  development?: string;
+}
+
 export interface CreateWorkspaceKey {
   type: WorkspaceKeyType;
   name: string;
@@ -283,6 +296,13 @@ export interface ModelConfigOut {
   usage_limits: Limit[];
 }
 
+export interface ModelEnvironmentPointer {
+  /** The environment: lowercase letters, digits and hyphens; production is required, development is not an environment (use development). */
+  name: string;
+  /** The deployment of this model it serves; empty until one is promoted. */
+  deployment?: string;
+}
+
 export interface ModelList {
   models: Model[];
 }
@@ -312,6 +332,14 @@ export interface PatchGroup {
     name?: string;
   };
   models?: ModelConfig[];
+}
+
+export interface PatchModel {
+  display_name?: string;
+  /** Each environment given points at its deployment; a new name adds the environment; the others stay. */
+  environments?: ModelEnvironmentPointer[];
+  /** The development pointer; empty clears it. */
+  development?: string;
 }
 
 export interface Prefix {
