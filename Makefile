@@ -156,10 +156,10 @@ cluster: manifests generate helm ## Bring up a one-node cluster built from sourc
 	hack/cluster.sh up
 
 .PHONY: run
-run: manifests generate ## Start the whole product locally: apiserver, etcd, CRDs, manager with webhooks, gatewayd, demo upstream.
+run: manifests generate ## Start the whole product locally: apiserver, etcd, CRDs, manager with webhooks, gatewayd, demo upstream. INFO and above on the terminal, the full log in .dev/devstack.log; RUN_ARGS=--debug shows DEBUG too.
 	@# A built binary, not `go run`: go run exits 1 on Ctrl-C even when the stack stopped cleanly.
 	go build -o $(LOCALBIN)/devstack ./cmd/devstack
-	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" $(LOCALBIN)/devstack
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" $(LOCALBIN)/devstack $(RUN_ARGS)
 
 .PHONY: docker-build
 docker-build: ## Build the container image (needs a Docker engine).

@@ -25,7 +25,7 @@ func (r *ChainReconciler) setup(mgr ctrl.Manager, opts controller.Options) error
 		For(&gatewayv1.Chain{}).
 		Watches(&gatewayv1.ChainDeployment{}, enqueueOwner(func(cd *gatewayv1.ChainDeployment) string { return cd.Spec.ChainID })).
 		WithOptions(opts).
-		Complete(r)
+		Complete(requeueOnConflict{r})
 }
 
 // Reconcile writes the Chain's status, or finalizes a Chain being deleted.

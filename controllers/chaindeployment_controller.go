@@ -38,7 +38,7 @@ func (r *ChainDeploymentReconciler) setup(mgr ctrl.Manager, opts controller.Opti
 		// A promotion changes which environments a chain deployment serves.
 		Watches(&gatewayv1.Chain{}, handler.EnqueueRequestsFromMapFunc(r.deploymentsOfChain)).
 		WithOptions(opts).
-		Complete(r)
+		Complete(requeueOnConflict{r})
 }
 
 func (r *ChainDeploymentReconciler) deploymentsOfChain(ctx context.Context, obj client.Object) []reconcile.Request {

@@ -48,7 +48,7 @@ func (r *DeprovisionReconciler) setup(mgr ctrl.Manager, opts controller.Options)
 		// A PERSONAL key written for someone who is not (or no longer) a member is revoked too.
 		Watches(&gatewayv1.WorkspaceAPIKey{}, handler.EnqueueRequestsFromMapFunc(r.workspacesOf), builder.WithPredicates(personal)).
 		WithOptions(opts).
-		Complete(r)
+		Complete(requeueOnConflict{r})
 }
 
 // Reconcile deletes the PERSONAL keys of the namespace whose owner the Workspace in charge does not list.

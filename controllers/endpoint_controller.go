@@ -27,7 +27,7 @@ func (r *EndpointReconciler) setup(mgr ctrl.Manager, opts controller.Options) er
 		// Deleting the Endpoint that holds a slug hands it to the next oldest.
 		Watches(&gatewayv1.Endpoint{}, handler.EnqueueRequestsFromMapFunc(r.sameSlug)).
 		WithOptions(opts).
-		Complete(r)
+		Complete(requeueOnConflict{r})
 }
 
 // Reconcile writes the Endpoint's Ready condition.

@@ -45,7 +45,7 @@ func (r *GroupReconciler) setup(mgr ctrl.Manager, opts controller.Options) error
 		Watches(&gatewayv1.APIKey{}, handler.EnqueueRequestsFromMapFunc(r.groupOfKey),
 			builder.WithPredicates(specOrLifecycleChanged)).
 		WithOptions(opts).
-		Complete(r)
+		Complete(requeueOnConflict{r})
 }
 
 // Reconcile follows the Cluster API order: get, finalizer, one deferred status patch, then small phases.

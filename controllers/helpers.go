@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -86,4 +87,20 @@ var routingChanged = predicate.Funcs{
 		n, ok2 := e.ObjectNew.(*gatewayv1.ModelDeployment)
 		return !ok1 || !ok2 || o.Status.Status != n.Status.Status || o.Status.PortName != n.Status.PortName
 	},
+}
+
+// requeueOnConflict wraps a reconciler so that an optimistic-concurrency conflict ("the object has been
+// modified": the object changed after it was read, say while a finalizer was removed) is a quiet requeue, logged
+// at debug level, not an error that controller-runtime logs with a stack trace. The next reconcile reads the
+// object again; any other error passes through.
+type requeueOnConflict struct{ reconcile.Reconciler }
+
+// Reconcile runs the wrapped reconciler and turns a conflict into a requeue.
+func (q requeueOnConflict) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	res, err := q.Reconciler.Reconcile(ctx, req)
+	if err != nil && apierrors.IsConflict(err) {
+		logf.FromContext(ctx).V(1).Info("Conflict on update; requeued to read the object again", "cause", err.Error())
+		return reconcile.Result{Requeue: true}, nil
+	}
+	return res, err
 }

@@ -83,7 +83,7 @@ func (r *keyReconciler[T]) setup(mgr ctrl.Manager, opts controller.Options) erro
 	if r.groupID != nil {
 		b = b.Watches(&gatewayv1.Group{}, handler.EnqueueRequestsFromMapFunc(r.keysOfGroup))
 	}
-	return b.WithOptions(opts).Complete(r)
+	return b.WithOptions(opts).Complete(requeueOnConflict{r})
 }
 
 // Reconcile derives the key's credentials, then runs the ordered checks that decide its Ready condition.

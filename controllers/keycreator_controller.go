@@ -40,7 +40,7 @@ func (r *KeyCreatorReconciler) setup(mgr ctrl.Manager, opts controller.Options) 
 		Named("workspaceapikey-createdby").
 		For(&gatewayv1.WorkspaceAPIKey{}, builder.WithPredicates(needsCreator)).
 		WithOptions(opts).
-		Complete(r)
+		Complete(requeueOnConflict{r})
 }
 
 // Reconcile fills spec.createdBy from the annotation when it is unset.

@@ -22,7 +22,7 @@ func (r *ModelReconciler) setup(mgr ctrl.Manager, opts controller.Options) error
 		For(&gatewayv1.Model{}).
 		Watches(&gatewayv1.ModelDeployment{}, enqueueOwner(func(md *gatewayv1.ModelDeployment) string { return md.Spec.ModelID })).
 		WithOptions(opts).
-		Complete(r)
+		Complete(requeueOnConflict{r})
 }
 
 // Reconcile writes the Model's status.

@@ -97,7 +97,7 @@ func (r *ModelDeploymentReconciler) setup(mgr ctrl.Manager, opts controller.Opti
 		// A service source's Service is not owned: its creation, or a port renamed, must reach the deployment too.
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.deploymentsOfService)).
 		WithOptions(opts).
-		Complete(r)
+		Complete(requeueOnConflict{r})
 }
 
 // Reconcile runs and observes one ModelDeployment.

@@ -81,7 +81,7 @@ func (r *SandboxImageBuildReconciler) setup(mgr ctrl.Manager, opts controller.Op
 	if r.Opts.BuildKitImage != "" {
 		b = b.Owns(&batchv1.Job{})
 	}
-	return b.Complete(r)
+	return b.Complete(requeueOnConflict{r})
 }
 
 // uploadGrace lets an upload that started just before its URL expired finish.

@@ -69,7 +69,7 @@ func (r *SnapshotReconciler) setup(mgr ctrl.Manager, opts controller.Options) er
 		// A deployment's status decides whether a url deployment is served and which port a service one uses.
 		Watches(&gatewayv1.ModelDeployment{}, enqueue, builder.WithPredicates(routingChanged)).
 		WithOptions(opts).
-		Complete(r)
+		Complete(requeueOnConflict{r})
 }
 
 // Reconcile materializes the snapshot of the namespace req.Namespace.

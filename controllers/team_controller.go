@@ -30,7 +30,7 @@ func (r *TeamReconciler) setup(mgr ctrl.Manager, opts controller.Options) error 
 		// Which team is the default depends on the others: deleting the default hands it to the next oldest.
 		Watches(&gatewayv1.Team{}, handler.EnqueueRequestsFromMapFunc(r.otherDefaults), builder.WithPredicates(specOrLifecycleChanged)).
 		WithOptions(opts).
-		Complete(r)
+		Complete(requeueOnConflict{r})
 }
 
 // Reconcile writes the Team's status.

@@ -28,7 +28,7 @@ func (r *WorkspaceReconciler) setup(mgr ctrl.Manager, opts controller.Options) e
 		// Deleting the Workspace in charge hands the namespace to the next oldest.
 		Watches(&gatewayv1.Workspace{}, handler.EnqueueRequestsFromMapFunc(r.sameNamespace)).
 		WithOptions(opts).
-		Complete(r)
+		Complete(requeueOnConflict{r})
 }
 
 // Reconcile writes the Workspace's Ready condition.

@@ -13,6 +13,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
+	uzap "go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -28,18 +31,46 @@ func main() {
 	flag.StringVar(&opts.RegistryAddr, "registry-addr", "127.0.0.1:5000", "Address of the in-process OCI registry, the workspace's image registry for sandbox images.")
 	flag.StringVar(&opts.DevDir, "dev-dir", ".dev", "Directory for the kubeconfig, the env file and the workspace signing key.")
 	flag.DurationVar(&opts.ReadyTimeout, "ready-timeout", 3*time.Minute, "How long to wait for every component to answer.")
-	zapOpts := zap.Options{Development: true}
+	debug := flag.Bool("debug", false, "Show DEBUG lines on the terminal too (the full log is always in <dev-dir>/"+logFile+").")
+	zapOpts := terminalOptions(false)
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	if *debug {
+		zapOpts.Level = terminalOptions(true).Level
+	}
 
-	if err := run(opts); err != nil {
+	if err := run(opts, &zapOpts); err != nil {
 		fmt.Fprintln(os.Stderr, "devstack:", err)
 		os.Exit(1)
 	}
 }
 
-func run(opts stack.Options) error {
+// terminalOptions are the terminal's log options: INFO and above, DEBUG too when debug (--zap-log-level, bound
+// to them, sets the level as well).
+func terminalOptions(debug bool) zap.Options {
+	if debug {
+		return zap.Options{Development: true, Level: zapcore.DebugLevel}
+	}
+	return zap.Options{Development: true, Level: zapcore.InfoLevel}
+}
+
+// logFile, in the dev directory, holds the full log of the last run, DEBUG included, whatever the terminal shows.
+const logFile = "devstack.log"
+
+// newLogger logs to the terminal by zapOpts (INFO and above unless asked) and, every level, to path.
+func newLogger(zapOpts *zap.Options, path string) (log logr.Logger, close func() error, err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return logr.Discard(), nil, fmt.Errorf("failed to create the log file: %w", err)
+	}
+	full := zapcore.NewCore(zapcore.NewConsoleEncoder(uzap.NewDevelopmentEncoderConfig()), zapcore.AddSync(f), zapcore.DebugLevel)
+	zapOpts.ZapOpts = append(zapOpts.ZapOpts, uzap.WrapCore(func(terminal zapcore.Core) zapcore.Core {
+		return zapcore.NewTee(terminal, full)
+	}))
+	return zap.New(zap.UseFlagOptions(zapOpts)), f.Close, nil
+}
+
+func run(opts stack.Options, zapOpts *zap.Options) error {
 	root, err := stack.FindRoot()
 	if err != nil {
 		return err
@@ -48,6 +79,15 @@ func run(opts stack.Options) error {
 	if !filepath.IsAbs(opts.DevDir) {
 		opts.DevDir = filepath.Join(root, opts.DevDir)
 	}
+	if err := os.MkdirAll(opts.DevDir, 0o700); err != nil {
+		return fmt.Errorf("failed to create %s: %w", opts.DevDir, err)
+	}
+	logger, closeLog, err := newLogger(zapOpts, filepath.Join(opts.DevDir, logFile))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = closeLog() }()
+	ctrl.SetLogger(logger)
 
 	// The signal context stays registered until run returns, so a second Ctrl-C during shutdown does not kill
 	// the process before it has stopped etcd and kube-apiserver.
@@ -89,6 +129,7 @@ modelgate is running.
 
 In another terminal:
 
+  tail -f %[13]s   # the full log, DEBUG included (make run RUN_ARGS=--debug shows it here too)
   . %[5]s        # MODELGATE_URL, MODELGATE_API_KEY, KUBECONFIG, MODELGATE_NAMESPACE, kubectl on PATH
 
   kubectl apply -k config/samples
@@ -125,5 +166,6 @@ In another terminal:
 
 Press Ctrl-C to stop everything.
 `, s.GatewayURL, s.UpstreamURL, s.Namespace, s.KubectlPath, s.EnvPath, s.MetricsURL,
-		s.ModelURL, stack.ModelName, stack.ModelDeploymentName, stack.ModelStagingEnv, stack.ChainName, stack.ChainDeploymentName)
+		s.ModelURL, stack.ModelName, stack.ModelDeploymentName, stack.ModelStagingEnv, stack.ChainName, stack.ChainDeploymentName,
+		filepath.Join(filepath.Dir(s.EnvPath), logFile))
 }
