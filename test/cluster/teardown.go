@@ -173,18 +173,25 @@ func cleanupDir(dir string, log io.Writer) error {
 			errs = append(errs, err)
 		}
 	}
-	for range 3 {
+	// A killed process may take a moment to go (a pod's processes exit after their cgroup's): look again for up
+	// to 10 s, killing each pid once.
+	killed := map[int]bool{}
+	for range 50 {
 		pids := leftoverPids(dir)
 		if len(pids) == 0 {
 			break
 		}
 		for _, pid := range pids {
+			if killed[pid] {
+				continue
+			}
+			killed[pid] = true
 			if log != nil {
 				fmt.Fprintf(log, "cluster: killing leftover process %d\n", pid)
 			}
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond)
 	}
 	for _, m := range mountsUnder(dir) {
 		if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
