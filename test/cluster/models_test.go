@@ -211,7 +211,7 @@ func (tr *tour) waitStatus(t *testing.T, path string, timeout time.Duration, wan
 		}
 		return nil
 	})
-	t.Logf("%s: status went %s", containerDeployment, strings.Join(seen, " → "))
+	t.Logf("%s: status went %s", path, strings.Join(seen, " → "))
 }
 
 // pods lists the deployment's pods that are not being deleted.

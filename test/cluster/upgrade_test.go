@@ -77,36 +77,12 @@ func TestClusterRollingUpgrade(t *testing.T) {
 	tr := &tour{t: t, c: c, p: p, root: root, ctx: ctx}
 
 	// Steady load: eight clients, each calling without pause.
-	var ok, failed atomic.Int64
-	var firstFailures sync.Map
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				a, err := tr.do(http.MethodPost, "/models/demo-model/production/predict", "Bearer "+p.APIKey, map[string]any{"text": "steady"}, nil)
-				if err == nil && a.code == http.StatusOK {
-					ok.Add(1)
-					continue
-				}
-				n := failed.Add(1)
-				if n <= 5 {
-					firstFailures.Store(n, fmt.Sprintf("%d %s (%v)", a.code, a.raw, err))
-				}
-			}
-		})
-	}
+	load := tr.steadyLoad(8)
 	time.Sleep(3 * time.Second)
-	before := ok.Load()
+	before := load.ok.Load()
 	if before == 0 {
-		close(stop)
-		wg.Wait()
-		t.Fatalf("no call succeeded before the upgrade (%d failed)", failed.Load())
+		load.stop()
+		t.Fatalf("no call succeeded before the upgrade (%d failed)", load.failed.Load())
 	}
 
 	// The upgrade: a new pod template rolls both replicas, one at a time (maxSurge 1, maxUnavailable 0).
@@ -115,23 +91,19 @@ func TestClusterRollingUpgrade(t *testing.T) {
 		"--namespace", cluster.ReleaseNamespace, "--reuse-values", "--set-string", "gatewayd.podAnnotations.rolled-at="+start.Format(time.RFC3339Nano),
 		"--wait", "--timeout", "5m")
 	if err != nil {
-		close(stop)
-		wg.Wait()
+		load.stop()
 		t.Fatalf("helm upgrade: %v\n%s", err, out)
 	}
 	rollout := time.Since(start)
 	time.Sleep(3 * time.Second) // calls on the new replicas only
-	close(stop)
-	wg.Wait()
+	load.stop()
 
 	t.Logf("figure: rolling upgrade of 2 gatewayd replicas under load took %s; %d calls answered, %d failed",
-		rollout.Round(time.Millisecond), ok.Load(), failed.Load())
-	if n := failed.Load(); n > 0 {
-		var samples []string
-		firstFailures.Range(func(_, v any) bool { samples = append(samples, v.(string)); return true })
-		t.Fatalf("%d calls failed during the rolling upgrade (%d answered), for example: %v", n, ok.Load(), samples)
+		rollout.Round(time.Millisecond), load.ok.Load(), load.failed.Load())
+	if n := load.failed.Load(); n > 0 {
+		t.Fatalf("%d calls failed during the rolling upgrade (%d answered), for example: %v", n, load.ok.Load(), load.samples())
 	}
-	if ok.Load() <= before {
+	if load.ok.Load() <= before {
 		t.Fatalf("no call was answered during the upgrade")
 	}
 
@@ -255,30 +227,9 @@ func (tr *tour) podDeletedUnderLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tr.waitDeploymentStatus(t, "/v1/models/counted/deployments/counted-v1", "ACTIVE")
+	tr.waitStatus(t, "/v1/models/counted/deployments/counted-v1", 2*time.Minute, "ACTIVE")
 
-	var ok, failed atomic.Int64
-	var sample atomic.Value
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 6 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				a, err := tr.do(http.MethodPost, "/models/demo-model/production/predict", "Bearer "+tr.p.APIKey, map[string]any{"text": "steady"}, nil)
-				if err == nil && a.code == http.StatusOK {
-					ok.Add(1)
-					continue
-				}
-				failed.Add(1)
-				sample.Store(fmt.Sprintf("%d %s (%v)", a.code, a.raw, err))
-			}
-		})
-	}
+	load := tr.steadyLoad(6)
 	var ids []string
 	submit := func(n int) {
 		for range n {
@@ -319,11 +270,10 @@ func (tr *tour) podDeletedUnderLoad(t *testing.T) {
 	})
 	submit(10)
 	time.Sleep(2 * time.Second)
-	close(stop)
-	wg.Wait()
-	t.Logf("figure: gatewayd pod %s deleted under load: %d sync calls answered, %d failed; %d async requests accepted", victim, ok.Load(), failed.Load(), len(ids))
-	if n := failed.Load(); n > 0 {
-		t.Errorf("%d sync calls failed while a gatewayd pod was deleted, for example %v", n, sample.Load())
+	load.stop()
+	t.Logf("figure: gatewayd pod %s deleted under load: %d sync calls answered, %d failed; %d async requests accepted", victim, load.ok.Load(), load.failed.Load(), len(ids))
+	if n := load.failed.Load(); n > 0 {
+		t.Errorf("%d sync calls failed while a gatewayd pod was deleted, for example %v", n, load.samples())
 	}
 	// One request at a time, each polled every 300 ms: status polls are limited to 20 a second per key.
 	for _, id := range ids {
@@ -344,16 +294,54 @@ func (tr *tour) podDeletedUnderLoad(t *testing.T) {
 	}
 }
 
-// waitDeploymentStatus polls a deployment's REST status until it is want.
-func (tr *tour) waitDeploymentStatus(t *testing.T, path, want string) {
-	t.Helper()
-	eventually(t, 2*time.Minute, path+" "+want, func() error {
-		r := tr.admin(t, http.MethodGet, path, nil)
-		if r.body["status"] != want {
-			return fmt.Errorf("%s", r)
-		}
-		return nil
-	})
+// load is clients calling the url model through gatewayd's Service without pause, until stop.
+type load struct {
+	ok, failed atomic.Int64
+	mu         sync.Mutex
+	first      []string
+	done       chan struct{}
+	wg         sync.WaitGroup
+}
+
+// steadyLoad starts n clients calling the seeded url model's predict without pause.
+func (tr *tour) steadyLoad(n int) *load {
+	l := &load{done: make(chan struct{})}
+	for range n {
+		l.wg.Go(func() {
+			for {
+				select {
+				case <-l.done:
+					return
+				default:
+				}
+				a, err := tr.do(http.MethodPost, "/models/demo-model/production/predict", "Bearer "+tr.p.APIKey, map[string]any{"text": "steady"}, nil)
+				if err == nil && a.code == http.StatusOK {
+					l.ok.Add(1)
+					continue
+				}
+				l.failed.Add(1)
+				l.mu.Lock()
+				if len(l.first) < 5 {
+					l.first = append(l.first, fmt.Sprintf("%d %s (%v)", a.code, a.raw, err))
+				}
+				l.mu.Unlock()
+			}
+		})
+	}
+	return l
+}
+
+// stop ends the clients and waits for them.
+func (l *load) stop() {
+	close(l.done)
+	l.wg.Wait()
+}
+
+// samples are the first failures.
+func (l *load) samples() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.first
 }
 
 type statusRecorder struct {
