@@ -390,16 +390,36 @@ func (tr *tour) chainPromote(t *testing.T) {
 // sandboxZip pushes a ZIP build context; the manager pod builds it (its temporary files on the volume the chart
 // gives it) and pushes the image to the workspace's registry.
 func (tr *tour) sandboxZip(t *testing.T) {
-	team := &gatewayv1.Team{}
-	team.Name, team.Namespace = "red", cluster.WorkspaceNamespace
-	team.Spec.DisplayName = "Red"
-	if err := tr.p.Client.Create(tr.ctx, team); err != nil {
+	red := tr.pushZip(t, "red", "agent", map[string][]byte{
+		"Dockerfile": []byte("FROM scratch\nENV MODE=sandbox\nCOPY hello.sh /hello.sh\nCMD [\"sh\", \"/hello.sh\"]\n"),
+		"hello.sh":   []byte("echo hello\n"),
+	})
+	var r answer
+	eventually(t, 2*time.Minute, "the build to finish", func() error {
+		r = tr.call(t, http.MethodGet, "/v1/sandboxes/images/agent", "Bearer "+tr.p.APIKey, nil, red)
+		if s := r.body["status"]; s != "BUILT" && s != "FAILED" {
+			return fmt.Errorf("%s", r)
+		}
+		return nil
+	})
+	if r.body["status"] != "BUILT" {
+		t.Fatalf("the ZIP build: %s", r)
+	}
+}
+
+// pushZip creates team, pushes a build of image for it and uploads files as its ZIP context (stored, not
+// compressed), answering the team header for the image's routes.
+func (tr *tour) pushZip(t *testing.T, team, image string, files map[string][]byte) map[string]string {
+	t.Helper()
+	tm := &gatewayv1.Team{}
+	tm.Name, tm.Namespace, tm.Spec.DisplayName = team, cluster.WorkspaceNamespace, team
+	if err := tr.p.Client.Create(tr.ctx, tm); err != nil {
 		t.Fatal(err)
 	}
-	red := map[string]string{"X-Team-Id": "red"}
+	header := map[string]string{"X-Team-Id": team}
 	var r answer
 	eventually(t, time.Minute, "a push", func() error {
-		r = tr.call(t, http.MethodPost, "/v1/sandboxes/images", "Bearer "+tr.p.APIKey, map[string]any{"name": "agent"}, red)
+		r = tr.call(t, http.MethodPost, "/v1/sandboxes/images", "Bearer "+tr.p.APIKey, map[string]any{"name": image}, header)
 		if r.code != http.StatusAccepted {
 			return fmt.Errorf("%s", r)
 		}
@@ -407,12 +427,9 @@ func (tr *tour) sandboxZip(t *testing.T) {
 	})
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
-	for name, content := range map[string]string{
-		"Dockerfile": "FROM scratch\nENV MODE=sandbox\nCOPY hello.sh /hello.sh\nCMD [\"sh\", \"/hello.sh\"]\n",
-		"hello.sh":   "echo hello\n",
-	} {
-		w, _ := zw.Create(name)
-		_, _ = io.WriteString(w, content)
+	for name, content := range files {
+		w, _ := zw.CreateHeader(&zip.FileHeader{Name: name, Method: zip.Store})
+		_, _ = w.Write(content)
 	}
 	_ = zw.Close()
 	uploadURL, _ := r.body["upload_url"].(string)
@@ -430,16 +447,7 @@ func (tr *tour) sandboxZip(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("PUT upload: %d %s", resp.StatusCode, raw)
 	}
-	eventually(t, 2*time.Minute, "the build to finish", func() error {
-		r = tr.call(t, http.MethodGet, "/v1/sandboxes/images/agent", "Bearer "+tr.p.APIKey, nil, red)
-		if s := r.body["status"]; s != "BUILT" && s != "FAILED" {
-			return fmt.Errorf("%s", r)
-		}
-		return nil
-	})
-	if r.body["status"] != "BUILT" {
-		t.Fatalf("the ZIP build: %s", r)
-	}
+	return header
 }
 
 // dashboard loads the dashboard in Debian's headless Chromium, run inside the namespace, through gatewayd's

@@ -1,8 +1,6 @@
 package cluster_test
 
 import (
-	"archive/zip"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"fmt"
@@ -120,40 +118,12 @@ func TestClusterRollingUpgrade(t *testing.T) {
 // ends BUILT or FAILED with a reason (never stuck), and the deployment reaches ACTIVE.
 func (tr *tour) managerKilled(t *testing.T) {
 	ns := cluster.WorkspaceNamespace
-	team := &gatewayv1.Team{ObjectMeta: metav1.ObjectMeta{Name: "blue", Namespace: ns}, Spec: gatewayv1.TeamSpec{DisplayName: "Blue"}}
-	if err := tr.p.Client.Create(tr.ctx, team); err != nil {
-		t.Fatal(err)
-	}
-	blue := map[string]string{"X-Team-Id": "blue"}
-	var r answer
-	eventually(t, time.Minute, "a push", func() error {
-		r = tr.call(t, http.MethodPost, "/v1/sandboxes/images", "Bearer "+tr.p.APIKey, map[string]any{"name": "killed"}, blue)
-		if r.code != http.StatusAccepted {
-			return fmt.Errorf("%s", r)
-		}
-		return nil
-	})
 	// A context large enough that the build is still running when the manager dies: 96 MiB that do not compress
 	// (the build fetches, unpacks, compresses and pushes them).
 	noise := make([]byte, 96<<20)
 	_, _ = rand.Read(noise)
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	for name, content := range map[string][]byte{"Dockerfile": []byte("FROM scratch\nCOPY data.bin /data.bin\n"), "data.bin": noise} {
-		w, _ := zw.CreateHeader(&zip.FileHeader{Name: name, Method: zip.Store})
-		_, _ = w.Write(content)
-	}
-	_ = zw.Close()
-	req, _ := http.NewRequestWithContext(tr.ctx, http.MethodPut, r.body["upload_url"].(string), bytes.NewReader(buf.Bytes()))
-	req.Header.Set("Content-Type", "application/zip")
-	resp, err := tr.p.HTTP.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("upload: %d", resp.StatusCode)
-	}
+	blue := tr.pushZip(t, "blue", "killed", map[string][]byte{"Dockerfile": []byte("FROM scratch\nCOPY data.bin /data.bin\n"), "data.bin": noise})
+	var r answer
 	md := &gatewayv1.ModelDeployment{ObjectMeta: metav1.ObjectMeta{Name: "after-kill-v1", Namespace: ns},
 		Spec: gatewayv1.ModelDeploymentSpec{ModelID: "after-kill", Source: gatewayv1.DeploymentSource{Container: &gatewayv1.ContainerSource{
 			Image: cluster.DemoModelImage, Port: 8080}}, StartupTimeoutSeconds: 120}}
