@@ -203,7 +203,11 @@ func (a *Autoscaler) decide(md *gatewayv1.ModelDeployment, m *gatewayv1.Model, n
 	if s := md.Status.DeployingSince; s != nil {
 		started = latest(started, s.Time)
 	}
-	return current, Decide(Input{Now: now, Bounds: b, Current: current, Demand: demand, Held: held, Complete: complete,
+	scaledDown, _ := ScaleState(md)
+	// gatewayd's peak spans two of its windows (one read interval each), read up to an interval late.
+	fresh := now.Sub(AnnotationTime(md, gatewayv1.AnnotationScaledDownAt)) >= 3*a.Interval
+	return current, Decide(Input{Now: now, Bounds: b, Current: current, ScaledDown: scaledDown, DemandFresh: fresh,
+		Demand: demand, Held: held, Complete: complete,
 		EverReady: md.Status.ReadySince != nil, StartedAt: started,
 		StartupTimeout: time.Duration(md.Spec.StartupTimeoutSeconds) * time.Second})
 }

@@ -206,6 +206,11 @@ type Input struct {
 	Bounds Bounds
 	// Current is the replicas the deployment is asked to run now (Replicas).
 	Current int32
+	// ScaledDown is true while the deployment is asked to run no replica and no wake is pending (ScaleState).
+	ScaledDown bool
+	// DemandFresh is true once Demand cannot hold calls from before the last scale-down: gatewayd's peak spans
+	// two of its windows, so demand read soon after a scale-down may be calls the scale-down already ended.
+	DemandFresh bool
 	// Demand is the calls at once across every gatewayd replica: the sum of each one's recent peak.
 	Demand int64
 	// Held is the most replicas demand asked for within the scale-down delay before now (Window.Max); a wake
@@ -232,9 +237,20 @@ type Decision struct {
 // Decide is the autoscaler's rule: scale up at once to ceil(demand / target); scale down only to the most that
 // demand asked for within the scale-down delay (so to zero only that long after the last call), never before the
 // deployment has been ready once, never within startupTimeoutSeconds of a start or scale-up, and never on
-// incomplete counts. Replicas are always within the bounds.
+// incomplete counts. Replicas are always within the bounds while the deployment runs. A deployment scaled to zero
+// (by the autoscaler, or by a promotion) is woken by a wake request, which gatewayd writes for the first call it
+// holds; the autoscaler wakes it too, as a fallback, on fresh demand only: neither minReplica nor demand read so
+// soon after the scale-down that it may hold calls from before brings it back (docs/decisions.md, "A deployment
+// scaled to zero stays there until a call").
 func Decide(in Input) Decision {
 	b := in.Bounds
+	if in.ScaledDown {
+		if in.Demand <= 0 || !in.DemandFresh {
+			return Decision{in.Current, "ScaledToZero", "Scaled to zero until a call asks for a wake."}
+		}
+		want := max(b.Need(in.Demand), 1)
+		return Decision{want, "ScaleUp", fmt.Sprintf("%d call(s) at once at zero replicas need %d replica(s) at %d per replica.", in.Demand, want, b.Target)}
+	}
 	want := b.Need(in.Demand)
 	if want > in.Current {
 		return Decision{want, "ScaleUp", fmt.Sprintf("%d call(s) at once need %d replica(s) at %d per replica.", in.Demand, want, b.Target)}

@@ -90,6 +90,7 @@ func TestCluster(t *testing.T) {
 		{"ZIP sandbox build in the manager pod", tour.sandboxZip},
 		{"dashboard in Chromium through the Service", tour.dashboard},
 		{"a container model's life on real pods", tour.containerModelLife},
+		{"a promotion's scale-down holds until a call", tour.promotedStaysDown},
 	} {
 		if !t.Run(step.name, step.run) {
 			t.Logf("manager log:\n%s", c.PodLogs(ctx, cluster.ReleaseNamespace, "app.kubernetes.io/component=manager"))

@@ -284,3 +284,73 @@ func (tr *tour) watchReadyAddress(t *testing.T) <-chan time.Time {
 	}()
 	return seen
 }
+
+// promotedStaysDown promotes a second deployment into production and watches the replaced one, whose
+// minReplica is 1: it is scaled to zero and stays there, pod and all, until a call to it wakes it
+// (docs/decisions.md, "A deployment scaled to zero stays there until a call").
+func (tr *tour) promotedStaysDown(t *testing.T) {
+	ns := cluster.WorkspaceNamespace
+	deployment := func(name string, minReplica int32) *gatewayv1.ModelDeployment {
+		return &gatewayv1.ModelDeployment{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: gatewayv1.ModelDeploymentSpec{
+				ModelID: "promoted",
+				Source: gatewayv1.DeploymentSource{Container: &gatewayv1.ContainerSource{
+					Image: cluster.DemoModelImage, Args: []string{"--name=" + name}, Port: 8080}},
+				Autoscaling: &gatewayv1.Autoscaling{
+					MinReplica: ptr.To(minReplica), MaxReplica: ptr.To[int32](1), ScaleDownDelaySeconds: ptr.To[int32](containerIdle),
+				},
+				StartupTimeoutSeconds: 120,
+			},
+		}
+	}
+	// The Model first: it may name a deployment not created yet, and it must go before the one it serves.
+	objects := []client.Object{
+		&gatewayv1.Model{ObjectMeta: metav1.ObjectMeta{Name: "promoted", Namespace: ns},
+			Spec: gatewayv1.ModelSpec{Environments: []gatewayv1.ModelEnvironment{
+				{Name: gatewayv1.EnvironmentProduction, Deployment: "promoted-v1"}}}},
+		deployment("promoted-v1", 1), deployment("promoted-v2", 1),
+	}
+	for _, o := range objects {
+		if err := tr.p.Client.Create(tr.ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, o := range objects {
+			_ = tr.p.Client.Delete(tr.ctx, o)
+		}
+	})
+	v1 := "/v1/models/promoted/deployments/promoted-v1"
+	tr.waitStatus(t, v1, 3*time.Minute, "ACTIVE")
+	tr.waitStatus(t, "/v1/models/promoted/deployments/promoted-v2", 3*time.Minute, "ACTIVE")
+	// A call just before the promotion, so gatewayd's reported peak still holds it when the scale-down lands.
+	if a := tr.admin(t, http.MethodPost, "/models/promoted/production/predict", map[string]any{"text": "before"}); a.code != http.StatusOK || a.body["deployment"] != "promoted-v1" {
+		t.Fatalf("predict before the promotion: %s", a)
+	}
+	if r := tr.admin(t, http.MethodPost, "/v1/models/promoted/environments/production/promote", map[string]any{"deployment_id": "promoted-v2"}); r.code != http.StatusOK {
+		t.Fatalf("promote: %s", r)
+	}
+	tr.waitStatus(t, v1, 2*time.Minute, "SCALED_TO_ZERO")
+	workload := func() (int32, error) {
+		dep := &appsv1.Deployment{}
+		if err := tr.p.Client.Get(tr.ctx, client.ObjectKey{Namespace: ns, Name: "md-promoted-v1"}, dep); err != nil {
+			return 0, err
+		}
+		return ptr.Deref(dep.Spec.Replicas, 1), nil
+	}
+	// Held for ten autoscaler rounds: minReplica 1 and the call before the promotion must not bring it back.
+	for range 20 {
+		time.Sleep(time.Second)
+		if n, err := workload(); err != nil || n != 0 {
+			t.Fatalf("the replaced deployment's Deployment: %d replicas, %v; want 0 until a call", n, err)
+		}
+	}
+	if r := tr.admin(t, http.MethodGet, v1, nil); r.body["status"] != "SCALED_TO_ZERO" {
+		t.Fatalf("the replaced deployment 20 s after the promotion: %s", r)
+	}
+	// A call to it wakes it, and is answered.
+	if a := tr.admin(t, http.MethodPost, "/models/promoted/deployment/promoted-v1/predict", map[string]any{"text": "wake"}); a.code != http.StatusOK || a.body["deployment"] != "promoted-v1" {
+		t.Fatalf("a call to the replaced deployment: %s", a)
+	}
+}
