@@ -182,6 +182,10 @@ var _ = Describe("ModelDeployment reconciler", func() {
 				g.Expect(p.HTTPGet.Path).To(Equal("/ready"))
 				g.Expect(p.HTTPGet.Port).To(Equal(intstr.FromString("http")))
 			}
+			// The startup probe every second, for startupTimeoutSeconds; readiness every 5 s.
+			g.Expect(c.StartupProbe.PeriodSeconds).To(BeEquivalentTo(1))
+			g.Expect(c.StartupProbe.FailureThreshold).To(BeEquivalentTo(md.Spec.StartupTimeoutSeconds))
+			g.Expect(c.ReadinessProbe.PeriodSeconds).To(BeEquivalentTo(5))
 			g.Expect(c.Env).To(Equal([]corev1.EnvVar{
 				{Name: "MODEL_NAME", Value: "echo"},
 				{Name: "HF_TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{

@@ -32,6 +32,15 @@ func workloadLabels(md *gatewayv1.ModelDeployment) map[string]string {
 	}
 }
 
+// The probes of a model container. The startup probe runs every second until the server answers, for up to
+// startupTimeoutSeconds: a call held at zero replicas waits for it, and the kubelet probes readiness at once when
+// it succeeds, so its period is what a cold start waits past the server's own start (docs/decisions.md, "The
+// startup probe runs every second"). Readiness, probed for the pod's whole life, runs every 5 s.
+const (
+	startupProbePeriod   = 1
+	readinessProbePeriod = 5
+)
+
 // desiredDeployment is the Deployment of a container source with the given replicas. It is pure, so what the
 // manager creates is unit-tested field by field.
 func desiredDeployment(md *gatewayv1.ModelDeployment, replicas int32) (*appsv1.Deployment, error) {
@@ -49,14 +58,13 @@ func desiredDeployment(md *gatewayv1.ModelDeployment, replicas int32) (*appsv1.D
 				LocalObjectReference: corev1.LocalObjectReference{Name: ref.Name}, Key: ref.Key}}
 		}
 	}
-	probe := func(failures int32) *corev1.Probe {
+	probe := func(period, failures int32) *corev1.Probe {
 		return &corev1.Probe{
 			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
 				Path: md.Spec.ReadinessPath, Port: intstr.FromString(gatewayv1.ModelPortName)}},
-			PeriodSeconds: 5, TimeoutSeconds: 2, FailureThreshold: failures,
+			PeriodSeconds: period, TimeoutSeconds: min(period, 2), FailureThreshold: failures,
 		}
 	}
-	startupFailures := max(1, (md.Spec.StartupTimeoutSeconds+4)/5)
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: md.WorkloadName(), Namespace: md.Namespace, Labels: labels},
 		Spec: appsv1.DeploymentSpec{
@@ -71,8 +79,8 @@ func desiredDeployment(md *gatewayv1.ModelDeployment, replicas int32) (*appsv1.D
 						Name: "model", Image: c.Image, Command: c.Command, Args: c.Args, Env: env,
 						Ports:          []corev1.ContainerPort{{Name: gatewayv1.ModelPortName, ContainerPort: c.Port, Protocol: corev1.ProtocolTCP}},
 						Resources:      resources,
-						StartupProbe:   probe(startupFailures),
-						ReadinessProbe: probe(3),
+						StartupProbe:   probe(startupProbePeriod, max(1, md.Spec.StartupTimeoutSeconds/startupProbePeriod)),
+						ReadinessProbe: probe(readinessProbePeriod, 3),
 					}},
 				},
 			},
