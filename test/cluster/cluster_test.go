@@ -91,6 +91,7 @@ func TestCluster(t *testing.T) {
 		{"dashboard in Chromium through the Service", tour.dashboard},
 		{"a container model's life on real pods", tour.containerModelLife},
 		{"a promotion's scale-down holds until a call", tour.promotedStaysDown},
+		{"figures on real pods: ten wakes from zero, the overhead against the pod, async dispatch", tour.figuresOnRealPods},
 	} {
 		if !t.Run(step.name, step.run) {
 			t.Logf("manager log:\n%s", c.PodLogs(ctx, cluster.ReleaseNamespace, "app.kubernetes.io/component=manager"))

@@ -470,8 +470,8 @@ func stamp(data []byte) int64 {
 	return n
 }
 
-// percentile is the nearest-rank percentile q (0..1) of ds, which it sorts.
-func percentile(ds []time.Duration, q float64) time.Duration {
+// Percentile is the nearest-rank percentile q (0..1) of ds, which it sorts.
+func Percentile(ds []time.Duration, q float64) time.Duration {
 	if len(ds) == 0 {
 		return 0
 	}

@@ -170,7 +170,7 @@ func watchVersion(ctx context.Context, st *stack.Stack) <-chan loadedVersion {
 }
 
 func medianDuration(ds []time.Duration) time.Duration {
-	return percentile(slices.Clone(ds), .5).Round(time.Millisecond)
+	return Percentile(slices.Clone(ds), .5).Round(time.Millisecond)
 }
 
 type prober struct {
