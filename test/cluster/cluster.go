@@ -276,10 +276,29 @@ func (c *Cluster) startControlPlane(ctx context.Context) (err error) {
 
 const cniBinDir = "/usr/lib/cni"
 
+// containerdSocket is where the node's containerd listens.
+func (c *Cluster) containerdSocket() string {
+	return filepath.Join(c.Dir, "containerd", "containerd.sock")
+}
+
+// KillContainer kills the process of a container with SIGKILL, as the kernel's OOM killer would: it can neither
+// handle the signal nor release anything. containerID is a pod status's, containerd://<id>. The kubelet then
+// restarts the container in the same pod.
+func (c *Cluster) KillContainer(ctx context.Context, containerID string) error {
+	id, ok := strings.CutPrefix(containerID, "containerd://")
+	if !ok {
+		return fmt.Errorf("container id %q is not containerd's", containerID)
+	}
+	if out, err := exec.CommandContext(ctx, "ctr", "-a", c.containerdSocket(), "-n", "k8s.io", "tasks", "kill", "-s", "SIGKILL", id).CombinedOutput(); err != nil {
+		return fmt.Errorf("failed to kill container %s: %w: %s", id, err, out)
+	}
+	return nil
+}
+
 func (c *Cluster) startNode(ctx context.Context) error {
 	server := "https://" + NodeIP + ":6443"
 	ctrdDir := filepath.Join(c.Dir, "containerd")
-	sock := filepath.Join(ctrdDir, "containerd.sock")
+	sock := c.containerdSocket()
 	if err := os.WriteFile(filepath.Join(ctrdDir, "config.toml"), []byte(containerdConfig(c.Dir)), 0o644); err != nil {
 		return err
 	}

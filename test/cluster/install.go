@@ -1,16 +1,19 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -58,6 +61,59 @@ type Product struct {
 
 	dir   string
 	stops []func()
+	// hold, when set, holds the registry's requests it matches (HoldRegistry).
+	hold atomic.Pointer[RegistryHold]
+}
+
+// RegistryHold holds the registry's requests that match until Release. A held request whose client leaves
+// meanwhile (its connection closed: the client process died) is dropped, never served.
+type RegistryHold struct {
+	match    func(*http.Request) bool
+	released chan struct{}
+	held     atomic.Int32
+	dropped  atomic.Int32
+}
+
+// Held is how many requests the hold has held; Dropped how many of them it dropped because their client left.
+func (h *RegistryHold) Held() int    { return int(h.held.Load()) }
+func (h *RegistryHold) Dropped() int { return int(h.dropped.Load()) }
+
+// HoldRegistry starts holding the registry's requests that match, until the hold's Release.
+func (p *Product) HoldRegistry(match func(*http.Request) bool) *RegistryHold {
+	h := &RegistryHold{match: match, released: make(chan struct{})}
+	p.hold.Store(h)
+	return h
+}
+
+// Release serves the held requests whose client is still there, and holds no more.
+func (p *Product) Release(h *RegistryHold) {
+	p.hold.CompareAndSwap(h, nil)
+	close(h.released)
+}
+
+// holding serves h, except the requests a hold in force matches, which wait for its release.
+func (p *Product) holding(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hold := p.hold.Load(); hold != nil && hold.match(r) {
+			// Read the body first: only then does the server watch the connection, and end the request's context
+			// when the client goes.
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			hold.held.Add(1)
+			select {
+			case <-hold.released:
+			case <-r.Context().Done():
+			}
+			if r.Context().Err() != nil {
+				hold.dropped.Add(1)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // InstallOptions say where the chart and helm are.
@@ -252,7 +308,7 @@ func (p *Product) serveClients(c *Cluster) error {
 		return err
 	}
 	p.RegistryHost = rl.Addr().String()
-	p.serve(rl, stack.Registry(blobs))
+	p.serve(rl, p.holding(stack.Registry(blobs)))
 	return nil
 }
 

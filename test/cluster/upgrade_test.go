@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/modelgate/modelgate/api/sandbox"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/test/cluster"
 	"github.com/modelgate/modelgate/test/stack"
@@ -113,46 +115,107 @@ func TestClusterRollingUpgrade(t *testing.T) {
 	})
 }
 
-// managerKilled kills the manager pod (no grace: SIGKILL, its leader Lease left to expire) right after a sandbox
-// build's context is uploaded and a container deployment is created: the replacement takes the Lease, the build
-// ends BUILT or FAILED with a reason (never stuck), and the deployment reaches ACTIVE.
+// managerKilled kills the manager's process (SIGKILL: its leader Lease left to expire) while a sandbox build is
+// inside its reconcile, its last write held at the registry, and right after a container deployment is created:
+// the restarted process takes the Lease, runs the build again to BUILT, and the deployment reaches ACTIVE.
 func (tr *tour) managerKilled(t *testing.T) {
 	ns := cluster.WorkspaceNamespace
-	// A context large enough that the build is still running when the manager dies: 96 MiB that do not compress
-	// (the build fetches, unpacks, compresses and pushes them).
-	noise := make([]byte, 96<<20)
+	// The build's last write, its image manifest (not the context's, tagged context-<build>), is held at the
+	// registry: the build is then surely running, inside its reconcile, when the manager dies.
+	hold := tr.p.HoldRegistry(func(r *http.Request) bool {
+		return r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/blue/killed/manifests/") &&
+			!strings.Contains(r.URL.Path, "/manifests/"+sandbox.ContextTag(""))
+	})
+	released := false
+	defer func() {
+		if !released {
+			tr.p.Release(hold)
+		}
+	}()
+	noise := make([]byte, 8<<20)
 	_, _ = rand.Read(noise)
 	blue := tr.pushZip(t, "blue", "killed", map[string][]byte{"Dockerfile": []byte("FROM scratch\nCOPY data.bin /data.bin\n"), "data.bin": noise})
-	var r answer
+	image := func() answer {
+		return tr.call(t, http.MethodGet, "/v1/sandboxes/images/killed", "Bearer "+tr.p.APIKey, nil, blue)
+	}
+	eventually(t, 3*time.Minute, "the build's image manifest at the registry (held)", func() error {
+		if hold.Held() == 0 {
+			return fmt.Errorf("not yet: %s", image())
+		}
+		return nil
+	})
+	if at := image(); at.body["status"] != "BUILDING" {
+		t.Fatalf("the build with its last write held: %s, want BUILDING", at)
+	}
+	// A container deployment created just before the kill: its first reconciles race the manager's death.
 	md := &gatewayv1.ModelDeployment{ObjectMeta: metav1.ObjectMeta{Name: "after-kill-v1", Namespace: ns},
 		Spec: gatewayv1.ModelDeploymentSpec{ModelID: "after-kill", Source: gatewayv1.DeploymentSource{Container: &gatewayv1.ContainerSource{
 			Image: cluster.DemoModelImage, Port: 8080}}, StartupTimeoutSeconds: 120}}
 	if err := tr.p.Client.Create(tr.ctx, md); err != nil {
 		t.Fatal(err)
 	}
-	pods := &corev1.PodList{}
-	if err := tr.p.Client.List(tr.ctx, pods, client.InNamespace(cluster.ReleaseNamespace), client.MatchingLabels{"app.kubernetes.io/component": "manager"}); err != nil || len(pods.Items) == 0 {
-		t.Fatalf("manager pods: %v", err)
+	managers := func() []corev1.Pod {
+		pods := &corev1.PodList{}
+		if err := tr.p.Client.List(tr.ctx, pods, client.InNamespace(cluster.ReleaseNamespace), client.MatchingLabels{"app.kubernetes.io/component": "manager"}); err != nil || len(pods.Items) == 0 {
+			t.Fatalf("manager pods: %v (%d)", err, len(pods.Items))
+		}
+		return pods.Items
 	}
-	for i := range pods.Items {
-		if err := tr.p.Client.Delete(tr.ctx, &pods.Items[i], client.GracePeriodSeconds(0)); err != nil {
-			t.Fatal(err)
+	// SIGKILL, as the OOM killer would: the process releases nothing, not even its leader Lease, which the next
+	// process must wait out (leaderElection.leaseDuration) before it reconciles anything.
+	restarts := map[string]int32{}
+	for _, p := range managers() {
+		for _, cs := range p.Status.ContainerStatuses {
+			restarts[p.Name] += cs.RestartCount
+			if err := tr.c.KillContainer(tr.ctx, cs.ContainerID); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	killed := time.Now()
-	at := tr.call(t, http.MethodGet, "/v1/sandboxes/images/killed", "Bearer "+tr.p.APIKey, nil, blue)
-	t.Logf("the manager was killed while the build was %v", at.body["status"])
+	// The held write's connection closes when the killed process is gone: the build died mid-reconcile.
+	eventually(t, 2*time.Minute, "the killed manager's held write cut by its death", func() error {
+		if hold.Dropped() == 0 {
+			return fmt.Errorf("%d held, none cut", hold.Held())
+		}
+		return nil
+	})
+	if at := image(); at.body["status"] != "BUILDING" {
+		t.Fatalf("once the killed manager was gone: %s, want BUILDING", at)
+	}
+	t.Logf("the manager process died %s after its SIGKILL, its build BUILDING with its last write unanswered", time.Since(killed).Round(time.Millisecond))
+	tr.p.Release(hold)
+	released = true
+
+	// The restarted manager runs the build again to its end, and reconciles the deployment to ACTIVE.
+	var r answer
 	eventually(t, 4*time.Minute, "the build to end", func() error {
-		r = tr.call(t, http.MethodGet, "/v1/sandboxes/images/killed", "Bearer "+tr.p.APIKey, nil, blue)
-		if s := r.body["status"]; s != "BUILT" && s != "FAILED" {
+		if r = image(); r.body["status"] != "BUILT" && r.body["status"] != "FAILED" {
 			return fmt.Errorf("%s", r)
 		}
 		return nil
 	})
-	if r.body["status"] == "FAILED" && r.body["error"] == nil {
-		t.Fatalf("the build FAILED without a reason: %s", r)
+	if r.body["status"] != "BUILT" {
+		t.Fatalf("the build after the manager was killed mid-build: %s, want BUILT", r)
 	}
-	t.Logf("the build ended %s %s after the manager was killed", r.body["status"], time.Since(killed).Round(time.Second))
+	for _, p := range managers() {
+		var n int32
+		for _, cs := range p.Status.ContainerStatuses {
+			n += cs.RestartCount
+		}
+		if before, ok := restarts[p.Name]; ok && n <= before {
+			t.Fatalf("manager pod %s: %d restarts, %d before the kill; the killed process was not replaced", p.Name, n, before)
+		}
+	}
+	built := false
+	logs := tr.c.PodLogs(tr.ctx, cluster.ReleaseNamespace, "app.kubernetes.io/component=manager")
+	for _, line := range strings.Split(logs, "\n") {
+		built = built || (strings.Contains(line, "Sandbox image built") && strings.Contains(line, `"image":"killed"`))
+	}
+	if !built {
+		t.Fatalf("the restarted manager's log does not show it built the image:\n%s", tail(logs, 30))
+	}
+	t.Logf("the restarted manager built it: BUILT %s after the kill", time.Since(killed).Round(time.Second))
 	eventually(t, 4*time.Minute, "the deployment created before the kill ACTIVE", func() error {
 		got := &gatewayv1.ModelDeployment{}
 		if err := tr.p.Client.Get(tr.ctx, client.ObjectKeyFromObject(md), got); err != nil {
