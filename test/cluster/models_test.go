@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -18,6 +19,7 @@ import (
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/test/cluster"
+	"github.com/modelgate/modelgate/test/stack"
 )
 
 // The container model of the README tour, on real pods: the demo model server's image run by the manager as a
@@ -311,16 +313,7 @@ func (tr *tour) promotedStaysDown(t *testing.T) {
 				{Name: gatewayv1.EnvironmentProduction, Deployment: "promoted-v1"}}}},
 		deployment("promoted-v1", 1), deployment("promoted-v2", 1),
 	}
-	for _, o := range objects {
-		if err := tr.p.Client.Create(tr.ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		for _, o := range objects {
-			_ = tr.p.Client.Delete(tr.ctx, o)
-		}
-	})
+	tr.createAll(t, objects...)
 	v1 := "/v1/models/promoted/deployments/promoted-v1"
 	tr.waitStatus(t, v1, 3*time.Minute, "ACTIVE")
 	tr.waitStatus(t, "/v1/models/promoted/deployments/promoted-v2", 3*time.Minute, "ACTIVE")
@@ -353,4 +346,40 @@ func (tr *tour) promotedStaysDown(t *testing.T) {
 	if a := tr.admin(t, http.MethodPost, "/models/promoted/deployment/promoted-v1/predict", map[string]any{"text": "wake"}); a.code != http.StatusOK || a.body["deployment"] != "promoted-v1" {
 		t.Fatalf("a call to the replaced deployment: %s", a)
 	}
+}
+
+// createAll creates objects in order, and deletes them in the same order when the test ends.
+func (tr *tour) createAll(t *testing.T, objects ...client.Object) {
+	t.Helper()
+	for _, o := range objects {
+		if err := tr.p.Client.Create(tr.ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, o := range objects {
+			_ = tr.p.Client.Delete(tr.ctx, o)
+		}
+	})
+}
+
+// serveURLModel serves the demo model on ClientIP through wrap, which sees every request the model server gets,
+// and registers it as model's url deployment <model>-v1 and production environment; it is ACTIVE on return.
+func (tr *tour) serveURLModel(t *testing.T, model string, wrap func(next http.Handler) http.Handler) {
+	t.Helper()
+	ln, err := tr.c.Netns.Listen("tcp", net.JoinHostPort(cluster.ClientIP, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deployment := model + "-v1"
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: wrap(stack.NewDemoModel(deployment))}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	ns := cluster.WorkspaceNamespace
+	tr.createAll(t,
+		&gatewayv1.ModelDeployment{ObjectMeta: metav1.ObjectMeta{Name: deployment, Namespace: ns},
+			Spec: gatewayv1.ModelDeploymentSpec{ModelID: model, Source: gatewayv1.DeploymentSource{URL: "http://" + ln.Addr().String()}}},
+		&gatewayv1.Model{ObjectMeta: metav1.ObjectMeta{Name: model, Namespace: ns},
+			Spec: gatewayv1.ModelSpec{Environments: []gatewayv1.ModelEnvironment{{Name: gatewayv1.EnvironmentProduction, Deployment: deployment}}}})
+	tr.waitStatus(t, "/v1/models/"+model+"/deployments/"+deployment, 2*time.Minute, "ACTIVE")
 }

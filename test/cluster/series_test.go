@@ -21,7 +21,6 @@ import (
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/test/cluster"
 	"github.com/modelgate/modelgate/test/loadbench"
-	"github.com/modelgate/modelgate/test/stack"
 )
 
 // The figures on real pods (docs/benchmarks.md, "The real cluster"): a pool of container deployments, each woken
@@ -193,16 +192,7 @@ func (tr *tour) wakeSeries(t *testing.T) string {
 			},
 		})
 	}
-	for _, o := range objects {
-		if err := tr.p.Client.Create(tr.ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		for _, o := range objects {
-			_ = tr.p.Client.Delete(tr.ctx, o)
-		}
-	})
+	tr.createAll(t, objects...)
 	for i := range wakes {
 		tr.waitStatus(t, "/v1/models/"+wakeModel+"/deployments/"+wakeDeployment(i), 4*time.Minute, "ACTIVE")
 	}
@@ -304,30 +294,14 @@ func (tr *tour) asyncDispatch(t *testing.T) {
 		at time.Time
 	}
 	arrived := make(chan arrival, 16)
-	model := stack.NewDemoModel("dispatch-v1")
-	ln, err := tr.c.Netns.Listen("tcp", net.JoinHostPort(cluster.ClientIP, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/predict" {
-			arrived <- arrival{r.Header.Get("X-Request-Id"), time.Now()}
-		}
-		model.ServeHTTP(w, r)
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
-	ns := cluster.WorkspaceNamespace
-	md := &gatewayv1.ModelDeployment{ObjectMeta: metav1.ObjectMeta{Name: "dispatch-v1", Namespace: ns},
-		Spec: gatewayv1.ModelDeploymentSpec{ModelID: "dispatch", Source: gatewayv1.DeploymentSource{URL: "http://" + ln.Addr().String()}}}
-	m := &gatewayv1.Model{ObjectMeta: metav1.ObjectMeta{Name: "dispatch", Namespace: ns},
-		Spec: gatewayv1.ModelSpec{Environments: []gatewayv1.ModelEnvironment{{Name: gatewayv1.EnvironmentProduction, Deployment: "dispatch-v1"}}}}
-	for _, o := range []client.Object{md, m} {
-		if err := tr.p.Client.Create(tr.ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tr.waitStatus(t, "/v1/models/dispatch/deployments/dispatch-v1", 2*time.Minute, "ACTIVE")
+	tr.serveURLModel(t, "dispatch", func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/predict" {
+				arrived <- arrival{r.Header.Get("X-Request-Id"), time.Now()}
+			}
+			next.ServeHTTP(w, r)
+		})
+	})
 	eventually(t, time.Minute, "the model's predict route served", func() error {
 		if a := tr.admin(t, http.MethodPost, "/models/dispatch/production/predict", map[string]any{"text": "ready"}); a.code != http.StatusOK {
 			return fmt.Errorf("%s", a)

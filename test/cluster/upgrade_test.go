@@ -22,7 +22,6 @@ import (
 	"github.com/modelgate/modelgate/api/sandbox"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/test/cluster"
-	"github.com/modelgate/modelgate/test/stack"
 )
 
 // A rolling upgrade of gatewayd under steady load fails no call: two replicas sharing Redis (redis-server from
@@ -234,33 +233,17 @@ func (tr *tour) managerKilled(t *testing.T) {
 func (tr *tour) podDeletedUnderLoad(t *testing.T) {
 	var mu sync.Mutex
 	answered := map[string]int{}
-	model := stack.NewDemoModel("counted-v1")
-	ln, err := tr.c.Netns.Listen("tcp", net.JoinHostPort(cluster.ClientIP, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rec := &statusRecorder{ResponseWriter: w}
-		model.ServeHTTP(rec, r)
-		if r.URL.Path == "/predict" && rec.status == http.StatusOK {
-			mu.Lock()
-			answered[r.Header.Get("X-Request-Id")]++
-			mu.Unlock()
-		}
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
-	ns := cluster.WorkspaceNamespace
-	md := &gatewayv1.ModelDeployment{ObjectMeta: metav1.ObjectMeta{Name: "counted-v1", Namespace: ns},
-		Spec: gatewayv1.ModelDeploymentSpec{ModelID: "counted", Source: gatewayv1.DeploymentSource{URL: "http://" + ln.Addr().String()}}}
-	m := &gatewayv1.Model{ObjectMeta: metav1.ObjectMeta{Name: "counted", Namespace: ns},
-		Spec: gatewayv1.ModelSpec{Environments: []gatewayv1.ModelEnvironment{{Name: gatewayv1.EnvironmentProduction, Deployment: "counted-v1"}}}}
-	for _, o := range []client.Object{md, m} {
-		if err := tr.p.Client.Create(tr.ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tr.waitStatus(t, "/v1/models/counted/deployments/counted-v1", 2*time.Minute, "ACTIVE")
+	tr.serveURLModel(t, "counted", func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rec := &statusRecorder{ResponseWriter: w}
+			next.ServeHTTP(rec, r)
+			if r.URL.Path == "/predict" && rec.status == http.StatusOK {
+				mu.Lock()
+				answered[r.Header.Get("X-Request-Id")]++
+				mu.Unlock()
+			}
+		})
+	})
 
 	load := tr.steadyLoad(6)
 	var ids []string
