@@ -125,6 +125,8 @@ const (
 	AccessModels = Access(authz.ActionListModels)
 	// AccessTeams: the team routes (authz.ActionListTeams on no team).
 	AccessTeams = Access(authz.ActionListTeams)
+	// AccessMetrics: the workspace's metrics export (authz.ActionExportMetrics).
+	AccessMetrics = Access(authz.ActionExportMetrics)
 	// AccessSandbox: the sandbox image routes. There is no question about the route itself, because the route
 	// acts for a team that each call selects: the handler asks authz.ActionSandbox about that team.
 	AccessSandbox = Access(authz.ActionSandbox)
@@ -132,6 +134,13 @@ const (
 
 // HandlerFunc serves one authenticated management call.
 type HandlerFunc func(w http.ResponseWriter, r *http.Request, c auth.Caller)
+
+// Route is one management route: its pattern, the question it asks authz.Decide, and its handler.
+type Route struct {
+	Pattern string
+	Access  Access
+	Handler HandlerFunc
+}
 
 // Handle registers h at pattern on mux behind Wrap.
 func (k *Kit) Handle(mux ingress.Mux, pattern string, acc Access, h HandlerFunc) {

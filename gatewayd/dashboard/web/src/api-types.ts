@@ -14,6 +14,28 @@ export interface AutoscalingSettings {
   concurrency_target: number;
 }
 
+export interface BillingEvent {
+  idempotencyKey: string;
+  timestamp: string;
+  requestId: string;
+  modelSlug: string;
+  externalEntityId: string;
+  groupId: string;
+  apiKeyPrefix: string;
+  statusCode: number;
+  tokens: BillingTokens;
+}
+
+export interface BillingEventPage {
+  items: BillingEvent[];
+  pagination: Pagination;
+}
+
+export interface BillingTokens {
+  inputTokens: number;
+  outputTokens: number;
+}
+
 export interface Chain {
   id: string;
   created_at: string;
