@@ -63,7 +63,7 @@ var openAPISpec []byte
 // New returns an API with defaults filled in.
 func New(opts Options) *API { return &API{kit: kit.New(opts)} }
 
-// Patterns are the patterns of the management routes Register added ("GET /v1/models").
+// Patterns are the patterns of the management routes Register and Mount added ("GET /v1/models").
 func (a *API) Patterns() []string { return a.kit.Patterns() }
 
 // Mount adds routes to mux behind the management wrapper: authentication, the management rate limit, the
