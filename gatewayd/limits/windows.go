@@ -75,13 +75,6 @@ func (m *MemoryWindows) sweep(now time.Time) {
 	}
 }
 
-// Len is the number of buckets held, for tests of the sweep.
-func (m *MemoryWindows) Len() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.buckets)
-}
-
 // windowSkew keeps a Redis window's counter this long past the window's end, so a replica whose clock is behind
 // still finds it while its own clock says the window runs.
 const windowSkew = 5 * time.Second
