@@ -51,6 +51,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/requestlog"
 	"github.com/modelgate/modelgate/gatewayd/rest/sandboxes"
 	"github.com/modelgate/modelgate/gatewayd/rest/throttles"
+	"github.com/modelgate/modelgate/gatewayd/rest/usage"
 	"github.com/modelgate/modelgate/gatewayd/sessions"
 	"github.com/modelgate/modelgate/gatewayd/state"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
@@ -267,6 +268,7 @@ func New(opts Options) (*Gateway, error) {
 		})
 		g.mux.Handle("GET /v1/gateway/events", billing.Handler(opts.Billing, g.billingCaller))
 		g.mux.Handle("GET /v1/gateway/throttles", throttles.Handler(opts.Billing, g.billingCaller, opts.Clock.Now))
+		g.mux.Handle("GET /v1/gateway/usage", usage.Handler(opts.Billing, loader.View, g.billingCaller, opts.Clock.Now))
 	}
 	up := upstream.New(upstream.Options{Transport: opts.Transport, Secrets: g.secrets, Timeout: opts.UpstreamTimeout})
 	calls := inference.New(inference.Options{
