@@ -250,7 +250,12 @@ func addThrottle(tx *bolt.Tx, ns string, at time.Time, k ThrottleKey) error {
 	if err := b.Put(key, binary.BigEndian.AppendUint64(nil, n+1)); err != nil {
 		return err
 	}
-	oldest := uint64(throttleMinute(at.Add(-ThrottleKeep)))
+	return dropMinutesBefore(b, at.Add(-ThrottleKeep))
+}
+
+// dropMinutesBefore deletes the counters of b, keyed by Unix minute first, of the minutes before the one holding t.
+func dropMinutesBefore(b *bolt.Bucket, t time.Time) error {
+	oldest := uint64(throttleMinute(t))
 	c := b.Cursor()
 	for ck, _ := c.First(); ck != nil && binary.BigEndian.Uint64(ck[:8]) < oldest; ck, _ = c.First() {
 		if err := c.Delete(); err != nil {
@@ -305,14 +310,7 @@ func addUsage(tx *bolt.Tx, ns, group string, at time.Time, slug string, c Counte
 	if err := b.Put(key, encodeCounters(c)); err != nil {
 		return err
 	}
-	oldest := uint64(throttleMinute(at.Add(-UsageKeep)))
-	cur := b.Cursor()
-	for ck, _ := cur.First(); ck != nil && binary.BigEndian.Uint64(ck[:8]) < oldest; ck, _ = cur.First() {
-		if err := cur.Delete(); err != nil {
-			return err
-		}
-	}
-	return nil
+	return dropMinutesBefore(b, at.Add(-UsageKeep))
 }
 
 // Usage implements Store.

@@ -218,17 +218,7 @@ func (s *Redis) Prune(ctx context.Context, before time.Time) error {
 
 // Throttles implements Store: one HGETALL per minute of the window, in one pipeline.
 func (s *Redis) Throttles(ctx context.Context, ns string, start, end time.Time) ([]ThrottleCount, error) {
-	first, last := throttleMinute(start), throttleMinute(end)
-	if last-first > int64(ThrottleKeep/ThrottleBucket) {
-		first = last - int64(ThrottleKeep/ThrottleBucket)
-	}
-	cmds := make([]*redis.MapStringStringCmd, 0, last-first+1)
-	_, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for m := first; m <= last; m++ {
-			cmds = append(cmds, p.HGetAll(ctx, s.throttles(ns, m)))
-		}
-		return nil
-	})
+	_, cmds, err := s.minutes(ctx, start, end, ThrottleKeep, func(m int64) string { return s.throttles(ns, m) })
 	if err != nil {
 		return nil, fmt.Errorf("failed to read the throttle rollup: %w", err)
 	}
@@ -246,19 +236,27 @@ func (s *Redis) Throttles(ctx context.Context, ns string, start, end time.Time) 
 	return sortedThrottles(sums), nil
 }
 
-// Usage implements Store: one HGETALL per minute of the window, in one pipeline.
-func (s *Redis) Usage(ctx context.Context, ns, group string, start, end time.Time) ([]UsageMinute, error) {
+// minutes reads the hash of each minute from the one holding start to the one holding end, at most keep back from
+// end (older ones have expired), with one HGETALL per minute in one pipeline; key names a minute's hash. It answers
+// the first minute read and the commands, in minute order.
+func (s *Redis) minutes(ctx context.Context, start, end time.Time, keep time.Duration, key func(minute int64) string) (int64, []*redis.MapStringStringCmd, error) {
 	first, last := throttleMinute(start), throttleMinute(end)
-	if last-first > int64(UsageKeep/UsageBucket) {
-		first = last - int64(UsageKeep/UsageBucket)
+	if last-first > int64(keep/time.Minute) {
+		first = last - int64(keep/time.Minute)
 	}
 	cmds := make([]*redis.MapStringStringCmd, 0, last-first+1)
 	_, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for m := first; m <= last; m++ {
-			cmds = append(cmds, p.HGetAll(ctx, s.usage(ns, group, m)))
+			cmds = append(cmds, p.HGetAll(ctx, key(m)))
 		}
 		return nil
 	})
+	return first, cmds, err
+}
+
+// Usage implements Store: one HGETALL per minute of the window, in one pipeline.
+func (s *Redis) Usage(ctx context.Context, ns, group string, start, end time.Time) ([]UsageMinute, error) {
+	first, cmds, err := s.minutes(ctx, start, end, UsageKeep, func(m int64) string { return s.usage(ns, group, m) })
 	if err != nil {
 		return nil, fmt.Errorf("failed to read the usage rollup: %w", err)
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/gatewaytest"
-	"github.com/modelgate/modelgate/gatewayd/state/redistest"
 )
 
 type usageCounters struct {
@@ -43,12 +42,7 @@ type usageAnswer struct {
 // counts, per slug, the calls, the 429s and the tokens the billing events carry, for the group and for the
 // workspace, with root's limit on a's chart, on the embedded store and on redis-server.
 func TestUsageCountsWhatWasCalled(t *testing.T) {
-	t.Run("embedded", func(t *testing.T) {
-		testUsage(t, "--store=embedded", "--state-dir="+t.TempDir())
-	})
-	t.Run("redis", func(t *testing.T) {
-		testUsage(t, "--store=redis", "--redis-url="+redistest.Start(t).URL())
-	})
+	onEachStore(t, testUsage)
 }
 
 func testUsage(t *testing.T, flags ...string) {
