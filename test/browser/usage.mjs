@@ -5,82 +5,10 @@
 // a labelled line; the hour/day toggle redraws in half-hours with the same totals; the usage page shows the
 // workspace's total of the model; zero axe (WCAG 2.2 AA) violations in both themes; no console error, page error
 // or CSP violation. Screenshots go to OUT_DIR, usage-page.png among them (docs/dashboard-usage.png).
-import { createRequire } from "node:module";
-import { readFileSync, mkdirSync } from "node:fs";
+import { api, BASE, check, failed, finish, KEY, must, OUT, page, run, screen, SLUG } from "./harness.mjs";
 import { join } from "node:path";
 
-const env = (k) => {
-  const v = process.env[k];
-  if (!v) throw new Error(`${k} is not set`);
-  return v;
-};
-const BASE = env("GATEWAY_URL");
-const KEY = env("API_KEY");
-const SLUG = env("MODEL_SLUG");
-const OUT = env("OUT_DIR");
-const require = createRequire(join(env("WEB_DIR"), "package.json"));
-const { chromium } = require("playwright-core");
-const axeSource = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
-mkdirSync(OUT, { recursive: true });
-
-const run = Date.now().toString(36);
-let failures = 0;
-function check(cond, what) {
-  console.log(`${cond ? "ok  " : "FAIL"} ${what}`);
-  if (!cond) failures++;
-  return cond;
-}
-function must(cond, what) {
-  if (!check(cond, what)) throw new Error(`stopping: ${what}`);
-}
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function api(method, path, body, auth = `Bearer ${KEY}`) {
-  const res = await fetch(BASE + path, {
-    method,
-    headers: { Authorization: auth, "Content-Type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  let json = null;
-  try { json = JSON.parse(text); } catch {}
-  return { status: res.status, json, text };
-}
-
-const browser = await chromium.launch({
-  executablePath: env("CHROMIUM"),
-  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-});
-const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, colorScheme: "light" });
-await context.addInitScript(() => {
-  window.__csp = [];
-  document.addEventListener("securitypolicyviolation", (e) => window.__csp.push(`${e.violatedDirective} ${e.blockedURI}`));
-});
-const page = await context.newPage();
-const consoleErrors = [];
-page.on("console", (m) => {
-  if (m.type() === "error" || (m.type() === "warning" && /Content Security Policy/i.test(m.text()))) consoleErrors.push(m.text());
-});
-page.on("pageerror", (e) => consoleErrors.push(`pageerror: ${e.message}`));
-
-const a11y = [];
-// screen checks the page as it is, in both themes: axe (WCAG 2.2 AA) and a screenshot of each.
-async function screen(name) {
-  for (const theme of ["light", "dark"]) {
-    await page.emulateMedia({ colorScheme: theme });
-    await page.waitForTimeout(50); // let the theme's styles apply before the screenshot (not an assertion)
-    await page.evaluate(axeSource + ";0");
-    const res = await page.evaluate(async () =>
-      // eslint-disable-next-line no-undef
-      axe.run(document, { runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa"] } }),
-    );
-    for (const v of res.violations) {
-      a11y.push(`${name} (${theme}): ${v.id} ${v.help} — ${v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join(" | ")}`);
-    }
-    await page.screenshot({ path: join(OUT, `${name}-${theme}.png`), fullPage: true });
-  }
-  await page.emulateMedia({ colorScheme: "light" });
-}
 
 // drawn reads what a series card draws: the bars' numbers summed, per chart, and the rows of its table.
 async function drawn(card) {
@@ -220,14 +148,6 @@ try {
   await card.locator("table.usage-table").waitFor();
   await page.locator('section[aria-labelledby="charts-title"]').screenshot({ path: join(OUT, "usage-page.png") });
 } catch (e) {
-  failures++;
-  console.log(`FAIL ${e.stack ?? e}`);
-  await page.screenshot({ path: join(OUT, "failure.png"), fullPage: true }).catch(() => {});
+  await failed(e);
 }
-
-const csp = await page.evaluate(() => window.__csp ?? []).catch(() => []);
-check(csp.length === 0, `no CSP violation${csp.length ? ": " + csp.join("; ") : ""}`);
-check(consoleErrors.length === 0, `no console or page error${consoleErrors.length ? ":\n  " + consoleErrors.join("\n  ") : ""}`);
-check(a11y.length === 0, `zero axe WCAG 2.2 AA violations in both themes${a11y.length ? ":\n  " + a11y.join("\n  ") : ""}`);
-await browser.close();
-process.exit(failures ? 1 : 0);
+await finish();
