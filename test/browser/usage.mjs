@@ -128,9 +128,10 @@ try {
   await page.goto(`${BASE}/dashboard/endpoints`);
   await page.getByRole("link", { name: SLUG, exact: true }).click();
   await page.getByRole("heading", { level: 1, name: "Usage" }).waitFor();
-  check((await page.locator("#usage-slug").inputValue()) === SLUG, "the endpoint's slug opens the usage page on that model");
   const ws = page.locator(`section.usage-series[data-slug="${SLUG}"]`);
   await ws.waitFor();
+  check((await page.locator("#usage-slug").inputValue()) === SLUG && (await page.locator("section.usage-series").count()) === 1,
+    "the endpoint's slug opens the usage page on that model");
   const wsEvents = ((await api("GET", "/v1/gateway/events?limit=100")).json?.items ?? []).filter((e) => e.modelSlug === SLUG);
   const wsSent = [wsEvents.length, wsEvents.filter((e) => e.statusCode === 429).length,
     wsEvents.reduce((n, e) => n + (e.tokens.inputTokens ?? 0), 0), wsEvents.reduce((n, e) => n + (e.tokens.outputTokens ?? 0), 0)];
