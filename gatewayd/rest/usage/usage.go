@@ -92,9 +92,10 @@ func Handler(store billing.Store, views func() *view.View, caller Caller, now fu
 			return
 		}
 		group, slug := q.Get("group_id"), q.Get("slug")
+		n := views().Namespace(ns) // one view for the whole answer
 		var g *view.Group
 		if group != "" {
-			if n := views().Namespace(ns); n != nil {
+			if n != nil {
 				g = n.Groups[group]
 			}
 			if g == nil {
@@ -102,7 +103,7 @@ func Handler(store billing.Store, views func() *view.View, caller Caller, now fu
 				return
 			}
 		}
-		ans, err := Read(r.Context(), store, views().Namespace(ns), g, slug, win, now().UTC())
+		ans, err := Read(r.Context(), store, n, g, slug, win, now().UTC())
 		if err != nil {
 			httperr.Write(w, http.StatusServiceUnavailable, httperr.CodeUnavailable, "Billing events are unavailable; retry shortly.", nil)
 			return
