@@ -22,6 +22,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/rest"
 	"github.com/modelgate/modelgate/gatewayd/rest/kit"
 	"github.com/modelgate/modelgate/gatewayd/rest/throttles"
+	"github.com/modelgate/modelgate/gatewayd/rest/usage"
 )
 
 // mountV1 serves the /v1 routes a workspace key calls, every one behind the management wrapper (authenticate,
@@ -57,15 +58,16 @@ func (g *Gateway) mountV1() error {
 // ManagementRoutes are the patterns of the routes served behind the management wrapper, in order of registration.
 func (g *Gateway) ManagementRoutes() []string { return slices.Clone(g.managementRoutes) }
 
-// v1Routes are the /v1 routes gatewayd serves from its own parts (the metrics registry, the billing store) rather
-// than from the management API's resources; mountV1 puts them behind the same wrapper. A new route of this kind is
-// one more entry here (and in rest/openapi.json, which TestEveryV1RouteIsWrapped checks).
+// v1Routes are the /v1 routes gatewayd serves from its own parts (the metrics registry, the billing store and its
+// rollups) rather than from the management API's resources; mountV1 puts them behind the same wrapper. A new
+// route of this kind is one more entry here (and in rest/openapi.json, which TestEveryV1RouteIsWrapped checks).
 func (g *Gateway) v1Routes() []rest.Route {
 	routes := []rest.Route{{Pattern: "GET /v1/metrics", Access: kit.AccessMetrics, Handler: g.workspaceMetrics}}
 	if b := g.opts.Billing; b != nil {
 		routes = append(routes,
 			rest.Route{Pattern: "GET /v1/gateway/events", Access: kit.AccessGateway, Handler: inNamespace(billing.Handler(b))},
 			rest.Route{Pattern: "GET /v1/gateway/throttles", Access: kit.AccessGateway, Handler: inNamespace(throttles.Handler(b, g.opts.Clock.Now))},
+			rest.Route{Pattern: "GET /v1/gateway/usage", Access: kit.AccessGateway, Handler: inNamespace(usage.Handler(b, g.loader.View, g.opts.Clock.Now))},
 		)
 	}
 	return routes
