@@ -36,12 +36,10 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/async"
 	"github.com/modelgate/modelgate/gatewayd/async/queue"
 	"github.com/modelgate/modelgate/gatewayd/auth"
-	"github.com/modelgate/modelgate/gatewayd/authz"
 	"github.com/modelgate/modelgate/gatewayd/billing"
 	"github.com/modelgate/modelgate/gatewayd/concurrency"
 	"github.com/modelgate/modelgate/gatewayd/dashboard"
 	"github.com/modelgate/modelgate/gatewayd/discovery"
-	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/inference"
 	"github.com/modelgate/modelgate/gatewayd/ingress"
 	"github.com/modelgate/modelgate/gatewayd/keyuse"
@@ -50,7 +48,6 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/reload"
 	"github.com/modelgate/modelgate/gatewayd/requestlog"
 	"github.com/modelgate/modelgate/gatewayd/rest/sandboxes"
-	"github.com/modelgate/modelgate/gatewayd/rest/throttles"
 	"github.com/modelgate/modelgate/gatewayd/sessions"
 	"github.com/modelgate/modelgate/gatewayd/state"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
@@ -95,6 +92,9 @@ type Options struct {
 	SecretTTL time.Duration
 	// Store keeps the limit counters; an in-memory store when nil.
 	Store limits.Store
+	// ManagementLimits counts the management API's rate limits (shared by every replica on Redis, set by
+	// NewWithState); this process's memory when nil.
+	ManagementLimits limits.Windows
 	// Clock drives the limit windows; the real clock when nil. Tests pass a fake one.
 	Clock clock.PassiveClock
 	// Transport reaches the upstreams; upstream.NewTransport() when nil.
@@ -177,6 +177,8 @@ type Gateway struct {
 	waker *wake.Waker
 	// lists serves the management API's list routes; nil when the management API is off.
 	lists cache.Cache
+	// managementRoutes are the patterns mounted behind the management wrapper (mountV1).
+	managementRoutes []string
 	// keyUse records workspace keys' last uses; workspaceKeys authenticates workspace keys on every route and
 	// records through it.
 	keyUse        *keyuse.Recorder
@@ -265,8 +267,6 @@ func New(opts Options) (*Gateway, error) {
 			Spool:   opts.BillingSpool,
 			OnError: func(err error) { log.Error(err, "Billing events not written yet") },
 		})
-		g.mux.Handle("GET /v1/gateway/events", billing.Handler(opts.Billing, g.billingCaller))
-		g.mux.Handle("GET /v1/gateway/throttles", throttles.Handler(opts.Billing, g.billingCaller, opts.Clock.Now))
 	}
 	up := upstream.New(upstream.Options{Transport: opts.Transport, Secrets: g.secrets, Timeout: opts.UpstreamTimeout})
 	calls := inference.New(inference.Options{
@@ -301,10 +301,8 @@ func New(opts Options) (*Gateway, error) {
 		g.async.Register(g.mux)
 		g.async.RegisterChains(g.mux)
 	}
-	if !opts.DisableManagementAPI {
-		if err := g.mountManagement(); err != nil {
-			return nil, err
-		}
+	if err := g.mountV1(); err != nil {
+		return nil, err
 	}
 	var handler http.Handler = g.mux
 	if !opts.DisableDashboard && !opts.DisableManagementAPI {
@@ -327,7 +325,6 @@ func New(opts Options) (*Gateway, error) {
 func (g *Gateway) routes() {
 	g.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	g.mux.HandleFunc("GET /readyz", g.readyz)
-	g.mux.HandleFunc("GET /v1/metrics", g.workspaceMetrics)
 	g.mux.HandleFunc("/", g.unrouted)
 }
 
@@ -361,7 +358,7 @@ func NewWithState(ctx context.Context, opts Options, cfg state.Config) (*Gateway
 		return nil, nil, err
 	}
 	opts.Store, opts.Billing, opts.BillingSpool, opts.KeyUse, opts.Async = st.Limits(), st.Billing(), st.Spool(), st.KeyUse(), st.Async()
-	opts.DashboardSessions = st.Sessions()
+	opts.DashboardSessions, opts.ManagementLimits = st.Sessions(), st.ManagementLimits()
 	g, err := New(opts)
 	if err != nil {
 		return nil, nil, errors.Join(err, st.Close())
@@ -497,19 +494,6 @@ func (g *Gateway) closeWhileDraining(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// billingCaller authenticates GET /v1/gateway/events with a workspace key allowed to manage the gateway, as
-// the other /v1/gateway routes do.
-func (g *Gateway) billingCaller(r *http.Request) (string, *httperr.Error) {
-	c, refusal := auth.Workspace(r, g.workspaceKeys)
-	if refusal != nil {
-		return "", refusal
-	}
-	if dec := c.Decide(authz.ActionManageGateway, authz.Resource{}); !dec.Allowed {
-		return "", httperr.New(http.StatusForbidden, httperr.CodeForbidden, dec.Reason, map[string]string{"key_type": c.Key.Type})
-	}
-	return c.Namespace, nil
 }
 
 // billingTargets are the billing webhooks of the served workspaces, with their signing secrets read lazily.

@@ -26,6 +26,7 @@ import (
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd"
 	"github.com/modelgate/modelgate/gatewayd/async/queue"
+	"github.com/modelgate/modelgate/gatewayd/billing"
 	"github.com/modelgate/modelgate/gatewayd/gatewaytest"
 	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/test/upstream"
@@ -119,6 +120,8 @@ type fixtureOpts struct {
 	async bool
 	// shutdownDrain is gatewayd's ShutdownDrain.
 	shutdownDrain time.Duration
+	// billing is gatewayd's billing store; none when nil.
+	billing billing.Store
 }
 
 // tree is a three-level tree: root <- mid <- {leafA, leafB}. limitsOf gives each group's own models.
@@ -172,7 +175,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	}
 	f.gw, err = gatewayd.New(gatewayd.Options{RESTConfig: cfg, Namespaces: []string{ns}, Store: f.limits, Clock: f.clock, MetricsListener: metricsLn,
 		MaxInFlightBytesPerKey: o.maxInFlightBytes, BodyReadTimeout: o.bodyReadTimeout, MaxBodyBytes: o.maxBodyBytes, UpstreamTimeout: o.upstreamTimeout,
-		HoldTimeout: o.holdTimeout, Async: asyncStore, ShutdownDrain: o.shutdownDrain})
+		HoldTimeout: o.holdTimeout, Async: asyncStore, ShutdownDrain: o.shutdownDrain, Billing: o.billing})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,9 @@ package gatewayd
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -14,26 +16,84 @@ import (
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/auth"
+	"github.com/modelgate/modelgate/gatewayd/billing"
 	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/gatewayd/reload"
 	"github.com/modelgate/modelgate/gatewayd/rest"
+	"github.com/modelgate/modelgate/gatewayd/rest/kit"
+	"github.com/modelgate/modelgate/gatewayd/rest/throttles"
+	"github.com/modelgate/modelgate/gatewayd/rest/usage"
 )
 
-// mountManagement serves the /v1 management API on the gateway's mux. It writes the custom resources through
-// the API server directly, so the admission webhooks judge every write, and reads single objects the same way,
-// so a read right after a write sees it. The namespace-wide lists of the list routes come from an informer cache
-// of the served namespaces (started by Serve), so paging through a large workspace costs the API server nothing.
-func (g *Gateway) mountManagement() error {
+// mountV1 serves the /v1 routes a workspace key calls, every one behind the management wrapper (authenticate,
+// the management rate limit, the route's authz question, the body cap, panic recovery): the management API's
+// resources, unless DisableManagementAPI, and always the routes gatewayd serves from its own parts (v1Routes).
+func (g *Gateway) mountV1() error {
+	opts := rest.Options{
+		Directory:             directory{g.loader, g.workspaceKeys},
+		KeyUse:                g.keyUse,
+		Usage:                 usageReader{g.opts.Store},
+		Limits:                g.opts.ManagementLimits,
+		Clock:                 g.opts.Clock.Now,
+		ReadYourWritesTimeout: g.opts.ReadYourWritesTimeout,
+		RequestLogs:           g.requestLogs,
+		PodLogs:               g.pods,
+	}
+	if !g.opts.DisableManagementAPI {
+		var err error
+		if opts.Client, err = g.managementClients(); err != nil {
+			return err
+		}
+		opts.Lister = g.lists
+	}
+	api := rest.New(opts).WithSandboxes(g.opts.Sandboxes)
+	if !g.opts.DisableManagementAPI {
+		api.Register(g.mux)
+	}
+	api.Mount(g.mux, g.v1Routes()...)
+	g.managementRoutes = api.Patterns()
+	return nil
+}
+
+// ManagementRoutes are the patterns of the routes served behind the management wrapper, in order of registration.
+func (g *Gateway) ManagementRoutes() []string { return slices.Clone(g.managementRoutes) }
+
+// v1Routes are the /v1 routes gatewayd serves from its own parts (the metrics registry, the billing store and its
+// rollups) rather than from the management API's resources; mountV1 puts them behind the same wrapper. A new
+// route of this kind is one more entry here (and in rest/openapi.json, which TestEveryV1RouteIsWrapped checks).
+func (g *Gateway) v1Routes() []rest.Route {
+	routes := []rest.Route{{Pattern: "GET /v1/metrics", Access: kit.AccessMetrics, Handler: g.workspaceMetrics}}
+	if b := g.opts.Billing; b != nil {
+		routes = append(routes,
+			rest.Route{Pattern: "GET /v1/gateway/events", Access: kit.AccessGateway, Handler: inNamespace(billing.Handler(b))},
+			rest.Route{Pattern: "GET /v1/gateway/throttles", Access: kit.AccessGateway, Handler: inNamespace(throttles.Handler(b, g.opts.Clock.Now))},
+			rest.Route{Pattern: "GET /v1/gateway/usage", Access: kit.AccessGateway, Handler: inNamespace(usage.Handler(b, g.loader.View, g.opts.Clock.Now))},
+		)
+	}
+	return routes
+}
+
+// inNamespace serves h, which answers for one workspace, with the namespace of the caller the wrapper admitted.
+func inNamespace(h func(w http.ResponseWriter, r *http.Request, ns string)) kit.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, c auth.Caller) { h(w, r, c.Namespace) }
+}
+
+// managementClients builds what the management API's resources read and write through. They write the custom
+// resources through the API server directly, so the admission webhooks judge every write, and read single objects
+// the same way, so a read right after a write sees it. The namespace-wide lists of the list routes come from an
+// informer cache of the served namespaces (g.lists, started by Serve), so paging through a large workspace costs
+// the API server nothing.
+func (g *Gateway) managementClients() (client.Client, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return fmt.Errorf("failed to build the management API scheme: %w", err)
+		return nil, fmt.Errorf("failed to build the management API scheme: %w", err)
 	}
 	if err := gatewayv1.AddToScheme(scheme); err != nil {
-		return fmt.Errorf("failed to build the management API scheme: %w", err)
+		return nil, fmt.Errorf("failed to build the management API scheme: %w", err)
 	}
 	c, err := client.New(g.opts.RESTConfig, client.Options{Scheme: scheme})
 	if err != nil {
-		return fmt.Errorf("failed to build the management API client: %w", err)
+		return nil, fmt.Errorf("failed to build the management API client: %w", err)
 	}
 	opts := cache.Options{Scheme: scheme}
 	if len(g.opts.Namespaces) > 0 {
@@ -43,29 +103,18 @@ func (g *Gateway) mountManagement() error {
 		}
 	}
 	if g.lists, err = cache.New(g.opts.RESTConfig, opts); err != nil {
-		return fmt.Errorf("failed to build the management API's list cache: %w", err)
+		return nil, fmt.Errorf("failed to build the management API's list cache: %w", err)
 	}
 	// The same field the CRD declares selectable, so a list reads alike from the cache and the API server.
 	if err := g.lists.IndexField(context.Background(), &gatewayv1.ModelDeployment{}, gatewayv1.FieldDeploymentModel,
 		func(o client.Object) []string { return []string{o.(*gatewayv1.ModelDeployment).Spec.ModelID} }); err != nil {
-		return fmt.Errorf("failed to index the management API's list cache: %w", err)
+		return nil, fmt.Errorf("failed to index the management API's list cache: %w", err)
 	}
 	if err := g.lists.IndexField(context.Background(), &gatewayv1.ChainDeployment{}, gatewayv1.FieldChainDeploymentChain,
 		func(o client.Object) []string { return []string{o.(*gatewayv1.ChainDeployment).Spec.ChainID} }); err != nil {
-		return fmt.Errorf("failed to index the management API's list cache: %w", err)
+		return nil, fmt.Errorf("failed to index the management API's list cache: %w", err)
 	}
-	rest.New(rest.Options{
-		Client:                c,
-		Lister:                g.lists,
-		Directory:             directory{g.loader, g.workspaceKeys},
-		KeyUse:                g.keyUse,
-		Usage:                 usageReader{g.opts.Store},
-		Clock:                 g.opts.Clock.Now,
-		ReadYourWritesTimeout: g.opts.ReadYourWritesTimeout,
-		RequestLogs:           g.requestLogs,
-		PodLogs:               g.pods,
-	}).WithSandboxes(g.opts.Sandboxes).Register(g.mux)
-	return nil
+	return c, nil
 }
 
 // directory answers the management API from the loaded snapshots.

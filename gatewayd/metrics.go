@@ -8,7 +8,6 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/modelgate/modelgate/gatewayd/auth"
-	"github.com/modelgate/modelgate/gatewayd/authz"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/inference"
 )
@@ -21,17 +20,9 @@ func (g *Gateway) metricsHandler() http.Handler {
 }
 
 // workspaceMetrics serves GET /v1/metrics: the per-call series of the caller's workspace only, in the Prometheus
-// text format, for the keys authz.Decide lets export metrics.
-func (g *Gateway) workspaceMetrics(w http.ResponseWriter, r *http.Request) {
-	c, refusal := auth.Workspace(r, g.workspaceKeys)
-	if refusal != nil {
-		httperr.WriteError(w, refusal)
-		return
-	}
-	if dec := c.Decide(authz.ActionExportMetrics, authz.Resource{}); !dec.Allowed {
-		httperr.Write(w, http.StatusForbidden, httperr.CodeForbidden, dec.Reason, map[string]string{"key_type": c.Key.Type})
-		return
-	}
+// text format. It is mounted behind the management wrapper (v1Routes), which lets through only the keys
+// authz.Decide lets export metrics.
+func (g *Gateway) workspaceMetrics(w http.ResponseWriter, _ *http.Request, c auth.Caller) {
 	families, err := g.opts.Registry.Gather()
 	if err != nil {
 		httperr.Write(w, http.StatusInternalServerError, httperr.CodeInternal, "Metrics could not be gathered.", nil)

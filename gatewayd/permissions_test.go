@@ -71,8 +71,8 @@ func managementRoutes(t *testing.T) [][2]string {
 			return "no-such-object"
 		})
 		for method, op := range ops {
-			if op.MountedWith != "" {
-				continue // mounted beside the API only with a part (billing) the fixture leaves off
+			if op.MountedWith == "billing" {
+				continue // mounted only with a part (billing) the fixture leaves off
 			}
 			out = append(out, [2]string{strings.ToUpper(method), url})
 		}
@@ -106,7 +106,6 @@ func TestInvokeKeyScopes(t *testing.T) {
 	if len(routes) < 30 {
 		t.Fatalf("only %d management routes read from the OpenAPI document", len(routes))
 	}
-	routes = append(routes, [2]string{http.MethodGet, "/v1/metrics"})
 	for _, rt := range routes {
 		var body any
 		if rt[0] == http.MethodPost || rt[0] == http.MethodPatch {

@@ -4,7 +4,8 @@
 // hot path by a Recorder that batches them into the Store (bbolt for the embedded store, Redis streams when
 // several replicas share Redis); receivers deduplicate by idempotencyKey. Beside the events, in the same write,
 // each store keeps a per-minute throttle rollup: the 429s per group, slug and the limit that refused them, which
-// GET /v1/gateway/throttles serves (throttles.go).
+// GET /v1/gateway/throttles serves (throttles.go), and a per-minute usage rollup: the calls, 429s and tokens per
+// group and slug, which GET /v1/gateway/usage charts (usage.go).
 package billing
 
 import (
@@ -102,6 +103,11 @@ type Store interface {
 	// from the one holding start to the one holding end, both included. Append writes the rollup in the same
 	// write as the events; it keeps ThrottleKeep.
 	Throttles(ctx context.Context, ns string, start, end time.Time) ([]ThrottleCount, error)
+	// Usage reads the usage rollup of ns for group (AllGroups: every group's calls together): the Counters of
+	// each slug per minute, over the minutes from the one holding start to the one holding end, both included,
+	// in minute then slug order; minutes without calls are absent. Append writes the rollup in the same write as
+	// the events; it keeps UsageKeep.
+	Usage(ctx context.Context, ns, group string, start, end time.Time) ([]UsageMinute, error)
 }
 
 // NewID returns a random identifier with prefix, for request ids and idempotency keys.

@@ -17,6 +17,9 @@ var (
 	// bucketThrottles holds the throttle rollup: per namespace, key (Unix minute, big-endian) + ThrottleKey JSON,
 	// value the count, big-endian.
 	bucketThrottles = []byte("billing.throttles")
+	// bucketUsage holds the usage rollup: per namespace, per group (and AllGroups), key (Unix minute, big-endian)
+	// + slug, value the Counters (encodeCounters).
+	bucketUsage = []byte("billing.usage")
 )
 
 // Bolt keeps events in a bbolt file (the embedded store's, so one volume holds all state). Per namespace,
@@ -68,6 +71,11 @@ func (s *Bolt) Append(_ context.Context, recs []Record) error {
 			}
 			if tk, ok := throttleOf(&r); ok {
 				if err := addThrottle(tx, r.Namespace, r.Event.Timestamp, tk); err != nil {
+					return err
+				}
+			}
+			for _, g := range usageGroups(&r) {
+				if err := addUsage(tx, r.Namespace, g, r.Event.Timestamp, r.Event.ModelSlug, usageOf(&r)); err != nil {
 					return err
 				}
 			}
@@ -242,7 +250,12 @@ func addThrottle(tx *bolt.Tx, ns string, at time.Time, k ThrottleKey) error {
 	if err := b.Put(key, binary.BigEndian.AppendUint64(nil, n+1)); err != nil {
 		return err
 	}
-	oldest := uint64(throttleMinute(at.Add(-ThrottleKeep)))
+	return dropMinutesBefore(b, at.Add(-ThrottleKeep))
+}
+
+// dropMinutesBefore deletes the counters of b, keyed by Unix minute first, of the minutes before the one holding t.
+func dropMinutesBefore(b *bolt.Bucket, t time.Time) error {
+	oldest := uint64(throttleMinute(t))
 	c := b.Cursor()
 	for ck, _ := c.First(); ck != nil && binary.BigEndian.Uint64(ck[:8]) < oldest; ck, _ = c.First() {
 		if err := c.Delete(); err != nil {
@@ -275,6 +288,58 @@ func (s *Bolt) Throttles(_ context.Context, ns string, start, end time.Time) ([]
 		return nil, fmt.Errorf("failed to read the throttle rollup: %w", err)
 	}
 	return sortedThrottles(sums), nil
+}
+
+// addUsage adds c to the usage counter of (group, slug) in the minute of at, and drops the group's minutes older
+// than UsageKeep before at, so the rollup stays small without a pruner of its own: a group keeps at most
+// UsageKeep of minutes, counted back from its last call.
+func addUsage(tx *bolt.Tx, ns, group string, at time.Time, slug string, c Counters) error {
+	nb, err := nested(tx, bucketUsage, ns)
+	if err != nil {
+		return err
+	}
+	b, err := nb.CreateBucketIfNotExists([]byte(group))
+	if err != nil {
+		return err
+	}
+	key := binary.BigEndian.AppendUint64(nil, uint64(throttleMinute(at)))
+	key = append(key, slug...)
+	if old, ok := decodeCounters(b.Get(key)); ok {
+		c.Add(old)
+	}
+	if err := b.Put(key, encodeCounters(c)); err != nil {
+		return err
+	}
+	return dropMinutesBefore(b, at.Add(-UsageKeep))
+}
+
+// Usage implements Store.
+func (s *Bolt) Usage(_ context.Context, ns, group string, start, end time.Time) ([]UsageMinute, error) {
+	sums := map[usageRow]Counters{}
+	last := uint64(throttleMinute(end))
+	err := s.db.View(func(tx *bolt.Tx) error {
+		nb := nsBucket(tx, bucketUsage, ns)
+		if nb == nil {
+			return nil
+		}
+		b := nb.Bucket([]byte(group))
+		if b == nil {
+			return nil
+		}
+		c := b.Cursor()
+		for k, v := c.Seek(binary.BigEndian.AppendUint64(nil, uint64(throttleMinute(start)))); k != nil && binary.BigEndian.Uint64(k[:8]) <= last; k, v = c.Next() {
+			n, ok := decodeCounters(v)
+			if !ok {
+				return fmt.Errorf("corrupt usage counter %x", k)
+			}
+			sums[usageRow{minute: int64(binary.BigEndian.Uint64(k[:8])), slug: string(k[8:])}] = n
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("failed to read the usage rollup: %w", err)
+	}
+	return sortedUsage(sums), nil
 }
 
 var _ Store = (*Bolt)(nil)

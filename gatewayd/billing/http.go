@@ -15,10 +15,6 @@ const (
 	MaxLimit     = 1000
 )
 
-// Authenticate resolves the workspace key of a request to its namespace, or returns the refusal to answer: a
-// missing or unknown key, or a key whose type may not read billing events.
-type Authenticate func(r *http.Request) (namespace string, refusal *httperr.Error)
-
 type page struct {
 	Items      []Event    `json:"items"`
 	Pagination pagination `json:"pagination"`
@@ -33,17 +29,13 @@ func badRequest(w http.ResponseWriter, field, msg string) {
 	httperr.Write(w, http.StatusBadRequest, httperr.CodeClientError, field+": "+msg, map[string]string{"field": field})
 }
 
-// Handler serves GET /v1/gateway/events: the events of the caller's workspace in ascending time order,
-// filtered by start_time (inclusive) and end_time (exclusive), both RFC 3339 or Unix seconds, by api_keys (key
-// prefixes) and external_entity_ids (comma-separated or repeated), paged by limit and cursor in the
+// Handler serves GET /v1/gateway/events for workspace ns, whose key the management API's wrapper authenticated
+// and allowed to manage the gateway: the workspace's events in ascending time order, filtered by start_time
+// (inclusive) and end_time (exclusive), both RFC 3339 or Unix seconds, by api_keys (key prefixes) and
+// external_entity_ids (comma-separated or repeated), paged by limit and cursor in the
 // {items, pagination{has_more, cursor}} envelope of the other list routes.
-func Handler(store Store, auth Authenticate) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ns, refusal := auth(r)
-		if refusal != nil {
-			httperr.WriteError(w, refusal)
-			return
-		}
+func Handler(store Store) func(w http.ResponseWriter, r *http.Request, ns string) {
+	return func(w http.ResponseWriter, r *http.Request, ns string) {
 		qv := r.URL.Query()
 		var q Query
 		var err error
@@ -86,7 +78,7 @@ func Handler(store Store, auth Authenticate) http.Handler {
 			p.Pagination = pagination{HasMore: true, Cursor: &next}
 		}
 		httperr.WriteJSON(w, http.StatusOK, p)
-	})
+	}
 }
 
 func parseTime(s string) (time.Time, error) {

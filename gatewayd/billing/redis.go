@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -39,6 +40,23 @@ func (s *Redis) throttles(ns string, minute int64) string {
 	return s.prefix + ":billing:throttles:" + ns + ":" + strconv.FormatInt(minute, 10)
 }
 
+// usage is the hash of one minute of the usage rollup of (ns, group): fields "<counter>|<slug>", where counter is
+// r (requests), t (429s), i (input tokens) or o (output tokens), values the counts.
+func (s *Redis) usage(ns, group string, minute int64) string {
+	return s.prefix + ":billing:usage:" + ns + ":" + group + ":" + strconv.FormatInt(minute, 10)
+}
+
+// usageFields pairs each counter's field letter with its value in c.
+func usageFields(c *Counters) []struct {
+	letter string
+	n      *int64
+} {
+	return []struct {
+		letter string
+		n      *int64
+	}{{"r", &c.Requests}, {"t", &c.Throttled}, {"i", &c.InputTokens}, {"o", &c.OutputTokens}}
+}
+
 // Append implements Store.
 func (s *Redis) Append(ctx context.Context, recs []Record) error {
 	_, err := s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
@@ -57,6 +75,16 @@ func (s *Redis) Append(ctx context.Context, recs []Record) error {
 				h := s.throttles(r.Namespace, throttleMinute(r.Event.Timestamp))
 				p.HIncrBy(ctx, h, string(tk.encode()), 1)
 				p.Expire(ctx, h, ThrottleKeep)
+			}
+			c := usageOf(&r)
+			for _, g := range usageGroups(&r) {
+				h := s.usage(r.Namespace, g, throttleMinute(r.Event.Timestamp))
+				for _, f := range usageFields(&c) {
+					if *f.n != 0 {
+						p.HIncrBy(ctx, h, f.letter+"|"+r.Event.ModelSlug, *f.n)
+					}
+				}
+				p.Expire(ctx, h, UsageKeep)
 			}
 		}
 		return nil
@@ -190,17 +218,7 @@ func (s *Redis) Prune(ctx context.Context, before time.Time) error {
 
 // Throttles implements Store: one HGETALL per minute of the window, in one pipeline.
 func (s *Redis) Throttles(ctx context.Context, ns string, start, end time.Time) ([]ThrottleCount, error) {
-	first, last := throttleMinute(start), throttleMinute(end)
-	if last-first > int64(ThrottleKeep/ThrottleBucket) {
-		first = last - int64(ThrottleKeep/ThrottleBucket)
-	}
-	cmds := make([]*redis.MapStringStringCmd, 0, last-first+1)
-	_, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for m := first; m <= last; m++ {
-			cmds = append(cmds, p.HGetAll(ctx, s.throttles(ns, m)))
-		}
-		return nil
-	})
+	_, cmds, err := s.minutes(ctx, start, end, ThrottleKeep, func(m int64) string { return s.throttles(ns, m) })
 	if err != nil {
 		return nil, fmt.Errorf("failed to read the throttle rollup: %w", err)
 	}
@@ -216,6 +234,51 @@ func (s *Redis) Throttles(ctx context.Context, ns string, start, end time.Time) 
 		}
 	}
 	return sortedThrottles(sums), nil
+}
+
+// minutes reads the hash of each minute from the one holding start to the one holding end, at most keep back from
+// end (older ones have expired), with one HGETALL per minute in one pipeline; key names a minute's hash. It answers
+// the first minute read and the commands, in minute order.
+func (s *Redis) minutes(ctx context.Context, start, end time.Time, keep time.Duration, key func(minute int64) string) (int64, []*redis.MapStringStringCmd, error) {
+	first, last := throttleMinute(start), throttleMinute(end)
+	if last-first > int64(keep/time.Minute) {
+		first = last - int64(keep/time.Minute)
+	}
+	cmds := make([]*redis.MapStringStringCmd, 0, last-first+1)
+	_, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for m := first; m <= last; m++ {
+			cmds = append(cmds, p.HGetAll(ctx, key(m)))
+		}
+		return nil
+	})
+	return first, cmds, err
+}
+
+// Usage implements Store: one HGETALL per minute of the window, in one pipeline.
+func (s *Redis) Usage(ctx context.Context, ns, group string, start, end time.Time) ([]UsageMinute, error) {
+	first, cmds, err := s.minutes(ctx, start, end, UsageKeep, func(m int64) string { return s.usage(ns, group, m) })
+	if err != nil {
+		return nil, fmt.Errorf("failed to read the usage rollup: %w", err)
+	}
+	sums := map[usageRow]Counters{}
+	for i, c := range cmds {
+		for f, v := range c.Val() {
+			letter, slug, ok := strings.Cut(f, "|")
+			n, perr := strconv.ParseInt(v, 10, 64)
+			if !ok || perr != nil {
+				return nil, fmt.Errorf("corrupt usage counter %q=%q in %s", f, v, c.Args()[1])
+			}
+			row := usageRow{minute: first + int64(i), slug: slug}
+			sum := sums[row]
+			for _, uf := range usageFields(&sum) {
+				if uf.letter == letter {
+					*uf.n += n
+				}
+			}
+			sums[row] = sum
+		}
+	}
+	return sortedUsage(sums), nil
 }
 
 var _ Store = (*Redis)(nil)

@@ -314,7 +314,7 @@ func TestModelCallsNeverAcceptTheCookie(t *testing.T) {
 			t.Errorf("CookieRoute(%s) = true", p)
 		}
 	}
-	for _, p := range []string{"/v1/gateway/groups", "/v1/gateway/events", "/v1/gateway/throttles", "/v1/api_keys", "/v1/models", "/v1/models/m/environments", "/v1/teams"} {
+	for _, p := range []string{"/v1/gateway/groups", "/v1/gateway/events", "/v1/gateway/throttles", "/v1/gateway/usage", "/v1/api_keys", "/v1/models", "/v1/models/m/environments", "/v1/teams"} {
 		if !CookieRoute(p) {
 			t.Errorf("CookieRoute(%s) = false", p)
 		}

@@ -38,6 +38,10 @@ type UsageReader = kit.UsageReader
 // KeyUseReader reads workspace keys' last uses.
 type KeyUseReader = kit.KeyUseReader
 
+// Route is a /v1 route served from outside this package's resources (gatewayd's own parts: billing events, the
+// metrics export), mounted behind the same wrapper as every management route (Mount).
+type Route = kit.Route
+
 // API serves the /v1 management routes.
 type API struct {
 	kit       *kit.Kit
@@ -59,8 +63,17 @@ var openAPISpec []byte
 // New returns an API with defaults filled in.
 func New(opts Options) *API { return &API{kit: kit.New(opts)} }
 
-// Patterns are the patterns of the management routes Register added ("GET /v1/models").
+// Patterns are the patterns of the management routes Register and Mount added ("GET /v1/models").
 func (a *API) Patterns() []string { return a.kit.Patterns() }
+
+// Mount adds routes to mux behind the management wrapper: authentication, the management rate limit, the
+// route's authz.Decide question, the body cap and panic recovery, as every resource's route. Mount needs only
+// Options.Directory, Limits and Clock, so gatewayd mounts its own /v1 routes even with the resources off.
+func (a *API) Mount(mux ingress.Mux, routes ...Route) {
+	for _, rt := range routes {
+		a.kit.Handle(mux, rt.Pattern, rt.Access, rt.Handler)
+	}
+}
 
 // Register adds every route to mux, using Go 1.22 method patterns.
 func (a *API) Register(mux ingress.Mux) {

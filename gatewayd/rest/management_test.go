@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -17,7 +18,6 @@ import (
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/rest"
-	"github.com/modelgate/modelgate/gatewayd/rest/kit"
 	"github.com/modelgate/modelgate/test/apibody"
 )
 
@@ -238,20 +238,59 @@ var _ = Describe("Management rate limits", func() {
 		Expect(call(srv, admin, http.MethodGet, "/v1/gateway/groups/grp-missing0000000", nil).code).To(Equal(http.StatusNotFound))
 	})
 
-	It("uses the SPEC.md table for model deployment routes", func() {
-		for pattern, want := range map[string]struct {
-			n int
-			w time.Duration
-		}{
-			"POST /v1/models/{model_id}/deployments/production/activate":        {20, time.Minute},
-			"POST /v1/models/{model_id}/deployments/{deployment_id}/deactivate": {20, time.Minute},
-			"POST /v1/models/{model_id}/deployments/development/retry":          {10, time.Minute},
-			"POST /v1/models/{model_id}/deployments/{deployment_id}/logs":       {30, time.Second},
-			"POST /v1/models/{model_id}/environments/{env_name}/activate":       {100, time.Second},
-			"GET /v1/gateway/groups": {100, time.Second},
-		} {
-			n, w := kit.ManagementLimit(pattern)
-			Expect([]any{n, w}).To(Equal([]any{want.n, want.w}), pattern)
+	It("walks the table row by row: each row is its own bucket per key, and its 429 is exact", func() {
+		// The table of docs/rest-api.md "Management rate limits", as calls: the three deployment selectors of
+		// activate, deactivate and retry are rows of their own; every other endpoint is its own row at 100 per
+		// second, by method and route (a few of them here, beside the rows they could be confused with).
+		type row struct {
+			method, path string
+			n            int
+			window       time.Duration
+		}
+		const deployments = "/v1/models/rl-model/deployments/"
+		table := []row{
+			{"POST", deployments + "development/activate", 20, time.Minute},
+			{"POST", deployments + "production/activate", 20, time.Minute},
+			{"POST", deployments + "dep-1/activate", 20, time.Minute},
+			{"POST", deployments + "development/deactivate", 20, time.Minute},
+			{"POST", deployments + "production/deactivate", 20, time.Minute},
+			{"POST", deployments + "dep-1/deactivate", 20, time.Minute},
+			{"POST", deployments + "development/retry", 10, time.Minute},
+			{"POST", deployments + "production/retry", 10, time.Minute},
+			{"POST", deployments + "dep-1/retry", 10, time.Minute},
+			{"POST", deployments + "dep-1/logs", 30, time.Second},
+			{"GET", deployments + "production", 100, time.Second},
+			{"DELETE", deployments + "production", 100, time.Second},
+			{"POST", "/v1/models/rl-model/environments/production/activate", 100, time.Second},
+		}
+		clk := &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 250_000_000, time.UTC)}
+		srv := serve(rest.Options{Clock: clk.Now})
+		ns, key := workspace(gatewayv1.KeyTypeManageAll, "")
+		other := seedKey(ns, gatewayv1.KeyTypeManageAll, "", "")
+		for _, rw := range table {
+			By(rw.method + " " + rw.path)
+			// A new minute: every window of the previous row is over.
+			clk.Add(time.Minute)
+			for i := range rw.n {
+				r := call(srv, key, rw.method, rw.path, nil)
+				Expect(r.code).NotTo(Equal(http.StatusTooManyRequests), "%s %s: call %d of %d refused", rw.method, rw.path, i+1, rw.n)
+			}
+			r := call(srv, key, rw.method, rw.path, nil)
+			wait := clk.Now().Truncate(rw.window).Add(rw.window).Sub(clk.Now())
+			secs := int((wait + time.Second - 1) / time.Second)
+			Expect(r.code).To(Equal(http.StatusTooManyRequests), "%s %s: call %d: %s", rw.method, rw.path, rw.n+1, r)
+			Expect(r.header.Get("Retry-After")).To(Equal(strconv.Itoa(secs)))
+			Expect(r.body).To(Equal(map[string]any{"error": "Rate limit exceeded. Please try again later.", "retry_after": float64(secs)}))
+			conform("RateLimited", r.raw)
+
+			for _, neighbour := range table {
+				if neighbour != rw {
+					r := call(srv, key, neighbour.method, neighbour.path, nil)
+					Expect(r.code).NotTo(Equal(http.StatusTooManyRequests), "%s %s shares the bucket of %s %s", neighbour.method, neighbour.path, rw.method, rw.path)
+				}
+			}
+			r = call(srv, other, rw.method, rw.path, nil)
+			Expect(r.code).NotTo(Equal(http.StatusTooManyRequests), "another key shares the bucket of %s %s", rw.method, rw.path)
 		}
 	})
 })

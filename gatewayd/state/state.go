@@ -1,9 +1,8 @@
 // Package state opens and owns gatewayd's durable state, and hands it to its users: the limit counters
 // (gatewayd/limits), the billing events and webhook outbox (gatewayd/billing), workspace keys' last uses
-// (gatewayd/keyuse), the async inference queue (gatewayd/async/queue), and which dashboard sessions are live
-// (gatewayd/sessions). The embedded store is one bbolt file on
-// a volume (one replica); the Redis store is one client shared by
-// every user (several replicas). Nothing else in gatewayd opens a file or a connection for state, and Close
+// (gatewayd/keyuse), the async inference queue (gatewayd/async/queue), which dashboard sessions are live
+// (gatewayd/sessions), and the management API's rate-limit windows (limits.Windows). The embedded store is one
+// bbolt file on a volume (one replica); the Redis store is one client shared by every user (several replicas). Nothing else in gatewayd opens a file or a connection for state, and Close
 // flushes and closes in the one right order.
 package state
 
@@ -69,6 +68,7 @@ type State struct {
 	keyUse  keyuse.Store
 	async   queue.Store
 	session sessions.Store
+	windows limits.Windows
 	spool   string
 	// closers run in order on Close: the users first (they flush), then what they share.
 	closers []func() error
@@ -88,6 +88,10 @@ func (s *State) Async() queue.Store { return s.async }
 
 // Sessions is the store of live dashboard sessions.
 func (s *State) Sessions() sessions.Store { return s.session }
+
+// ManagementLimits counts the management API's rate limits: this process's memory on the embedded store, shared
+// by every replica on Redis.
+func (s *State) ManagementLimits() limits.Windows { return s.windows }
 
 // Spool is the file that keeps billing events the store refused at shutdown; empty when there is none.
 func (s *State) Spool() string { return s.spool }
@@ -134,7 +138,7 @@ func openEmbedded(ctx context.Context, cfg Config) (*State, error) {
 	}
 	logr.FromContextOrDiscard(ctx).Info("Using the embedded store", "stateDir", cfg.Dir, "flushInterval", cfg.FlushInterval.String())
 	return &State{limits: e, billing: billing.NewBolt(db), keyUse: keyuse.NewBolt(db), async: aq,
-		session: sessions.NewBolt(db), spool: filepath.Join(cfg.Dir, spoolFile),
+		session: sessions.NewBolt(db), windows: limits.NewMemoryWindows(), spool: filepath.Join(cfg.Dir, spoolFile),
 		closers: []func() error{e.Close, db.Close}}, nil
 }
 
@@ -154,7 +158,7 @@ func openRedis(ctx context.Context, cfg Config) (*State, error) {
 		log.Error(err, "Redis does not answer yet", "failOpen", cfg.RedisFailOpen)
 	}
 	st := &State{limits: r, billing: billing.NewRedis(client, ""), keyUse: keyuse.NewRedis(client, ""), async: queue.NewRedis(client, ""),
-		session: sessions.NewRedis(client),
+		session: sessions.NewRedis(client), windows: limits.NewRedisWindows(client, "", log.WithName("management-limits")),
 		// The store queues token charges: flush them before the client goes.
 		closers: []func() error{r.Close, client.Close}}
 	// The spool keeps billing events that Redis refuses at shutdown. In Redis mode the state directory is

@@ -1,8 +1,9 @@
 // Package browser drives the operator dashboard in headless Chromium (Debian's chromium, through playwright-core
 // with its executable path set; no browser is downloaded) against the real local stack that `make run` runs:
 // etcd, kube-apiserver, the manager with its webhooks, gatewayd and the demo upstream. The scenario itself is
-// dashboard.mjs; this test starts the stack, runs it with node and reports what it printed. Screenshots of every
-// screen in both themes land in $MODELGATE_BROWSER_OUT (default bin/test-output/browser).
+// dashboard.mjs (usage.mjs for the usage charts); each test starts the stack, runs its scenario with node and
+// reports what it printed. Screenshots of every screen in both themes land in $MODELGATE_BROWSER_OUT (default
+// bin/test-output/browser and bin/test-output/browser-usage).
 //
 //	KUBEBUILDER_ASSETS=$HOME/.cache/modelgate/envtest/v1.37.1 go test ./test/browser/ -count=1 -v
 package browser
@@ -28,6 +29,40 @@ import (
 const chromiumPath = "/usr/bin/chromium"
 
 func TestDashboardInChromium(t *testing.T) {
+	b := startBrowserStack(t, "browser")
+	keysKey := seedKey(t, b.ctx, b.s, "key-manager", gatewayv1.WorkspaceAPIKeySpec{Type: gatewayv1.KeyTypeManageAPIKeys, DisplayName: "key-manager"})
+	// An organization admin's PERSONAL key (its owner's role is its own record's: the stack's Workspace lists no
+	// members) creates, renames and revokes workspace keys; the team red is where its new team key goes.
+	if err := b.s.Client.Create(b.ctx, &gatewayv1.Team{ObjectMeta: metav1.ObjectMeta{Name: "red", Namespace: b.s.Namespace},
+		Spec: gatewayv1.TeamSpec{DisplayName: "Red team"}}); err != nil {
+		t.Fatal(err)
+	}
+	ownerKey := seedKey(t, b.ctx, b.s, "org-admin", gatewayv1.WorkspaceAPIKeySpec{Type: gatewayv1.KeyTypePersonal, DisplayName: "ada-laptop",
+		Owner: &gatewayv1.KeyOwner{UserID: "ada", Email: "ada@example.com", Name: "Ada", Role: gatewayv1.OrgRoleAdmin}})
+	b.run(t, "dashboard.mjs", "KEYS_API_KEY="+keysKey, "OWNER_API_KEY="+ownerKey)
+}
+
+// TestDashboardUsageInChromium: usage.mjs sends calls with tokens, some refused with 429, through the real
+// gatewayd, and checks the usage charts of the group page and of the usage page against the billing events.
+//
+//	KUBEBUILDER_ASSETS=$HOME/.cache/modelgate/envtest/v1.37.1 go test ./test/browser/ -count=1 -v -run TestDashboardUsageInChromium
+func TestDashboardUsageInChromium(t *testing.T) {
+	b := startBrowserStack(t, "browser-usage")
+	b.run(t, "usage.mjs")
+}
+
+// browserStack is the local stack a scenario runs against, with where its screenshots go.
+type browserStack struct {
+	ctx       context.Context
+	s         *stack.Stack
+	root, web string
+	out       string
+}
+
+// startBrowserStack checks Chromium and playwright-core, empties the screenshot directory (under dir in bin/
+// test-output unless $MODELGATE_BROWSER_OUT names one), and starts the stack; Cleanup stops it.
+func startBrowserStack(t *testing.T, dir string) *browserStack {
+	t.Helper()
 	root, err := stack.FindRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +79,7 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 	out := os.Getenv("MODELGATE_BROWSER_OUT")
 	if out == "" {
-		out = filepath.Join(root, "bin", "test-output", "browser")
+		out = filepath.Join(root, "bin", "test-output", dir)
 	}
 	// Start from an empty directory, so every file in it is from this run.
 	if err := os.RemoveAll(out); err != nil {
@@ -53,49 +88,42 @@ func TestDashboardInChromium(t *testing.T) {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		t.Fatal(err)
 	}
-
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	s, err := stack.Start(ctx, stack.Options{GatewayAddr: "127.0.0.1:0", UpstreamAddr: "127.0.0.1:0", ModelAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", DevDir: t.TempDir()})
 	if err != nil {
 		t.Fatalf("failed to start the local stack (KUBEBUILDER_ASSETS=%q): %v", os.Getenv("KUBEBUILDER_ASSETS"), err)
 	}
-	defer func() {
+	t.Cleanup(func() {
 		if err := s.Stop(); err != nil {
 			t.Errorf("failed to stop the stack: %v", err)
 		}
-	}()
+	})
+	return &browserStack{ctx: ctx, s: s, root: root, web: web, out: out}
+}
 
-	keysKey := seedKey(t, ctx, s, "key-manager", gatewayv1.WorkspaceAPIKeySpec{Type: gatewayv1.KeyTypeManageAPIKeys, DisplayName: "key-manager"})
-	// An organization admin's PERSONAL key (its owner's role is its own record's: the stack's Workspace lists no
-	// members) creates, renames and revokes workspace keys; the team red is where its new team key goes.
-	if err := s.Client.Create(ctx, &gatewayv1.Team{ObjectMeta: metav1.ObjectMeta{Name: "red", Namespace: s.Namespace},
-		Spec: gatewayv1.TeamSpec{DisplayName: "Red team"}}); err != nil {
-		t.Fatal(err)
-	}
-	ownerKey := seedKey(t, ctx, s, "org-admin", gatewayv1.WorkspaceAPIKeySpec{Type: gatewayv1.KeyTypePersonal, DisplayName: "ada-laptop",
-		Owner: &gatewayv1.KeyOwner{UserID: "ada", Email: "ada@example.com", Name: "Ada", Role: gatewayv1.OrgRoleAdmin}})
-
+// run runs the scenario script of test/browser with node against the stack, with env added, and fails the test
+// when it fails.
+func (b *browserStack) run(t *testing.T, script string, env ...string) {
+	t.Helper()
 	// localhost, not 127.0.0.1: Chromium keeps Secure cookies of http://localhost, a potentially trustworthy origin.
-	base := strings.Replace(s.GatewayURL, "127.0.0.1", "localhost", 1)
+	base := strings.Replace(b.s.GatewayURL, "127.0.0.1", "localhost", 1)
 	runCtx, stop := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer stop()
-	cmd := exec.CommandContext(runCtx, "node", filepath.Join(root, "test", "browser", "dashboard.mjs"))
-	cmd.Dir = web
-	cmd.Env = append(os.Environ(),
+	cmd := exec.CommandContext(runCtx, "node", filepath.Join(b.root, "test", "browser", script))
+	cmd.Dir = b.web
+	cmd.Env = append(append(os.Environ(),
 		"GATEWAY_URL="+base,
-		"API_KEY="+s.APIKey,
-		"KEYS_API_KEY="+keysKey,
-		"OWNER_API_KEY="+ownerKey,
+		"API_KEY="+b.s.APIKey,
 		"MODEL_SLUG="+stack.EndpointSlug,
-		"OUT_DIR="+out,
+		"OUT_DIR="+b.out,
 		"CHROMIUM="+chromiumPath,
-		"WEB_DIR="+web,
-	)
-	b, err := cmd.CombinedOutput()
-	t.Logf("dashboard.mjs output:\n%s", b)
+		"WEB_DIR="+b.web,
+	), env...)
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s output:\n%s", script, out)
 	if err != nil {
-		t.Fatalf("the browser scenario failed: %v (screenshots in %s)", err, out)
+		t.Fatalf("the browser scenario %s failed: %v (screenshots in %s)", script, err, b.out)
 	}
 }
 

@@ -9,78 +9,14 @@
 // API (a refused name shown next to its field, the secret shown once and copied, the key calling the model API),
 // renames it and revokes it after a confirmation; zero axe (WCAG 2.2 AA) violations on every screen in both themes;
 // no console error, page error or CSP violation. Screenshots of every screen in both themes go to OUT_DIR.
-import { createRequire } from "node:module";
-import { readFileSync, mkdirSync } from "node:fs";
+import { readFileSync } from "node:fs";
+import { api, BASE, check, context, env, expectLoadFailures, failed, finish, KEY, must, OUT, page, run, screen, SLUG, until } from "./harness.mjs";
 import { join } from "node:path";
 
-const env = (k) => {
-  const v = process.env[k];
-  if (!v) throw new Error(`${k} is not set`);
-  return v;
-};
-const BASE = env("GATEWAY_URL");
-const KEY = env("API_KEY");
 const KEYS_KEY = env("KEYS_API_KEY");
 const OWNER_KEY = env("OWNER_API_KEY");
-const SLUG = env("MODEL_SLUG");
-const OUT = env("OUT_DIR");
-const require = createRequire(join(env("WEB_DIR"), "package.json"));
-const { chromium } = require("playwright-core");
-const axeSource = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
-mkdirSync(OUT, { recursive: true });
-
-const run = Date.now().toString(36);
-let failures = 0;
-function check(cond, what) {
-  console.log(`${cond ? "ok  " : "FAIL"} ${what}`);
-  if (!cond) failures++;
-  return cond;
-}
-function must(cond, what) {
-  if (!check(cond, what)) throw new Error(`stopping: ${what}`);
-}
-
-// api calls gatewayd's /v1 with the admin workspace key, as any API client would.
-async function api(method, path, body, auth = `Bearer ${KEY}`) {
-  const res = await fetch(BASE + path, {
-    method,
-    headers: { Authorization: auth, "Content-Type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  let json = null;
-  try { json = JSON.parse(text); } catch {}
-  return { status: res.status, json, text };
-}
-// until waits (bounded) for a condition in the page, for what the app does after an event (a render, a focus).
-const until = (page, fn, arg) => page.waitForFunction(fn, arg, { timeout: 10000 }).then(() => true, () => false);
 const byExt = async (ext) => (await api("GET", `/v1/gateway/groups?external_entity_id=${encodeURIComponent(ext)}`)).json?.items ?? [];
-
-const browser = await chromium.launch({
-  executablePath: env("CHROMIUM"),
-  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-});
-const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, colorScheme: "light" });
-await context.addInitScript(() => {
-  window.__csp = [];
-  document.addEventListener("securitypolicyviolation", (e) => window.__csp.push(`${e.violatedDirective} ${e.blockedURI}`));
-});
 await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: BASE });
-const page = await context.newPage();
-const consoleErrors = [];
-// Refusals the scenario provokes on purpose are logged by Chromium as failed loads; only those are expected.
-let expectedLoadFailures = [];
-page.on("console", (m) => {
-  if (m.type() !== "error" && m.type() !== "warning") return;
-  const t = m.text();
-  const expected = expectedLoadFailures.find((s) => t.startsWith("Failed to load resource") && t.includes(`status of ${s}`));
-  if (expected) return;
-  if (m.type() === "error" || /Content Security Policy/i.test(t)) consoleErrors.push(t);
-});
-page.on("pageerror", (e) => consoleErrors.push(`pageerror: ${e.message}`));
-page.on("response", (r) => {
-  if (r.status() >= 400) console.log(`     (answer ${r.status()} to ${r.request().method()} ${r.url().replace(BASE, "")})`);
-});
 
 // openKeysAs signs in with key and opens the workspace keys screen.
 async function openKeysAs(key) {
@@ -92,28 +28,6 @@ async function openKeysAs(key) {
   await page.locator("[aria-busy=true]").waitFor({ state: "detached" });
 }
 
-const a11y = [];
-let shots = 0;
-// screen checks the page as it is, in both themes: axe (WCAG 2.2 AA) and a screenshot of each.
-async function screen(name) {
-  for (const theme of ["light", "dark"]) {
-    await page.emulateMedia({ colorScheme: theme });
-    await page.waitForTimeout(50); // let the theme's styles apply before the screenshot (not an assertion)
-    await page.evaluate(axeSource + ";0");
-    const res = await page.evaluate(async () =>
-      // eslint-disable-next-line no-undef
-      axe.run(document, { runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa"] } }),
-    );
-    if (name === "login" && theme === "light") console.log(`     (axe on login: ${res.passes.length} rules passed, ${res.violations.length} violated)`);
-    for (const v of res.violations) {
-      a11y.push(`${name} (${theme}): ${v.id} ${v.help} — ${v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join(" | ")}`);
-    }
-    await page.screenshot({ path: join(OUT, `${name}-${theme}.png`), fullPage: true });
-    shots++;
-  }
-  await page.emulateMedia({ colorScheme: "light" });
-}
-
 try {
   // ---- No fallback to the app under /v1.
   const nf = await api("GET", "/v1/no-such-route");
@@ -123,13 +37,13 @@ try {
   await page.goto(BASE + "/dashboard/");
   await page.locator("#api-key").waitFor();
   await screen("login");
-  expectedLoadFailures = ["401"];
+  expectLoadFailures(["401"]);
   await page.fill("#api-key", "mg_wrong.wrongwrongwrong");
   await page.click("button[type=submit]");
   const loginErr = page.locator("#api-key-error");
   await loginErr.waitFor();
   check((await loginErr.textContent()) === "Unknown or revoked API key.", "a wrong key is refused next to the field in the server's words");
-  expectedLoadFailures = [];
+  expectLoadFailures([]);
   await page.fill("#api-key", KEY);
   await page.click("button[type=submit]");
   await page.getByRole("navigation", { name: "Main" }).waitFor();
@@ -172,7 +86,7 @@ try {
   check(root.hierarchy.limit_enforcement === "CASCADING", "the root is CASCADING");
 
   // ---- A server refusal, next to its field, in the server's words: a second root with the same external id.
-  expectedLoadFailures = ["409", "400"];
+  expectLoadFailures(["409", "400"]);
   await page.goto(BASE + "/dashboard/groups/new");
   await page.locator("#ext").waitFor();
   await page.fill("#ext", rootExt);
@@ -185,7 +99,7 @@ try {
   const serverWords = dup.json?.detail?.find?.((d) => d.field === "metadata.external_entity_id")?.message ?? dup.json?.error;
   check(dup.status >= 400 && (await extErr.textContent()) === serverWords, `the duplicate external id is refused next to its field in the server's words (${serverWords})`);
   check((await byExt(rootExt)).length === 1, "the dry run and the refused create stored nothing");
-  expectedLoadFailures = [];
+  expectLoadFailures([]);
 
   // ---- A child above its parent is refused before submit.
   const childExt = `team-${run}`;
@@ -236,14 +150,14 @@ try {
   await page.locator('input[id^="thr-"]').first().fill("75k");
   const lowered = await api("PATCH", `/v1/gateway/groups/${root.id}`, { models: [{ slug: SLUG, rate_limits: [{ type: "REQUEST", unit: "MINUTE", threshold: 72000 }] }] });
   must(lowered.status === 200, `the parent is lowered to 72000 behind the form's back (${lowered.status})`);
-  expectedLoadFailures = ["400"];
+  expectLoadFailures(["400"]);
   await page.click("button:has-text('Create group')");
   const lateErr = page.locator(".thr .field-error").first();
   await lateErr.waitFor();
   const lateMsg = await lateErr.textContent();
   check(lateMsg.startsWith("Child group exceeds parent group limit.") && lateMsg.includes("72000"), `the server's dry run refuses it, shown next to the field in its words: ${lateMsg}`);
   check((await byExt(`late-${run}`)).length === 0, "the refused child does not exist");
-  expectedLoadFailures = [];
+  expectLoadFailures([]);
   await screen("group-new-server-refused");
 
   // ---- A leaf with a tight limit: mint a key, call until 429, see it on the group page, revoke, then 401.
@@ -318,13 +232,13 @@ try {
   check((await page.getByRole("treeitem").filter({ hasText: `Leaf ${run}` }).locator(".usage.near").textContent()) === "100%", "the near-limit filter shows the leaf at 100% of its usage limit");
 
   // The session cookie is for the management API only: a model call from the page gets no credential from it.
-  expectedLoadFailures = ["401"];
+  expectLoadFailures(["401"]);
   const cookieCall = await page.evaluate(async (slug) => {
     const r = await fetch("/v1/chat/completions", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ model: slug, messages: [{ role: "user", content: "hi" }] }) });
     return r.status;
   }, SLUG);
   check(cookieCall === 401, `a model call with only the session cookie is 401 (got ${cookieCall})`);
-  expectedLoadFailures = [];
+  expectLoadFailures([]);
 
   await page.goto(`${BASE}/dashboard/groups/${leaf.id}`);
   const oldPrefix = leafKey.slice(0, 16);
@@ -362,7 +276,7 @@ try {
   await page.getByRole("heading", { name: "2 groups selected" }).waitFor();
   await page.fill("#bulk-slug", SLUG);
   await page.fill("#bulk-thr", "75k");
-  expectedLoadFailures = ["400", "403"];
+  expectLoadFailures(["400", "403"]);
   await page.click("button:has-text('Apply to 2 selected')");
   const bulkStatus = page.locator(".bulk [role=status]");
   await bulkStatus.filter({ hasText: "0 of 2 groups saved" }).waitFor();
@@ -372,7 +286,7 @@ try {
   check(leafMsg.includes("Child group exceeds parent group limit.") && leafMsg.includes("70000"), `the leaf's refusal is next to it in the server's words: ${leafMsg}`);
   const minuteOf = async (id) => (await api("GET", `/v1/gateway/groups/${id}`)).json.models[0].rate_limits.find((l) => l.unit === "MINUTE")?.threshold;
   check((await minuteOf(child.id)) === 70000 && (await minuteOf(leaf.id)) === 2, "the refused bulk edit changed nothing (API)");
-  expectedLoadFailures = [];
+  expectLoadFailures([]);
   await screen("tree-bulk-refused");
   await page.fill("#bulk-thr", "71k");
   await page.click("button:has-text('Apply to 2 selected')");
@@ -519,14 +433,14 @@ try {
   check((await tracedRow.count()) === 1 && (await tracedRow.first().textContent()).includes("POST /production/predict 200"),
     "the deployment's logs show the traced call, found by its request id");
   await screen("deployment-logs");
-  expectedLoadFailures = ["400"];
+  expectLoadFailures(["400"]);
   await page.fill("#logs-search", "(");
   await page.click(".logs button:has-text('Show')");
   const searchErr = page.locator("#logs-search-error");
   await searchErr.waitFor();
   check((await searchErr.textContent()).includes("search_pattern") && (await page.getAttribute("#logs-search", "aria-invalid")) === "true",
     `a pattern that does not compile is refused next to the search field (${await searchErr.textContent()})`);
-  expectedLoadFailures = [];
+  expectLoadFailures([]);
 
   check((await page.getByRole("link", { name: "Workspace keys" }).count()) === 0, "a WORKSPACE_MANAGE_ALL key is not offered the workspace keys screen (authz.Decide)");
 
@@ -566,7 +480,7 @@ try {
     "the shared model API option fixes the type and offers no environments");
   await page.selectOption("#key-team", "red");
   await page.getByRole("checkbox", { name: SLUG, exact: true }).check();
-  expectedLoadFailures = ["400"];
+  expectLoadFailures(["400"]);
   await page.fill("#key-new-name", "Chat Key");
   await page.click("button:has-text('Create key')");
   const nameErr = page.locator("#key-new-name-err");
@@ -575,7 +489,7 @@ try {
     `a refused name is shown next to its field in the server's words (${await nameErr.textContent()})`);
   await screen("workspace-keys-refused");
   await page.screenshot({ path: join(OUT, "keys-page.png"), fullPage: true });
-  expectedLoadFailures = [];
+  expectLoadFailures([]);
   const keyName = `chat-${run}`;
   await page.fill("#key-new-name", keyName);
   await page.click("button:has-text('Create key')");
@@ -605,13 +519,13 @@ try {
   // Rename: a refusal next to the field, then the new name.
   await page.click(`button[aria-label="Rename key ${prefix}"]`);
   const renameInput = page.locator(`#rename-${prefix}`);
-  expectedLoadFailures = ["400"];
+  expectLoadFailures(["400"]);
   await renameInput.fill("Renamed Key");
   await page.getByRole("form", { name: `Rename key ${prefix}` }).getByRole("button", { name: "Save" }).click();
   const renameErr = page.locator(`#rename-${prefix}-err`);
   await renameErr.waitFor();
   check((await renameErr.textContent()).includes("lowercase letters"), `a refused rename is shown next to the name (${await renameErr.textContent()})`);
-  expectedLoadFailures = [];
+  expectLoadFailures([]);
   await renameInput.fill(`${keyName}-renamed`);
   await page.getByRole("form", { name: `Rename key ${prefix}` }).getByRole("button", { name: "Save" }).click();
   await page.locator("tr", { hasText: prefix }).locator("td", { hasText: `${keyName}-renamed` }).first().waitFor();
@@ -638,15 +552,6 @@ try {
   await page.click("button:has-text('Sign out')");
   await page.locator("#api-key").waitFor();
 } catch (e) {
-  failures++;
-  console.log(`FAIL ${e.stack ?? e}`);
-  await page.screenshot({ path: join(OUT, "failure.png"), fullPage: true }).catch(() => {});
+  await failed(e);
 }
-
-const csp = await page.evaluate(() => window.__csp ?? []).catch(() => []);
-check(csp.length === 0, `no CSP violation${csp.length ? ": " + csp.join("; ") : ""}`);
-check(consoleErrors.length === 0, `no console or page error${consoleErrors.length ? ":\n  " + consoleErrors.join("\n  ") : ""}`);
-check(a11y.length === 0, `zero axe WCAG 2.2 AA violations on every screen in both themes${a11y.length ? ":\n  " + a11y.join("\n  ") : ""}`);
-console.log(`${shots} screenshots in ${OUT}`);
-await browser.close();
-process.exit(failures ? 1 : 0);
+await finish();

@@ -28,6 +28,7 @@ import (
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/gatewaytest"
+	"github.com/modelgate/modelgate/gatewayd/state/redistest"
 	"github.com/modelgate/modelgate/test/upstream"
 )
 
@@ -125,6 +126,13 @@ func newWorkspace(t *testing.T, mode gatewayv1.LimitEnforcement, groups []gatewa
 		t.Fatal(err)
 	}
 	return w
+}
+
+// onEachStore runs test against gatewayd on each store a deployment runs, with the flags that choose it: the
+// embedded store in a fresh directory, and a real redis-server.
+func onEachStore(t *testing.T, test func(t *testing.T, flags ...string)) {
+	t.Run("embedded", func(t *testing.T) { test(t, "--store=embedded", "--state-dir="+t.TempDir()) })
+	t.Run("redis", func(t *testing.T) { test(t, "--store=redis", "--redis-url="+redistest.Start(t).URL()) })
 }
 
 // usageLimited is a model config of slug with a REQUEST DAY usage limit.

@@ -10,7 +10,6 @@ import (
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/gatewaytest"
-	"github.com/modelgate/modelgate/gatewayd/state/redistest"
 )
 
 const (
@@ -34,12 +33,7 @@ type throttle struct {
 // and, on the shared model API demo/shared, by the workspace's model-API tier; GET /v1/gateway/throttles of a real
 // gatewayd counts each under the limit that refused it, on the embedded store and on redis-server.
 func TestThrottlesNameTheRefusingLimit(t *testing.T) {
-	t.Run("embedded", func(t *testing.T) {
-		testThrottles(t, "--store=embedded", "--state-dir="+t.TempDir())
-	})
-	t.Run("redis", func(t *testing.T) {
-		testThrottles(t, "--store=redis", "--redis-url="+redistest.Start(t).URL())
-	})
+	onEachStore(t, testThrottles)
 }
 
 func testThrottles(t *testing.T, flags ...string) {

@@ -30,8 +30,8 @@ type api struct {
 	*envroutes.Routes[*gatewayv1.Chain, *gatewayv1.ChainDeployment]
 }
 
-// Register adds the routes of this package to mux. They fall under the default management rate limit of
-// SPEC.md's table (kit.ManagementLimit).
+// Register adds the routes of this package to mux. They fall under the default management rate limit, each
+// route its own bucket (kit.ManagementRow).
 func Register(mux ingress.Mux, k *kit.Kit) {
 	a := &api{Kit: k}
 	a.Routes = envroutes.Register(mux, k, &envroutes.Kind[*gatewayv1.Chain, *gatewayv1.ChainDeployment]{

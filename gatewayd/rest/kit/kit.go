@@ -25,6 +25,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/authz"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/ingress"
+	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/gatewayd/podlogs"
 	"github.com/modelgate/modelgate/gatewayd/requestlog"
 )
@@ -67,6 +68,9 @@ type Options struct {
 	Usage UsageReader
 	// KeyUse reads workspace keys' last uses for GET /v1/api_keys; last_used_at is null for every key when nil.
 	KeyUse KeyUseReader
+	// Limits counts the management rate limits (ManagementRow): shared by every replica when gatewayd runs on
+	// Redis; this process's memory when nil.
+	Limits limits.Windows
 	// Clock is the time source of rate limits, usage windows and timestamps. Defaults to time.Now.
 	Clock func() time.Time
 	// ReadYourWritesTimeout bounds the wait for the snapshot after a write. Defaults to 5 s.
@@ -84,8 +88,7 @@ type Options struct {
 
 // Kit is the shared state of the management routes.
 type Kit struct {
-	Opts    Options
-	limiter *fixedWindowLimiter
+	Opts Options
 	// patterns are the route patterns registered through Handle, in order.
 	patterns []string
 }
@@ -101,7 +104,10 @@ func New(opts Options) *Kit {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 1 << 20
 	}
-	return &Kit{Opts: opts, limiter: newFixedWindowLimiter()}
+	if opts.Limits == nil {
+		opts.Limits = limits.NewMemoryWindows()
+	}
+	return &Kit{Opts: opts}
 }
 
 // Access is the question a route asks gatewayd/authz.Decide before its handler runs: the action, on no particular
@@ -119,6 +125,8 @@ const (
 	AccessModels = Access(authz.ActionListModels)
 	// AccessTeams: the team routes (authz.ActionListTeams on no team).
 	AccessTeams = Access(authz.ActionListTeams)
+	// AccessMetrics: the workspace's metrics export (authz.ActionExportMetrics).
+	AccessMetrics = Access(authz.ActionExportMetrics)
 	// AccessSandbox: the sandbox image routes. There is no question about the route itself, because the route
 	// acts for a team that each call selects: the handler asks authz.ActionSandbox about that team.
 	AccessSandbox = Access(authz.ActionSandbox)
@@ -126,6 +134,13 @@ const (
 
 // HandlerFunc serves one authenticated management call.
 type HandlerFunc func(w http.ResponseWriter, r *http.Request, c auth.Caller)
+
+// Route is one management route: its pattern, the question it asks authz.Decide, and its handler.
+type Route struct {
+	Pattern string
+	Access  Access
+	Handler HandlerFunc
+}
 
 // Handle registers h at pattern on mux behind Wrap.
 func (k *Kit) Handle(mux ingress.Mux, pattern string, acc Access, h HandlerFunc) {
@@ -167,8 +182,7 @@ func (k *Kit) Wrap(acc Access, h HandlerFunc) http.Handler {
 			httperr.WriteError(w, refusal)
 			return
 		}
-		if retry, limited := k.limiter.allow(c.Namespace+"/"+c.Key.Prefix, r.Pattern, k.Opts.Clock()); limited {
-			httperr.RateLimited(w, retry)
+		if k.rateLimited(w, r, c) {
 			return
 		}
 		if dec := c.Decide(authz.Action(acc), authz.Resource{}); acc != AccessSandbox && !dec.Allowed {

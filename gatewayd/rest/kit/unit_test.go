@@ -7,35 +7,54 @@ import (
 	"github.com/modelgate/modelgate/api/apikey"
 )
 
-func TestFixedWindowLimiter(t *testing.T) {
-	const logs = "POST /v1/models/{model_id}/deployments/{deployment_id}/logs"
-	const retry = "POST /v1/models/{model_id}/deployments/production/retry"
-	l := newFixedWindowLimiter()
-	start := time.Date(2026, 1, 1, 10, 0, 10, 500_000_000, time.UTC) // 10.5 s into a minute
-
-	for i := range 10 {
-		if _, limited := l.allow("k", retry, start); limited {
-			t.Fatalf("retry call %d limited, want 10 per minute admitted", i+1)
+// TestManagementRow walks the pure core of the management rate limits: which row of the table a call belongs to,
+// from the route pattern that matched it and its path values. The three deployment selectors of activate,
+// deactivate and retry are three rows each; every endpoint the table does not list is its own row at 100 per
+// second, by method and route pattern.
+func TestManagementRow(t *testing.T) {
+	const (
+		deployments = "POST /v1/models/{model_id}/deployments/{deployment_id}/"
+		minute      = time.Minute
+		second      = time.Second
+	)
+	for _, tc := range []struct {
+		pattern string
+		values  map[string]string
+		want    Row
+	}{
+		{deployments + "activate", map[string]string{"deployment_id": "development"}, Row{"POST /v1/models/{model_id}/deployments/development/activate", 20, minute}},
+		{deployments + "activate", map[string]string{"deployment_id": "production"}, Row{"POST /v1/models/{model_id}/deployments/production/activate", 20, minute}},
+		{deployments + "activate", map[string]string{"deployment_id": "dep-1"}, Row{deployments + "activate", 20, minute}},
+		{deployments + "deactivate", map[string]string{"deployment_id": "development"}, Row{"POST /v1/models/{model_id}/deployments/development/deactivate", 20, minute}},
+		{deployments + "deactivate", map[string]string{"deployment_id": "production"}, Row{"POST /v1/models/{model_id}/deployments/production/deactivate", 20, minute}},
+		{deployments + "deactivate", map[string]string{"deployment_id": "dep-1"}, Row{deployments + "deactivate", 20, minute}},
+		{deployments + "retry", map[string]string{"deployment_id": "development"}, Row{"POST /v1/models/{model_id}/deployments/development/retry", 10, minute}},
+		{deployments + "retry", map[string]string{"deployment_id": "production"}, Row{"POST /v1/models/{model_id}/deployments/production/retry", 10, minute}},
+		{deployments + "retry", map[string]string{"deployment_id": "dep-1"}, Row{deployments + "retry", 10, minute}},
+		// A model named like an environment does not move the call to that environment's row.
+		{deployments + "retry", map[string]string{"model_id": "production", "deployment_id": "dep-1"}, Row{deployments + "retry", 10, minute}},
+		// A value that is not one segment is a deployment id, never an environment.
+		{deployments + "retry", map[string]string{"deployment_id": "production/x"}, Row{deployments + "retry", 10, minute}},
+		// The table lists logs for a deployment id only; an environment's logs are that row too.
+		{deployments + "logs", map[string]string{"deployment_id": "dep-1"}, Row{deployments + "logs", 30, second}},
+		{deployments + "logs", map[string]string{"deployment_id": "production"}, Row{deployments + "logs", 30, second}},
+		// Every other endpoint: its own row at 100 per second.
+		{"GET /v1/models/{model_id}/deployments/{deployment_id}", map[string]string{"deployment_id": "production"},
+			Row{"GET /v1/models/{model_id}/deployments/{deployment_id}", 100, second}},
+		{"POST /v1/models/{model_id}/environments/{env_name}/activate", map[string]string{"env_name": "production"},
+			Row{"POST /v1/models/{model_id}/environments/{env_name}/activate", 100, second}},
+		{"GET /v1/models/{model_id}/deployments/{deployment_id}/logs", map[string]string{"deployment_id": "dep-1"},
+			Row{"GET /v1/models/{model_id}/deployments/{deployment_id}/logs", 100, second}},
+		{"GET /v1/gateway/groups/{group_id}", map[string]string{"group_id": "g"}, Row{"GET /v1/gateway/groups/{group_id}", 100, second}},
+		{"PATCH /v1/gateway/groups/{group_id}", map[string]string{"group_id": "g"}, Row{"PATCH /v1/gateway/groups/{group_id}", 100, second}},
+		{"GET /v1/gateway/events", nil, Row{"GET /v1/gateway/events", 100, second}},
+		{"GET /v1/metrics", nil, Row{"GET /v1/metrics", 100, second}},
+		{"/", nil, Row{"/", 100, second}},
+	} {
+		got := ManagementRow(tc.pattern, func(name string) string { return tc.values[name] })
+		if got != tc.want {
+			t.Errorf("%s %v: row %+v, want %+v", tc.pattern, tc.values, got, tc.want)
 		}
-	}
-	after, limited := l.allow("k", retry, start)
-	if !limited || after != 50 {
-		t.Fatalf("11th retry call: limited=%v retry_after=%d, want limited with 50 (49.5 s rounded up)", limited, after)
-	}
-	if _, limited := l.allow("other", retry, start); limited {
-		t.Fatal("another key shares the bucket")
-	}
-	if _, limited := l.allow("k", retry, start.Add(49500*time.Millisecond)); limited {
-		t.Fatal("the next minute's window is still limited")
-	}
-
-	for i := range 30 {
-		if _, limited := l.allow("k", logs, start); limited {
-			t.Fatalf("logs call %d limited, want 30 per second", i+1)
-		}
-	}
-	if after, limited := l.allow("k", logs, start.Add(499*time.Millisecond)); !limited || after != 1 {
-		t.Fatalf("31st logs call 1 ms before the window ends: limited=%v retry_after=%d, want limited with at least 1", limited, after)
 	}
 }
 

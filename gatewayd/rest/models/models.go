@@ -68,7 +68,7 @@ func Register(mux ingress.Mux, k *kit.Kit) {
 	k.Handle(mux, "GET /v1/models/{model_id}/deployments/{deployment_id}", kit.AccessModels, a.getDeployment)
 	k.Handle(mux, "DELETE /v1/models/{model_id}/deployments/{deployment_id}", kit.AccessModels, a.deleteDeployment)
 	// {deployment_id} is also "production" or "development": the deployment that environment serves. The
-	// rate limits of SPEC.md's table follow the route pattern (kit.ManagementLimit).
+	// management rate-limit table counts those two apart from a deployment id (kit.ManagementRow).
 	k.Handle(mux, "POST /v1/models/{model_id}/deployments/{deployment_id}/activate", kit.AccessModels, a.activateDeployment(true))
 	k.Handle(mux, "POST /v1/models/{model_id}/deployments/{deployment_id}/deactivate", kit.AccessModels, a.activateDeployment(false))
 	k.Handle(mux, "POST /v1/models/{model_id}/deployments/{deployment_id}/retry", kit.AccessModels, a.retryDeployment)

@@ -18,9 +18,6 @@ import (
 // holds now minus Window: up to one minute more than an hour, never less.
 const Window = time.Hour
 
-// Caller authenticates a call and answers the namespace it may read, as billing.Handler's callers do.
-type Caller func(r *http.Request) (namespace string, refusal *httperr.Error)
-
 // Count is the 429s of one (group, slug, limit).
 type Count struct {
 	GroupID          string `json:"group_id"`
@@ -45,21 +42,17 @@ type Answer struct {
 	Truncated bool `json:"truncated"`
 }
 
-// Handler serves GET /v1/gateway/throttles, optionally narrowed to one group with ?group_id=.
-func Handler(store billing.Store, caller Caller, now func() time.Time) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ns, refusal := caller(r)
-		if refusal != nil {
-			httperr.WriteError(w, refusal)
-			return
-		}
+// Handler serves GET /v1/gateway/throttles for workspace ns, whose key the management API's wrapper authenticated
+// and allowed to manage the gateway, as billing.Handler does; optionally narrowed to one group with ?group_id=.
+func Handler(store billing.Store, now func() time.Time) func(w http.ResponseWriter, r *http.Request, ns string) {
+	return func(w http.ResponseWriter, r *http.Request, ns string) {
 		ans, err := Count429(r.Context(), store, ns, r.URL.Query().Get("group_id"), now().UTC())
 		if err != nil {
 			httperr.Write(w, http.StatusServiceUnavailable, httperr.CodeUnavailable, "Billing events are unavailable; retry shortly.", nil)
 			return
 		}
 		httperr.WriteJSON(w, http.StatusOK, ans)
-	})
+	}
 }
 
 // Count429 counts the 429s of namespace ns over the hour ending at end, of group when it is not empty.

@@ -14,6 +14,28 @@ export interface AutoscalingSettings {
   concurrency_target: number;
 }
 
+export interface BillingEvent {
+  idempotencyKey: string;
+  timestamp: string;
+  requestId: string;
+  modelSlug: string;
+  externalEntityId: string;
+  groupId: string;
+  apiKeyPrefix: string;
+  statusCode: number;
+  tokens: BillingTokens;
+}
+
+export interface BillingEventPage {
+  items: BillingEvent[];
+  pagination: Pagination;
+}
+
+export interface BillingTokens {
+  inputTokens: number;
+  outputTokens: number;
+}
+
 export interface Chain {
   id: string;
   created_at: string;
@@ -468,6 +490,38 @@ export interface Throttles {
   truncated: boolean;
 }
 
+export interface Usage {
+  window: "1h" | "24h";
+  bucket_seconds: 60 | 1800;
+  /** The first bucket's start. */
+  start: string;
+  /** The last bucket's end, in the future: the last bucket holds now. */
+  end: string;
+  /** The group counted; null for the whole workspace. */
+  group_id: string | null;
+  series: UsageSeries[];
+}
+
+/** The usage of one slug in one bucket, which starts at start and lasts bucket_seconds. */
+export interface UsageBucket {
+  start: string;
+  /** Calls recorded, the 429s among them. */
+  requests: number;
+  /** Calls refused with 429. */
+  throttled: number;
+  input_tokens: number;
+  output_tokens: number;
+}
+
+export interface UsageCounters {
+  /** Calls recorded, the 429s among them. */
+  requests: number;
+  /** Calls refused with 429. */
+  throttled: number;
+  input_tokens: number;
+  output_tokens: number;
+}
+
 export interface UsageEntry {
   type: string;
   unit: string;
@@ -476,6 +530,24 @@ export interface UsageEntry {
   reset_at: string;
   /** Id of the group (self or an ancestor) that declares the limit; current_usage is the counter that limit charges for this group's calls: the group's own in INDEPENDENT mode, the declaring group's in CASCADING mode. */
   source_group: string;
+}
+
+export interface UsageLimit {
+  type: "REQUEST" | "TOKEN";
+  unit: "SECOND" | "MINUTE" | "DAY";
+  threshold: number;
+  /** The group that set the limit: this group or, in CASCADING mode, an ancestor. */
+  source_group_id: string;
+  /** The most the limit lets into one bucket: threshold x bucket seconds for SECOND, x bucket minutes for MINUTE (rolling windows), the whole threshold for DAY (a UTC day, which no bucket straddles). */
+  per_bucket: number;
+}
+
+export interface UsageSeries {
+  slug: string;
+  /** The group's effective limits of the slug, nearest group first; empty for the workspace. */
+  limits: UsageLimit[];
+  totals: UsageCounters;
+  buckets: UsageBucket[];
 }
 
 export interface WorkspaceKey {

@@ -6,6 +6,7 @@ import { GroupTree } from "./tree";
 import { GroupPage, GroupCreate } from "./group";
 import { EndpointsPage, EventsPage, ModelsPage } from "./lists";
 import { KeysPage } from "./keys";
+import { UsagePage } from "./usage";
 
 export const BASE = "/dashboard/";
 
@@ -126,6 +127,7 @@ const NAV: [string, string, Can][] = [
   [BASE, "Groups", "gateway"],
   [BASE + "endpoints", "Endpoints", "gateway"],
   [BASE + "keys", "Workspace keys", "keys"],
+  [BASE + "usage", "Usage", "gateway"],
   [BASE + "events", "Billing events", "gateway"],
   [BASE + "models", "Models", "models"],
 ];
@@ -158,6 +160,7 @@ export function App() {
   else if (path === BASE + "endpoints") page = <EndpointsPage />;
   else if (path === BASE + "keys") page = <KeysPage who={who.can} />;
   else if (path === BASE + "events") page = <EventsPage query={query} />;
+  else if (path === BASE + "usage") page = <UsagePage query={query} />;
   else if (path === BASE + "models") page = <ModelsPage />;
   else if (path === BASE) page = <GroupTree query={query} />;
   else page = <main id="main"><h1>Nothing to show</h1><p>This key ({who.key_type}) may not use any dashboard screen.</p></main>;

@@ -1,4 +1,4 @@
-// The group page (effective limits with the binding one, usage, 429s, keys) and the group editor (create and
+// The group page (effective limits with the binding one, usage, 429s, usage charts per model, keys) and the group editor (create and
 // edit, with shorthand limit inputs, the client-side cascading check and the server's dry run).
 import { useMemo, useState } from "preact/hooks";
 import { api, ApiError, listGroups, listKeys, serverWords, type ThrottleCount, type Throttles } from "./api";
@@ -7,6 +7,7 @@ import { BASE, Link, navigate } from "./app";
 import { type CGroup, cascadingConflicts, descendantsOf } from "./cascade";
 import { formatShorthand, groupDigits, parseShorthand } from "./shorthand";
 import { deleted } from "./tree";
+import { GroupUsageCharts } from "./usage";
 import { Confirm, FieldMsg, Loading, Page, SecretOnce, useAsync, utc } from "./ui";
 
 const enc = encodeURIComponent;
@@ -457,6 +458,8 @@ export function GroupPage(props: { id: string }) {
           </table>
         )}
       </section>
+
+      <GroupUsageCharts id={g.id} />
 
       <section aria-labelledby="keys-title">
         <h2 id="keys-title">Keys</h2>

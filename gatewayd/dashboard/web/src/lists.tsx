@@ -3,7 +3,7 @@
 import { useState } from "preact/hooks";
 import { api, ApiError, listAll, refusal } from "./api";
 import type { DeploymentList, Endpoint, EnvironmentList, Logs, LogsRequest, Model, ModelList } from "./api-types";
-import { BASE, navigate } from "./app";
+import { BASE, Link, navigate } from "./app";
 import { Confirm, FieldMsg, Loading, Page, useAsync, utc } from "./ui";
 
 const enc = encodeURIComponent;
@@ -19,7 +19,7 @@ export function EndpointsPage() {
           <tbody>
             {data.data.map((e) => (
               <tr key={e.id}>
-                <td class="mono">{e.slug}</td>
+                <td class="mono"><Link href={`${BASE}usage?slug=${enc(e.slug)}`}>{e.slug}</Link></td>
                 <td>{e.targets.map((t, i) => <div key={i} class="mono">{t.provider} {t.base_url}{t.target_model ? ` → ${t.target_model}` : ""}</div>)}</td>
                 <td>{e.timeout_ms ? `${e.timeout_ms} ms` : "default"}</td>
                 <td>{utc(e.updated_at)}</td>

@@ -1,0 +1,112 @@
+package billing
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/modelgate/modelgate/gatewayd/state/redistest"
+)
+
+// withUsageStores runs fn on each store a deployment runs: bbolt (embedded) and a real redis-server.
+func withUsageStores(t *testing.T, fn func(t *testing.T, s Store)) {
+	t.Run("bolt", func(t *testing.T) { fn(t, openBolt(t)) })
+	t.Run("redis", func(t *testing.T) { fn(t, NewRedis(redistest.Start(t).Client(), "")) })
+}
+
+func usageRecord(ns, group, slug string, status int, at time.Time, in, out int64) Record {
+	return Record{Namespace: ns, Event: Event{IdempotencyKey: NewID("evt_"), Timestamp: at, GroupID: group,
+		ModelSlug: slug, StatusCode: status, Tokens: Tokens{InputTokens: in, OutputTokens: out}}}
+}
+
+// TestUsageRollupCountsPerMinuteGroupAndSlug: every event adds to its minute's counters of its (group, slug) and
+// of the workspace's total of its slug, in the same write; 429s are counted apart and namespaces never mix.
+func TestUsageRollupCountsPerMinuteGroupAndSlug(t *testing.T) {
+	withUsageStores(t, func(t *testing.T, s Store) {
+		m0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+		ctx := context.Background()
+		// Two writes, so counters of one minute add up across appends too.
+		if err := s.Append(ctx, []Record{
+			usageRecord("ws", "g1", "a", 200, m0.Add(5*time.Second), 10, 4),
+			usageRecord("ws", "g1", "a", 200, m0.Add(50*time.Second), 7, 3),
+			usageRecord("ws", "g1", "b", 429, m0.Add(70*time.Second), 0, 0),
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Append(ctx, []Record{
+			usageRecord("ws", "g1", "a", 429, m0.Add(59*time.Second), 0, 0),
+			usageRecord("ws", "g2", "a", 200, m0.Add(61*time.Second), 1, 1),
+			usageRecord("other", "g1", "a", 200, m0, 100, 100),
+		}); err != nil {
+			t.Fatal(err)
+		}
+		m1 := m0.Add(time.Minute)
+		check := func(group string, start, end time.Time, want []UsageMinute) {
+			t.Helper()
+			got, err := s.Usage(ctx, "ws", group, start, end)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("Usage(%s, %s..%s):\n got %+v\nwant %+v", group, start.Format(time.TimeOnly), end.Format(time.TimeOnly), got, want)
+			}
+		}
+		check("g1", m0, m1, []UsageMinute{
+			{Minute: m0, Slug: "a", Counters: Counters{Requests: 3, Throttled: 1, InputTokens: 17, OutputTokens: 7}},
+			{Minute: m1, Slug: "b", Counters: Counters{Requests: 1, Throttled: 1}},
+		})
+		check(AllGroups, m0.Add(30*time.Second), m1.Add(30*time.Second), []UsageMinute{
+			{Minute: m0, Slug: "a", Counters: Counters{Requests: 3, Throttled: 1, InputTokens: 17, OutputTokens: 7}},
+			{Minute: m1, Slug: "a", Counters: Counters{Requests: 1, InputTokens: 1, OutputTokens: 1}},
+			{Minute: m1, Slug: "b", Counters: Counters{Requests: 1, Throttled: 1}},
+		})
+		check("g2", m1, m1, []UsageMinute{{Minute: m1, Slug: "a", Counters: Counters{Requests: 1, InputTokens: 1, OutputTokens: 1}}})
+		check("g1", m1.Add(time.Minute), m1.Add(time.Hour), []UsageMinute{})
+		check("g3", m0, m1, []UsageMinute{})
+	})
+}
+
+// TestUsageRollupKeepsADay: a minute a day old is still read; minutes older than UsageKeep are dropped (bbolt at
+// the group's next write, Redis by the hash's expiry, which the test cannot wait for, so it reads the TTL).
+func TestUsageRollupKeepsADay(t *testing.T) {
+	at := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	ctx := context.Background()
+	t.Run("bolt", func(t *testing.T) {
+		s := openBolt(t)
+		for _, ts := range []time.Time{at, at.Add(24 * time.Hour), at.Add(UsageKeep + time.Minute)} {
+			if err := s.Append(ctx, []Record{usageRecord("ws", "g1", "a", 200, ts, 1, 1)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := s.Usage(ctx, "ws", "g1", at.Add(-time.Hour), at.Add(48*time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var minutes []time.Time
+		for _, m := range got {
+			minutes = append(minutes, m.Minute)
+		}
+		if want := []time.Time{at.Add(24 * time.Hour), at.Add(UsageKeep + time.Minute)}; !slices.Equal(minutes, want) {
+			t.Errorf("minutes kept %v, want %v: the minute older than UsageKeep is dropped, the one a day old kept", minutes, want)
+		}
+	})
+	t.Run("redis", func(t *testing.T) {
+		srv := redistest.Start(t)
+		s := NewRedis(srv.Client(), "")
+		if err := s.Append(ctx, []Record{usageRecord("ws", "g1", "a", 200, at, 1, 1)}); err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range []string{"g1", AllGroups} {
+			ttl, err := srv.Client().TTL(ctx, s.usage("ws", g, throttleMinute(at))).Result()
+			if err != nil || ttl <= 24*time.Hour || ttl > UsageKeep {
+				t.Errorf("TTL of the %s minute = %v, %v: want more than a day, at most %v", g, ttl, err, UsageKeep)
+			}
+		}
+		// A day of minutes is read back in one call.
+		got, err := s.Usage(ctx, "ws", "g1", at.Add(-24*time.Hour), at)
+		if err != nil || len(got) != 1 || got[0].Requests != 1 {
+			t.Errorf("Usage over a day = %+v, %v", got, err)
+		}
+	})
+}
