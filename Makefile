@@ -125,6 +125,12 @@ bench-scale: ## The scale series: 10k, 30k and 100k groups, both snapshot layout
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" $(LOCALBIN)/loadbench -scale-series -series-sizes $(SERIES_SIZES) \
 		-docs docs/benchmarks.md -series-plot docs/scale-series.png $(LOADBENCH_FLAGS)
 
+.PHONY: bench-syscalls
+bench-syscalls: bench-peers ## System calls per request of nginx and of gatewayd in its own process (perf's syscall tracepoints; about a minute), prints the table, leaves docs alone.
+	@command -v perf >/dev/null || apt-get install -y linux-perf >/dev/null 2>&1 || { echo "bench-syscalls: needs perf (Debian: linux-perf)"; exit 2; }
+	go build -o $(LOCALBIN)/loadbench ./test/loadbench/cmd/loadbench
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" $(LOCALBIN)/loadbench -syscalls -throughput-duration 4s $(LOADBENCH_FLAGS)
+
 .PHONY: bench-load
 bench-load: bench-peers ## Only the harness's load rounds (OpenAI route, /production/predict, bare proxy, direct): about 1 minute, prints the table, leaves docs alone.
 	go build -o $(LOCALBIN)/loadbench ./test/loadbench/cmd/loadbench

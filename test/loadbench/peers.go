@@ -28,6 +28,8 @@ type peer struct {
 	name          string
 	plain, stream *Target
 	stop          func()
+	// pid is its process's (nginx's master); zero for gatewayd in its own process.
+	pid int
 }
 
 // PeerPaths locate the peers' programs; empty fields are looked up (nginx on PATH and in /usr/sbin, Portkey
@@ -289,5 +291,5 @@ func startPeer(ctx context.Context, name string, cmd *exec.Cmd, dir string, port
 			}
 		}
 	}
-	return &peer{name: name, stop: stop}, nil
+	return &peer{name: name, stop: stop, pid: cmd.Process.Pid}, nil
 }

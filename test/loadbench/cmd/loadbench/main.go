@@ -55,6 +55,7 @@ func main() {
 	seriesChanges := flag.Int("series-changes", 6, "Single-group changes timed per size and layout in the scale series.")
 	seriesBudget := flag.Duration("series-budget", time.Minute, "Time per size for creating the workspace through admission.")
 	seriesPlot := flag.String("series-plot", "", "Write the scale series' plot (PNG) to this file.")
+	syscalls := flag.Bool("syscalls", false, "Run only the per-call phase: perf counts the system calls of nginx and of gatewayd in its own process per request (concurrency 1, -concurrency, streaming; -throughput-duration each) and prints the table.")
 	asyncResults := flag.String("async-results", "", "Only write the async inference table of -docs from this file of `go test -bench Async ./gatewayd/async/` output, then exit.")
 	asyncCommand := flag.String("async-command", "", "The command that produced -async-results, quoted in the docs.")
 	flag.Parse()
@@ -90,6 +91,15 @@ func main() {
 	defer stop()
 	if *series {
 		os.Exit(runSeries(ctx, *seriesSizes, *seriesChanges, *seriesBudget, *docs, *seriesPlot))
+	}
+	if *syscalls {
+		rows, err := loadbench.RunSyscalls(ctx, cfg)
+		loadbench.PrintSyscalls(os.Stdout, rows)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "loadbench:", err)
+			os.Exit(2)
+		}
+		return
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)

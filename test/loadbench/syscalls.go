@@ -1,0 +1,265 @@
+package loadbench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/modelgate/modelgate/gatewayd"
+	"github.com/modelgate/modelgate/test/stack"
+)
+
+// The per-call phase counts the system calls that nginx and gatewayd (in its own process) make per request on
+// the same load, with perf's syscall tracepoints attached to their processes while the load generator drives
+// them: counts, unlike times, do not move with a shared machine's load. Only the proxy's process is counted;
+// the load generator and the fake upstreams run in the harness's.
+
+// syscallGroups are the columns of the per-call table: the tracepoints of each, summed. Go's runtime and
+// nginx use different calls for the same job (write and writev, epoll_pwait and epoll_wait), so each column
+// groups the calls of one job.
+var syscallGroups = []struct {
+	name  string
+	calls []string
+}{
+	{"write", []string{"write", "writev", "sendto", "sendmsg"}},
+	{"read", []string{"read", "readv", "recvfrom", "recvmsg"}},
+	{"epoll", []string{"epoll_wait", "epoll_pwait", "epoll_ctl"}},
+	{"futex", []string{"futex"}},
+	{"nanosleep", []string{"nanosleep"}},
+}
+
+// SyscallRow is one target's system calls per request under one load shape.
+type SyscallRow struct {
+	Target string
+	// Shape says how it was driven: "c=1", "c=32" or "stream".
+	Shape string
+	// Requests is the number of requests (streams for "stream") of the run; Chunks the chunks they carried.
+	Requests, Chunks int
+	// Total counts every system call of the process during the run; Groups the calls of each syscallGroups entry.
+	Total  int64
+	Groups map[string]int64
+}
+
+// PerRequest is n divided by the row's requests.
+func (r SyscallRow) PerRequest(n int64) float64 {
+	if r.Requests == 0 {
+		return 0
+	}
+	return float64(n) / float64(r.Requests)
+}
+
+// SyscallTarget is a process to count and the target that reaches it.
+type SyscallTarget struct {
+	Plain, Stream *Target
+	// Pids are the processes to count: nginx's master and workers, gatewayd's one process.
+	Pids []int
+}
+
+// CountSyscalls drives t once per shape (concurrency 1 and concurrency for d, then streamConcurrency streams for
+// d) with perf counting the system calls of t.Pids, and returns one row per shape.
+func CountSyscalls(ctx context.Context, t SyscallTarget, concurrency, streamConcurrency int, d time.Duration, want Expect, v *Violations) ([]SyscallRow, error) {
+	var rows []SyscallRow
+	for _, shape := range []struct {
+		name        string
+		concurrency int
+		stream      bool
+	}{{"c=1", 1, false}, {fmt.Sprintf("c=%d", concurrency), concurrency, false}, {"stream", streamConcurrency, true}} {
+		target := t.Plain
+		if shape.stream {
+			target = t.Stream
+		}
+		var res Result
+		counts, err := countDuring(ctx, t.Pids, func() { res = Drive(ctx, target, shape.concurrency, d, shape.stream, want, v) })
+		if err != nil {
+			return nil, err
+		}
+		row := SyscallRow{Target: target.Name, Shape: shape.name, Requests: res.Requests, Total: counts["raw_syscalls:sys_enter"], Groups: map[string]int64{}}
+		if shape.stream {
+			row.Requests = len(res.Chunks)
+			for _, c := range res.Chunks {
+				row.Chunks += c
+			}
+		}
+		for _, g := range syscallGroups {
+			for _, c := range g.calls {
+				row.Groups[g.name] += counts["syscalls:sys_enter_"+c]
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+// countDuring runs perf stat on pids while run runs and returns its counts by event.
+func countDuring(ctx context.Context, pids []int, run func()) (map[string]int64, error) {
+	perf, err := exec.LookPath("perf")
+	if err != nil {
+		return nil, fmt.Errorf("perf %w (Debian: apt-get install linux-perf)", errNotInstalled)
+	}
+	events := []string{"raw_syscalls:sys_enter"}
+	for _, g := range syscallGroups {
+		for _, c := range g.calls {
+			events = append(events, "syscalls:sys_enter_"+c)
+		}
+	}
+	ids := make([]string, len(pids))
+	for i, p := range pids {
+		ids[i] = strconv.Itoa(p)
+	}
+	out, err := os.CreateTemp("", "loadbench-perf-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(out.Name())
+	defer out.Close()
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, perf, "stat", "-x,", "-o", out.Name(), "-e", strings.Join(events, ","), "-p", strings.Join(ids, ","))
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("failed to start perf: %w", err)
+	}
+	// perf attaches within milliseconds; the wait keeps the run's first requests inside the count.
+	time.Sleep(300 * time.Millisecond)
+	run()
+	_ = cmd.Process.Signal(os.Interrupt)
+	// perf writes its counts and then ends by the interrupt it was sent; the counts tell whether it worked.
+	_ = cmd.Wait()
+	b, err := io.ReadAll(out)
+	if err != nil {
+		return nil, err
+	}
+	counts := parsePerfStat(b)
+	if _, ok := counts["raw_syscalls:sys_enter"]; !ok {
+		return nil, fmt.Errorf("perf stat counted nothing (%s): %s", bytes.TrimSpace(b), stderr.String())
+	}
+	return counts, nil
+}
+
+// parsePerfStat reads perf stat's CSV output (-x,): count,unit,event,... per line; comments and events perf
+// could not count are left out.
+func parsePerfStat(b []byte) map[string]int64 {
+	counts := map[string]int64{}
+	for line := range strings.Lines(string(b)) {
+		f := strings.Split(strings.TrimSpace(line), ",")
+		if len(f) < 3 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		n, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			continue
+		}
+		counts[f[2]] += n
+	}
+	return counts
+}
+
+// processTree is pid and its children (nginx's master and its workers).
+func processTree(pid int) []int {
+	pids := []int{pid}
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "task", strconv.Itoa(pid), "children"))
+	if err != nil {
+		return pids
+	}
+	for _, f := range strings.Fields(string(b)) {
+		if c, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, c)
+		}
+	}
+	return pids
+}
+
+// RunSyscalls starts what the per-call phase needs (the control plane, the fake upstreams, nginx and gatewayd in
+// its own process) and counts each one's system calls per request at concurrency 1, at cfg.Concurrency and
+// streaming, for cfg.ThroughputDuration each.
+func RunSyscalls(ctx context.Context, cfg Config) (rows []SyscallRow, err error) {
+	cfg.progress("starting the control plane (test/stack)")
+	st, err := stack.Start(ctx, stack.Options{Namespace: "loadbench", Gatewayd: gatewayd.Options{Namespaces: []string{"loadbench"}}})
+	if err != nil {
+		return nil, fmt.Errorf("failed to start the stack: %w", err)
+	}
+	defer func() { err = errors.Join(err, st.Stop()) }()
+	cs, err := kubernetes.NewForConfig(st.Config)
+	if err != nil {
+		return nil, err
+	}
+	u, err := startUpstreams(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer u.close()
+	ws, err := publishLoadWorkspace(ctx, cs, u)
+	if err != nil {
+		return nil, err
+	}
+	ngx, err := startNginx(ctx, cfg.Peers, u)
+	if err != nil {
+		return nil, err
+	}
+	defer ngx.stop()
+	c, err := startChild(ctx, st.KubeconfigPath, ws.ns, cfg.ChildCPUProfile)
+	if err != nil {
+		return nil, err
+	}
+	defer c.stop()
+	own := func() *Target {
+		return &Target{Name: ownProcess, URL: c.base + "/v1/chat/completions", Auth: "Api-Key " + ws.key, Model: plainSlug, StreamModel: streamSlug}
+	}
+	want := expect(cfg)
+	var v Violations
+	targets := []SyscallTarget{
+		{Plain: ngx.plain, Stream: ngx.stream, Pids: processTree(ngx.pid)},
+		{Plain: own(), Stream: own(), Pids: []int{c.pid}},
+	}
+	for _, t := range targets {
+		cfg.progress("warming up %s", t.Plain.Name)
+		Drive(ctx, t.Plain, cfg.Concurrency, 500*time.Millisecond, false, want, &v)
+		Drive(ctx, t.Stream, 1, time.Millisecond, true, want, &v)
+	}
+	for _, t := range targets {
+		cfg.progress("counting the system calls of %s (pids %v)", t.Plain.Name, t.Pids)
+		r, err := CountSyscalls(ctx, t, cfg.Concurrency, cfg.StreamConcurrency, cfg.ThroughputDuration, want, &v)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, r...)
+	}
+	if v.Total() > 0 {
+		return rows, fmt.Errorf("correctness violations while counting: %s %v", v.String(), v.Examples())
+	}
+	return rows, nil
+}
+
+// PrintSyscalls writes rows as a markdown table of calls per request (per stream and per chunk when streaming).
+func PrintSyscalls(w io.Writer, rows []SyscallRow) {
+	fmt.Fprint(w, "| target | load | requests | system calls / request |")
+	for _, g := range syscallGroups {
+		fmt.Fprintf(w, " %s / request |", g.name)
+	}
+	fmt.Fprintln(w, " per chunk (streams): all, write |")
+	fmt.Fprint(w, "|---|---|---|---|")
+	for range syscallGroups {
+		fmt.Fprint(w, "---|")
+	}
+	fmt.Fprintln(w, "---|")
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s | %s | %d | %.1f |", r.Target, r.Shape, r.Requests, r.PerRequest(r.Total))
+		for _, g := range syscallGroups {
+			fmt.Fprintf(w, " %.2f |", r.PerRequest(r.Groups[g.name]))
+		}
+		if r.Chunks > 0 {
+			fmt.Fprintf(w, " %.2f, %.2f |\n", float64(r.Total)/float64(r.Chunks), float64(r.Groups["write"])/float64(r.Chunks))
+		} else {
+			fmt.Fprintln(w, " |")
+		}
+	}
+}
