@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -136,9 +137,9 @@ type Options struct {
 
 // Client forwards calls.
 type Client struct {
-	http    *http.Client
-	secrets *Secrets
-	timeout time.Duration
+	transport http.RoundTripper
+	secrets   *Secrets
+	timeout   time.Duration
 }
 
 // New returns a Client.
@@ -146,8 +147,10 @@ func New(opts Options) *Client {
 	if opts.Transport == nil {
 		opts.Transport = NewTransport()
 	}
-	// No client-wide timeout: deadlines are per call, and streams may legitimately run long.
-	return &Client{http: &http.Client{Transport: opts.Transport}, secrets: opts.Secrets, timeout: opts.Timeout}
+	// The transport is called directly, not through an http.Client: a model call follows no redirect (an
+	// upstream's redirect is refused, see Forward), so the client's request copy and redirect bookkeeping would be
+	// about 25 allocations per call for nothing. Deadlines are per call, and streams may legitimately run long.
+	return &Client{transport: opts.Transport, secrets: opts.Secrets, timeout: opts.Timeout}
 }
 
 // Forward sends req and relays the answer, whatever its status, into sink. The call lives in ctx: a caller that
@@ -170,7 +173,7 @@ func (c *Client) Forward(ctx context.Context, req Request, sink Sink) (Result, e
 		return Result{}, err
 	}
 	start := time.Now()
-	resp, err := c.http.Do(hreq)
+	resp, err := c.transport.RoundTrip(hreq)
 	if err != nil {
 		switch {
 		case d.fired.Load():
@@ -181,6 +184,11 @@ func (c *Client) Forward(ctx context.Context, req Request, sink Sink) (Result, e
 		return Result{}, &Error{Kind: KindUnavailable, Err: err}
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		// A redirect is not followed: the upstream's key would go where the redirect points, and the call would
+		// reach a server the Endpoint does not name.
+		return Result{}, &Error{Kind: KindUnavailable, Err: fmt.Errorf("upstream %s answered %d, a redirect, which gatewayd does not follow", req.Target.Name, resp.StatusCode)}
+	}
 	if resp.StatusCode >= 400 && !isJSON(resp) {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorSnippet))
 		return Result{}, &Error{Kind: KindStatus, Status: resp.StatusCode, Header: resp.Header, Snippet: strings.ToValidUTF8(string(b), "?"),
@@ -206,9 +214,11 @@ func (c *Client) Forward(ctx context.Context, req Request, sink Sink) (Result, e
 		res.Usage, res.Complete = relayStream(sink, resp.Body, d, req.StreamUsage)
 	case req.Usage:
 		sink.WriteHeader(resp.StatusCode)
-		var captured bytes.Buffer
-		_, err = copyAnswer(sink, io.TeeReader(resp.Body, &limitedWriter{w: &captured, n: maxCapturedBody}))
-		res.Usage, _, _ = usageOf(captured.Bytes())
+		c := captures.Get().(*capture)
+		c.sink, c.kept = sink, c.kept[:0]
+		_, err = copyAnswer(c, resp.Body)
+		res.Usage, _, _ = usageOf(c.kept)
+		c.release()
 		res.Complete = err == nil
 	default:
 		sink.WriteHeader(resp.StatusCode)
@@ -281,15 +291,29 @@ func newDeadline(timeout time.Duration, cancel context.CancelFunc) *deadline {
 
 func (d *deadline) reset() { d.timer.Reset(d.timeout) }
 
-// limitedWriter keeps at most n bytes and silently drops the rest.
-type limitedWriter struct {
-	w *bytes.Buffer
-	n int
+// capture passes a non-streamed answer on to its sink and keeps its first maxCapturedBody bytes, to read the
+// usage from. Captures are pooled: an answer's copy then allocates nothing.
+type capture struct {
+	sink io.Writer
+	kept []byte
 }
 
-func (l *limitedWriter) Write(b []byte) (int, error) {
-	if room := l.n - l.w.Len(); room > 0 {
-		l.w.Write(b[:min(room, len(b))])
+var captures = sync.Pool{New: func() any { return &capture{kept: make([]byte, 0, 4<<10)} }}
+
+// maxPooledCapture bounds the buffer a pooled capture keeps; a rare large answer's is not held forever.
+const maxPooledCapture = 64 << 10
+
+func (c *capture) Write(b []byte) (int, error) {
+	if room := maxCapturedBody - len(c.kept); room > 0 {
+		c.kept = append(c.kept, b[:min(room, len(b))]...)
 	}
-	return len(b), nil
+	return c.sink.Write(b)
+}
+
+func (c *capture) release() {
+	c.sink = nil
+	if cap(c.kept) > maxPooledCapture {
+		c.kept = make([]byte, 0, 4<<10)
+	}
+	captures.Put(c)
 }

@@ -23,6 +23,8 @@ func TestForwardWithoutClient(t *testing.T) {
 		switch r.URL.Path {
 		case "/hang":
 			<-r.Context().Done()
+		case "/redirect":
+			http.Redirect(w, r, "/ok", http.StatusTemporaryRedirect)
 		case "/text-404":
 			http.Error(w, "404 page not found", http.StatusNotFound)
 		case "/text-429":
@@ -65,6 +67,8 @@ func TestForwardWithoutClient(t *testing.T) {
 		{"hang", Target{URL: srv.URL + "/hang", Timeout: 50 * time.Millisecond}, KindTimeout, ""},
 		{"down", Target{URL: closed}, KindUnavailable, ""},
 		{"text error", Target{URL: srv.URL + "/text-404"}, KindStatus, ""},
+		// A redirect is refused, not followed (the upstream's key would go where it points).
+		{"redirect", Target{URL: srv.URL + "/redirect"}, KindUnavailable, ""},
 		{"no secret reader", Target{URL: srv.URL, Secret: &snapshot.SecretRef{Name: "s"}}, KindCredentials, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
