@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"runtime/metrics"
 	"syscall"
 	"testing"
 	"time"
@@ -116,7 +117,7 @@ func BenchmarkRouteCPU(b *testing.B) {
 		{"predict", "/models/bench/production/predict", "Api-Key " + invoke},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			before := processCPU()
+			before, gcs := processCPU(), gcCycles()
 			b.SetParallelism(16)
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
@@ -124,8 +125,17 @@ func BenchmarkRouteCPU(b *testing.B) {
 				}
 			})
 			b.ReportMetric(float64(processCPU()-before)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(gcCycles()-gcs)*1000/float64(b.N), "gc/1k-op")
 		})
 	}
+}
+
+// gcCycles is the number of garbage collections this process has completed: per call, the figure GOGC and
+// GOMEMLIMIT move (docs/benchmarks.md).
+func gcCycles() uint64 {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }
 
 // processCPU is the user and system CPU time this process has used.
