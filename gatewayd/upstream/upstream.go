@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -198,6 +199,13 @@ func (c *Client) Forward(ctx context.Context, req Request, sink Sink) (Result, e
 	if ct := resp.Header.Get("Content-Type"); ct != "" {
 		sink.Header().Set("Content-Type", ct)
 	}
+	relayed := !(req.Stream && isEventStream(resp))
+	if relayed && resp.ContentLength >= 0 {
+		// An answer relayed whole keeps the upstream's length: net/http then frames it without chunks, and an
+		// answer the upstream cut short ends in a closed connection, never in a final chunk that would make the
+		// client take it for complete.
+		sink.Header().Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+	}
 	switch {
 	case resp.StatusCode >= 400:
 		// JSON error answers pass through as they are, status and body: a client of an OpenAI-compatible
@@ -206,7 +214,7 @@ func (c *Client) Forward(ctx context.Context, req Request, sink Sink) (Result, e
 		sink.WriteHeader(resp.StatusCode)
 		_, err = copyAnswer(sink, resp.Body)
 		res.Complete = err == nil
-	case req.Stream && isEventStream(resp):
+	case !relayed:
 		sink.Header().Set("Cache-Control", "no-cache")
 		sink.Header().Set("X-Accel-Buffering", "no")
 		sink.WriteHeader(resp.StatusCode)

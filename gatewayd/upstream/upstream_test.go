@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -77,6 +78,10 @@ func TestForwardWithoutClient(t *testing.T) {
 			if tc.kind == 0 {
 				if err != nil || res.Status != 200 || !res.Complete || res.Usage.Total() != 5 || !strings.Contains(sink.Body.String(), tc.wantBody) {
 					t.Fatalf("got %+v, %v, body %q", res, err, sink.Body.String())
+				}
+				// The answer keeps the upstream's length, so a client can tell a cut answer from a whole one.
+				if got, want := sink.Header().Get("Content-Length"), strconv.Itoa(sink.Body.Len()); got != want {
+					t.Errorf("Content-Length %q, want the upstream's %s", got, want)
 				}
 				return
 			}
