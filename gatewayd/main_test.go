@@ -122,6 +122,8 @@ type fixtureOpts struct {
 	shutdownDrain time.Duration
 	// billing is gatewayd's billing store; none when nil.
 	billing billing.Store
+	// listener, when set, wraps the listener gatewayd serves on (to watch its connections).
+	listener func(net.Listener) net.Listener
 }
 
 // tree is a three-level tree: root <- mid <- {leafA, leafB}. limitsOf gives each group's own models.
@@ -184,6 +186,9 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 		t.Fatal(err)
 	}
 	f.url = "http://" + ln.Addr().String()
+	if o.listener != nil {
+		ln = o.listener(ln)
+	}
 	serveCtx, stop := context.WithCancel(ctx)
 	f.stop, f.stopped = stop, make(chan struct{})
 	go func() {
