@@ -220,7 +220,9 @@ func (r *Report) addScale(cfg Config, res scaleResult, err error) {
 	r.add(figure, fmt.Sprintf("%.0f MiB (peak %.0f MiB)", mib, float64(res.Peak)/(1<<20)), "≤ 300 MiB", mib <= 300)
 	r.Notes = append(r.Notes, fmt.Sprintf("Resident memory is VmRSS of a separate gatewayd process %s after its snapshot "+
 		"(%d groups in 3-level trees, %d keys, %.1f MiB gzip'd in %d ConfigMaps) was loaded and a key of it answered; "+
-		"peak is VmHWM.", res.Settle, cfg.ScaleGroups, cfg.ScaleKeys, float64(res.SnapshotBytes)/(1<<20), res.ConfigMaps))
+		"peak is VmHWM. It runs, as gatewayd in its own process does, with the chart's GOGC=%s and GOMEMLIMIT=%s unless "+
+		"the harness's environment sets them.", res.Settle, cfg.ScaleGroups, cfg.ScaleKeys, float64(res.SnapshotBytes)/(1<<20), res.ConfigMaps,
+		chartGC["GOGC"], chartGC["GOMEMLIMIT"]))
 }
 
 func (r *Report) addPropagation(cfg Config, res propagationResult, err error) {

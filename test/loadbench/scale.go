@@ -42,6 +42,22 @@ const (
 	childReadyTimeout = 3 * time.Minute
 )
 
+// chartGC is the garbage collector's settings the chart gives gatewayd (charts/modelgate/values.yaml,
+// gatewayd.go), so a child gatewayd runs as deployed; a GOGC or GOMEMLIMIT in the harness's environment wins.
+var chartGC = map[string]string{"GOGC": "200", "GOMEMLIMIT": "800MiB"}
+
+// childEnviron is the environment of a child gatewayd: the harness's, the chart's GC settings it does not set,
+// then extra.
+func childEnviron(extra ...string) []string {
+	env := os.Environ()
+	for name, value := range chartGC {
+		if _, set := os.LookupEnv(name); !set {
+			env = append(env, name+"="+value)
+		}
+	}
+	return append(env, extra...)
+}
+
 type scaleResult struct {
 	RSS, Peak     int64
 	SnapshotBytes int
@@ -79,7 +95,7 @@ func measureScale(ctx context.Context, cfg Config, cs kubernetes.Interface, kube
 		return scaleResult{}, fmt.Errorf("failed to find the harness executable: %w", err)
 	}
 	cmd := exec.CommandContext(ctx, self)
-	cmd.Env = append(os.Environ(), childEnv+"=gatewayd", childKubeconfig+"="+kubeconfig, childNamespace+"="+ns)
+	cmd.Env = childEnviron(childEnv+"=gatewayd", childKubeconfig+"="+kubeconfig, childNamespace+"="+ns)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -391,7 +391,7 @@ func startChild(ctx context.Context, kubeconfig, ns, cpuProfile string) (*child,
 		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, self)
-	cmd.Env = append(os.Environ(), childEnv+"=gatewayd", childKubeconfig+"="+kubeconfig, childNamespace+"="+ns, childCPUProfile+"="+cpuProfile)
+	cmd.Env = childEnviron(childEnv+"=gatewayd", childKubeconfig+"="+kubeconfig, childNamespace+"="+ns, childCPUProfile+"="+cpuProfile)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
