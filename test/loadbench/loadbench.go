@@ -99,25 +99,12 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	v := &rep.Violations
 
 	cfg.progress("starting the control plane, the manager and gatewayd (test/stack)")
-	st, err := stack.Start(ctx, stack.Options{Namespace: "loadbench", Gatewayd: gatewayd.Options{Namespaces: []string{"loadbench"}}})
-	if err != nil {
-		return nil, fmt.Errorf("failed to start the stack: %w", err)
-	}
-	defer func() { err = errors.Join(err, st.Stop()) }()
-	cs, err := kubernetes.NewForConfig(st.Config)
-	if err != nil {
-		return nil, fmt.Errorf("failed to build a clientset: %w", err)
-	}
-
-	u, err := startUpstreams(cfg)
+	ls, err := startLoadStack(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	defer u.close()
-	ws, err := publishLoadWorkspace(ctx, cs, u)
-	if err != nil {
-		return nil, err
-	}
+	defer func() { err = errors.Join(err, ls.stop()) }()
+	st, cs, u, ws := ls.st, ls.cs, ls.u, ls.ws
 	emb, err := openEmbedded()
 	if err != nil {
 		return nil, err
@@ -181,10 +168,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 			cfg.progress("gatewayd in its own process not run: %v", err)
 		} else {
 			defer c.stop()
-			t := func() *Target {
-				return &Target{Name: ownProcess, URL: c.base + "/v1/chat/completions", Auth: "Api-Key " + ws.key, Model: plainSlug, StreamModel: streamSlug}
-			}
-			peers = append([]*peer{{name: ownProcess, plain: t(), stream: t(), stop: func() {}}}, peers...)
+			peers = append([]*peer{{name: ownProcess, plain: ownProcessTarget(c, ws), stream: ownProcessTarget(c, ws), stop: func() {}}}, peers...)
 		}
 	}
 	// Peers come last, so the fixed indexes (direct, proxy, embedded, withRedis) keep their meaning.
@@ -275,6 +259,46 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	}
 	rep.finish()
 	return rep, nil
+}
+
+// loadStack is what every load phase runs on: the control plane with the manager (test/stack), the fake
+// upstreams, and the load workspace published for them.
+type loadStack struct {
+	st *stack.Stack
+	cs kubernetes.Interface
+	u  *upstreams
+	ws *loadWorkspace
+}
+
+// startLoadStack starts a loadStack; stop ends it.
+func startLoadStack(ctx context.Context, cfg Config) (*loadStack, error) {
+	st, err := stack.Start(ctx, stack.Options{Namespace: "loadbench", Gatewayd: gatewayd.Options{Namespaces: []string{"loadbench"}}})
+	if err != nil {
+		return nil, fmt.Errorf("failed to start the stack: %w", err)
+	}
+	ls := &loadStack{st: st}
+	if ls.cs, err = kubernetes.NewForConfig(st.Config); err != nil {
+		return nil, errors.Join(fmt.Errorf("failed to build a clientset: %w", err), ls.stop())
+	}
+	if ls.u, err = startUpstreams(cfg); err != nil {
+		return nil, errors.Join(err, ls.stop())
+	}
+	if ls.ws, err = publishLoadWorkspace(ctx, ls.cs, ls.u); err != nil {
+		return nil, errors.Join(err, ls.stop())
+	}
+	return ls, nil
+}
+
+func (ls *loadStack) stop() error {
+	if ls.u != nil {
+		ls.u.close()
+	}
+	return ls.st.Stop()
+}
+
+// ownProcessTarget is gatewayd in its own process (c) as a target, called with the load workspace's key.
+func ownProcessTarget(c *child, ws *loadWorkspace) *Target {
+	return &Target{Name: ownProcess, URL: c.base + "/v1/chat/completions", Auth: "Api-Key " + ws.key, Model: plainSlug, StreamModel: streamSlug}
 }
 
 // errSkipped marks a phase left out by a flag rather than one that failed.

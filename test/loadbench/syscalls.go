@@ -12,11 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"k8s.io/client-go/kubernetes"
-
-	"github.com/modelgate/modelgate/gatewayd"
-	"github.com/modelgate/modelgate/test/stack"
 )
 
 // The per-call phase counts the system calls that nginx and gatewayd (in its own process) make per request on
@@ -183,42 +178,26 @@ func processTree(pid int) []int {
 // streaming, for cfg.ThroughputDuration each.
 func RunSyscalls(ctx context.Context, cfg Config) (rows []SyscallRow, err error) {
 	cfg.progress("starting the control plane (test/stack)")
-	st, err := stack.Start(ctx, stack.Options{Namespace: "loadbench", Gatewayd: gatewayd.Options{Namespaces: []string{"loadbench"}}})
-	if err != nil {
-		return nil, fmt.Errorf("failed to start the stack: %w", err)
-	}
-	defer func() { err = errors.Join(err, st.Stop()) }()
-	cs, err := kubernetes.NewForConfig(st.Config)
+	ls, err := startLoadStack(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	u, err := startUpstreams(cfg)
-	if err != nil {
-		return nil, err
-	}
-	defer u.close()
-	ws, err := publishLoadWorkspace(ctx, cs, u)
-	if err != nil {
-		return nil, err
-	}
-	ngx, err := startNginx(ctx, cfg.Peers, u)
+	defer func() { err = errors.Join(err, ls.stop()) }()
+	ngx, err := startNginx(ctx, cfg.Peers, ls.u)
 	if err != nil {
 		return nil, err
 	}
 	defer ngx.stop()
-	c, err := startChild(ctx, st.KubeconfigPath, ws.ns, cfg.ChildCPUProfile)
+	c, err := startChild(ctx, ls.st.KubeconfigPath, ls.ws.ns, cfg.ChildCPUProfile)
 	if err != nil {
 		return nil, err
 	}
 	defer c.stop()
-	own := func() *Target {
-		return &Target{Name: ownProcess, URL: c.base + "/v1/chat/completions", Auth: "Api-Key " + ws.key, Model: plainSlug, StreamModel: streamSlug}
-	}
 	want := expect(cfg)
 	var v Violations
 	targets := []SyscallTarget{
 		{Plain: ngx.plain, Stream: ngx.stream, Pids: processTree(ngx.pid)},
-		{Plain: own(), Stream: own(), Pids: []int{c.pid}},
+		{Plain: ownProcessTarget(c, ls.ws), Stream: ownProcessTarget(c, ls.ws), Pids: []int{c.pid}},
 	}
 	for _, t := range targets {
 		cfg.progress("warming up %s", t.Plain.Name)
