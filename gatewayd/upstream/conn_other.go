@@ -4,5 +4,9 @@ package upstream
 
 import "net"
 
-// stillOpen cannot peek on this system: an idle connection is taken as open.
-func stillOpen(net.Conn) bool { return true }
+// peeker cannot peek on this system: an idle connection is taken as open.
+type peeker struct{}
+
+func newPeeker(net.Conn) *peeker { return &peeker{} }
+
+func (*peeker) stillOpen() bool { return true }

@@ -8,25 +8,37 @@ import (
 	"syscall"
 )
 
-// stillOpen tells whether an idle connection can carry a call: its server has not closed it and has sent
-// nothing unasked. It peeks without waiting, in one system call.
-func stillOpen(c net.Conn) bool {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return true
+// peeker checks an idle connection in one system call. Its raw connection and the function handed to it are made
+// once per connection, so a check allocates nothing.
+type peeker struct {
+	raw  syscall.RawConn
+	peek func(fd uintptr) bool
+	open bool
+}
+
+func newPeeker(c net.Conn) *peeker {
+	p := &peeker{}
+	if sc, ok := c.(syscall.Conn); ok {
+		p.raw, _ = sc.SyscallConn()
 	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	open := false
-	err = raw.Read(func(fd uintptr) bool {
+	p.peek = func(fd uintptr) bool {
 		var b [1]byte
 		// Only "nothing to read yet" is open and quiet; a read of 0 bytes is the server's close, of more,
 		// bytes it sent unasked, and any other error a broken connection.
 		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		open = errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK)
+		p.open = errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK)
 		return true
-	})
-	return err == nil && open
+	}
+	return p
+}
+
+// stillOpen tells whether an idle connection can carry a call: its server has not closed it and has sent
+// nothing unasked. It peeks without waiting, in one system call; a connection it cannot peek at is taken as open.
+func (p *peeker) stillOpen() bool {
+	if p.raw == nil {
+		return true
+	}
+	p.open = false
+	err := p.raw.Read(p.peek)
+	return err == nil && p.open
 }

@@ -60,6 +60,7 @@ type pooledConn struct {
 	out  countingWriter // what bw writes to: the connection, counting the bytes of the current request
 	bw   *bufio.Writer
 	used time.Time // when it was last put back idle
+	idle *peeker   // checks, when it is taken from the pool, that its server did not close it
 }
 
 // limitedReader reads from r while n > 0; n is only lowered while an answer's head is read.
@@ -281,7 +282,7 @@ func (t *Transport) conn(ctx context.Context, addr string) (*pooledConn, bool, e
 		if pc == nil {
 			break
 		}
-		if time.Since(pc.used) < t.idleTimeout() && stillOpen(pc.conn) {
+		if time.Since(pc.used) < t.idleTimeout() && pc.idle.stillOpen() {
 			return pc, true, nil
 		}
 		_ = pc.conn.Close()
@@ -299,7 +300,7 @@ func (t *Transport) dial(ctx context.Context, addr string) (*pooledConn, error) 
 }
 
 func newPooledConn(c net.Conn) *pooledConn {
-	pc := &pooledConn{conn: c, lim: limitedReader{r: c, n: unlimited}, out: countingWriter{w: c}}
+	pc := &pooledConn{conn: c, lim: limitedReader{r: c, n: unlimited}, out: countingWriter{w: c}, idle: newPeeker(c)}
 	pc.br = bufio.NewReaderSize(&pc.lim, 4<<10)
 	pc.bw = bufio.NewWriterSize(&pc.out, 4<<10)
 	return pc

@@ -205,7 +205,7 @@ func waitServerClosed(t *testing.T, tr *Transport, addr string) {
 	for {
 		tr.mu.Lock()
 		conns := tr.idle[addr]
-		closed := len(conns) == 1 && !stillOpen(conns[0].conn)
+		closed := len(conns) == 1 && !conns[0].idle.stillOpen()
 		tr.mu.Unlock()
 		if closed {
 			return
@@ -490,5 +490,41 @@ func TestTransportEarlyRefusal(t *testing.T) {
 	}
 	if n := conns.Load(); n != 2 {
 		t.Fatalf("%d connections, want 2: the refused call's connection is not reused", n)
+	}
+}
+
+// TestIdleCheckAllocatesNothing: the check of an idle connection taken from the pool, on a real socket, tells an
+// open connection from one its server closed, and allocates nothing.
+func TestIdleCheckAllocatesNothing(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	server := <-accepted
+	pc := newPooledConn(c)
+	if !pc.idle.stillOpen() {
+		t.Fatal("an open, quiet connection was taken as closed")
+	}
+	if n := testing.AllocsPerRun(100, func() { pc.idle.stillOpen() }); n != 0 {
+		t.Errorf("the idle check allocated %v times", n)
+	}
+	_ = server.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for pc.idle.stillOpen() {
+		if time.Now().After(deadline) {
+			t.Fatal("a connection its server closed was still taken as open")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
