@@ -180,9 +180,14 @@ func (t *Transport) exchange(ctx context.Context, addr string, pc *pooledConn, r
 		return nil, err
 	}
 	pc.out.n, pc.out.err = 0, nil
-	werr := req.Write(pc.bw) // closes req.Body
+	bw := requestWriter(pc, req.ContentLength)
+	werr := req.Write(bw) // closes req.Body
 	if werr == nil {
-		werr = pc.bw.Flush()
+		werr = bw.Flush()
+	}
+	if bw != pc.bw {
+		bw.Reset(nil)
+		largeWriters.Put(bw)
 	}
 	if werr != nil && pc.out.err == nil {
 		// Not the connection's failure (the request's body could not be read, say): the server may be waiting
@@ -215,6 +220,31 @@ func (t *Transport) exchange(ctx context.Context, addr string, pc *pooledConn, r
 	}
 	resp.Body = b
 	return resp, nil
+}
+
+// largeWriteSize is the buffer of a request whose body does not fit the connection's own 4 KiB one: net/http
+// copies a body of known length through the buffer, one write each time it fills, so a 20 KiB chat history went
+// upstream in five writes and a 200 KiB one in 51, each a system call, and each a wake-up of the model server.
+// Through this buffer a request of up to 64 KiB, head and body, leaves in one write and a larger one in a write
+// per 64 KiB. It matches the largest body a predict call reads before it forwards it (inference's
+// maxPrereadBody).
+const largeWriteSize = 64 << 10
+
+// headRoom is what a request's head is allowed beside its body when choosing its writer.
+const headRoom = 2 << 10
+
+var largeWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, largeWriteSize) }}
+
+// requestWriter is the writer a request of contentLength bytes of body goes through: the connection's own when
+// head and body fit it (or the length is unknown, when net/http flushes each chunk anyway), a pooled larger one
+// otherwise. The caller puts a pooled one back.
+func requestWriter(pc *pooledConn, contentLength int64) *bufio.Writer {
+	if contentLength <= 0 || contentLength+headRoom <= int64(pc.bw.Available()) {
+		return pc.bw
+	}
+	bw := largeWriters.Get().(*bufio.Writer)
+	bw.Reset(&pc.out)
+	return bw
 }
 
 // readResponse reads an answer's head, past any informational (1xx) answers before it.

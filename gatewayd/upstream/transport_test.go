@@ -528,3 +528,51 @@ func TestIdleCheckAllocatesNothing(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// writeCounter counts the writes made on a connection.
+type writeCounter struct {
+	net.Conn
+	writes int
+}
+
+func (w *writeCounter) Write(p []byte) (int, error) {
+	w.writes++
+	return w.Conn.Write(p)
+}
+
+// TestRequestLeavesInOneWrite: a request of up to largeWriteSize, head and body, leaves in one write on a real
+// socket, also when its body is larger than the connection's own buffer; a larger one in a write per
+// largeWriteSize.
+func TestRequestLeavesInOneWrite(t *testing.T) {
+	srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		fmt.Fprint(w, n)
+	})
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	tr := NewTransport()
+	for _, tc := range []struct {
+		size   int
+		writes int
+	}{{1 << 10, 1}, {20 << 10, 1}, {largeWriteSize - headRoom, 1}, {200 << 10, 200<<10/largeWriteSize + 1}} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wc := &writeCounter{Conn: c}
+		body := strings.Repeat("x", tc.size)
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/", strings.NewReader(body))
+		resp, err := tr.exchange(context.Background(), addr, newPooledConn(wc), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		_ = c.Close()
+		if string(got) != fmt.Sprint(tc.size) {
+			t.Fatalf("%d bytes sent, the server read %s", tc.size, got)
+		}
+		if wc.writes != tc.writes {
+			t.Errorf("a body of %d bytes left in %d writes, want %d", tc.size, wc.writes, tc.writes)
+		}
+	}
+}
