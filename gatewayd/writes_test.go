@@ -57,17 +57,24 @@ func (c *countingConn) Write(p []byte) (int, error) {
 
 // TestAnswerLeavesInOneWrite: a non-streamed answer that fits net/http's 4 KiB connection buffer (with its
 // headers) leaves in one write on the client's socket, headers and body together, on both sides of net/http's
-// 2 KiB chunking threshold (the larger one comes chunked from the fake upstream). A flush where nothing streams
-// would send the headers on their own.
+// 2 KiB chunking threshold (the larger ones come chunked from the fake upstream, in pieces); one of up to 64 KiB
+// in two (net/http's buffer, then the rest). A flush where nothing streams would send the headers on their own,
+// and an answer passed on as it arrives would leave in a write per piece.
 func TestAnswerLeavesInOneWrite(t *testing.T) {
 	small := upstream.New(upstream.Options{})
 	t.Cleanup(small.Close)
+	// 7500 deltas of "tok ": an answer of about 30 KiB, an embeddings answer's size.
+	large := upstream.New(upstream.Options{StreamDeltas: 7500})
+	t.Cleanup(large.Close)
 	var ln *countingListener
 	f := newFixture(t, fixtureOpts{mode: "INDEPENDENT",
-		groups: []gatewaytest.Group{{ID: "root", Models: models(slug, "small")}},
+		groups: []gatewaytest.Group{{ID: "root", Models: models(slug, "small", "large")}},
 		// 700 deltas of "tok ": an answer of about 3 KiB.
-		upstream:  upstream.Options{StreamDeltas: 700},
-		endpoints: []snapshot.Endpoint{{ID: "small", Slug: "small", Targets: []snapshot.Target{{Provider: "OPENAI", BaseURL: small.BaseURL()}}}},
+		upstream: upstream.Options{StreamDeltas: 700},
+		endpoints: []snapshot.Endpoint{
+			{ID: "small", Slug: "small", Targets: []snapshot.Target{{Provider: "OPENAI", BaseURL: small.BaseURL()}}},
+			{ID: "large", Slug: "large", Targets: []snapshot.Target{{Provider: "OPENAI", BaseURL: large.BaseURL()}}},
+		},
 		listener: func(l net.Listener) net.Listener {
 			ln = &countingListener{Listener: l, writes: map[string]*int{}}
 			return ln
@@ -76,7 +83,8 @@ func TestAnswerLeavesInOneWrite(t *testing.T) {
 	for _, tc := range []struct {
 		model            string
 		minSize, maxSize int
-	}{{"small", 100, 2 << 10}, {slug, 2 << 10, 4 << 10}} {
+		writes           int
+	}{{"small", 100, 2 << 10, 1}, {slug, 2 << 10, 4 << 10, 1}, {"large", 16 << 10, 64 << 10, 2}} {
 		t.Run(tc.model, func(t *testing.T) {
 			var client string
 			c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -102,8 +110,8 @@ func TestAnswerLeavesInOneWrite(t *testing.T) {
 			if len(out) < tc.minSize || len(out) > tc.maxSize {
 				t.Fatalf("answer of %d bytes, want %d to %d for this case", len(out), tc.minSize, tc.maxSize)
 			}
-			if n := ln.count(client); n != 1 {
-				t.Errorf("the answer of %d bytes left in %d writes, want 1", len(out), n)
+			if n := ln.count(client); n != tc.writes {
+				t.Errorf("the answer of %d bytes left in %d writes, want %d", len(out), n, tc.writes)
 			}
 		})
 	}

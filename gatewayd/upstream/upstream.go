@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -221,10 +222,9 @@ func (c *Client) Forward(ctx context.Context, req Request, sink Sink) (Result, e
 		sink.Flush()
 		res.Usage, res.Complete = relayStream(sink, resp.Body, d, req.StreamUsage)
 	case req.Usage:
-		sink.WriteHeader(resp.StatusCode)
 		c := captures.Get().(*capture)
 		c.sink, c.kept = sink, c.kept[:0]
-		_, err = copyAnswer(c, resp.Body)
+		_, err = c.relay(resp.StatusCode, resp.Body)
 		res.Usage, _, _ = usageOf(c.kept)
 		c.release()
 		res.Complete = err == nil
@@ -302,14 +302,54 @@ func (d *deadline) reset() { d.timer.Reset(d.timeout) }
 // capture passes a non-streamed answer on to its sink and keeps its first maxCapturedBody bytes, to read the
 // usage from. Captures are pooled: an answer's copy then allocates nothing.
 type capture struct {
-	sink io.Writer
+	sink Sink
 	kept []byte
 }
 
 var captures = sync.Pool{New: func() any { return &capture{kept: make([]byte, 0, 4<<10)} }}
 
+// wholeAnswer is how much of a non-streamed answer is read before any of it is written: an answer up to this size
+// reaches the sink in one write, which net/http sends in one write to the client up to its 4 KiB connection buffer
+// and in two above it. Written as it arrived, an answer went out in a write per read from the upstream, which
+// sends it in 4 KiB pieces when it is net/http too (an embeddings answer of 30 KiB: eight or more writes).
+const wholeAnswer = 64 << 10
+
 // maxPooledCapture bounds the buffer a pooled capture keeps; a rare large answer's is not held forever.
-const maxPooledCapture = 64 << 10
+const maxPooledCapture = wholeAnswer
+
+// relay passes an answer of status and body on to the sink: its first wholeAnswer bytes (all of an answer up to
+// that size, with its length when the upstream sent it in chunks) in one write, the rest as it comes, and keeps
+// it all up to maxCapturedBody.
+func (c *capture) relay(status int, body io.Reader) (int64, error) {
+	var err error
+	for len(c.kept) < wholeAnswer && err == nil {
+		if len(c.kept) == cap(c.kept) {
+			c.kept = slices.Grow(c.kept, min(cap(c.kept), wholeAnswer-len(c.kept)))
+		}
+		var n int
+		n, err = body.Read(c.kept[len(c.kept):min(cap(c.kept), wholeAnswer)])
+		c.kept = c.kept[:len(c.kept)+n]
+	}
+	if err == io.EOF && c.sink.Header().Get("Content-Length") == "" {
+		// Read whole: its length is known, and net/http then sends it without chunks' framing.
+		c.sink.Header().Set("Content-Length", strconv.Itoa(len(c.kept)))
+	}
+	c.sink.WriteHeader(status)
+	written := int64(len(c.kept))
+	if written > 0 {
+		if _, werr := c.sink.Write(c.kept); werr != nil {
+			return written, werr
+		}
+	}
+	if err == io.EOF {
+		return written, nil
+	}
+	if err != nil {
+		return written, err
+	}
+	n, err := copyAnswer(c, body)
+	return written + n, err
+}
 
 func (c *capture) Write(b []byte) (int, error) {
 	if room := maxCapturedBody - len(c.kept); room > 0 {

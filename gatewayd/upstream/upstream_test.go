@@ -118,3 +118,28 @@ func TestForwardWithoutClient(t *testing.T) {
 		t.Fatalf("a caller that leaves: got %v, want KindCanceled", err)
 	}
 }
+
+// TestForwardRelaysLongAnswers: answers shorter and longer than what is read before the first write reach the
+// sink whole, with their usage read and their length, also when the upstream sends them in chunks.
+func TestForwardRelaysLongAnswers(t *testing.T) {
+	for _, size := range []int{10, wholeAnswer - 100, wholeAnswer + 1, 3 * wholeAnswer} {
+		answer := `{"choices":[{"message":{"content":"` + strings.Repeat("x", size) + `"}}],"usage":{"prompt_tokens":2,"completion_tokens":3}}`
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			// Written in pieces and flushed: chunked, as a server that streams its JSON out sends it.
+			for b := []byte(answer); len(b) > 0; b = b[min(len(b), 5000):] {
+				_, _ = w.Write(b[:min(len(b), 5000)])
+				w.(http.Flusher).Flush()
+			}
+		}))
+		sink := httptest.NewRecorder()
+		res, err := New(Options{Timeout: 10 * time.Second}).Forward(context.Background(), Request{Target: Target{URL: srv.URL}, Usage: true}, sink)
+		srv.Close()
+		if err != nil || !res.Complete || res.Usage.Total() != 5 || sink.Body.String() != answer {
+			t.Fatalf("%d bytes: %+v, %v, relayed %d bytes", size, res, err, sink.Body.Len())
+		}
+		if got := sink.Header().Get("Content-Length"); size < wholeAnswer-200 && got != strconv.Itoa(len(answer)) {
+			t.Errorf("%d bytes: Content-Length %q, want %d: an answer read whole has its length", size, got, len(answer))
+		}
+	}
+}
