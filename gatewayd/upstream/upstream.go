@@ -151,7 +151,7 @@ func New(opts Options) *Client {
 	}
 	// The transport is called directly, not through an http.Client: a model call follows no redirect (an
 	// upstream's redirect is refused, see Forward), so the client's request copy and redirect bookkeeping would be
-	// about 25 allocations per call for nothing. Deadlines are per call, and streams may legitimately run long.
+	// about 20 allocations per call for nothing. Deadlines are per call, and streams may legitimately run long.
 	return &Client{transport: opts.Transport, secrets: opts.Secrets, timeout: opts.Timeout}
 }
 
@@ -310,8 +310,8 @@ var captures = sync.Pool{New: func() any { return &capture{kept: make([]byte, 0,
 
 // wholeAnswer is how much of a non-streamed answer is read before any of it is written: an answer up to this size
 // reaches the sink in one write, which net/http sends in one write to the client up to its 4 KiB connection buffer
-// and in two above it. Written as it arrived, an answer went out in a write per read from the upstream, which
-// sends it in 4 KiB pieces when it is net/http too (an embeddings answer of 30 KiB: eight or more writes).
+// and in two above it. Written as it arrived, an answer went out in a write per piece read from the upstream,
+// and an answer the upstream chunked also ended in a write of the final chunk alone.
 const wholeAnswer = 64 << 10
 
 // maxPooledCapture bounds the buffer a pooled capture keeps; a rare large answer's is not held forever.
