@@ -57,8 +57,12 @@ func usageFields(c *Counters) []struct {
 	}{{"r", &c.Requests}, {"t", &c.Throttled}, {"i", &c.InputTokens}, {"o", &c.OutputTokens}}
 }
 
-// Append implements Store.
+// Append implements Store. The rollups' increments are summed over the batch first, so a batch of N calls costs
+// one HINCRBY per distinct counter and one EXPIRE per hash, not N of each: under load a batch holds many calls of
+// few groups and slugs.
 func (s *Redis) Append(ctx context.Context, recs []Record) error {
+	var sums rollupSums
+	namespaces := map[string]bool{}
 	_, err := s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		for _, r := range recs {
 			v, err := json.Marshal(r.Event)
@@ -69,24 +73,24 @@ func (s *Redis) Append(ctx context.Context, recs []Record) error {
 			if r.Deliver {
 				p.XAdd(ctx, &redis.XAddArgs{Stream: s.outbox(r.Namespace), Values: []any{"e", v}})
 			}
-			p.SAdd(ctx, s.namespaces(), r.Namespace)
+			namespaces[r.Namespace] = true
+			// The minute comes from the event's time, not Redis's, as in the embedded store.
+			minute := throttleMinute(r.Event.Timestamp)
 			if tk, ok := throttleOf(&r); ok {
-				// The minute comes from the event's time, not Redis's, as in the embedded store.
-				h := s.throttles(r.Namespace, throttleMinute(r.Event.Timestamp))
-				p.HIncrBy(ctx, h, string(tk.encode()), 1)
-				p.Expire(ctx, h, ThrottleKeep)
+				sums.add(s.throttles(r.Namespace, minute), string(tk.encode()), 1, ThrottleKeep)
 			}
 			c := usageOf(&r)
 			for _, g := range usageGroups(&r) {
-				h := s.usage(r.Namespace, g, throttleMinute(r.Event.Timestamp))
+				h := s.usage(r.Namespace, g, minute)
 				for _, f := range usageFields(&c) {
-					if *f.n != 0 {
-						p.HIncrBy(ctx, h, f.letter+"|"+r.Event.ModelSlug, *f.n)
-					}
+					sums.add(h, f.letter+"|"+r.Event.ModelSlug, *f.n, UsageKeep)
 				}
-				p.Expire(ctx, h, UsageKeep)
 			}
 		}
+		for ns := range namespaces {
+			p.SAdd(ctx, s.namespaces(), ns)
+		}
+		sums.write(ctx, p)
 		return nil
 	})
 	if err != nil {
@@ -279,6 +283,40 @@ func (s *Redis) Usage(ctx context.Context, ns, group string, start, end time.Tim
 		}
 	}
 	return sortedUsage(sums), nil
+}
+
+// rollupSums are a batch's increments of the rollups' hashes, summed per hash and field.
+type rollupSums struct {
+	hashes []string // in the order first seen
+	keep   map[string]time.Duration
+	fields map[string]map[string]int64
+}
+
+// add counts n more in field of hash, which expires keep after the batch's write. A hash is kept (and its expiry
+// renewed) even when n is 0, as every call touches the hashes of its minute.
+func (r *rollupSums) add(hash, field string, n int64, keep time.Duration) {
+	if r.fields == nil {
+		r.keep, r.fields = map[string]time.Duration{}, map[string]map[string]int64{}
+	}
+	f, ok := r.fields[hash]
+	if !ok {
+		f = map[string]int64{}
+		r.fields[hash], r.keep[hash] = f, keep
+		r.hashes = append(r.hashes, hash)
+	}
+	if n != 0 {
+		f[field] += n
+	}
+}
+
+// write queues the sums on p: one HINCRBY per counter that moved, one EXPIRE per hash.
+func (r *rollupSums) write(ctx context.Context, p redis.Pipeliner) {
+	for _, h := range r.hashes {
+		for field, n := range r.fields[h] {
+			p.HIncrBy(ctx, h, field, n)
+		}
+		p.Expire(ctx, h, r.keep[h])
+	}
 }
 
 var _ Store = (*Redis)(nil)
