@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,9 +51,15 @@ func BenchmarkApplyToEnforced(b *testing.B) {
 	})
 }
 
-// benchGroup creates an unlimited root group on demo/echo with one key, deleted when the benchmark ends.
+// benchGroups numbers the groups benchGroup creates: the framework runs a benchmark function more than once (b.N
+// of 1 first), and the previous run's group may still be being deleted, its external id still held.
+var benchGroups atomic.Int64
+
+// benchGroup creates an unlimited root group on demo/echo with one key, deleted when the benchmark ends. Its
+// external id is ext and a number of its own.
 func benchGroup(b *testing.B, s *stack.Stack, ext string) (group, key string) {
 	b.Helper()
+	ext += "-" + strconv.FormatInt(benchGroups.Add(1), 10)
 	r := admin(b, s, http.MethodPost, "/v1/gateway/groups", apibody.Group(ext, "", nil, apibody.Model(echo, nil, nil)))
 	expect(b, r, http.StatusCreated, "")
 	group = str(b, r.body, "id")
