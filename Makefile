@@ -52,8 +52,12 @@ envtest: ## Build kube-apiserver, etcd and kubectl from source (cached outside t
 verify-generated: manifests generate ## Fail when generated files are out of date.
 	@git diff --exit-code -- api config charts/modelgate/crds || { echo "Generated files are stale: run 'make manifests generate' and commit." >&2; exit 1; }
 
+.PHONY: tidy-check
+tidy-check: ## Fail when go.mod or go.sum is not what `go mod tidy` would write (a direct import marked indirect, a module no longer used).
+	@go mod tidy -diff || { echo "go.mod is not tidy: run 'go mod tidy' and commit." >&2; exit 1; }
+
 .PHONY: test
-test: manifests generate vet dashboard-check ## Run every suite: unit, golden, envtest (ginkgo), gatewayd integration, Redis and client tests, the cluster suite, then a short fuzz.
+test: manifests generate vet tidy-check dashboard-check ## Run every suite: unit, golden, envtest (ginkgo), gatewayd integration, Redis and client tests, the cluster suite, then a short fuzz.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go test $(GOTESTFLAGS) -count=1 -timeout 30m ./...
 	$(MAKE) --no-print-directory test-cluster
 	$(MAKE) --no-print-directory fuzz
