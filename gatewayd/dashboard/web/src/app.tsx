@@ -1,52 +1,12 @@
-// The shell: session, theme, navigation and the router. Routes live in the path under /dashboard/ and their state
-// (search, filters) in the query, so every screen can be linked and reloaded.
+// The shell: session, theme, the navigation, and each route of the router (router.tsx) mapped to its screen.
 import { useEffect, useState } from "preact/hooks";
 import { api, ApiError, setUnauthorizedHandler, type Who } from "./api";
 import { GroupTree } from "./tree";
 import { GroupPage, GroupCreate } from "./group";
 import { EndpointsPage, EventsPage, ModelsPage } from "./lists";
 import { KeysPage } from "./keys";
+import { Link, navFor, parseRoute, useLocation } from "./router";
 import { UsagePage } from "./usage";
-
-export const BASE = "/dashboard/";
-
-export function navigate(to: string, replace = false) {
-  if (replace) history.replaceState(null, "", to);
-  else history.pushState(null, "", to);
-  window.dispatchEvent(new Event("mg:navigate"));
-}
-
-export function useLocation() {
-  const [loc, setLoc] = useState(() => location.pathname + location.search);
-  useEffect(() => {
-    const on = () => setLoc(location.pathname + location.search);
-    window.addEventListener("popstate", on);
-    window.addEventListener("mg:navigate", on);
-    return () => {
-      window.removeEventListener("popstate", on);
-      window.removeEventListener("mg:navigate", on);
-    };
-  }, []);
-  return loc;
-}
-
-// Link navigates inside the app without a reload.
-export function Link(props: { href: string; class?: string; children: any; "aria-current"?: "page" | undefined }) {
-  return (
-    <a
-      href={props.href}
-      class={props.class}
-      aria-current={props["aria-current"]}
-      onClick={(e) => {
-        if (e.ctrlKey || e.metaKey || e.shiftKey || e.button !== 0) return;
-        e.preventDefault();
-        navigate(props.href);
-      }}
-    >
-      {props.children}
-    </a>
-  );
-}
 
 type Theme = "system" | "light" | "dark";
 
@@ -121,17 +81,6 @@ function Login(props: { onLogin: (w: Who) => void }) {
   );
 }
 
-type Can = "gateway" | "keys" | "models";
-// NAV lists the screens with what the key must be allowed (gatewayd/authz.Decide, reported by the session).
-const NAV: [string, string, Can][] = [
-  [BASE, "Groups", "gateway"],
-  [BASE + "endpoints", "Endpoints", "gateway"],
-  [BASE + "keys", "Workspace keys", "keys"],
-  [BASE + "usage", "Usage", "gateway"],
-  [BASE + "events", "Billing events", "gateway"],
-  [BASE + "models", "Models", "models"],
-];
-
 export function App() {
   const loc = useLocation();
   const [who, setWho] = useState<Who | null | undefined>(undefined);
@@ -145,26 +94,20 @@ export function App() {
   });
   if (who === undefined) return <main id="main" aria-busy="true"><p>Loading…</p></main>;
   if (who === null) return <><ThemeBar /><Login onLogin={setWho} /></>;
-  const nav = NAV.filter(([, , can]) => who.can[can]);
-  let path = loc.split("?")[0];
-  const allowed = (p: string) => {
-    const item = NAV.find(([href]) => href === p) ?? NAV[0];
-    return who.can[item[2]];
-  };
-  if (!allowed(path.startsWith(BASE + "groups") ? BASE : path)) path = nav[0]?.[0] ?? "";
-  const query = new URLSearchParams(loc.split("?")[1] ?? "");
+  const nav = navFor(who.can);
+  const { route, query, section } = parseRoute(loc, who.can);
   let page;
-  const m = /^\/dashboard\/groups\/([^/]+)$/.exec(path);
-  if (path === BASE + "groups/new") page = <GroupCreate parent={query.get("parent")} />;
-  else if (m) page = <GroupPage id={decodeURIComponent(m[1])} key={m[1]} />;
-  else if (path === BASE + "endpoints") page = <EndpointsPage />;
-  else if (path === BASE + "keys") page = <KeysPage who={who.can} />;
-  else if (path === BASE + "events") page = <EventsPage query={query} />;
-  else if (path === BASE + "usage") page = <UsagePage query={query} />;
-  else if (path === BASE + "models") page = <ModelsPage />;
-  else if (path === BASE) page = <GroupTree query={query} />;
-  else page = <main id="main"><h1>Nothing to show</h1><p>This key ({who.key_type}) may not use any dashboard screen.</p></main>;
-  const section = m || path === BASE + "groups/new" ? BASE : path;
+  switch (route.screen) {
+    case "group-new": page = <GroupCreate parent={route.parent} />; break;
+    case "group": page = <GroupPage id={route.id} key={route.key} />; break;
+    case "endpoints": page = <EndpointsPage />; break;
+    case "keys": page = <KeysPage who={who.can} />; break;
+    case "events": page = <EventsPage query={query} />; break;
+    case "usage": page = <UsagePage query={query} />; break;
+    case "models": page = <ModelsPage />; break;
+    case "tree": page = <GroupTree query={query} />; break;
+    case "none": page = <main id="main"><h1>Nothing to show</h1><p>This key ({who.key_type}) may not use any dashboard screen.</p></main>; break;
+  }
   return (
     <>
       <a href="#main" class="skip">Skip to content</a>

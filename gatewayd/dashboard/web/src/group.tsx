@@ -3,8 +3,8 @@
 import { useMemo, useState } from "preact/hooks";
 import { api, ApiError, listGroups, listKeys, serverWords, type ThrottleCount, type Throttles } from "./api";
 import type { EffectiveLimit, Group, GroupUsage, Key, MintedKey, ModelConfig } from "./api-types";
-import { BASE, Link, navigate } from "./app";
 import { type CGroup, cascadingConflicts, descendantsOf } from "./cascade";
+import { BASE, Link, navigate } from "./router";
 import { formatShorthand, groupDigits, parseShorthand } from "./shorthand";
 import { deleted } from "./tree";
 import { GroupUsageCharts } from "./usage";

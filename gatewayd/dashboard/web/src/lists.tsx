@@ -3,7 +3,7 @@
 import { useState } from "preact/hooks";
 import { api, ApiError, listAll, refusal } from "./api";
 import type { DeploymentList, Endpoint, EnvironmentList, Logs, LogsRequest, Model, ModelList } from "./api-types";
-import { BASE, Link, navigate } from "./app";
+import { BASE, Link, navigate } from "./router";
 import { Confirm, FieldMsg, Loading, Page, useAsync, utc } from "./ui";
 
 const enc = encodeURIComponent;

@@ -5,8 +5,8 @@
 import { useMemo, useRef, useState } from "preact/hooks";
 import { api, listGroups, listKeys, refusal, type Throttles } from "./api";
 import type { Group, GroupUsage, Key } from "./api-types";
-import { BASE, Link, navigate } from "./app";
 import { type LimitChange, topmost, withLimit, writeOrder } from "./bulk";
+import { BASE, Link, navigate } from "./router";
 import { formatShorthand, groupDigits, parseShorthand } from "./shorthand";
 import { Confirm, FieldMsg, Loading, Page, useAsync } from "./ui";
 

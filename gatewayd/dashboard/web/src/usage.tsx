@@ -3,8 +3,8 @@
 // table of the same numbers. The group page shows its group's slugs; the usage page every slug of the workspace.
 import { api } from "./api";
 import type { Usage, UsageBucket, UsageSeries } from "./api-types";
-import { BASE, Link, navigate, useLocation } from "./app";
 import { bucketName, type LimitLine, limitLines, scaleTop } from "./chart";
+import { BASE, Link, navigate, useLocation } from "./router";
 import { groupDigits } from "./shorthand";
 import { Loading, Page, useAsync } from "./ui";
 
