@@ -1,11 +1,13 @@
 // The shell: session, theme, the navigation, and each route of the router (router.tsx) mapped to its screen.
 import { useEffect, useState } from "preact/hooks";
 import { api, ApiError, setUnauthorizedHandler, type Who } from "./api";
-import { GroupTree } from "./tree";
-import { GroupPage, GroupCreate } from "./group";
-import { EndpointsPage, EventsPage, ModelsPage } from "./lists";
+import { EndpointsPage } from "./endpoints";
+import { EventsPage } from "./events";
+import { GroupCreate, GroupPage } from "./group";
 import { KeysPage } from "./keys";
+import { ModelsPage } from "./models";
 import { Link, navFor, parseRoute, useLocation } from "./router";
+import { GroupTree } from "./tree";
 import { UsagePage } from "./usage";
 
 type Theme = "system" | "light" | "dark";
