@@ -2,7 +2,7 @@
 // (the filter lives in the URL), and their CSV export.
 import { useState } from "preact/hooks";
 import { listAll } from "./api";
-import { BASE, navigate } from "./router";
+import { BASE, replaceQuery } from "./router";
 import { Loading, Page, useAsync, utc } from "./ui";
 
 interface BillingEvent {
@@ -42,11 +42,7 @@ export function EventsPage(props: { query: URLSearchParams }) {
   const events = (data.data ?? []).filter((e) => !status || String(e.statusCode) === status).reverse();
   function apply(e: Event) {
     e.preventDefault();
-    const p = new URLSearchParams();
-    if (extIn.trim()) p.set("external_entity_ids", extIn.trim());
-    if (keysIn.trim()) p.set("api_keys", keysIn.trim());
-    if (statusIn.trim()) p.set("status", statusIn.trim());
-    navigate(`${BASE}events${p.toString() ? "?" + p : ""}`, true);
+    replaceQuery({ external_entity_ids: extIn.trim(), api_keys: keysIn.trim(), status: statusIn.trim() }, BASE + "events", "");
   }
   function exportCSV() {
     const url = URL.createObjectURL(new Blob([toCSV(events)], { type: "text/csv" }));

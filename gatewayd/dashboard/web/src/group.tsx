@@ -4,7 +4,7 @@ import { useMemo, useState } from "preact/hooks";
 import { api, ApiError, listGroups, listKeys, serverWords, type ThrottleCount, type Throttles } from "./api";
 import type { EffectiveLimit, Group, GroupUsage, Key, MintedKey, ModelConfig } from "./api-types";
 import { type CGroup, cascadingConflicts, descendantsOf } from "./cascade";
-import { BASE, Link, navigate } from "./router";
+import { BASE, groupPath, Link, navigate, newGroupPath } from "./router";
 import { formatShorthand, groupDigits, parseShorthand } from "./shorthand";
 import { deleted } from "./tree";
 import { GroupUsageCharts } from "./usage";
@@ -259,7 +259,7 @@ export function GroupCreate(props: { parent: string | null }) {
       <GroupEditor
         parent={parent}
         all={all.data}
-        onDone={(g) => navigate(`${BASE}groups/${enc(g.id)}`)}
+        onDone={(g) => navigate(groupPath(g.id))}
         onCancel={() => history.back()}
       />
     </Page>
@@ -365,7 +365,7 @@ export function GroupPage(props: { id: string }) {
       actions={
         <>
           <button type="button" onClick={() => setEditing(true)} disabled={editing}>Edit</button>
-          <Link href={`${BASE}groups/new?parent=${enc(g.id)}`} class="button">Add child</Link>
+          <Link href={newGroupPath(g.id)} class="button">Add child</Link>
           <button
             type="button"
             class="danger"
@@ -387,7 +387,7 @@ export function GroupPage(props: { id: string }) {
         <dt>External id</dt><dd class="mono">{g.metadata.external_entity_id}</dd>
         <dt>Mode</dt><dd><span class={`badge ${g.hierarchy.limit_enforcement.toLowerCase()}`}>{g.hierarchy.limit_enforcement}</span></dd>
         <dt>Parent</dt>
-        <dd>{g.hierarchy.parent_group_id ? <Link href={`${BASE}groups/${enc(g.hierarchy.parent_group_id)}`}>{names.get(g.hierarchy.parent_group_id) ?? g.hierarchy.parent_group_id}</Link> : "none (root)"}</dd>
+        <dd>{g.hierarchy.parent_group_id ? <Link href={groupPath(g.hierarchy.parent_group_id)}>{names.get(g.hierarchy.parent_group_id) ?? g.hierarchy.parent_group_id}</Link> : "none (root)"}</dd>
         <dt>Created</dt><dd>{utc(g.created_at)}</dd>
       </dl>
       {notice && <p role="status" class="notice">{notice}</p>}
@@ -407,7 +407,7 @@ export function GroupPage(props: { id: string }) {
                   <tr key={`${m.slug}-${i}`} class={binding.has(l) ? "binding" : undefined}>
                     <td class="mono">{m.slug}</td><td>{l.type}</td><td>{l.unit}</td>
                     <td class="num">{groupDigits(l.threshold)}</td>
-                    <td>{l.source_group === g.id ? "this group" : <Link href={`${BASE}groups/${enc(l.source_group)}`}>{names.get(l.source_group) ?? l.source_group}</Link>}</td>
+                    <td>{l.source_group === g.id ? "this group" : <Link href={groupPath(l.source_group)}>{names.get(l.source_group) ?? l.source_group}</Link>}</td>
                     <td>{binding.has(l) ? <strong>binding</strong> : ""}</td>
                   </tr>
                 )),

@@ -1,5 +1,5 @@
-import { describe, expect, it } from "vitest";
-import { navFor, parseRoute } from "./router";
+import { describe, expect, it, vi } from "vitest";
+import { groupPath, navFor, newGroupPath, parseRoute, replaceQuery } from "./router";
 
 const all = { gateway: true, keys: true, models: true };
 const keysOnly = { gateway: false, keys: true, models: false };
@@ -37,5 +37,27 @@ describe("navFor", () => {
   it("lists the screens the key may use", () => {
     expect(navFor(keysOnly).map(([href]) => href)).toEqual(["/dashboard/keys"]);
     expect(navFor(all)).toHaveLength(6);
+  });
+});
+
+describe("paths", () => {
+  it("of a group and a new group", () => {
+    expect(groupPath("a/b")).toBe("/dashboard/groups/a%2Fb");
+    expect(newGroupPath()).toBe("/dashboard/groups/new");
+    expect(newGroupPath("g 1")).toBe("/dashboard/groups/new?parent=g%201");
+  });
+
+  it("replaceQuery sets the names given a value and removes the empty ones", () => {
+    const to: string[] = [];
+    vi.stubGlobal("history", { replaceState: (_s: unknown, _t: string, url: string) => to.push(url) });
+    vi.stubGlobal("window", { dispatchEvent: () => true });
+    try {
+      replaceQuery({ q: "acme", filter: "" }, "/dashboard/", new URLSearchParams("filter=near&x=1"));
+      replaceQuery({ window: "" }, "/dashboard/usage", "window=24h");
+      replaceQuery({ external_entity_ids: "", api_keys: "mgk_1", status: "429" }, "/dashboard/events", "");
+    } finally {
+      vi.unstubAllGlobals();
+    }
+    expect(to).toEqual(["/dashboard/?x=1&q=acme", "/dashboard/usage", "/dashboard/events?api_keys=mgk_1&status=429"]);
   });
 });

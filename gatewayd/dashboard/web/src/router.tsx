@@ -6,10 +6,28 @@ import { useEffect, useState } from "preact/hooks";
 
 export const BASE = "/dashboard/";
 
+const enc = encodeURIComponent;
+
+// The paths of the screens that take an argument.
+export const groupPath = (id: string) => `${BASE}groups/${enc(id)}`;
+export const newGroupPath = (parent?: string) => (parent === undefined ? BASE + "groups/new" : `${BASE}groups/new?parent=${enc(parent)}`);
+
 export function navigate(to: string, replace = false) {
   if (replace) history.replaceState(null, "", to);
   else history.pushState(null, "", to);
   window.dispatchEvent(new Event("mg:navigate"));
+}
+
+// replaceQuery replaces the current history entry with path and the query from, where each name of changes is set
+// to its value, or removed when the value is empty.
+export function replaceQuery(changes: Record<string, string>, path = location.pathname, from: string | URLSearchParams = location.search) {
+  const p = new URLSearchParams(from);
+  for (const [k, v] of Object.entries(changes)) {
+    if (v) p.set(k, v);
+    else p.delete(k);
+  }
+  const s = p.toString();
+  navigate(path + (s ? "?" + s : ""), true);
 }
 
 export function useLocation() {

@@ -6,7 +6,7 @@ import { useMemo, useRef, useState } from "preact/hooks";
 import { api, listGroups, listKeys, refusal, type Throttles } from "./api";
 import type { Group, GroupUsage, Key } from "./api-types";
 import { type LimitChange, topmost, withLimit, writeOrder } from "./bulk";
-import { BASE, Link, navigate } from "./router";
+import { BASE, groupPath, Link, navigate, newGroupPath, replaceQuery } from "./router";
 import { formatShorthand, groupDigits, parseShorthand } from "./shorthand";
 import { Confirm, FieldMsg, Loading, Page, useAsync } from "./ui";
 
@@ -245,14 +245,8 @@ export function GroupTree(props: { query: URLSearchParams }) {
     setSelected(next);
   }
 
-  function setQuery(next: { q?: string; filter?: string }) {
-    const p = new URLSearchParams(props.query);
-    for (const [k, v] of Object.entries(next)) {
-      if (v) p.set(k, v);
-      else p.delete(k);
-    }
-    const s = p.toString();
-    navigate(BASE + (s ? "?" + s : ""), true);
+  function setQuery(next: { q: string } | { filter: string }) {
+    replaceQuery(next, BASE, props.query);
   }
 
   const rows = useMemo<Row[]>(() => {
@@ -329,7 +323,7 @@ export function GroupTree(props: { query: URLSearchParams }) {
         else if (r.parent) focus(r.parent);
         break;
       case "Enter":
-        navigate(`${BASE}groups/${encodeURIComponent(r.g.id)}`);
+        navigate(groupPath(r.g.id));
         break;
       case " ":
         select(r.g.id);
@@ -345,7 +339,7 @@ export function GroupTree(props: { query: URLSearchParams }) {
     <Page
       title="Groups"
       actions={
-        <Link href={BASE + "groups/new"} class="button primary">
+        <Link href={newGroupPath()} class="button primary">
           New root group
         </Link>
       }
@@ -397,7 +391,7 @@ export function GroupTree(props: { query: URLSearchParams }) {
                 class={`tree-row level-${r.level}`}
                 onKeyDown={(e) => onKey(e as unknown as KeyboardEvent, i)}
                 onFocus={() => setActive(r.g.id)}
-                onClick={() => navigate(`${BASE}groups/${encodeURIComponent(r.g.id)}`)}
+                onClick={() => navigate(groupPath(r.g.id))}
               >
                 <input
                   type="checkbox"

@@ -4,11 +4,9 @@
 import { api } from "./api";
 import type { Usage, UsageBucket, UsageSeries } from "./api-types";
 import { bucketName, type LimitLine, limitLines, scaleTop } from "./chart";
-import { BASE, Link, navigate, useLocation } from "./router";
+import { groupPath, Link, replaceQuery, useLocation } from "./router";
 import { groupDigits } from "./shorthand";
 import { Loading, Page, useAsync } from "./ui";
-
-const enc = encodeURIComponent;
 
 type Win = "1h" | "24h";
 const WINDOWS: [Win, string][] = [["1h", "Last hour"], ["24h", "Last day"]];
@@ -20,13 +18,7 @@ function useWindow(): [Win, (w: Win) => void] {
   const w: Win = q.get("window") === "24h" ? "24h" : "1h";
   return [
     w,
-    (next) => {
-      const n = new URLSearchParams(location.search);
-      if (next === "1h") n.delete("window");
-      else n.set("window", next);
-      const s = n.toString();
-      navigate(location.pathname + (s ? `?${s}` : ""), true);
-    },
+    (next) => replaceQuery({ window: next === "1h" ? "" : next }),
   ];
 }
 
@@ -174,7 +166,7 @@ function SeriesCard(props: { s: UsageSeries; usage: Usage; idBase: string; group
         {reqLines.length + tokLines.length > 0 && (
           <ul class="limits-list">
             {[...reqLines.map((l) => ["Requests", l] as const), ...tokLines.map((l) => ["Tokens", l] as const)].map(([what, l]) => (
-              <li key={what + l.unit}>{what} limit: {l.label}, set on <Link href={`${BASE}groups/${enc(l.source)}`}>{l.source}</Link></li>
+              <li key={what + l.unit}>{what} limit: {l.label}, set on <Link href={groupPath(l.source)}>{l.source}</Link></li>
             ))}
           </ul>
         )}
@@ -222,14 +214,7 @@ export function UsagePage(props: { query: URLSearchParams }) {
         <select
           id="usage-slug"
           value={slug}
-          onChange={(e) => {
-            const n = new URLSearchParams(location.search);
-            const v = (e.target as HTMLSelectElement).value;
-            if (v) n.set("slug", v);
-            else n.delete("slug");
-            const s = n.toString();
-            navigate(location.pathname + (s ? `?${s}` : ""), true);
-          }}
+          onChange={(e) => replaceQuery({ slug: (e.target as HTMLSelectElement).value })}
         >
           <option value="">All models</option>
           {all.map((s) => <option key={s.slug} value={s.slug}>{s.slug}</option>)}
