@@ -4,6 +4,7 @@ import { useMemo, useState } from "preact/hooks";
 import { api, ApiError, listGroups, listKeys, serverWords, type ThrottleCount, type Throttles } from "./api";
 import type { EffectiveLimit, Group, GroupUsage, Key, MintedKey, ModelConfig } from "./api-types";
 import { type CGroup, cascadingConflicts, descendantsOf } from "./cascade";
+import { LimitKindSelects } from "./limitkind";
 import { BASE, groupPath, Link, navigate, newGroupPath } from "./router";
 import { formatShorthand, groupDigits, parseShorthand } from "./shorthand";
 import { deleted } from "./tree";
@@ -64,21 +65,13 @@ function LimitInput(props: { row: LimitRow; label: string; error?: string; onCha
   const parsed = parseShorthand(row.text);
   return (
     <div class="limit-row">
-      <label>
-        <span class="sr-only">{props.label} type</span>
-        <select value={row.type} onChange={(e) => props.onChange({ ...row, type: (e.target as HTMLSelectElement).value })}>
-          <option value="REQUEST">REQUEST</option>
-          <option value="TOKEN">TOKEN</option>
-        </select>
-      </label>
-      <label>
-        <span class="sr-only">{props.label} unit</span>
-        <select value={row.unit} onChange={(e) => props.onChange({ ...row, unit: (e.target as HTMLSelectElement).value })}>
-          <option value="SECOND">per SECOND</option>
-          <option value="MINUTE">per MINUTE</option>
-          <option value="DAY">per DAY (usage)</option>
-        </select>
-      </label>
+      <LimitKindSelects
+        label={props.label}
+        type={row.type}
+        unit={row.unit}
+        onType={(type) => props.onChange({ ...row, type })}
+        onUnit={(unit) => props.onChange({ ...row, unit })}
+      />
       <div class="thr">
         <label for={id}>{props.label} threshold</label>
         <input

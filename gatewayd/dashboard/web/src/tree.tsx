@@ -6,6 +6,7 @@ import { useMemo, useRef, useState } from "preact/hooks";
 import { api, listGroups, listKeys, refusal, type Throttles } from "./api";
 import type { Group, GroupUsage, Key } from "./api-types";
 import { type LimitChange, topmost, withLimit, writeOrder } from "./bulk";
+import { LimitKindSelects } from "./limitkind";
 import { BASE, groupPath, Link, navigate, newGroupPath, replaceQuery } from "./router";
 import { formatShorthand, groupDigits, parseShorthand } from "./shorthand";
 import { Confirm, FieldMsg, Loading, Page, useAsync } from "./ui";
@@ -164,21 +165,13 @@ function BulkPanel(props: {
           <input id="bulk-slug" value={slug} onInput={(e) => setSlug((e.target as HTMLInputElement).value)} aria-invalid={errors.has("slug") ? "true" : undefined} aria-describedby="bulk-slug-err" />
           <FieldMsg id="bulk-slug-err" msg={errors.get("slug")} />
         </div>
-        <label>
-          <span class="sr-only">Limit type</span>
-          <select value={type} onChange={(e) => setType((e.target as HTMLSelectElement).value as LimitChange["type"])}>
-            <option value="REQUEST">REQUEST</option>
-            <option value="TOKEN">TOKEN</option>
-          </select>
-        </label>
-        <label>
-          <span class="sr-only">Limit unit</span>
-          <select value={unit} onChange={(e) => setUnit((e.target as HTMLSelectElement).value as LimitChange["unit"])}>
-            <option value="SECOND">per SECOND</option>
-            <option value="MINUTE">per MINUTE</option>
-            <option value="DAY">per DAY (usage)</option>
-          </select>
-        </label>
+        <LimitKindSelects
+          label="Limit"
+          type={type}
+          unit={unit}
+          onType={(t) => setType(t as LimitChange["type"])}
+          onUnit={(u) => setUnit(u as LimitChange["unit"])}
+        />
         <div class="thr">
           <label for="bulk-thr">Threshold</label>
           <input id="bulk-thr" inputMode="decimal" autocomplete="off" value={text} onInput={(e) => setText((e.target as HTMLInputElement).value)} aria-invalid={errors.has("threshold") ? "true" : undefined} aria-describedby="bulk-thr-eq bulk-thr-err" />
