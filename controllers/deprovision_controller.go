@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/controllers/kit"
 	"github.com/modelgate/modelgate/controllers/translate"
 )
 
@@ -42,13 +43,13 @@ func (r *DeprovisionReconciler) setup(mgr ctrl.Manager, opts controller.Options)
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("deprovision").
-		For(&gatewayv1.Workspace{}, builder.WithPredicates(specOrLifecycleChanged)).
+		For(&gatewayv1.Workspace{}, builder.WithPredicates(kit.SpecOrLifecycleChanged)).
 		// Deleting the Workspace in charge hands the namespace, and its member list, to the next oldest.
-		Watches(&gatewayv1.Workspace{}, handler.EnqueueRequestsFromMapFunc(r.workspacesOf), builder.WithPredicates(specOrLifecycleChanged)).
+		Watches(&gatewayv1.Workspace{}, handler.EnqueueRequestsFromMapFunc(r.workspacesOf), builder.WithPredicates(kit.SpecOrLifecycleChanged)).
 		// A PERSONAL key written for someone who is not (or no longer) a member is revoked too.
 		Watches(&gatewayv1.WorkspaceAPIKey{}, handler.EnqueueRequestsFromMapFunc(r.workspacesOf), builder.WithPredicates(personal)).
 		WithOptions(opts).
-		Complete(requeueOnConflict{r})
+		Complete(kit.RequeueOnConflict{Reconciler: r})
 }
 
 // Reconcile deletes the PERSONAL keys of the namespace whose owner the Workspace in charge does not list.
@@ -117,13 +118,13 @@ func (r *DeprovisionReconciler) revoke(ctx context.Context, ws *gatewayv1.Worksp
 // workspacesOf enqueues every Workspace of obj's namespace; Reconcile acts for the one in charge.
 func (r *DeprovisionReconciler) workspacesOf(ctx context.Context, obj client.Object) []reconcile.Request {
 	var all gatewayv1.WorkspaceList
-	if err := r.List(ctx, &all, client.InNamespace(obj.GetNamespace()), unsafeNoCopy); err != nil {
+	if err := r.List(ctx, &all, client.InNamespace(obj.GetNamespace()), kit.UnsafeNoCopy); err != nil {
 		logf.FromContext(ctx).Error(err, "Failed to list Workspaces")
 		return nil
 	}
 	out := make([]reconcile.Request, 0, len(all.Items))
 	for i := range all.Items {
-		out = append(out, requests(&all.Items[i])...)
+		out = append(out, kit.Requests(&all.Items[i])...)
 	}
 	return out
 }

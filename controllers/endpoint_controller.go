@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -13,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/controllers/kit"
 	"github.com/modelgate/modelgate/controllers/translate"
 )
 
@@ -27,36 +27,27 @@ func (r *EndpointReconciler) setup(mgr ctrl.Manager, opts controller.Options) er
 		// Deleting the Endpoint that holds a slug hands it to the next oldest.
 		Watches(&gatewayv1.Endpoint{}, handler.EnqueueRequestsFromMapFunc(r.sameSlug)).
 		WithOptions(opts).
-		Complete(requeueOnConflict{r})
+		Complete(kit.RequeueOnConflict{Reconciler: r})
 }
 
 // Reconcile writes the Endpoint's Ready condition.
-func (r *EndpointReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
-	e := &gatewayv1.Endpoint{}
-	if err := r.Get(ctx, req.NamespacedName, e); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if !e.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
-	}
-	before := e.DeepCopy()
-	defer func() {
-		if err := patchStatus(ctx, r.Client, "Endpoint", before, e, before.Status, e.Status); err != nil {
-			retErr = kerrors.NewAggregate([]error{retErr, err})
-		}
-	}()
+func (r *EndpointReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	return kit.Prelude[*gatewayv1.Endpoint]{Kind: "Endpoint", Status: func(e *gatewayv1.Endpoint) any { return e.Status }}.
+		Run(ctx, r.Client, req, r.reconcileStatus)
+}
 
+func (r *EndpointReconciler) reconcileStatus(ctx context.Context, e *gatewayv1.Endpoint) (ctrl.Result, error) {
 	var same gatewayv1.EndpointList
-	if err := r.List(ctx, &same, client.InNamespace(e.Namespace), client.MatchingFields{gatewayv1.FieldEndpointSlug: e.Spec.Slug}, unsafeNoCopy); err != nil {
+	if err := r.List(ctx, &same, client.InNamespace(e.Namespace), client.MatchingFields{gatewayv1.FieldEndpointSlug: e.Spec.Slug}, kit.UnsafeNoCopy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to list Endpoints by slug: %w", err)
 	}
-	c := ready(fmt.Sprintf("Endpoint routes slug %s.", e.Spec.Slug))
+	c := kit.Ready(fmt.Sprintf("Endpoint routes slug %s.", e.Spec.Slug))
 	if owner := translate.NewSlugs(append(same.Items, *e)).Owner(e.Spec.Slug); owner != e.Name {
-		c = check{reason: gatewayv1.ReasonDuplicateSlug, failed: true,
-			message: fmt.Sprintf("Slug %s is already routed by the older Endpoint %s; slugs are unique within the workspace.", e.Spec.Slug, owner)}
+		c = kit.Check{Reason: gatewayv1.ReasonDuplicateSlug, Failed: true,
+			Message: fmt.Sprintf("Slug %s is already routed by the older Endpoint %s; slugs are unique within the workspace.", e.Spec.Slug, owner)}
 	}
 	e.Status.ObservedGeneration = e.Generation
-	setReady(&e.Status.Conditions, c, e.Generation)
+	kit.SetReady(&e.Status.Conditions, c, e.Generation)
 	return ctrl.Result{}, nil
 }
 
@@ -66,14 +57,14 @@ func (r *EndpointReconciler) sameSlug(ctx context.Context, obj client.Object) []
 		return nil
 	}
 	var same gatewayv1.EndpointList
-	if err := r.List(ctx, &same, client.InNamespace(e.Namespace), client.MatchingFields{gatewayv1.FieldEndpointSlug: e.Spec.Slug}, unsafeNoCopy); err != nil {
+	if err := r.List(ctx, &same, client.InNamespace(e.Namespace), client.MatchingFields{gatewayv1.FieldEndpointSlug: e.Spec.Slug}, kit.UnsafeNoCopy); err != nil {
 		logf.FromContext(ctx).Error(err, "Failed to list Endpoints by slug", "slug", e.Spec.Slug)
 		return nil
 	}
 	var out []reconcile.Request
 	for i := range same.Items {
 		if same.Items[i].Name != e.Name {
-			out = append(out, requests(&same.Items[i])...)
+			out = append(out, kit.Requests(&same.Items[i])...)
 		}
 	}
 	return out

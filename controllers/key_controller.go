@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/modelgate/modelgate/api/apikey"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/controllers/kit"
 	"github.com/modelgate/modelgate/controllers/translate"
 )
 
@@ -83,68 +83,61 @@ func (r *keyReconciler[T]) setup(mgr ctrl.Manager, opts controller.Options) erro
 	if r.groupID != nil {
 		b = b.Watches(&gatewayv1.Group{}, handler.EnqueueRequestsFromMapFunc(r.keysOfGroup))
 	}
-	return b.WithOptions(opts).Complete(requeueOnConflict{r})
+	return b.WithOptions(opts).Complete(kit.RequeueOnConflict{Reconciler: r})
 }
 
-// Reconcile derives the key's credentials, then runs the ordered checks that decide its Ready condition.
-func (r *keyReconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
-	obj := r.newObject()
-	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if !obj.GetDeletionTimestamp().IsZero() {
-		// Deletion is revocation; the snapshot drops the key at once and nothing is left to clean up.
-		return ctrl.Result{}, nil
-	}
-	var res ctrl.Result
-	if r.groupID != nil {
-		deleted, rr, err := deleteUnbound(ctx, r.Client, r.reader, r.recorder, obj, r.kind, r.groupID(obj))
-		if err != nil || deleted {
-			return rr, err
-		}
-		res = rr
-	}
-	before := obj.DeepCopyObject().(T)
-	defer func() {
-		if err := patchStatus(ctx, r.Client, r.kind, before, obj, *r.status(before), *r.status(obj)); err != nil {
-			retErr = kerrors.NewAggregate([]error{retErr, err})
-		}
-	}()
+// Reconcile derives the key's credentials, then runs the ordered checks that decide its Ready condition. A key
+// being deleted is left alone: deletion is revocation; the snapshot drops the key at once and nothing is left to
+// clean up.
+func (r *keyReconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	return kit.Prelude[T]{Kind: r.kind, Status: func(o T) any { return *r.status(o) }, Prepare: r.deleteUnbound}.
+		Run(ctx, r.Client, req, r.reconcileStatus)
+}
 
+// deleteUnbound deletes a federated key whose bound group is gone.
+func (r *keyReconciler[T]) deleteUnbound(ctx context.Context, obj T) (ctrl.Result, bool, error) {
+	if r.groupID == nil {
+		return ctrl.Result{}, false, nil
+	}
+	deleted, res, err := deleteUnbound(ctx, r.Client, r.reader, r.recorder, obj, r.kind, r.groupID(obj))
+	return res, deleted, err
+}
+
+func (r *keyReconciler[T]) reconcileStatus(ctx context.Context, obj T) (ctrl.Result, error) {
 	st := r.status(obj)
 	st.ObservedGeneration = obj.GetGeneration()
 	c, err := r.deriveCredentials(ctx, obj)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	for _, next := range []func(context.Context, T) (check, error){r.checkRevoked, r.checkGroup, r.checkPrefix} {
-		if c.failed {
+	for _, next := range []func(context.Context, T) (kit.Check, error){r.checkRevoked, r.checkGroup, r.checkPrefix} {
+		if c.Failed {
 			break
 		}
 		if c, err = next(ctx, obj); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	if !c.failed {
+	if !c.Failed {
 		what := "Key"
 		if r.groupID != nil {
 			what = "Key of group " + r.groupID(obj)
 		}
-		c = ready(fmt.Sprintf("%s is served under prefix %s.", what, st.Prefix))
+		c = kit.Ready(fmt.Sprintf("%s is served under prefix %s.", what, st.Prefix))
 	}
-	setReady(&st.Conditions, c, obj.GetGeneration())
-	return res, nil
+	kit.SetReady(&st.Conditions, c, obj.GetGeneration())
+	return ctrl.Result{}, nil
 }
 
 // deriveCredentials fills status.prefix and status.hash from the key's source: the spec (REST), a referenced
 // Secret (GitOps), or a Secret the controller mints once and never overwrites. On failure both are cleared, so
 // the key is not served.
-func (r *keyReconciler[T]) deriveCredentials(ctx context.Context, obj T) (check, error) {
+func (r *keyReconciler[T]) deriveCredentials(ctx context.Context, obj T) (kit.Check, error) {
 	src, st := r.source(obj), r.status(obj)
 	switch {
 	case src.Hash != "":
 		st.Prefix, st.Hash, st.SecretName = src.Prefix, src.Hash, ""
-		return check{}, nil
+		return kit.Check{}, nil
 	case src.SecretRef != nil:
 		st.SecretName = ""
 		return r.fromSecret(ctx, obj, src.SecretRef.Name, cmp.Or(src.SecretRef.Key, translate.DefaultAPIKeyEntry))
@@ -156,21 +149,21 @@ func (r *keyReconciler[T]) deriveCredentials(ctx context.Context, obj T) (check,
 	}
 }
 
-func (r *keyReconciler[T]) fromSecret(ctx context.Context, obj T, name, entry string) (check, error) {
+func (r *keyReconciler[T]) fromSecret(ctx context.Context, obj T, name, entry string) (kit.Check, error) {
 	st := r.status(obj)
 	var secret corev1.Secret
 	if err := r.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}, &secret); err != nil {
 		if !apierrors.IsNotFound(err) {
-			return check{}, fmt.Errorf("failed to read Secret %s/%s of %s %s: %w", obj.GetNamespace(), name, r.kind, obj.GetName(), err)
+			return kit.Check{}, fmt.Errorf("failed to read Secret %s/%s of %s %s: %w", obj.GetNamespace(), name, r.kind, obj.GetName(), err)
 		}
 		st.Prefix, st.Hash = "", ""
-		return check{reason: gatewayv1.ReasonSecretNotFound, failed: true,
-			message: fmt.Sprintf("Secret %s named by spec.secretRef does not exist.", name)}, nil
+		return kit.Check{Reason: gatewayv1.ReasonSecretNotFound, Failed: true,
+			Message: fmt.Sprintf("Secret %s named by spec.secretRef does not exist.", name)}, nil
 	}
 	if _, ok := secret.Labels[gatewayv1.LabelUpstreamCredential]; ok {
 		// A Secret gatewayd may send to an upstream must never also authenticate callers.
 		st.Prefix, st.Hash = "", ""
-		return check{reason: gatewayv1.ReasonSecretInvalid, failed: true, message: fmt.Sprintf(
+		return kit.Check{Reason: gatewayv1.ReasonSecretInvalid, Failed: true, Message: fmt.Sprintf(
 			"Secret %s is labelled %s; a key must not be kept in a Secret that may be sent to an upstream.", name, gatewayv1.LabelUpstreamCredential)}, nil
 	}
 	return r.fromKey(obj, name, entry, secret.Data[entry]), nil
@@ -178,7 +171,7 @@ func (r *keyReconciler[T]) fromSecret(ctx context.Context, obj T, name, entry st
 
 // fromKey validates a key read from a Secret and derives its prefix and hash. Surrounding whitespace is ignored,
 // because Secrets written from files often end in a newline that no client sends.
-func (r *keyReconciler[T]) fromKey(obj T, secretName, entry string, raw []byte) check {
+func (r *keyReconciler[T]) fromKey(obj T, secretName, entry string, raw []byte) kit.Check {
 	st := r.status(obj)
 	key := strings.TrimSpace(string(raw))
 	var problem string
@@ -194,15 +187,15 @@ func (r *keyReconciler[T]) fromKey(obj T, secretName, entry string, raw []byte) 
 	}
 	if problem != "" {
 		st.Prefix, st.Hash = "", ""
-		return check{reason: gatewayv1.ReasonSecretInvalid, message: problem, failed: true}
+		return kit.Check{Reason: gatewayv1.ReasonSecretInvalid, Message: problem, Failed: true}
 	}
 	st.Prefix, st.Hash = apikey.Prefix(key), apikey.Hash(key)
-	return check{}
+	return kit.Check{}
 }
 
 // mint reads the key from the Secret the controller owns for obj, creating the Secret with a new key when it is
 // absent. An existing Secret is never overwritten: its key may already be in use.
-func (r *keyReconciler[T]) mint(ctx context.Context, obj T, name string) (check, error) {
+func (r *keyReconciler[T]) mint(ctx context.Context, obj T, name string) (kit.Check, error) {
 	key := client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}
 	var secret corev1.Secret
 	err := r.Get(ctx, key, &secret)
@@ -210,11 +203,11 @@ func (r *keyReconciler[T]) mint(ctx context.Context, obj T, name string) (check,
 		return r.fromKey(obj, name, translate.DefaultAPIKeyEntry, secret.Data[translate.DefaultAPIKeyEntry]), nil
 	}
 	if !apierrors.IsNotFound(err) {
-		return check{}, fmt.Errorf("failed to read Secret %s/%s: %w", key.Namespace, name, err)
+		return kit.Check{}, fmt.Errorf("failed to read Secret %s/%s: %w", key.Namespace, name, err)
 	}
 	plaintext, err := apikey.Mint(r.mintPrefix)
 	if err != nil {
-		return check{}, err
+		return kit.Check{}, err
 	}
 	secret = corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: name, Labels: map[string]string{gatewayv1.LabelKeyMaterial: "true"}},
@@ -222,15 +215,15 @@ func (r *keyReconciler[T]) mint(ctx context.Context, obj T, name string) (check,
 		Data:       map[string][]byte{translate.DefaultAPIKeyEntry: []byte(plaintext)},
 	}
 	if err := r.setOwner(obj, &secret); err != nil {
-		return check{}, fmt.Errorf("failed to own Secret %s/%s: %w", key.Namespace, name, err)
+		return kit.Check{}, fmt.Errorf("failed to own Secret %s/%s: %w", key.Namespace, name, err)
 	}
 	if err := r.Create(ctx, &secret); err != nil {
 		if !apierrors.IsAlreadyExists(err) {
-			return check{}, fmt.Errorf("failed to create Secret %s/%s: %w", key.Namespace, name, err)
+			return kit.Check{}, fmt.Errorf("failed to create Secret %s/%s: %w", key.Namespace, name, err)
 		}
 		// The cache had not seen a Secret created by an earlier pass: use that one, read past the cache.
 		if err := r.reader.Get(ctx, key, &secret); err != nil {
-			return check{}, fmt.Errorf("failed to read Secret %s/%s: %w", key.Namespace, name, err)
+			return kit.Check{}, fmt.Errorf("failed to read Secret %s/%s: %w", key.Namespace, name, err)
 		}
 		return r.fromKey(obj, name, translate.DefaultAPIKeyEntry, secret.Data[translate.DefaultAPIKeyEntry]), nil
 	}
@@ -239,32 +232,32 @@ func (r *keyReconciler[T]) mint(ctx context.Context, obj T, name string) (check,
 }
 
 // checkGroup fails a federated key whose Group does not exist or is not Ready. Workspace keys have no group.
-func (r *keyReconciler[T]) checkGroup(ctx context.Context, obj T) (check, error) {
+func (r *keyReconciler[T]) checkGroup(ctx context.Context, obj T) (kit.Check, error) {
 	if r.groupID == nil {
-		return check{}, nil
+		return kit.Check{}, nil
 	}
 	id := r.groupID(obj)
 	var g gatewayv1.Group
 	if err := r.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: id}, &g); err != nil {
 		if !apierrors.IsNotFound(err) {
-			return check{}, fmt.Errorf("failed to read Group %s/%s: %w", obj.GetNamespace(), id, err)
+			return kit.Check{}, fmt.Errorf("failed to read Group %s/%s: %w", obj.GetNamespace(), id, err)
 		}
-		return check{reason: gatewayv1.ReasonGroupNotFound, failed: true,
-			message: fmt.Sprintf("Group %s named by spec.groupID does not exist.", id)}, nil
+		return kit.Check{Reason: gatewayv1.ReasonGroupNotFound, Failed: true,
+			Message: fmt.Sprintf("Group %s named by spec.groupID does not exist.", id)}, nil
 	}
 	if !g.DeletionTimestamp.IsZero() {
-		return check{reason: gatewayv1.ReasonGroupNotReady, failed: true,
-			message: fmt.Sprintf("Group %s is being deleted, and its keys with it.", id)}, nil
+		return kit.Check{Reason: gatewayv1.ReasonGroupNotReady, Failed: true,
+			Message: fmt.Sprintf("Group %s is being deleted, and its keys with it.", id)}, nil
 	}
 	if c := meta.FindStatusCondition(g.Status.Conditions, gatewayv1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
 		reason := "it has not been reconciled yet"
 		if c != nil {
 			reason = c.Reason
 		}
-		return check{reason: gatewayv1.ReasonGroupNotReady, failed: true,
-			message: fmt.Sprintf("Group %s is not Ready (%s), so the key is not served.", id, reason)}, nil
+		return kit.Check{Reason: gatewayv1.ReasonGroupNotReady, Failed: true,
+			Message: fmt.Sprintf("Group %s is not Ready (%s), so the key is not served.", id, reason)}, nil
 	}
-	return check{}, nil
+	return kit.Check{}, nil
 }
 
 // checkRevoked fails a key brought by a Secret, or minted, whose prefix was revoked (in the workspace's
@@ -272,18 +265,18 @@ func (r *keyReconciler[T]) checkGroup(ctx context.Context, obj T) (check, error)
 // every key source, so a revoked REST key cannot come back through a Secret written after admission
 // (docs/security.md "Revocation covers every key source"). A key whose prefix is in its spec was checked at
 // admission.
-func (r *keyReconciler[T]) checkRevoked(ctx context.Context, obj T) (check, error) {
+func (r *keyReconciler[T]) checkRevoked(ctx context.Context, obj T) (kit.Check, error) {
 	st := r.status(obj)
 	if r.source(obj).Hash != "" || st.Prefix == "" {
-		return check{}, nil
+		return kit.Check{}, nil
 	}
 	revoked, err := r.prefixRevoked(ctx, obj.GetNamespace(), st.Prefix)
 	if err != nil || !revoked {
-		return check{}, err
+		return kit.Check{}, err
 	}
 	prefix := st.Prefix
 	st.Prefix, st.Hash = "", ""
-	return check{reason: gatewayv1.ReasonPrefixRevoked, failed: true, message: fmt.Sprintf(
+	return kit.Check{Reason: gatewayv1.ReasonPrefixRevoked, Failed: true, Message: fmt.Sprintf(
 		"The key's prefix %s was revoked; a revoked key can never be used again, whatever its source: put a new key in the Secret.", prefix)}, nil
 }
 
@@ -311,32 +304,32 @@ func (r *keyReconciler[T]) prefixRevoked(ctx context.Context, ns, prefix string)
 }
 
 // checkPrefix fails the key when an older key of either kind holds the same prefix.
-func (r *keyReconciler[T]) checkPrefix(ctx context.Context, obj T) (check, error) {
+func (r *keyReconciler[T]) checkPrefix(ctx context.Context, obj T) (kit.Check, error) {
 	prefix, _, ok := translate.KeyCredentials(*r.source(obj), *r.status(obj))
 	if !ok {
-		return check{}, nil
+		return kit.Check{}, nil
 	}
 	me := translate.KeyRef{Kind: r.kind, Name: obj.GetName(), Created: obj.GetCreationTimestamp()}
 	others, err := claimants(ctx, r.Client, obj.GetNamespace(), prefix)
 	if err != nil {
-		return check{}, err
+		return kit.Check{}, err
 	}
 	for _, o := range others {
 		if o.Kind == me.Kind && o.Name == me.Name {
 			continue
 		}
 		if translate.OlderKey(o, me) {
-			return check{reason: gatewayv1.ReasonDuplicatePrefix, failed: true,
-				message: fmt.Sprintf("Prefix %s is already held by the older %s; prefixes are unique within the workspace, so revoke this key and mint another.",
+			return kit.Check{Reason: gatewayv1.ReasonDuplicatePrefix, Failed: true,
+				Message: fmt.Sprintf("Prefix %s is already held by the older %s; prefixes are unique within the workspace, so revoke this key and mint another.",
 					prefix, o.Describe())}, nil
 		}
 	}
-	return check{}, nil
+	return kit.Check{}, nil
 }
 
 // claimants returns the keys of both kinds that are not being deleted and whose credentials carry prefix.
 func claimants(ctx context.Context, c client.Client, namespace, prefix string) ([]translate.KeyRef, error) {
-	opts := []client.ListOption{client.InNamespace(namespace), client.MatchingFields{IndexKeyPrefix: prefix}, unsafeNoCopy}
+	opts := []client.ListOption{client.InNamespace(namespace), client.MatchingFields{IndexKeyPrefix: prefix}, kit.UnsafeNoCopy}
 	var keys gatewayv1.APIKeyList
 	if err := c.List(ctx, &keys, opts...); err != nil {
 		return nil, fmt.Errorf("failed to list APIKeys by prefix: %w", err)
@@ -377,7 +370,7 @@ func (r *keyReconciler[T]) keysSharingPrefix(ctx context.Context, obj client.Obj
 		return nil
 	}
 	var out []reconcile.Request
-	for _, p := range nonEmpty(src.Prefix, st.Prefix) {
+	for _, p := range kit.NonEmpty(src.Prefix, st.Prefix) {
 		out = append(out, r.listRequests(ctx, obj.GetNamespace(), client.MatchingFields{IndexKeyPrefix: p})...)
 	}
 	return out
@@ -393,13 +386,13 @@ func (r *keyReconciler[T]) listRequests(ctx context.Context, namespace string, f
 	if r.kind == translate.KindWorkspaceAPIKey {
 		list = &gatewayv1.WorkspaceAPIKeyList{}
 	}
-	if err := r.List(ctx, list, client.InNamespace(namespace), fields, unsafeNoCopy); err != nil {
+	if err := r.List(ctx, list, client.InNamespace(namespace), fields, kit.UnsafeNoCopy); err != nil {
 		logf.FromContext(ctx).Error(err, "Failed to list keys", "kind", r.kind, "fields", fields)
 		return nil
 	}
 	var out []reconcile.Request
 	_ = meta.EachListItem(list, func(o runtime.Object) error {
-		out = append(out, requests(o.(client.Object))...)
+		out = append(out, kit.Requests(o.(client.Object))...)
 		return nil
 	})
 	return out

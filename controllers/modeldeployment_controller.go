@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -31,6 +30,7 @@ import (
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers/autoscale"
 	"github.com/modelgate/modelgate/controllers/deploystatus"
+	"github.com/modelgate/modelgate/controllers/kit"
 )
 
 // IndexDeploymentService indexes ModelDeployments by the Service gatewayd routes them to (the one a container
@@ -97,25 +97,17 @@ func (r *ModelDeploymentReconciler) setup(mgr ctrl.Manager, opts controller.Opti
 		// A service source's Service is not owned: its creation, or a port renamed, must reach the deployment too.
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.deploymentsOfService)).
 		WithOptions(opts).
-		Complete(requeueOnConflict{r})
+		Complete(kit.RequeueOnConflict{Reconciler: r})
 }
 
-// Reconcile runs and observes one ModelDeployment.
-func (r *ModelDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
-	md := &gatewayv1.ModelDeployment{}
-	if err := r.Get(ctx, req.NamespacedName, md); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if done, err := r.ensureMetadata(ctx, md); done || err != nil {
-		return ctrl.Result{}, err
-	}
-	before := md.DeepCopy()
-	defer func() {
-		if err := patchStatus(ctx, r.Client, "ModelDeployment", before, md, before.Status, md.Status); err != nil {
-			retErr = kerrors.NewAggregate([]error{retErr, err})
-		}
-	}()
+// Reconcile runs and observes one ModelDeployment, or removes the workload of one being deleted.
+func (r *ModelDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	return kit.Prelude[*gatewayv1.ModelDeployment]{Kind: "ModelDeployment", Status: func(md *gatewayv1.ModelDeployment) any { return md.Status },
+		Deleting: r.finalize, Prepare: r.ensureMetadata}.Run(ctx, r.Client, req, r.reconcileDeployment)
+}
 
+// reconcileDeployment runs the source, observes it and reports the derived status.
+func (r *ModelDeploymentReconciler) reconcileDeployment(ctx context.Context, md *gatewayv1.ModelDeployment) (ctrl.Result, error) {
 	now := r.Clock.Now()
 	r.startAttempt(md, now)
 	model, err := r.model(ctx, md)
@@ -152,20 +144,22 @@ func (r *ModelDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	return r.requeue(md, obs), nil
 }
 
-// ensureMetadata sets the model label and, for a container source, the finalizer; it removes the finalizer once
-// the workload is gone. done means the object was written or released and this pass ends.
-func (r *ModelDeploymentReconciler) ensureMetadata(ctx context.Context, md *gatewayv1.ModelDeployment) (done bool, err error) {
-	container := md.Spec.Source.Container != nil
-	if !md.DeletionTimestamp.IsZero() {
-		if !controllerutil.ContainsFinalizer(md, gatewayv1.ModelDeploymentFinalizer) {
-			return true, nil
-		}
-		if err := r.deleteWorkload(ctx, md); err != nil {
-			return true, err
-		}
-		controllerutil.RemoveFinalizer(md, gatewayv1.ModelDeploymentFinalizer)
-		return true, client.IgnoreNotFound(r.Update(ctx, md))
+// finalize removes the workload of a container source, then the finalizer.
+func (r *ModelDeploymentReconciler) finalize(ctx context.Context, md *gatewayv1.ModelDeployment) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(md, gatewayv1.ModelDeploymentFinalizer) {
+		return ctrl.Result{}, nil
 	}
+	if err := r.deleteWorkload(ctx, md); err != nil {
+		return ctrl.Result{}, err
+	}
+	controllerutil.RemoveFinalizer(md, gatewayv1.ModelDeploymentFinalizer)
+	return ctrl.Result{}, client.IgnoreNotFound(r.Update(ctx, md))
+}
+
+// ensureMetadata sets the model label and, for a container source, the finalizer. done means the object was
+// written and this pass ends.
+func (r *ModelDeploymentReconciler) ensureMetadata(ctx context.Context, md *gatewayv1.ModelDeployment) (_ ctrl.Result, done bool, err error) {
+	container := md.Spec.Source.Container != nil
 	changed := false
 	if md.Labels[gatewayv1.LabelModel] != md.Spec.ModelID {
 		if md.Labels == nil {
@@ -178,12 +172,12 @@ func (r *ModelDeploymentReconciler) ensureMetadata(ctx context.Context, md *gate
 		changed = true
 	}
 	if !changed {
-		return false, nil
+		return ctrl.Result{}, false, nil
 	}
 	if err := r.Update(ctx, md); err != nil {
-		return true, fmt.Errorf("failed to label ModelDeployment %s/%s: %w", md.Namespace, md.Name, err)
+		return ctrl.Result{}, true, fmt.Errorf("failed to label ModelDeployment %s/%s: %w", md.Namespace, md.Name, err)
 	}
-	return true, nil
+	return ctrl.Result{}, true, nil
 }
 
 // deleteWorkload removes the Deployment and Service of a container source. Owner references would let a garbage
@@ -469,13 +463,13 @@ func (r *ModelDeploymentReconciler) requeue(md *gatewayv1.ModelDeployment, obs d
 
 func (r *ModelDeploymentReconciler) deploymentsOfModel(ctx context.Context, obj client.Object) []reconcile.Request {
 	var list gatewayv1.ModelDeploymentList
-	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{gatewayv1.FieldDeploymentModel: obj.GetName()}, unsafeNoCopy); err != nil {
+	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{gatewayv1.FieldDeploymentModel: obj.GetName()}, kit.UnsafeNoCopy); err != nil {
 		logf.FromContext(ctx).Error(err, "Failed to list the deployments of a Model", "model", obj.GetName())
 		return nil
 	}
 	out := make([]reconcile.Request, 0, len(list.Items))
 	for i := range list.Items {
-		out = append(out, requests(&list.Items[i])...)
+		out = append(out, kit.Requests(&list.Items[i])...)
 	}
 	return out
 }
@@ -495,13 +489,13 @@ func (r *ModelDeploymentReconciler) deploymentsOfService(ctx context.Context, ob
 // deploymentsBehind lists the deployments that gatewayd routes to Service svc.
 func (r *ModelDeploymentReconciler) deploymentsBehind(ctx context.Context, namespace, svc string) []reconcile.Request {
 	var list gatewayv1.ModelDeploymentList
-	if err := r.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{IndexDeploymentService: svc}, unsafeNoCopy); err != nil {
+	if err := r.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{IndexDeploymentService: svc}, kit.UnsafeNoCopy); err != nil {
 		logf.FromContext(ctx).Error(err, "Failed to list the deployments of a Service", "service", svc)
 		return nil
 	}
 	out := make([]reconcile.Request, 0, len(list.Items))
 	for i := range list.Items {
-		out = append(out, requests(&list.Items[i])...)
+		out = append(out, kit.Requests(&list.Items[i])...)
 	}
 	return out
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers/autoscale"
+	"github.com/modelgate/modelgate/controllers/kit"
 )
 
 // Field indexes registered on the manager's cache. Webhooks and other readers of the same cache may list with
@@ -160,45 +161,45 @@ func setupIndexes(ctx context.Context, mgr ctrl.Manager) error {
 		fn    client.IndexerFunc
 	}{
 		{&gatewayv1.Group{}, gatewayv1.FieldGroupParent, func(o client.Object) []string {
-			return nonEmpty(o.(*gatewayv1.Group).ParentID())
+			return kit.NonEmpty(o.(*gatewayv1.Group).ParentID())
 		}},
 		{&gatewayv1.Group{}, gatewayv1.FieldGroupExternalID, func(o client.Object) []string {
-			return nonEmpty(o.(*gatewayv1.Group).Spec.ExternalEntityID)
+			return kit.NonEmpty(o.(*gatewayv1.Group).Spec.ExternalEntityID)
 		}},
 		{&gatewayv1.APIKey{}, gatewayv1.FieldAPIKeyGroup, func(o client.Object) []string {
-			return nonEmpty(o.(*gatewayv1.APIKey).Spec.GroupID)
+			return kit.NonEmpty(o.(*gatewayv1.APIKey).Spec.GroupID)
 		}},
 		{&gatewayv1.APIKey{}, IndexKeyPrefix, func(o client.Object) []string {
 			k := o.(*gatewayv1.APIKey)
-			return nonEmpty(k.Spec.Prefix, k.Status.Prefix)
+			return kit.NonEmpty(k.Spec.Prefix, k.Status.Prefix)
 		}},
 		{&gatewayv1.WorkspaceAPIKey{}, IndexKeyPrefix, func(o client.Object) []string {
 			k := o.(*gatewayv1.WorkspaceAPIKey)
-			return nonEmpty(k.Spec.Prefix, k.Status.Prefix)
+			return kit.NonEmpty(k.Spec.Prefix, k.Status.Prefix)
 		}},
 		{&gatewayv1.APIKey{}, IndexKeySecretRef, func(o client.Object) []string {
 			if ref := o.(*gatewayv1.APIKey).Spec.SecretRef; ref != nil {
-				return nonEmpty(ref.Name)
+				return kit.NonEmpty(ref.Name)
 			}
 			return nil
 		}},
 		{&gatewayv1.WorkspaceAPIKey{}, IndexKeySecretRef, func(o client.Object) []string {
 			if ref := o.(*gatewayv1.WorkspaceAPIKey).Spec.SecretRef; ref != nil {
-				return nonEmpty(ref.Name)
+				return kit.NonEmpty(ref.Name)
 			}
 			return nil
 		}},
 		{&gatewayv1.ModelDeployment{}, gatewayv1.FieldDeploymentModel, func(o client.Object) []string {
-			return nonEmpty(o.(*gatewayv1.ModelDeployment).Spec.ModelID)
+			return kit.NonEmpty(o.(*gatewayv1.ModelDeployment).Spec.ModelID)
 		}},
 		{&gatewayv1.ModelDeployment{}, IndexDeploymentService, func(o client.Object) []string {
-			return nonEmpty(routedService(o.(*gatewayv1.ModelDeployment)))
+			return kit.NonEmpty(routedService(o.(*gatewayv1.ModelDeployment)))
 		}},
 		{&gatewayv1.ChainDeployment{}, gatewayv1.FieldChainDeploymentChain, func(o client.Object) []string {
-			return nonEmpty(o.(*gatewayv1.ChainDeployment).Spec.ChainID)
+			return kit.NonEmpty(o.(*gatewayv1.ChainDeployment).Spec.ChainID)
 		}},
 		{&gatewayv1.Endpoint{}, gatewayv1.FieldEndpointSlug, func(o client.Object) []string {
-			return nonEmpty(o.(*gatewayv1.Endpoint).Spec.Slug)
+			return kit.NonEmpty(o.(*gatewayv1.Endpoint).Spec.Slug)
 		}},
 	}
 	for _, ix := range indexes {
@@ -207,15 +208,4 @@ func setupIndexes(ctx context.Context, mgr ctrl.Manager) error {
 		}
 	}
 	return nil
-}
-
-// nonEmpty returns the distinct non-empty values, as index values.
-func nonEmpty(values ...string) []string {
-	var out []string
-	for _, v := range values {
-		if v != "" && (len(out) == 0 || out[len(out)-1] != v) {
-			out = append(out, v)
-		}
-	}
-	return out
 }

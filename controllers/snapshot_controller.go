@@ -23,6 +23,7 @@ import (
 
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/controllers/kit"
 	"github.com/modelgate/modelgate/controllers/translate"
 )
 
@@ -54,7 +55,7 @@ func (r *SnapshotReconciler) setup(mgr ctrl.Manager, opts controller.Options) er
 	// Endpoints, so the status writes of those reconcilers (this one's included, on the Workspace) do not start
 	// another pass over the whole workspace. At 10,000 groups a pass costs a few hundred milliseconds of CPU that
 	// the pass publishing the change, and gatewayd loading it, would otherwise share.
-	specOnly := builder.WithPredicates(specOrLifecycleChanged)
+	specOnly := builder.WithPredicates(kit.SpecOrLifecycleChanged)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("snapshot").
 		Watches(&gatewayv1.Workspace{}, enqueue, specOnly).
@@ -69,7 +70,7 @@ func (r *SnapshotReconciler) setup(mgr ctrl.Manager, opts controller.Options) er
 		// A deployment's status decides whether a url deployment is served and which port a service one uses.
 		Watches(&gatewayv1.ModelDeployment{}, enqueue, builder.WithPredicates(routingChanged)).
 		WithOptions(opts).
-		Complete(requeueOnConflict{r})
+		Complete(kit.RequeueOnConflict{Reconciler: r})
 }
 
 // Reconcile materializes the snapshot of the namespace req.Namespace.
@@ -120,7 +121,7 @@ func (r *SnapshotReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 // gather lists everything of the namespace that the snapshot depends on, from the cache, without copies:
 // translation only reads, and keeps no object past the pass.
 func (r *SnapshotReconciler) gather(ctx context.Context, ns string) (translate.Input, error) {
-	opts := []client.ListOption{client.InNamespace(ns), unsafeNoCopy}
+	opts := []client.ListOption{client.InNamespace(ns), kit.UnsafeNoCopy}
 	var (
 		ws     gatewayv1.WorkspaceList
 		groups gatewayv1.GroupList

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -13,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/controllers/kit"
 	"github.com/modelgate/modelgate/controllers/translate"
 )
 
@@ -28,57 +28,48 @@ func (r *WorkspaceReconciler) setup(mgr ctrl.Manager, opts controller.Options) e
 		// Deleting the Workspace in charge hands the namespace to the next oldest.
 		Watches(&gatewayv1.Workspace{}, handler.EnqueueRequestsFromMapFunc(r.sameNamespace)).
 		WithOptions(opts).
-		Complete(requeueOnConflict{r})
+		Complete(kit.RequeueOnConflict{Reconciler: r})
 }
 
 // Reconcile writes the Workspace's Ready condition.
-func (r *WorkspaceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
-	ws := &gatewayv1.Workspace{}
-	if err := r.Get(ctx, req.NamespacedName, ws); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if !ws.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
-	}
-	before := ws.DeepCopy()
-	defer func() {
-		if err := patchStatus(ctx, r.Client, "Workspace", before, ws, before.Status, ws.Status); err != nil {
-			retErr = kerrors.NewAggregate([]error{retErr, err})
-		}
-	}()
+func (r *WorkspaceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	return kit.Prelude[*gatewayv1.Workspace]{Kind: "Workspace", Status: func(ws *gatewayv1.Workspace) any { return ws.Status }}.
+		Run(ctx, r.Client, req, r.reconcileStatus)
+}
 
+func (r *WorkspaceReconciler) reconcileStatus(ctx context.Context, ws *gatewayv1.Workspace) (ctrl.Result, error) {
 	var all gatewayv1.WorkspaceList
-	if err := r.List(ctx, &all, client.InNamespace(ws.Namespace), unsafeNoCopy); err != nil {
+	if err := r.List(ctx, &all, client.InNamespace(ws.Namespace), kit.UnsafeNoCopy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to list Workspaces of %s: %w", ws.Namespace, err)
 	}
-	c := ready(fmt.Sprintf("Snapshot version %d of the workspace is published.", ws.Status.SnapshotVersion))
+	c := kit.Ready(fmt.Sprintf("Snapshot version %d of the workspace is published.", ws.Status.SnapshotVersion))
 	for i := range all.Items {
 		o := &all.Items[i]
 		if o.Name != ws.Name && o.DeletionTimestamp.IsZero() && translate.Older(o, ws) {
-			c = check{reason: gatewayv1.ReasonDuplicateWorkspace, failed: true,
-				message: fmt.Sprintf("Workspace %s is older and configures namespace %s; a namespace has at most one Workspace, so this one is ignored.",
+			c = kit.Check{Reason: gatewayv1.ReasonDuplicateWorkspace, Failed: true,
+				Message: fmt.Sprintf("Workspace %s is older and configures namespace %s; a namespace has at most one Workspace, so this one is ignored.",
 					o.Name, ws.Namespace)}
 			break
 		}
 	}
-	if !c.failed && ws.Status.SnapshotVersion == 0 {
-		c = check{reason: gatewayv1.ReasonSnapshotPending, failed: true, message: "No snapshot of the workspace is published yet."}
+	if !c.Failed && ws.Status.SnapshotVersion == 0 {
+		c = kit.Check{Reason: gatewayv1.ReasonSnapshotPending, Failed: true, Message: "No snapshot of the workspace is published yet."}
 	}
 	ws.Status.ObservedGeneration = ws.Generation
-	setReady(&ws.Status.Conditions, c, ws.Generation)
+	kit.SetReady(&ws.Status.Conditions, c, ws.Generation)
 	return ctrl.Result{}, nil
 }
 
 func (r *WorkspaceReconciler) sameNamespace(ctx context.Context, obj client.Object) []reconcile.Request {
 	var all gatewayv1.WorkspaceList
-	if err := r.List(ctx, &all, client.InNamespace(obj.GetNamespace()), unsafeNoCopy); err != nil {
+	if err := r.List(ctx, &all, client.InNamespace(obj.GetNamespace()), kit.UnsafeNoCopy); err != nil {
 		logf.FromContext(ctx).Error(err, "Failed to list Workspaces")
 		return nil
 	}
 	var out []reconcile.Request
 	for i := range all.Items {
 		if all.Items[i].Name != obj.GetName() {
-			out = append(out, requests(&all.Items[i])...)
+			out = append(out, kit.Requests(&all.Items[i])...)
 		}
 	}
 	return out
