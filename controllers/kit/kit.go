@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -184,4 +185,27 @@ func AddFinalizer[T client.Object](c client.Client, kind, finalizer string) func
 		}
 		return ctrl.Result{}, true, nil
 	}
+}
+
+// ListRequests is the map function's half of a watch: the requests of the objects list holds, read from the
+// cache with opts (without copies: only their names are read), but those keep refuses (nil keeps every one). A
+// failed list is logged and maps to none.
+func ListRequests(ctx context.Context, c client.Reader, list client.ObjectList, keep func(client.Object) bool, opts ...client.ListOption) []reconcile.Request {
+	if err := c.List(ctx, list, append(opts, UnsafeNoCopy)...); err != nil {
+		logf.FromContext(ctx).Error(err, "Failed to list the objects a change reaches", "list", fmt.Sprintf("%T", list))
+		return nil
+	}
+	var out []reconcile.Request
+	_ = meta.EachListItem(list, func(o runtime.Object) error {
+		if o := o.(client.Object); keep == nil || keep(o) {
+			out = append(out, Requests(o)...)
+		}
+		return nil
+	})
+	return out
+}
+
+// Others keeps the objects not named as obj: the others of its kind whose verdict depends on it.
+func Others(obj client.Object) func(client.Object) bool {
+	return func(o client.Object) bool { return o.GetName() != obj.GetName() }
 }

@@ -1,4 +1,4 @@
-package controllers
+package workspace
 
 import (
 	"context"
@@ -36,7 +36,8 @@ var needsCreator = predicate.NewPredicateFuncs(func(o client.Object) bool {
 	return ok && k.Spec.CreatedBy == nil && k.Annotations[gatewayv1.AnnotationCreatedBy] != ""
 })
 
-func (r *KeyCreatorReconciler) setup(mgr ctrl.Manager, opts controller.Options) error {
+// SetupWithManager registers the reconciler and its watches on mgr.
+func (r *KeyCreatorReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("workspaceapikey-createdby").
 		For(&gatewayv1.WorkspaceAPIKey{}, builder.WithPredicates(needsCreator)).

@@ -1,4 +1,4 @@
-package controllers
+package workspace
 
 import (
 	"context"
@@ -36,7 +36,8 @@ type DeprovisionReconciler struct {
 	Recorder record.EventRecorder
 }
 
-func (r *DeprovisionReconciler) setup(mgr ctrl.Manager, opts controller.Options) error {
+// SetupWithManager registers the reconciler and its watches on mgr.
+func (r *DeprovisionReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	personal := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		k, ok := o.(*gatewayv1.WorkspaceAPIKey)
 		return ok && k.Spec.Type == gatewayv1.KeyTypePersonal
@@ -117,14 +118,5 @@ func (r *DeprovisionReconciler) revoke(ctx context.Context, ws *gatewayv1.Worksp
 
 // workspacesOf enqueues every Workspace of obj's namespace; Reconcile acts for the one in charge.
 func (r *DeprovisionReconciler) workspacesOf(ctx context.Context, obj client.Object) []reconcile.Request {
-	var all gatewayv1.WorkspaceList
-	if err := r.List(ctx, &all, client.InNamespace(obj.GetNamespace()), kit.UnsafeNoCopy); err != nil {
-		logf.FromContext(ctx).Error(err, "Failed to list Workspaces")
-		return nil
-	}
-	out := make([]reconcile.Request, 0, len(all.Items))
-	for i := range all.Items {
-		out = append(out, kit.Requests(&all.Items[i])...)
-	}
-	return out
+	return kit.ListRequests(ctx, r, &gatewayv1.WorkspaceList{}, nil, client.InNamespace(obj.GetNamespace()))
 }

@@ -1,4 +1,4 @@
-package controllers
+package workspace
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
@@ -24,7 +23,8 @@ type TeamReconciler struct {
 	client.Client
 }
 
-func (r *TeamReconciler) setup(mgr ctrl.Manager, opts controller.Options) error {
+// SetupWithManager registers the reconciler and its watches on mgr.
+func (r *TeamReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&gatewayv1.Team{}).
 		// Which team is the default depends on the others: deleting the default hands it to the next oldest.
@@ -58,16 +58,7 @@ func (r *TeamReconciler) reconcileStatus(ctx context.Context, t *gatewayv1.Team)
 
 // otherDefaults enqueues the other default teams of obj's namespace when obj is or was a default.
 func (r *TeamReconciler) otherDefaults(ctx context.Context, obj client.Object) []reconcile.Request {
-	var all gatewayv1.TeamList
-	if err := r.List(ctx, &all, client.InNamespace(obj.GetNamespace()), kit.UnsafeNoCopy); err != nil {
-		logf.FromContext(ctx).Error(err, "Failed to list Teams")
-		return nil
-	}
-	var out []reconcile.Request
-	for i := range all.Items {
-		if t := &all.Items[i]; t.Name != obj.GetName() && t.Spec.Default {
-			out = append(out, kit.Requests(t)...)
-		}
-	}
-	return out
+	others := kit.Others(obj)
+	return kit.ListRequests(ctx, r, &gatewayv1.TeamList{}, func(o client.Object) bool { return others(o) && o.(*gatewayv1.Team).Spec.Default },
+		client.InNamespace(obj.GetNamespace()))
 }

@@ -1,4 +1,4 @@
-package controllers
+package models
 
 import (
 	"context"
@@ -31,7 +31,8 @@ type ChainDeploymentReconciler struct {
 	Recorder record.EventRecorder
 }
 
-func (r *ChainDeploymentReconciler) setup(mgr ctrl.Manager, opts controller.Options) error {
+// SetupWithManager registers the reconciler and its watches on mgr.
+func (r *ChainDeploymentReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&gatewayv1.ChainDeployment{}).
 		Owns(&gatewayv1.ModelDeployment{}).
@@ -42,15 +43,8 @@ func (r *ChainDeploymentReconciler) setup(mgr ctrl.Manager, opts controller.Opti
 }
 
 func (r *ChainDeploymentReconciler) deploymentsOfChain(ctx context.Context, obj client.Object) []reconcile.Request {
-	var list gatewayv1.ChainDeploymentList
-	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{gatewayv1.FieldChainDeploymentChain: obj.GetName()}); err != nil {
-		return nil
-	}
-	out := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		out = append(out, kit.Requests(&list.Items[i])...)
-	}
-	return out
+	return kit.ListRequests(ctx, r, &gatewayv1.ChainDeploymentList{}, nil,
+		client.InNamespace(obj.GetNamespace()), client.MatchingFields{gatewayv1.FieldChainDeploymentChain: obj.GetName()})
 }
 
 // Reconcile runs and observes one ChainDeployment, or finalizes one being deleted.

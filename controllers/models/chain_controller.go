@@ -1,4 +1,4 @@
-package controllers
+package models
 
 import (
 	"context"
@@ -20,7 +20,8 @@ type ChainReconciler struct {
 	client.Client
 }
 
-func (r *ChainReconciler) setup(mgr ctrl.Manager, opts controller.Options) error {
+// SetupWithManager registers the reconciler and its watches on mgr.
+func (r *ChainReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&gatewayv1.Chain{}).
 		Watches(&gatewayv1.ChainDeployment{}, enqueueOwner(func(cd *gatewayv1.ChainDeployment) string { return cd.Spec.ChainID })).

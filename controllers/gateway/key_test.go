@@ -1,4 +1,4 @@
-package controllers
+package gateway
 
 import (
 	"crypto/sha256"
@@ -9,7 +9,7 @@ import (
 )
 
 func TestFromKey(t *testing.T) {
-	r := &keyReconciler[*gatewayv1.APIKey]{
+	r := &KeyReconciler[*gatewayv1.APIKey]{
 		kind:   "APIKey",
 		status: func(k *gatewayv1.APIKey) *gatewayv1.KeyStatus { return &k.Status },
 	}

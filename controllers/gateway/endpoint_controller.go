@@ -1,4 +1,4 @@
-package controllers
+package gateway
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
@@ -21,7 +20,8 @@ type EndpointReconciler struct {
 	client.Client
 }
 
-func (r *EndpointReconciler) setup(mgr ctrl.Manager, opts controller.Options) error {
+// SetupWithManager registers the reconciler and its watches on mgr.
+func (r *EndpointReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&gatewayv1.Endpoint{}).
 		// Deleting the Endpoint that holds a slug hands it to the next oldest.
@@ -56,16 +56,6 @@ func (r *EndpointReconciler) sameSlug(ctx context.Context, obj client.Object) []
 	if !ok {
 		return nil
 	}
-	var same gatewayv1.EndpointList
-	if err := r.List(ctx, &same, client.InNamespace(e.Namespace), client.MatchingFields{gatewayv1.FieldEndpointSlug: e.Spec.Slug}, kit.UnsafeNoCopy); err != nil {
-		logf.FromContext(ctx).Error(err, "Failed to list Endpoints by slug", "slug", e.Spec.Slug)
-		return nil
-	}
-	var out []reconcile.Request
-	for i := range same.Items {
-		if same.Items[i].Name != e.Name {
-			out = append(out, kit.Requests(&same.Items[i])...)
-		}
-	}
-	return out
+	return kit.ListRequests(ctx, r, &gatewayv1.EndpointList{}, kit.Others(e),
+		client.InNamespace(e.Namespace), client.MatchingFields{gatewayv1.FieldEndpointSlug: e.Spec.Slug})
 }

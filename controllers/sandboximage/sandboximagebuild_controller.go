@@ -1,4 +1,4 @@
-package controllers
+package sandboximage
 
 import (
 	"context"
@@ -36,8 +36,8 @@ import (
 // +kubebuilder:rbac:groups=gateway.modelgate.io,resources=sandboximages/status;sandboximagebuilds/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 
-// SandboxOptions configures the SandboxImageBuild reconciler.
-type SandboxOptions struct {
+// Options configures the SandboxImageBuild reconciler.
+type Options struct {
 	// AllowInternalImages lets imported images and FROM images come from loopback, private and link-local
 	// registries (a development stack).
 	AllowInternalImages bool
@@ -64,11 +64,12 @@ type SandboxImageBuildReconciler struct {
 	Client client.Client
 	// Reader reads Secrets and the SandboxImage straight from the API server, never from a stale cache.
 	Reader client.Reader
-	Opts   SandboxOptions
+	Opts   Options
 	Clock  clock.PassiveClock
 }
 
-func (r *SandboxImageBuildReconciler) setup(mgr ctrl.Manager, opts controller.Options) error {
+// SetupWithManager registers the reconciler and its watches on mgr.
+func (r *SandboxImageBuildReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}

@@ -1,4 +1,4 @@
-package controllers
+package workspace
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
@@ -22,7 +21,8 @@ type WorkspaceReconciler struct {
 	client.Client
 }
 
-func (r *WorkspaceReconciler) setup(mgr ctrl.Manager, opts controller.Options) error {
+// SetupWithManager registers the reconciler and its watches on mgr.
+func (r *WorkspaceReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&gatewayv1.Workspace{}).
 		// Deleting the Workspace in charge hands the namespace to the next oldest.
@@ -61,16 +61,5 @@ func (r *WorkspaceReconciler) reconcileStatus(ctx context.Context, ws *gatewayv1
 }
 
 func (r *WorkspaceReconciler) sameNamespace(ctx context.Context, obj client.Object) []reconcile.Request {
-	var all gatewayv1.WorkspaceList
-	if err := r.List(ctx, &all, client.InNamespace(obj.GetNamespace()), kit.UnsafeNoCopy); err != nil {
-		logf.FromContext(ctx).Error(err, "Failed to list Workspaces")
-		return nil
-	}
-	var out []reconcile.Request
-	for i := range all.Items {
-		if all.Items[i].Name != obj.GetName() {
-			out = append(out, kit.Requests(&all.Items[i])...)
-		}
-	}
-	return out
+	return kit.ListRequests(ctx, r, &gatewayv1.WorkspaceList{}, kit.Others(obj), client.InNamespace(obj.GetNamespace()))
 }

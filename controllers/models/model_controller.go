@@ -1,4 +1,4 @@
-package controllers
+package models
 
 import (
 	"context"
@@ -17,7 +17,8 @@ type ModelReconciler struct {
 	client.Client
 }
 
-func (r *ModelReconciler) setup(mgr ctrl.Manager, opts controller.Options) error {
+// SetupWithManager registers the reconciler and its watches on mgr.
+func (r *ModelReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&gatewayv1.Model{}).
 		Watches(&gatewayv1.ModelDeployment{}, enqueueOwner(func(md *gatewayv1.ModelDeployment) string { return md.Spec.ModelID })).
