@@ -13,7 +13,7 @@ import (
 
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
-	"github.com/modelgate/modelgate/controllers"
+	"github.com/modelgate/modelgate/controllers/models"
 )
 
 // twoChainlets is a chain deployment whose entrypoint "front" runs as a container, and whose "back" is a url
@@ -114,10 +114,10 @@ var _ = Describe("Chain reconcilers", func() {
 	It("keeps a chainlet other than the entrypoint at one replica at least, since nothing wakes it", func() {
 		cd := twoChainlets("default", "x", "c", "http://back.example")
 		cd.Spec.Entrypoint = "back"
-		md := controllers.DesiredChainletDeployment(cd, cd.Spec.Chainlet("front"))
+		md := models.DesiredChainletDeployment(cd, cd.Spec.Chainlet("front"))
 		Expect(md.Spec.Autoscaling).NotTo(BeNil())
 		Expect(md.Spec.Autoscaling.MinReplica).To(HaveValue(BeEquivalentTo(1)))
-		Expect(controllers.DesiredChainletDeployment(cd, cd.Spec.Chainlet("back")).Spec.Autoscaling).To(BeNil(), "a url entrypoint is left alone")
+		Expect(models.DesiredChainletDeployment(cd, cd.Spec.Chainlet("back")).Spec.Autoscaling).To(BeNil(), "a url entrypoint is left alone")
 	})
 
 	It("wakes the other chainlets with the entrypoint once a promotion scaled the whole chain deployment down", func() {

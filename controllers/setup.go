@@ -1,34 +1,29 @@
-// Package controllers holds the manager's reconcilers. Each kind has its own reconciler that writes that
-// object's status (a Group's effective models, a key's derived prefix and hash, Ready conditions) and, for
-// Groups, cascades deletion through a finalizer. One more reconciler, the materializer, rebuilds the snapshot of
-// a whole workspace with the pure translation in package translate and publishes it in ConfigMaps for gatewayd.
-// SetupWithManager registers all of them, and the field indexes they share, on a manager.
+// Package controllers registers the manager's reconcilers, which live by concern in its sub-packages: gateway
+// (groups, keys, endpoints, the snapshot materializer), models (models, deployments, environments, chains),
+// workspace (workspaces, teams, deprovisioning, key creators) and sandboximage (sandbox image builds), all on
+// the prelude and helpers of kit. Each kind has its own reconciler that writes that object's status. The
+// materializer rebuilds the snapshot of a whole workspace with the pure translation in package translate and
+// publishes it in ConfigMaps for gatewayd. SetupWithManager registers all of them, and the field indexes they
+// list by, on a manager.
 package controllers
 
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	"github.com/modelgate/modelgate/api/snapshot"
-	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers/autoscale"
-)
-
-// Field indexes registered on the manager's cache. Webhooks and other readers of the same cache may list with
-// them (client.MatchingFields{gatewayv1.FieldGroupParent: "acme"}); they must not register the same names again.
-const (
-	// IndexKeyPrefix indexes APIKeys and WorkspaceAPIKeys by every prefix they carry: spec.prefix and
-	// status.prefix (derived from a Secret or a minted key).
-	IndexKeyPrefix = "prefix"
-	// IndexKeySecretRef indexes APIKeys and WorkspaceAPIKeys by spec.secretRef.name.
-	IndexKeySecretRef = "spec.secretRef.name"
+	"github.com/modelgate/modelgate/controllers/gateway"
+	"github.com/modelgate/modelgate/controllers/models"
+	"github.com/modelgate/modelgate/controllers/sandboximage"
+	"github.com/modelgate/modelgate/controllers/workspace"
 )
 
 // Options tunes the reconcilers. The zero value is what production runs.
@@ -36,9 +31,9 @@ type Options struct {
 	// SnapshotChunkBytes caps the payload bytes of one snapshot ConfigMap. Zero means snapshot.MaxChunkBytes.
 	SnapshotChunkBytes int
 
-	// Probe checks the readiness of url-source deployments; HTTPProber(nil) when nil.
-	Probe Prober
-	// ProbeInterval is how often a url source is probed; DefaultProbeInterval when zero.
+	// Probe checks the readiness of url-source deployments; models.HTTPProber(nil) when nil.
+	Probe models.Prober
+	// ProbeInterval is how often a url source is probed; models.DefaultProbeInterval when zero.
 	ProbeInterval time.Duration
 
 	// Clock times the ModelDeployment reconciler's deploy and wake deadlines; the real clock when nil. Tests pass
@@ -51,7 +46,7 @@ type Options struct {
 	Autoscaler *autoscale.Autoscaler
 
 	// Sandbox configures the SandboxImageBuild reconciler (imports and builds of sandbox images).
-	Sandbox SandboxOptions
+	Sandbox sandboximage.Options
 
 	// SkipNameValidation lets a test process start more than one manager with these controllers. The manager's
 	// own Controller.SkipNameValidation is honoured as well.
@@ -86,8 +81,11 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	if opts.SnapshotChunkBytes <= 0 {
 		opts.SnapshotChunkBytes = snapshot.MaxChunkBytes
 	}
-	if err := setupIndexes(context.Background(), mgr); err != nil {
-		return err
+	for _, ix := range slices.Concat(gateway.Indexes(), models.Indexes()) {
+		// Webhooks and other readers of the same cache may list with these; they must not register them again.
+		if err := mgr.GetFieldIndexer().IndexField(context.Background(), ix.Object, ix.Field, ix.Extract); err != nil {
+			return fmt.Errorf("failed to index %T by %s: %w", ix.Object, ix.Field, err)
+		}
 	}
 	// Left nil unless asked for, so the manager's own controller defaults still apply.
 	var copts controller.Options
@@ -100,16 +98,16 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		setup func() error
 	}{
 		{"Group", func() error {
-			return (&GroupReconciler{Client: c, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorderFor("modelgate-manager")}).setup(mgr, copts)
+			return (&gateway.GroupReconciler{Client: c, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorderFor("modelgate-manager")}).SetupWithManager(mgr, copts)
 		}},
-		{"APIKey", func() error { return newAPIKeyReconciler(mgr).setup(mgr, copts) }},
-		{"WorkspaceAPIKey", func() error { return newWorkspaceAPIKeyReconciler(mgr).setup(mgr, copts) }},
-		{"Endpoint", func() error { return (&EndpointReconciler{Client: c}).setup(mgr, copts) }},
-		{"Workspace", func() error { return (&WorkspaceReconciler{Client: c}).setup(mgr, copts) }},
-		{"Model", func() error { return (&ModelReconciler{Client: c}).setup(mgr, copts) }},
+		{"APIKey", func() error { return gateway.NewAPIKeyReconciler(mgr).SetupWithManager(mgr, copts) }},
+		{"WorkspaceAPIKey", func() error { return gateway.NewWorkspaceAPIKeyReconciler(mgr).SetupWithManager(mgr, copts) }},
+		{"Endpoint", func() error { return (&gateway.EndpointReconciler{Client: c}).SetupWithManager(mgr, copts) }},
+		{"Workspace", func() error { return (&workspace.WorkspaceReconciler{Client: c}).SetupWithManager(mgr, copts) }},
+		{"Model", func() error { return (&models.ModelReconciler{Client: c}).SetupWithManager(mgr, copts) }},
 		{"ModelDeployment", func() error {
-			return (&ModelDeploymentReconciler{Client: c, Recorder: mgr.GetEventRecorderFor("modelgate-manager"),
-				Clock: opts.Clock, Probe: opts.Probe, ProbeInterval: opts.ProbeInterval}).setup(mgr, copts)
+			return (&models.ModelDeploymentReconciler{Client: c, Recorder: mgr.GetEventRecorderFor("modelgate-manager"),
+				Clock: opts.Clock, Probe: opts.Probe, ProbeInterval: opts.ProbeInterval}).SetupWithManager(mgr, copts)
 		}},
 		{"autoscaler", func() error {
 			a := opts.Autoscaler
@@ -127,22 +125,22 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 			}
 			return mgr.Add(a)
 		}},
-		{"Team", func() error { return (&TeamReconciler{Client: c}).setup(mgr, copts) }},
-		{"Chain", func() error { return (&ChainReconciler{Client: c}).setup(mgr, copts) }},
+		{"Team", func() error { return (&workspace.TeamReconciler{Client: c}).SetupWithManager(mgr, copts) }},
+		{"Chain", func() error { return (&models.ChainReconciler{Client: c}).SetupWithManager(mgr, copts) }},
 		{"ChainDeployment", func() error {
-			return (&ChainDeploymentReconciler{Client: c, Recorder: mgr.GetEventRecorderFor("modelgate-manager")}).setup(mgr, copts)
+			return (&models.ChainDeploymentReconciler{Client: c, Recorder: mgr.GetEventRecorderFor("modelgate-manager")}).SetupWithManager(mgr, copts)
 		}},
 		{"deprovision", func() error {
-			return (&DeprovisionReconciler{Client: c, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorderFor("modelgate-manager")}).setup(mgr, copts)
+			return (&workspace.DeprovisionReconciler{Client: c, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorderFor("modelgate-manager")}).SetupWithManager(mgr, copts)
 		}},
 		{"workspaceapikey-createdby", func() error {
-			return (&KeyCreatorReconciler{Client: c, Recorder: mgr.GetEventRecorderFor("modelgate-manager")}).setup(mgr, copts)
+			return (&workspace.KeyCreatorReconciler{Client: c, Recorder: mgr.GetEventRecorderFor("modelgate-manager")}).SetupWithManager(mgr, copts)
 		}},
 		{"SandboxImageBuild", func() error {
-			return (&SandboxImageBuildReconciler{Client: c, Reader: mgr.GetAPIReader(), Opts: opts.Sandbox, Clock: opts.Clock}).setup(mgr, copts)
+			return (&sandboximage.SandboxImageBuildReconciler{Client: c, Reader: mgr.GetAPIReader(), Opts: opts.Sandbox, Clock: opts.Clock}).SetupWithManager(mgr, copts)
 		}},
 		{"snapshot", func() error {
-			return (&SnapshotReconciler{Client: c, Reader: mgr.GetAPIReader(), ChunkBytes: opts.SnapshotChunkBytes}).setup(mgr, copts)
+			return (&gateway.SnapshotReconciler{Client: c, Reader: mgr.GetAPIReader(), ChunkBytes: opts.SnapshotChunkBytes}).SetupWithManager(mgr, copts)
 		}},
 	} {
 		if err := s.setup(); err != nil {
@@ -150,72 +148,4 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		}
 	}
 	return nil
-}
-
-func setupIndexes(ctx context.Context, mgr ctrl.Manager) error {
-	indexer := mgr.GetFieldIndexer()
-	indexes := []struct {
-		obj   client.Object
-		field string
-		fn    client.IndexerFunc
-	}{
-		{&gatewayv1.Group{}, gatewayv1.FieldGroupParent, func(o client.Object) []string {
-			return nonEmpty(o.(*gatewayv1.Group).ParentID())
-		}},
-		{&gatewayv1.Group{}, gatewayv1.FieldGroupExternalID, func(o client.Object) []string {
-			return nonEmpty(o.(*gatewayv1.Group).Spec.ExternalEntityID)
-		}},
-		{&gatewayv1.APIKey{}, gatewayv1.FieldAPIKeyGroup, func(o client.Object) []string {
-			return nonEmpty(o.(*gatewayv1.APIKey).Spec.GroupID)
-		}},
-		{&gatewayv1.APIKey{}, IndexKeyPrefix, func(o client.Object) []string {
-			k := o.(*gatewayv1.APIKey)
-			return nonEmpty(k.Spec.Prefix, k.Status.Prefix)
-		}},
-		{&gatewayv1.WorkspaceAPIKey{}, IndexKeyPrefix, func(o client.Object) []string {
-			k := o.(*gatewayv1.WorkspaceAPIKey)
-			return nonEmpty(k.Spec.Prefix, k.Status.Prefix)
-		}},
-		{&gatewayv1.APIKey{}, IndexKeySecretRef, func(o client.Object) []string {
-			if ref := o.(*gatewayv1.APIKey).Spec.SecretRef; ref != nil {
-				return nonEmpty(ref.Name)
-			}
-			return nil
-		}},
-		{&gatewayv1.WorkspaceAPIKey{}, IndexKeySecretRef, func(o client.Object) []string {
-			if ref := o.(*gatewayv1.WorkspaceAPIKey).Spec.SecretRef; ref != nil {
-				return nonEmpty(ref.Name)
-			}
-			return nil
-		}},
-		{&gatewayv1.ModelDeployment{}, gatewayv1.FieldDeploymentModel, func(o client.Object) []string {
-			return nonEmpty(o.(*gatewayv1.ModelDeployment).Spec.ModelID)
-		}},
-		{&gatewayv1.ModelDeployment{}, IndexDeploymentService, func(o client.Object) []string {
-			return nonEmpty(routedService(o.(*gatewayv1.ModelDeployment)))
-		}},
-		{&gatewayv1.ChainDeployment{}, gatewayv1.FieldChainDeploymentChain, func(o client.Object) []string {
-			return nonEmpty(o.(*gatewayv1.ChainDeployment).Spec.ChainID)
-		}},
-		{&gatewayv1.Endpoint{}, gatewayv1.FieldEndpointSlug, func(o client.Object) []string {
-			return nonEmpty(o.(*gatewayv1.Endpoint).Spec.Slug)
-		}},
-	}
-	for _, ix := range indexes {
-		if err := indexer.IndexField(ctx, ix.obj, ix.field, ix.fn); err != nil {
-			return fmt.Errorf("failed to index %T by %s: %w", ix.obj, ix.field, err)
-		}
-	}
-	return nil
-}
-
-// nonEmpty returns the distinct non-empty values, as index values.
-func nonEmpty(values ...string) []string {
-	var out []string
-	for _, v := range values {
-		if v != "" && (len(out) == 0 || out[len(out)-1] != v) {
-			out = append(out, v)
-		}
-	}
-	return out
 }

@@ -26,6 +26,7 @@ import (
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers"
 	"github.com/modelgate/modelgate/controllers/autoscale"
+	"github.com/modelgate/modelgate/controllers/sandboximage"
 	"github.com/modelgate/modelgate/gatewayd/version"
 	"github.com/modelgate/modelgate/webhooks"
 	"github.com/modelgate/modelgate/webhooks/certs"
@@ -83,7 +84,7 @@ func main() {
 
 // flags are the command-line settings of the manager.
 type flags struct {
-	sandbox                 controllers.SandboxOptions
+	sandbox                 sandboximage.Options
 	metricsAddr             string
 	probeAddr               string
 	leaderElect             bool

@@ -16,7 +16,7 @@ import (
 
 	"github.com/modelgate/modelgate/api/sandbox"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
-	"github.com/modelgate/modelgate/controllers"
+	"github.com/modelgate/modelgate/controllers/sandboximage"
 )
 
 // The BuildKit backend is tested through its Job object only: envtest runs no Job controller and no kubelet, so
@@ -29,7 +29,7 @@ func TestBuildKitBackend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := startManager(t, controllers.SandboxOptions{BuildKitImage: "moby/buildkit:rootless", ContextFetcherImage: "gcr.io/go-containerregistry/crane:debug"})
+	stop := startManager(t, sandboximage.Options{BuildKitImage: "moby/buildkit:rootless", ContextFetcherImage: "gcr.io/go-containerregistry/crane:debug"})
 	defer stop()
 	dockerfile := map[string]string{"Dockerfile": "FROM python:3.12\nRUN pip install requests\n"}
 
@@ -44,7 +44,7 @@ func TestBuildKitBackend(t *testing.T) {
 			t.Fatalf("pod: %+v", pod)
 		}
 		args := strings.Join(pod.Containers[0].Args, " ")
-		wantOut := "--output type=image,name=" + repo.Tag(controllers.BuildKitTag(b.Name)).String() + ",push=true,registry.insecure=true"
+		wantOut := "--output type=image,name=" + repo.Tag(sandboximage.BuildKitTag(b.Name)).String() + ",push=true,registry.insecure=true"
 		if !strings.Contains(args, wantOut) || !strings.Contains(args, "--frontend dockerfile.v0") {
 			t.Errorf("buildctl args %q, want %q", args, wantOut)
 		}
@@ -59,7 +59,7 @@ func TestBuildKitBackend(t *testing.T) {
 
 		// What BuildKit would push, then what the Job controller would record.
 		built, _ := random.Image(256, 1)
-		if err := remote.Write(repo.Tag(controllers.BuildKitTag(b.Name)), built); err != nil {
+		if err := remote.Write(repo.Tag(sandboximage.BuildKitTag(b.Name)), built); err != nil {
 			t.Fatal(err)
 		}
 		finishJob(t, job, true)

@@ -39,6 +39,7 @@ import (
 	"github.com/modelgate/modelgate/api/sandbox"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers"
+	"github.com/modelgate/modelgate/controllers/sandboximage"
 	"github.com/modelgate/modelgate/test/kubetest"
 	"github.com/modelgate/modelgate/test/ocitest"
 )
@@ -86,7 +87,7 @@ func registryOf() *gatewayv1.ImageRegistry {
 
 // startManager runs a manager with the product's controllers in the test process (for the BuildKit test, which
 // kills nothing) until the returned stop is called; stop returns once the manager has stopped.
-func startManager(t *testing.T, opts controllers.SandboxOptions) (stop func()) {
+func startManager(t *testing.T, opts sandboximage.Options) (stop func()) {
 	t.Helper()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",

@@ -1,4 +1,4 @@
-package controllers
+package workspace
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/controllers/kit"
 )
 
 // KeyCreatorReconciler migrates the creator of WorkspaceAPIKeys stored before spec.createdBy existed: it copies
@@ -35,21 +36,22 @@ var needsCreator = predicate.NewPredicateFuncs(func(o client.Object) bool {
 	return ok && k.Spec.CreatedBy == nil && k.Annotations[gatewayv1.AnnotationCreatedBy] != ""
 })
 
-func (r *KeyCreatorReconciler) setup(mgr ctrl.Manager, opts controller.Options) error {
+// SetupWithManager registers the reconciler and its watches on mgr.
+func (r *KeyCreatorReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("workspaceapikey-createdby").
 		For(&gatewayv1.WorkspaceAPIKey{}, builder.WithPredicates(needsCreator)).
 		WithOptions(opts).
-		Complete(requeueOnConflict{r})
+		Complete(kit.RequeueOnConflict{Reconciler: r})
 }
 
-// Reconcile fills spec.createdBy from the annotation when it is unset.
+// Reconcile fills spec.createdBy from the annotation when it is unset. It writes the spec, not the status.
 func (r *KeyCreatorReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	k := &gatewayv1.WorkspaceAPIKey{}
-	if err := r.Get(ctx, req.NamespacedName, k); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if k.Spec.CreatedBy != nil || !k.DeletionTimestamp.IsZero() {
+	return kit.Prelude[*gatewayv1.WorkspaceAPIKey]{}.Run(ctx, r.Client, req, r.migrate)
+}
+
+func (r *KeyCreatorReconciler) migrate(ctx context.Context, k *gatewayv1.WorkspaceAPIKey) (ctrl.Result, error) {
+	if k.Spec.CreatedBy != nil {
 		return ctrl.Result{}, nil
 	}
 	value := k.Annotations[gatewayv1.AnnotationCreatedBy]

@@ -1,4 +1,4 @@
-package controllers
+package workspace
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/controllers/kit"
 	"github.com/modelgate/modelgate/controllers/translate"
 )
 
@@ -35,20 +36,21 @@ type DeprovisionReconciler struct {
 	Recorder record.EventRecorder
 }
 
-func (r *DeprovisionReconciler) setup(mgr ctrl.Manager, opts controller.Options) error {
+// SetupWithManager registers the reconciler and its watches on mgr.
+func (r *DeprovisionReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	personal := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		k, ok := o.(*gatewayv1.WorkspaceAPIKey)
 		return ok && k.Spec.Type == gatewayv1.KeyTypePersonal
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("deprovision").
-		For(&gatewayv1.Workspace{}, builder.WithPredicates(specOrLifecycleChanged)).
+		For(&gatewayv1.Workspace{}, builder.WithPredicates(kit.SpecOrLifecycleChanged)).
 		// Deleting the Workspace in charge hands the namespace, and its member list, to the next oldest.
-		Watches(&gatewayv1.Workspace{}, handler.EnqueueRequestsFromMapFunc(r.workspacesOf), builder.WithPredicates(specOrLifecycleChanged)).
+		Watches(&gatewayv1.Workspace{}, handler.EnqueueRequestsFromMapFunc(r.workspacesOf), builder.WithPredicates(kit.SpecOrLifecycleChanged)).
 		// A PERSONAL key written for someone who is not (or no longer) a member is revoked too.
 		Watches(&gatewayv1.WorkspaceAPIKey{}, handler.EnqueueRequestsFromMapFunc(r.workspacesOf), builder.WithPredicates(personal)).
 		WithOptions(opts).
-		Complete(requeueOnConflict{r})
+		Complete(kit.RequeueOnConflict{Reconciler: r})
 }
 
 // Reconcile deletes the PERSONAL keys of the namespace whose owner the Workspace in charge does not list.
@@ -116,14 +118,5 @@ func (r *DeprovisionReconciler) revoke(ctx context.Context, ws *gatewayv1.Worksp
 
 // workspacesOf enqueues every Workspace of obj's namespace; Reconcile acts for the one in charge.
 func (r *DeprovisionReconciler) workspacesOf(ctx context.Context, obj client.Object) []reconcile.Request {
-	var all gatewayv1.WorkspaceList
-	if err := r.List(ctx, &all, client.InNamespace(obj.GetNamespace()), unsafeNoCopy); err != nil {
-		logf.FromContext(ctx).Error(err, "Failed to list Workspaces")
-		return nil
-	}
-	out := make([]reconcile.Request, 0, len(all.Items))
-	for i := range all.Items {
-		out = append(out, requests(&all.Items[i])...)
-	}
-	return out
+	return kit.ListRequests(ctx, r, &gatewayv1.WorkspaceList{}, nil, client.InNamespace(obj.GetNamespace()))
 }

@@ -1,4 +1,4 @@
-package controllers
+package models
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -21,6 +20,7 @@ import (
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers/autoscale"
+	"github.com/modelgate/modelgate/controllers/kit"
 )
 
 // ChainDeploymentReconciler runs each chainlet of a ChainDeployment as a ModelDeployment it owns, hands every
@@ -31,50 +31,31 @@ type ChainDeploymentReconciler struct {
 	Recorder record.EventRecorder
 }
 
-func (r *ChainDeploymentReconciler) setup(mgr ctrl.Manager, opts controller.Options) error {
+// SetupWithManager registers the reconciler and its watches on mgr.
+func (r *ChainDeploymentReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&gatewayv1.ChainDeployment{}).
 		Owns(&gatewayv1.ModelDeployment{}).
 		// A promotion changes which environments a chain deployment serves.
 		Watches(&gatewayv1.Chain{}, handler.EnqueueRequestsFromMapFunc(r.deploymentsOfChain)).
 		WithOptions(opts).
-		Complete(requeueOnConflict{r})
+		Complete(kit.RequeueOnConflict{Reconciler: r})
 }
 
 func (r *ChainDeploymentReconciler) deploymentsOfChain(ctx context.Context, obj client.Object) []reconcile.Request {
-	var list gatewayv1.ChainDeploymentList
-	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{gatewayv1.FieldChainDeploymentChain: obj.GetName()}); err != nil {
-		return nil
-	}
-	out := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		out = append(out, requests(&list.Items[i])...)
-	}
-	return out
+	return kit.ListRequests(ctx, r, &gatewayv1.ChainDeploymentList{}, nil,
+		client.InNamespace(obj.GetNamespace()), client.MatchingFields{gatewayv1.FieldChainDeploymentChain: obj.GetName()})
 }
 
-// Reconcile runs and observes one ChainDeployment.
-func (r *ChainDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
-	cd := &gatewayv1.ChainDeployment{}
-	if err := r.Get(ctx, req.NamespacedName, cd); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if !cd.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.finalize(ctx, cd)
-	}
-	if controllerutil.AddFinalizer(cd, gatewayv1.ChainDeploymentFinalizer) {
-		if err := r.Update(ctx, cd); err != nil {
-			return ctrl.Result{}, fmt.Errorf("failed to add the finalizer to ChainDeployment %s/%s: %w", cd.Namespace, cd.Name, err)
-		}
-		return ctrl.Result{}, nil
-	}
-	before := cd.DeepCopy()
-	defer func() {
-		if err := patchStatus(ctx, r.Client, "ChainDeployment", before, cd, before.Status, cd.Status); err != nil {
-			retErr = kerrors.NewAggregate([]error{retErr, err})
-		}
-	}()
+// Reconcile runs and observes one ChainDeployment, or finalizes one being deleted.
+func (r *ChainDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	return kit.Prelude[*gatewayv1.ChainDeployment]{Kind: "ChainDeployment", Status: func(cd *gatewayv1.ChainDeployment) any { return cd.Status },
+		Deleting: r.finalize, Prepare: kit.AddFinalizer[*gatewayv1.ChainDeployment](r.Client, "ChainDeployment", gatewayv1.ChainDeploymentFinalizer)}.
+		Run(ctx, r.Client, req, r.reconcileChainlets)
+}
 
+// reconcileChainlets runs every chainlet and reports their statuses.
+func (r *ChainDeploymentReconciler) reconcileChainlets(ctx context.Context, cd *gatewayv1.ChainDeployment) (ctrl.Result, error) {
 	chain := &gatewayv1.Chain{}
 	switch err := r.Get(ctx, client.ObjectKey{Namespace: cd.Namespace, Name: cd.Spec.ChainID}, chain); {
 	case apierrors.IsNotFound(err):
@@ -153,14 +134,14 @@ func ChainDeploymentStatusOf(cd *gatewayv1.ChainDeployment, chain *gatewayv1.Cha
 	if chain != nil {
 		out.Environments = chain.EnvironmentsOf(cd.Name)
 	}
-	c := ready(fmt.Sprintf("All %d chainlets can serve.", len(chainlets)))
+	c := kit.Ready(fmt.Sprintf("All %d chainlets can serve.", len(chainlets)))
 	switch {
 	case chain == nil:
-		c = check{reason: "ChainNotFound", failed: true, message: fmt.Sprintf("Chain %s does not exist.", cd.Spec.ChainID)}
+		c = kit.Check{Reason: "ChainNotFound", Failed: true, Message: fmt.Sprintf("Chain %s does not exist.", cd.Spec.ChainID)}
 	case len(waiting) > 0:
-		c = check{reason: "ChainletsNotReady", failed: true, message: "Chainlets not ready: " + strings.Join(waiting, ", ") + "."}
+		c = kit.Check{Reason: "ChainletsNotReady", Failed: true, Message: "Chainlets not ready: " + strings.Join(waiting, ", ") + "."}
 	}
-	setReady(&out.Conditions, c, cd.Generation)
+	kit.SetReady(&out.Conditions, c, cd.Generation)
 	return out
 }
 
@@ -237,13 +218,13 @@ func DesiredChainletDeployment(cd *gatewayv1.ChainDeployment, c *gatewayv1.Chain
 }
 
 // finalize deletes the chainlet deployments of cd and releases it once none is left.
-func (r *ChainDeploymentReconciler) finalize(ctx context.Context, cd *gatewayv1.ChainDeployment) error {
+func (r *ChainDeploymentReconciler) finalize(ctx context.Context, cd *gatewayv1.ChainDeployment) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(cd, gatewayv1.ChainDeploymentFinalizer) {
-		return nil
+		return ctrl.Result{}, nil
 	}
 	var list gatewayv1.ModelDeploymentList
 	if err := r.List(ctx, &list, client.InNamespace(cd.Namespace), client.MatchingLabels{gatewayv1.LabelChainDeployment: cd.Name}); err != nil {
-		return fmt.Errorf("failed to list the chainlet deployments of ChainDeployment %s/%s: %w", cd.Namespace, cd.Name, err)
+		return ctrl.Result{}, fmt.Errorf("failed to list the chainlet deployments of ChainDeployment %s/%s: %w", cd.Namespace, cd.Name, err)
 	}
 	left := 0
 	for i := range list.Items {
@@ -254,14 +235,14 @@ func (r *ChainDeploymentReconciler) finalize(ctx context.Context, cd *gatewayv1.
 		left++
 		if md.DeletionTimestamp.IsZero() {
 			if err := r.Delete(ctx, md); err != nil && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("failed to delete ModelDeployment %s/%s: %w", md.Namespace, md.Name, err)
+				return ctrl.Result{}, fmt.Errorf("failed to delete ModelDeployment %s/%s: %w", md.Namespace, md.Name, err)
 			}
 		}
 	}
 	if left > 0 {
 		// The deletions of the chainlet deployments (their own finalizers first) requeue this one.
-		return nil
+		return ctrl.Result{}, nil
 	}
 	controllerutil.RemoveFinalizer(cd, gatewayv1.ChainDeploymentFinalizer)
-	return client.IgnoreNotFound(r.Update(ctx, cd))
+	return ctrl.Result{}, client.IgnoreNotFound(r.Update(ctx, cd))
 }

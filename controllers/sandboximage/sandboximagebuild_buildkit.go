@@ -1,4 +1,4 @@
-package controllers
+package sandboximage
 
 import (
 	"context"
@@ -77,7 +77,7 @@ func (r *SandboxImageBuildReconciler) observeJob(ctx context.Context, b *gateway
 }
 
 // buildKitJob is the Job that builds b with BuildKit.
-func buildKitJob(b *gatewayv1.SandboxImageBuild, reg *gatewayv1.ImageRegistry, repo name.Repository, layer string, o SandboxOptions) *batchv1.Job {
+func buildKitJob(b *gatewayv1.SandboxImageBuild, reg *gatewayv1.ImageRegistry, repo name.Repository, layer string, o Options) *batchv1.Job {
 	insecure := strings.HasPrefix(reg.URL, "http://")
 	fetch := `crane blob "$CONTEXT_LAYER" | gunzip > /work/context.zip && unzip -q /work/context.zip -d /work/src && rm /work/context.zip`
 	if insecure {

@@ -1,4 +1,4 @@
-package controllers
+package gateway
 
 import (
 	"crypto/sha256"
@@ -9,7 +9,7 @@ import (
 )
 
 func TestFromKey(t *testing.T) {
-	r := &keyReconciler[*gatewayv1.APIKey]{
+	r := &KeyReconciler[*gatewayv1.APIKey]{
 		kind:   "APIKey",
 		status: func(k *gatewayv1.APIKey) *gatewayv1.KeyStatus { return &k.Status },
 	}
@@ -31,12 +31,12 @@ func TestFromKey(t *testing.T) {
 			k := &gatewayv1.APIKey{Status: gatewayv1.KeyStatus{Prefix: "stale-prefix-000", Hash: "stale"}}
 			c := r.fromKey(k, "s", "api_key", tc.raw)
 			if tc.reason == "" {
-				if c.failed || k.Status.Prefix != good[:16] || k.Status.Hash != hex.EncodeToString(sum[:]) {
+				if c.Failed || k.Status.Prefix != good[:16] || k.Status.Hash != hex.EncodeToString(sum[:]) {
 					t.Errorf("fromKey = %+v, status %+v; want prefix %s and the hash of the trimmed key", c, k.Status, good[:16])
 				}
 				return
 			}
-			if !c.failed || c.reason != tc.reason || k.Status.Prefix != "" || k.Status.Hash != "" {
+			if !c.Failed || c.Reason != tc.reason || k.Status.Prefix != "" || k.Status.Hash != "" {
 				t.Errorf("fromKey = %+v, status %+v; want %s and cleared credentials", c, k.Status, tc.reason)
 			}
 		})

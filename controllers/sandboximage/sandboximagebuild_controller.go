@@ -1,4 +1,4 @@
-package controllers
+package sandboximage
 
 import (
 	"context"
@@ -29,14 +29,15 @@ import (
 	"github.com/modelgate/modelgate/api/sandbox"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers/imagebuild"
+	"github.com/modelgate/modelgate/controllers/kit"
 )
 
 // +kubebuilder:rbac:groups=gateway.modelgate.io,resources=sandboximages;sandboximagebuilds,verbs=get;list;watch
 // +kubebuilder:rbac:groups=gateway.modelgate.io,resources=sandboximages/status;sandboximagebuilds/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 
-// SandboxOptions configures the SandboxImageBuild reconciler.
-type SandboxOptions struct {
+// Options configures the SandboxImageBuild reconciler.
+type Options struct {
 	// AllowInternalImages lets imported images and FROM images come from loopback, private and link-local
 	// registries (a development stack).
 	AllowInternalImages bool
@@ -63,11 +64,12 @@ type SandboxImageBuildReconciler struct {
 	Client client.Client
 	// Reader reads Secrets and the SandboxImage straight from the API server, never from a stale cache.
 	Reader client.Reader
-	Opts   SandboxOptions
+	Opts   Options
 	Clock  clock.PassiveClock
 }
 
-func (r *SandboxImageBuildReconciler) setup(mgr ctrl.Manager, opts controller.Options) error {
+// SetupWithManager registers the reconciler and its watches on mgr.
+func (r *SandboxImageBuildReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
@@ -81,25 +83,27 @@ func (r *SandboxImageBuildReconciler) setup(mgr ctrl.Manager, opts controller.Op
 	if r.Opts.BuildKitImage != "" {
 		b = b.Owns(&batchv1.Job{})
 	}
-	return b.Complete(requeueOnConflict{r})
+	return b.Complete(kit.RequeueOnConflict{Reconciler: r})
 }
 
 // uploadGrace lets an upload that started just before its URL expired finish.
 const uploadGrace = 10 * time.Minute
 
-// Reconcile moves one build on to BUILT or FAILED.
+// Reconcile moves one build on to BUILT or FAILED. It writes the build's status itself, each write read again
+// past the cache (setStatus).
 func (r *SandboxImageBuildReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	return kit.Prelude[*gatewayv1.SandboxImageBuild]{}.Run(ctx, r.Client, req, r.build)
+}
+
+// build runs one build that has not ended.
+func (r *SandboxImageBuildReconciler) build(ctx context.Context, b *gatewayv1.SandboxImageBuild) (ctrl.Result, error) {
 	log := logr.FromContextOrDiscard(ctx)
-	b := &gatewayv1.SandboxImageBuild{}
-	if err := r.Client.Get(ctx, req.NamespacedName, b); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if b.Status.Status.Terminal() || b.DeletionTimestamp != nil {
+	if b.Status.Status.Terminal() {
 		return ctrl.Result{}, nil
 	}
 	// The cache may not have this build's last status write yet (the event of its BUILDING write can queue a
 	// reconcile that runs after it is BUILT): read it from the API server before running a build again.
-	if err := r.Reader.Get(ctx, req.NamespacedName, b); err != nil {
+	if err := r.Reader.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if b.Status.Status.Terminal() || b.DeletionTimestamp != nil {

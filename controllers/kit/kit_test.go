@@ -1,4 +1,4 @@
-package controllers
+package kit
 
 import (
 	"context"
@@ -30,7 +30,7 @@ func TestRequeueOnConflict(t *testing.T) {
 		{"success", reconcile.Result{RequeueAfter: 5}, nil, reconcile.Result{RequeueAfter: 5}, nil},
 	} {
 		inner := reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) { return tc.res, tc.err })
-		res, err := requeueOnConflict{inner}.Reconcile(context.Background(), reconcile.Request{})
+		res, err := RequeueOnConflict{Reconciler: inner}.Reconcile(context.Background(), reconcile.Request{})
 		if res != tc.wantRes || !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
 			t.Errorf("%s: (%+v, %v), want (%+v, %v)", tc.name, res, err, tc.wantRes, tc.wantErr)
 		}

@@ -1,15 +1,15 @@
-package controllers
+package models
 
 import (
 	"context"
 	"fmt"
 
-	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/controllers/kit"
 )
 
 // ModelReconciler reports what each environment of a Model serves: its deployment and that deployment's status.
@@ -17,31 +17,24 @@ type ModelReconciler struct {
 	client.Client
 }
 
-func (r *ModelReconciler) setup(mgr ctrl.Manager, opts controller.Options) error {
+// SetupWithManager registers the reconciler and its watches on mgr.
+func (r *ModelReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&gatewayv1.Model{}).
 		Watches(&gatewayv1.ModelDeployment{}, enqueueOwner(func(md *gatewayv1.ModelDeployment) string { return md.Spec.ModelID })).
 		WithOptions(opts).
-		Complete(requeueOnConflict{r})
+		Complete(kit.RequeueOnConflict{Reconciler: r})
 }
 
 // Reconcile writes the Model's status.
-func (r *ModelReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
-	m := &gatewayv1.Model{}
-	if err := r.Get(ctx, req.NamespacedName, m); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if !m.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
-	}
-	before := m.DeepCopy()
-	defer func() {
-		if err := patchStatus(ctx, r.Client, "Model", before, m, before.Status, m.Status); err != nil {
-			retErr = kerrors.NewAggregate([]error{retErr, err})
-		}
-	}()
+func (r *ModelReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	return kit.Prelude[*gatewayv1.Model]{Kind: "Model", Status: func(m *gatewayv1.Model) any { return m.Status }}.
+		Run(ctx, r.Client, req, r.reconcileStatus)
+}
+
+func (r *ModelReconciler) reconcileStatus(ctx context.Context, m *gatewayv1.Model) (ctrl.Result, error) {
 	var list gatewayv1.ModelDeploymentList
-	if err := r.List(ctx, &list, client.InNamespace(m.Namespace), client.MatchingFields{gatewayv1.FieldDeploymentModel: m.Name}, unsafeNoCopy); err != nil {
+	if err := r.List(ctx, &list, client.InNamespace(m.Namespace), client.MatchingFields{gatewayv1.FieldDeploymentModel: m.Name}, kit.UnsafeNoCopy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to list the deployments of Model %s/%s: %w", m.Namespace, m.Name, err)
 	}
 	status := liveStatuses(list.Items, func(md *gatewayv1.ModelDeployment) gatewayv1.DeploymentStatus { return md.Status.Status })
@@ -55,6 +48,6 @@ func ModelStatusOf(m *gatewayv1.Model, deployments map[string]gatewayv1.Deployme
 	envs, c := environmentsServed(m, deployments, "deployment")
 	out := gatewayv1.ModelStatus{ObservedGeneration: m.Generation, DeploymentsCount: int32(len(deployments)), Environments: envs,
 		Conditions: prev.Conditions}
-	setReady(&out.Conditions, c, m.Generation)
+	kit.SetReady(&out.Conditions, c, m.Generation)
 	return out
 }

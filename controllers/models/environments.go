@@ -1,4 +1,4 @@
-package controllers
+package models
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/controllers/kit"
 )
 
 // What the Model and Chain reconcilers share: both report what each environment pointer serves.
@@ -39,7 +40,7 @@ func liveStatuses[T any, PT interface {
 // environmentsServed is what each environment of o serves, given the status of each of o's deployments that
 // exist, and the Ready check of o: every pointer names a deployment that exists, and production names one.
 // noun is what the messages call a deployment ("deployment", "chain deployment").
-func environmentsServed(o gatewayv1.Environmental, deployments map[string]gatewayv1.DeploymentStatus, noun string) ([]gatewayv1.EnvironmentStatus, check) {
+func environmentsServed(o gatewayv1.Environmental, deployments map[string]gatewayv1.DeploymentStatus, noun string) ([]gatewayv1.EnvironmentStatus, kit.Check) {
 	var out []gatewayv1.EnvironmentStatus
 	var missing []string
 	for _, p := range o.EnvironmentPointers() {
@@ -51,10 +52,10 @@ func environmentsServed(o gatewayv1.Environmental, deployments map[string]gatewa
 	prod, _ := o.Environment(gatewayv1.EnvironmentProduction)
 	switch {
 	case len(missing) > 0:
-		return out, check{reason: "DeploymentNotFound", failed: true,
-			message: "Environments point at " + noun + "s that do not exist: " + strings.Join(missing, ", ") + "."}
+		return out, kit.Check{Reason: "DeploymentNotFound", Failed: true,
+			Message: "Environments point at " + noun + "s that do not exist: " + strings.Join(missing, ", ") + "."}
 	case prod == "":
-		return out, check{reason: "NoProductionDeployment", failed: true, message: "No " + noun + " is promoted to production yet."}
+		return out, kit.Check{Reason: "NoProductionDeployment", Failed: true, Message: "No " + noun + " is promoted to production yet."}
 	}
-	return out, ready(fmt.Sprintf("production serves %s %s.", noun, prod))
+	return out, kit.Ready(fmt.Sprintf("production serves %s %s.", noun, prod))
 }

@@ -1,16 +1,15 @@
-package controllers
+package gateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,6 +21,7 @@ import (
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/api/v1alpha1/hierarchy"
+	"github.com/modelgate/modelgate/controllers/kit"
 	"github.com/modelgate/modelgate/controllers/translate"
 )
 
@@ -35,54 +35,47 @@ type GroupReconciler struct {
 	Recorder record.EventRecorder
 }
 
-func (r *GroupReconciler) setup(mgr ctrl.Manager, opts controller.Options) error {
+// SetupWithManager registers the reconciler and its watches on mgr.
+func (r *GroupReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&gatewayv1.Group{}).
 		// A group's verdict depends on its ancestors and on groups sharing its external id; a deleting group
 		// waits for its children and keys to be gone.
 		Watches(&gatewayv1.Group{}, handler.EnqueueRequestsFromMapFunc(r.dependents),
-			builder.WithPredicates(specOrLifecycleChanged)).
+			builder.WithPredicates(kit.SpecOrLifecycleChanged)).
 		Watches(&gatewayv1.APIKey{}, handler.EnqueueRequestsFromMapFunc(r.groupOfKey),
-			builder.WithPredicates(specOrLifecycleChanged)).
+			builder.WithPredicates(kit.SpecOrLifecycleChanged)).
 		WithOptions(opts).
-		Complete(requeueOnConflict{r})
+		Complete(kit.RequeueOnConflict{Reconciler: r})
 }
 
 // Reconcile follows the Cluster API order: get, finalizer, one deferred status patch, then small phases.
-func (r *GroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
-	g := &gatewayv1.Group{}
-	if err := r.Get(ctx, req.NamespacedName, g); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if !g.DeletionTimestamp.IsZero() {
-		return r.reconcileDelete(ctx, g)
-	}
+func (r *GroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	return kit.Prelude[*gatewayv1.Group]{Kind: "Group", Status: func(g *gatewayv1.Group) any { return g.Status },
+		Deleting: r.reconcileDelete, Prepare: r.prepare}.Run(ctx, r.Client, req, r.reconcileStatus)
+}
+
+// prepare deletes a group whose bound parent is gone, and adds the finalizer.
+func (r *GroupReconciler) prepare(ctx context.Context, g *gatewayv1.Group) (ctrl.Result, bool, error) {
 	deleted, res, err := deleteUnbound(ctx, r.Client, r.APIReader, r.Recorder, g, "Group", g.ParentID())
 	if err != nil || deleted {
-		return res, err
+		return res, true, err
 	}
 	if !controllerutil.ContainsFinalizer(g, gatewayv1.Finalizer) {
 		before := g.DeepCopy()
 		controllerutil.AddFinalizer(g, gatewayv1.Finalizer)
 		if err := r.Patch(ctx, g, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-			return ctrl.Result{}, fmt.Errorf("failed to add finalizer to Group %s/%s: %w", g.Namespace, g.Name, err)
+			return ctrl.Result{}, true, fmt.Errorf("failed to add finalizer to Group %s/%s: %w", g.Namespace, g.Name, err)
 		}
 	}
-
-	before := g.DeepCopy()
-	defer func() {
-		if err := patchStatus(ctx, r.Client, "Group", before, g, before.Status, g.Status); err != nil {
-			retErr = kerrors.NewAggregate([]error{retErr, err})
-		}
-	}()
-	return res, r.reconcileStatus(ctx, g)
+	return res, false, nil
 }
 
 // reconcileStatus judges g with the same rules the snapshot uses.
-func (r *GroupReconciler) reconcileStatus(ctx context.Context, g *gatewayv1.Group) error {
+func (r *GroupReconciler) reconcileStatus(ctx context.Context, g *gatewayv1.Group) (ctrl.Result, error) {
 	groups, err := r.relevant(ctx, g)
 	if err != nil {
-		return err
+		return ctrl.Result{}, err
 	}
 	v := translate.NewGroups(groups).Judge(g)
 
@@ -93,9 +86,9 @@ func (r *GroupReconciler) reconcileStatus(ctx context.Context, g *gatewayv1.Grou
 		g.Status.RootGroupID = v.Chain.Root().Name
 		g.Status.EffectiveModels = hierarchy.Resolve(v.Chain)
 	}
-	setReady(&g.Status.Conditions, check{reason: v.Reason, message: v.Message, failed: !v.Ready}, g.Generation)
+	kit.SetReady(&g.Status.Conditions, kit.Check{Reason: v.Reason, Message: v.Message, Failed: !v.Ready}, g.Generation)
 	r.setLimitConflict(g, v.Conflict)
-	return nil
+	return ctrl.Result{}, nil
 }
 
 // setLimitConflict reports a threshold above an ancestor's as the LimitConflict condition, with an Event when the
@@ -148,7 +141,7 @@ func (r *GroupReconciler) relevant(ctx context.Context, g *gatewayv1.Group) ([]*
 	for _, m := range chain {
 		var same gatewayv1.GroupList
 		if err := r.List(ctx, &same, client.InNamespace(g.Namespace),
-			client.MatchingFields{gatewayv1.FieldGroupExternalID: m.Spec.ExternalEntityID}, unsafeNoCopy); err != nil {
+			client.MatchingFields{gatewayv1.FieldGroupExternalID: m.Spec.ExternalEntityID}, kit.UnsafeNoCopy); err != nil {
 			return nil, fmt.Errorf("failed to list Groups by external id: %w", err)
 		}
 		for i := range same.Items {
@@ -169,71 +162,6 @@ func (r *GroupReconciler) relevant(ctx context.Context, g *gatewayv1.Group) ([]*
 	return out, nil
 }
 
-// reconcileDelete removes g's direct children (whose own finalizers cascade further) and every APIKey of g, and
-// releases the finalizer once none is left. It needs no garbage collector. The snapshot drops the subtree as
-// soon as the deletion starts; this only cleans up the objects.
-func (r *GroupReconciler) reconcileDelete(ctx context.Context, g *gatewayv1.Group) (ctrl.Result, error) {
-	log := logf.FromContext(ctx)
-	if !controllerutil.ContainsFinalizer(g, gatewayv1.Finalizer) {
-		return ctrl.Result{}, nil
-	}
-	children, keys, err := r.subtree(ctx, g)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	// A child or key the cache does not show yet (admitted as the deletion began) is bound to g
-	// (gatewayv1.AnnotationParentUID) and deletes itself once g is gone: see deleteUnbound.
-	var errs []error
-	for i := range children.Items {
-		errs = append(errs, r.deleteOnce(ctx, &children.Items[i]))
-	}
-	for i := range keys.Items {
-		errs = append(errs, r.deleteOnce(ctx, &keys.Items[i]))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return ctrl.Result{}, fmt.Errorf("failed to cascade deletion of Group %s/%s: %w", g.Namespace, g.Name, err)
-	}
-	if remaining := len(children.Items) + len(keys.Items); remaining > 0 {
-		// The watches on Groups and APIKeys bring g back when these are gone.
-		log.V(1).Info("Waiting for the subtree of a deleted group", "children", len(children.Items), "apiKeys", len(keys.Items))
-		before := g.DeepCopy()
-		setReady(&g.Status.Conditions, check{reason: gatewayv1.ReasonDeleting, failed: true,
-			message: fmt.Sprintf("Group is being deleted; waiting for %d child groups and %d API keys to be removed.",
-				len(children.Items), len(keys.Items))}, g.Generation)
-		return ctrl.Result{}, patchStatus(ctx, r.Client, "Group", before, g, before.Status, g.Status)
-	}
-	before := g.DeepCopy()
-	controllerutil.RemoveFinalizer(g, gatewayv1.Finalizer)
-	if err := r.Patch(ctx, g, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil && !apierrors.IsNotFound(err) {
-		return ctrl.Result{}, fmt.Errorf("failed to remove finalizer from Group %s/%s: %w", g.Namespace, g.Name, err)
-	}
-	log.Info("Deleted group and its subtree")
-	return ctrl.Result{}, nil
-}
-
-// subtree lists g's direct children and its APIKeys.
-func (r *GroupReconciler) subtree(ctx context.Context, g *gatewayv1.Group) (*gatewayv1.GroupList, *gatewayv1.APIKeyList, error) {
-	var children gatewayv1.GroupList
-	if err := r.List(ctx, &children, client.InNamespace(g.Namespace), client.MatchingFields{gatewayv1.FieldGroupParent: g.Name}); err != nil {
-		return nil, nil, fmt.Errorf("failed to list children of Group %s/%s: %w", g.Namespace, g.Name, err)
-	}
-	var keys gatewayv1.APIKeyList
-	if err := r.List(ctx, &keys, client.InNamespace(g.Namespace), client.MatchingFields{gatewayv1.FieldAPIKeyGroup: g.Name}); err != nil {
-		return nil, nil, fmt.Errorf("failed to list APIKeys of Group %s/%s: %w", g.Namespace, g.Name, err)
-	}
-	return &children, &keys, nil
-}
-
-func (r *GroupReconciler) deleteOnce(ctx context.Context, obj client.Object) error {
-	if !obj.GetDeletionTimestamp().IsZero() {
-		return nil
-	}
-	if err := r.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("failed to delete %s: %w", obj.GetName(), err)
-	}
-	return nil
-}
-
 // dependents maps a changed group to the groups whose verdict may follow from it: every descendant (an
 // ancestor's limits reach grandchildren, and a parent created late completes its children's chains), the groups
 // sharing its external id, and its parent, which may be waiting for it to be deleted.
@@ -250,7 +178,7 @@ func (r *GroupReconciler) dependents(ctx context.Context, obj client.Object) []r
 	queue := []string{g.Name}
 	for len(queue) > 0 {
 		var children gatewayv1.GroupList
-		if err := r.List(ctx, &children, client.InNamespace(g.Namespace), client.MatchingFields{gatewayv1.FieldGroupParent: queue[0]}, unsafeNoCopy); err != nil {
+		if err := r.List(ctx, &children, client.InNamespace(g.Namespace), client.MatchingFields{gatewayv1.FieldGroupParent: queue[0]}, kit.UnsafeNoCopy); err != nil {
 			logf.FromContext(ctx).Error(err, "Failed to list child groups", "group", queue[0])
 			break
 		}
@@ -260,17 +188,17 @@ func (r *GroupReconciler) dependents(ctx context.Context, obj client.Object) []r
 			if !seen[c.Name] {
 				seen[c.Name] = true
 				queue = append(queue, c.Name)
-				out = append(out, requests(c)...)
+				out = append(out, kit.Requests(c)...)
 			}
 		}
 	}
 	var same gatewayv1.GroupList
-	if err := r.List(ctx, &same, client.InNamespace(g.Namespace), client.MatchingFields{gatewayv1.FieldGroupExternalID: g.Spec.ExternalEntityID}, unsafeNoCopy); err != nil {
+	if err := r.List(ctx, &same, client.InNamespace(g.Namespace), client.MatchingFields{gatewayv1.FieldGroupExternalID: g.Spec.ExternalEntityID}, kit.UnsafeNoCopy); err != nil {
 		logf.FromContext(ctx).Error(err, "Failed to list groups by external id")
 	}
 	for i := range same.Items {
 		if same.Items[i].Name != g.Name {
-			out = append(out, requests(&same.Items[i])...)
+			out = append(out, kit.Requests(&same.Items[i])...)
 		}
 	}
 	return out
