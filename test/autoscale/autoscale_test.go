@@ -41,6 +41,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd"
 	"github.com/modelgate/modelgate/test/kubetest"
 	"github.com/modelgate/modelgate/test/stack"
+	"github.com/modelgate/modelgate/test/testutil"
 )
 
 const (
@@ -178,7 +179,7 @@ func TestAutoscaler(t *testing.T) {
 	wl := md.WorkloadName()
 	eventually(t, "the Deployment of auto-v1 at 1 replica", func() error { return expectReplicas(c, ns, wl, 1) })
 	reportWorkload(t, c, ns, wl, 1)
-	create(t, c, endpointSlice(ns, wl+"-1", wl, gatewayv1.ModelPortName, host, modelPort, true))
+	create(t, c, testutil.EndpointSlice(ns, wl+"-1", wl, gatewayv1.ModelPortName, modelPort, testutil.Endpoint{Addr: host, Ready: true}))
 	eventually(t, "auto-v1 ACTIVE", func() error { return expectStatus(c, ns, md.Name, gatewayv1.StatusActive, "") })
 	eventually(t, "the Deployment of auto-never at 1 replica", func() error { return expectReplicas(c, ns, never.WorkloadName(), 1) })
 
@@ -339,7 +340,7 @@ func TestAutoscaler(t *testing.T) {
 		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: wl + "-1"}, sl); err != nil {
 			return err
 		}
-		sl.Endpoints = endpointSlice(ns, sl.Name, wl, gatewayv1.ModelPortName, host, modelPort, true).Endpoints
+		sl.Endpoints = testutil.EndpointSlice(ns, sl.Name, wl, gatewayv1.ModelPortName, modelPort, testutil.Endpoint{Addr: host, Ready: true}).Endpoints
 		return c.Update(context.Background(), sl)
 	})
 	eventually(t, "auto-v1 ACTIVE again", func() error { return expectStatus(c, ns, md.Name, gatewayv1.StatusActive, "True/Active") })
@@ -366,7 +367,7 @@ func TestAutoscaler(t *testing.T) {
 	create(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vllm"},
 		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Name: "openai", Port: byoPort}}}})
 	// The EndpointSlice controller would write this for the ready pod of vllm.
-	create(t, c, endpointSlice(ns, "vllm-1", "vllm", "openai", host, byoPort, true))
+	create(t, c, testutil.EndpointSlice(ns, "vllm-1", "vllm", "openai", byoPort, testutil.Endpoint{Addr: host, Ready: true}))
 	// The deployment's own autoscaling allows one replica; production's allows four at five calls each, and wins.
 	create(t, c, &gatewayv1.ModelDeployment{ObjectMeta: metav1.ObjectMeta{Name: "byo-v1", Namespace: ns},
 		Spec: gatewayv1.ModelDeploymentSpec{ModelID: "byo", StartupTimeoutSeconds: 30,
@@ -497,17 +498,7 @@ func publishReplicas(t *testing.T, c client.Client, ns, host string, metricsURLs
 	t.Helper()
 	for i, u := range metricsURLs {
 		port, _ := strconv.Atoi(u[strings.LastIndex(u, ":")+1:])
-		create(t, c, endpointSlice(ns, fmt.Sprintf("%s-%d", statsService, i), statsService, stats.PortName, host, int32(port), true))
-	}
-}
-
-func endpointSlice(ns, name, service, portName, host string, port int32, ready bool) *discoveryv1.EndpointSlice {
-	return &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: service}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To(portName), Port: ptr.To(port), Protocol: ptr.To(corev1.ProtocolTCP)}},
-		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{host},
-			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(ready), Serving: ptr.To(ready), Terminating: ptr.To(false)}}},
+		create(t, c, testutil.EndpointSlice(ns, fmt.Sprintf("%s-%d", statsService, i), statsService, stats.PortName, int32(port), testutil.Endpoint{Addr: host, Ready: true}))
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/modelgate/modelgate/controllers/autoscale"
 	"github.com/modelgate/modelgate/test/kubetest"
 	"github.com/modelgate/modelgate/test/stack"
+	"github.com/modelgate/modelgate/test/testutil"
 )
 
 // TestAutoscalerReadsGatewaydProcesses: the manager's autoscaler, on its real 2 s ticker, reads two gatewayd
@@ -119,7 +120,7 @@ func startProcesses(ctx context.Context, t *testing.T, opts controllers.Options)
 		p.gatewayURLs = append(p.gatewayURLs, "http://"+addr)
 		p.metricsURLs = append(p.metricsURLs, "http://"+metrics)
 		port, _ := strconv.Atoi(metrics[strings.LastIndex(metrics, ":")+1:])
-		create(t, s.Client, endpointSlice(ns, fmt.Sprintf("%s-p%d", statsService, i), statsService, stats.PortName, p.host, int32(port), true))
+		create(t, s.Client, testutil.EndpointSlice(ns, fmt.Sprintf("%s-p%d", statsService, i), statsService, stats.PortName, int32(port), testutil.Endpoint{Addr: p.host, Ready: true}))
 	}
 	return p
 }
@@ -137,7 +138,7 @@ func (p *processes) serve(t *testing.T, md *gatewayv1.ModelDeployment, modelPort
 	wl := md.WorkloadName()
 	eventually(t, "the Deployment of "+md.Name+" at 1 replica", func() error { return expectReplicas(c, ns, wl, 1) })
 	reportWorkload(t, c, ns, wl, 1)
-	create(t, c, endpointSlice(ns, wl+"-1", wl, gatewayv1.ModelPortName, p.host, modelPort, true))
+	create(t, c, testutil.EndpointSlice(ns, wl+"-1", wl, gatewayv1.ModelPortName, modelPort, testutil.Endpoint{Addr: p.host, Ready: true}))
 	eventually(t, md.Name+" ACTIVE", func() error { return expectStatus(c, ns, md.Name, gatewayv1.StatusActive, "") })
 	for i, u := range p.gatewayURLs {
 		eventually(t, "a call through "+u, func() error {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelgate/modelgate/test/testutil"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	certutil "k8s.io/client-go/util/cert"
 )
@@ -90,7 +90,7 @@ func startManagerProcess(t *testing.T, label string) *managerProcess {
 	args := append([]string{
 		"--leader-elect=true", "--leader-election-namespace=" + ns,
 		"--metrics-bind-address=0", "--health-probe-bind-address=0",
-		"--webhook-cert-mode=cert-manager", "--webhook-cert-dir=" + certDir, "--webhook-port=" + strconv.Itoa(freePort(t)),
+		"--webhook-cert-mode=cert-manager", "--webhook-cert-dir=" + certDir, "--webhook-port=" + strconv.Itoa(testutil.MustFreePort(t)),
 		"--namespaces=" + ns, "--sandbox-allow-internal-images", "--sandbox-temp-dir=" + tempDir,
 	}, managerLease...)
 	cmd := exec.Command(managerBinary(t), args...)
@@ -161,17 +161,6 @@ func leaseHolder(t *testing.T) (holder string, transitions int32) {
 		transitions = *l.Spec.LeaseTransitions
 	}
 	return holder, transitions
-}
-
-// freePort is a TCP port nothing listens on at the moment.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 type lockedBuffer struct {

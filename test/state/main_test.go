@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -29,6 +28,7 @@ import (
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/gatewaytest"
 	"github.com/modelgate/modelgate/gatewayd/state/redistest"
+	"github.com/modelgate/modelgate/test/testutil"
 	"github.com/modelgate/modelgate/test/upstream"
 )
 
@@ -161,19 +161,10 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	return w.b.Write(p)
 }
 
-func freePort(t *testing.T) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // startGatewayd runs gatewayd serving ns with extra flags and waits until it serves the snapshot.
 func startGatewayd(t *testing.T, ns string, flags ...string) *gatewayd {
 	t.Helper()
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	addr := "127.0.0.1:" + strconv.Itoa(testutil.MustFreePort(t))
 	// Each process its own metrics port: several run at once.
 	args := append([]string{"--addr=" + addr, "--metrics-addr=127.0.0.1:0", "--namespaces=" + ns, "--zap-log-level=info"}, flags...)
 	cmd := exec.Command(binary, args...)
