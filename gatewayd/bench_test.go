@@ -22,7 +22,7 @@ import (
 // /chat/completions, workspace key of type WORKSPACE_INVOKE), so the OpenAI route and /production/predict carry
 // the same body to the same server. It returns gatewayd's URL, the upstream's base URL and the two keys.
 func benchGateway(b *testing.B) (url, upstreamURL, key, invoke string) {
-	startEnv(b)
+	kube.Start(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
 	up := upstream.New(upstream.Options{})

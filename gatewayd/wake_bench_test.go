@@ -32,7 +32,7 @@ import (
 // once (then the span ends at the last answer). It reports p50-ms and p99-ms over the iterations, and the API
 // write's own p50 (write-p50-ms); run it with -benchtime 100x for a p99 worth reading.
 func BenchmarkColdStartHold(b *testing.B) {
-	startEnv(b)
+	kube.Start(b)
 	ip := kubetest.EndpointAddress(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)

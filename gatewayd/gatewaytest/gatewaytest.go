@@ -9,8 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"path/filepath"
-	"runtime"
 	"strconv"
 	"time"
 
@@ -18,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/modelgate/modelgate/api/apikey"
 	"github.com/modelgate/modelgate/api/snapshot"
@@ -26,20 +23,6 @@ import (
 	"github.com/modelgate/modelgate/api/v1alpha1/hierarchy"
 	"github.com/modelgate/modelgate/gatewayd"
 )
-
-// StartEnv starts envtest with the CRDs of config/crd/bases. KUBEBUILDER_ASSETS must point at the binaries.
-func StartEnv() (*envtest.Environment, error) {
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	if _, err := env.Start(); err != nil {
-		return nil, fmt.Errorf("failed to start envtest (is KUBEBUILDER_ASSETS set?): %w", err)
-	}
-	return env, nil
-}
 
 // Group is one group of a test tree. Parent is "" for a root.
 type Group struct {

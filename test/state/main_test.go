@@ -28,12 +28,13 @@ import (
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/gatewaytest"
 	"github.com/modelgate/modelgate/gatewayd/state/redistest"
+	"github.com/modelgate/modelgate/test/kubetest"
 	"github.com/modelgate/modelgate/test/testutil"
 	"github.com/modelgate/modelgate/test/upstream"
 )
 
 var (
-	env        *envtest.Environment
+	env        *kubetest.Env
 	cs         kubernetes.Interface
 	kubeconfig string
 	binary     string
@@ -61,13 +62,13 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "failed to build gatewayd:", err)
 		return 1
 	}
-	if env, err = gatewaytest.StartEnv(); err != nil {
+	if env, err = kubetest.Start(kubetest.Options{CRDs: true}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer func() { _ = env.Stop() }()
-	cs = kubernetes.NewForConfigOrDie(env.Config)
-	user, err := env.AddUser(envtest.User{Name: "gatewayd", Groups: []string{"system:masters"}}, nil)
+	cs = env.Clientset
+	user, err := env.Environment.AddUser(envtest.User{Name: "gatewayd", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
