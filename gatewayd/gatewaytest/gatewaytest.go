@@ -169,6 +169,26 @@ func Serve(ctx context.Context, g *gatewayd.Gateway) (string, error) {
 	return "http://" + ln.Addr().String(), nil
 }
 
+// Start runs g on ln until ctx is done or stop is called, and waits until g is ready, or fails after timeout
+// (having stopped it). stop ends Serve and waits for it to return.
+func Start(ctx context.Context, g *gatewayd.Gateway, ln net.Listener, timeout time.Duration) (stop func(), err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = g.Serve(ctx, ln)
+	}()
+	stop = func() {
+		cancel()
+		<-done
+	}
+	if err := WaitReady(g, timeout); err != nil {
+		stop()
+		return nil, err
+	}
+	return stop, nil
+}
+
 // WaitVersion waits until g serves version of ns, or fails after timeout.
 func WaitVersion(g *gatewayd.Gateway, ns string, version int64, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)

@@ -39,6 +39,7 @@ import (
 	"github.com/modelgate/modelgate/controllers"
 	"github.com/modelgate/modelgate/controllers/autoscale"
 	"github.com/modelgate/modelgate/gatewayd"
+	"github.com/modelgate/modelgate/gatewayd/gatewaytest"
 	"github.com/modelgate/modelgate/test/kubetest"
 	"github.com/modelgate/modelgate/test/stack"
 	"github.com/modelgate/modelgate/test/testutil"
@@ -433,15 +434,11 @@ func startGatewayd(ctx context.Context, t *testing.T, s *stack.Stack, host strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	gctx, stop := context.WithCancel(ctx)
-	go func() { defer close(done); _ = g.Serve(gctx, ln) }()
-	t.Cleanup(func() { stop(); <-done })
-	select {
-	case <-g.Ready():
-	case <-time.After(time.Minute):
-		t.Fatal("the second gatewayd never loaded its snapshot")
+	stop, err := gatewaytest.Start(ctx, g, ln, time.Minute)
+	if err != nil {
+		t.Fatalf("the second gatewayd never loaded its snapshot: %v", err)
 	}
+	t.Cleanup(stop)
 	return replica{url: "http://" + ln.Addr().String(), metrics: "http://" + mln.Addr().String()}
 }
 
