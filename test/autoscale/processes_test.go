@@ -1,7 +1,6 @@
 package autoscale_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -182,25 +181,7 @@ func freeAddr(t *testing.T, host string) string {
 // waits until it serves a snapshot (/readyz).
 func startProcess(t *testing.T, binary, kubeconfig string, args ...string) {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	var logs bytes.Buffer
-	var mu sync.Mutex
-	cmd.Stdout, cmd.Stderr = &lockedBuffer{mu: &mu, b: &logs}, &lockedBuffer{mu: &mu, b: &logs}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-		if t.Failed() {
-			mu.Lock()
-			t.Logf("gatewayd %v logs:\n%s", args, logs.String())
-			mu.Unlock()
-		}
-	})
+	p := testutil.StartProcess(t, fmt.Sprintf("gatewayd %v", args), kubeconfig, binary, args...)
 	var addr string
 	for _, a := range args {
 		if v, ok := strings.CutPrefix(a, "--addr="); ok {
@@ -208,10 +189,8 @@ func startProcess(t *testing.T, binary, kubeconfig string, args ...string) {
 		}
 	}
 	eventually(t, "gatewayd at "+addr+" ready", func() error {
-		select {
-		case <-done:
+		if p.Exited() {
 			return fmt.Errorf("gatewayd exited")
-		default:
 		}
 		resp, err := http.Get("http://" + addr + "/readyz")
 		if err != nil {
@@ -223,15 +202,4 @@ func startProcess(t *testing.T, binary, kubeconfig string, args ...string) {
 		}
 		return nil
 	})
-}
-
-type lockedBuffer struct {
-	mu *sync.Mutex
-	b  *bytes.Buffer
-}
-
-func (w *lockedBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
 }

@@ -143,23 +143,9 @@ func usageLimited(threshold int64) []gatewayv1.ModelConfig {
 
 // gatewayd is one gatewayd OS process.
 type gatewayd struct {
-	t    *testing.T
-	url  string
-	cmd  *exec.Cmd
-	logs *bytes.Buffer
-	mu   *sync.Mutex
-	done chan struct{}
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	b  *bytes.Buffer
-}
-
-func (w lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
+	t   *testing.T
+	url string
+	*testutil.Process
 }
 
 // startGatewayd runs gatewayd serving ns with extra flags and waits until it serves the snapshot.
@@ -168,29 +154,10 @@ func startGatewayd(t *testing.T, ns string, flags ...string) *gatewayd {
 	addr := "127.0.0.1:" + strconv.Itoa(testutil.MustFreePort(t))
 	// Each process its own metrics port: several run at once.
 	args := append([]string{"--addr=" + addr, "--metrics-addr=127.0.0.1:0", "--namespaces=" + ns, "--zap-log-level=info"}, flags...)
-	cmd := exec.Command(binary, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	g := &gatewayd{t: t, url: "http://" + addr, cmd: cmd, logs: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = lockedWriter{g.mu, g.logs}, lockedWriter{g.mu, g.logs}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = cmd.Wait(); close(g.done) }()
-	t.Cleanup(func() {
-		g.signal(syscall.SIGKILL)
-		if t.Failed() {
-			g.mu.Lock()
-			t.Logf("gatewayd %s logs:\n%s", addr, g.logs.String())
-			g.mu.Unlock()
-		}
-	})
+	g := &gatewayd{t: t, url: "http://" + addr, Process: testutil.StartProcess(t, "gatewayd "+addr, kubeconfig, binary, args...)}
 	for range 3000 {
-		select {
-		case <-g.done:
-			g.mu.Lock()
-			defer g.mu.Unlock()
-			t.Fatalf("gatewayd exited at startup:\n%s", g.logs.String())
-		default:
+		if g.Exited() {
+			t.Fatalf("gatewayd exited at startup:\n%s", g.Logs())
 		}
 		if resp, err := http.Get(g.url + "/readyz"); err == nil {
 			resp.Body.Close()
@@ -206,30 +173,21 @@ func startGatewayd(t *testing.T, ns string, flags ...string) *gatewayd {
 
 // signal sends sig and waits for the process to exit.
 func (g *gatewayd) signal(sig syscall.Signal) {
-	select {
-	case <-g.done:
+	if g.Exited() {
 		return
-	default:
 	}
-	_ = g.cmd.Process.Signal(sig)
+	_ = g.Cmd.Process.Signal(sig)
 	select {
-	case <-g.done:
+	case <-g.Done:
 	case <-time.After(30 * time.Second):
-		_ = g.cmd.Process.Kill()
-		<-g.done
+		_ = g.Cmd.Process.Kill()
+		<-g.Done
 		g.t.Errorf("gatewayd did not exit within 30s of %v", sig)
 	}
 }
 
 // alive reports whether the process still runs.
-func (g *gatewayd) alive() bool {
-	select {
-	case <-g.done:
-		return false
-	default:
-		return true
-	}
-}
+func (g *gatewayd) alive() bool { return !g.Exited() }
 
 var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 200}, Timeout: 30 * time.Second}
 
