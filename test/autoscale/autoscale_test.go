@@ -13,7 +13,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -30,9 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/modelgate/modelgate/api/stats"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
@@ -115,11 +111,7 @@ func (m *slowModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func TestAutoscaler(t *testing.T) {
-	if os.Getenv("E2E_LOG") != "" {
-		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
-	} else {
-		ctrl.SetLogger(logr.Discard())
-	}
+	stack.SetTestLogger()
 	host := kubetest.EndpointAddress(t).String()
 	clk := clocktesting.NewFakeClock(time.Now())
 	ctx, cancel := context.WithCancel(context.Background())
@@ -128,20 +120,12 @@ func TestAutoscaler(t *testing.T) {
 	// The Autoscaler runs as the manager's runnable (its ticker fires on each step of the fake clock); the test
 	// also calls Poll after each step, so that it knows a round has run before it looks.
 	scaler := &autoscale.Autoscaler{Clock: clk}
-	s, err := stack.Start(ctx, stack.Options{
+	// Stopped in a cleanup: cleanups run last-registered first, so the second gatewayd (registered later) stops
+	// before the control plane it watches.
+	s := stack.StartTest(ctx, t, stack.Options{
 		MetricsAddr: net.JoinHostPort(host, "0"),
 		Controllers: controllers.Options{Clock: clk, Autoscaler: scaler},
 		Gatewayd:    gatewayd.Options{Clock: clk, UpstreamTimeout: 10 * time.Minute},
-	})
-	if err != nil {
-		t.Fatalf("failed to start the stack (KUBEBUILDER_ASSETS=%q): %v", os.Getenv("KUBEBUILDER_ASSETS"), err)
-	}
-	// A cleanup, not a defer: cleanups run last-registered first, so the second gatewayd (registered later)
-	// stops before the control plane it watches.
-	t.Cleanup(func() {
-		if err := s.Stop(); err != nil {
-			t.Errorf("failed to stop the stack: %v", err)
-		}
 	})
 	ns, c := s.Namespace, s.Client
 	scaler.StatsService = types.NamespacedName{Namespace: ns, Name: statsService}

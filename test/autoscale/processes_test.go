@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -101,17 +100,9 @@ func startProcesses(ctx context.Context, t *testing.T, opts controllers.Options)
 	}
 	const ns = "default"
 	opts.Autoscaler.StatsService = types.NamespacedName{Namespace: ns, Name: statsService}
-	s, err := stack.Start(ctx, stack.Options{Namespace: ns, Controllers: opts})
-	if err != nil {
-		t.Fatalf("failed to start the stack (KUBEBUILDER_ASSETS=%q): %v", os.Getenv("KUBEBUILDER_ASSETS"), err)
-	}
-	// A cleanup, registered before the processes': cleanups run last-registered first, so the processes stop
-	// before the control plane they watch.
-	t.Cleanup(func() {
-		if err := s.Stop(); err != nil {
-			t.Errorf("failed to stop the stack: %v", err)
-		}
-	})
+	// Stopped in a cleanup, registered before the processes': cleanups run last-registered first, so the
+	// processes stop before the control plane they watch.
+	s := stack.StartTest(ctx, t, stack.Options{Namespace: ns, Controllers: opts})
 	p.Stack = s
 	for i := range 2 {
 		addr, metrics := freeAddr(t, p.host), freeAddr(t, p.host)
