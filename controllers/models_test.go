@@ -23,6 +23,7 @@ import (
 
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/test/testutil"
 )
 
 // envtest runs an API server and etcd only: no kubelet starts pods and no kube-controller-manager writes a
@@ -117,21 +118,6 @@ func expectEvent(ns, name, reason, text string) {
 
 func isNotFound(obj client.Object) func() bool {
 	return func() bool { return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(obj), obj)) }
-}
-
-// endpointSlice is a slice that the EndpointSlice controller would write for a Service: one endpoint per
-// readiness given, on the Service's named port.
-func endpointSlice(ns, name, service, portName string, port int32, ready ...bool) *discoveryv1.EndpointSlice {
-	s := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: service}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To(portName), Port: ptr.To(port), Protocol: ptr.To(corev1.ProtocolTCP)}},
-	}
-	for i, r := range ready {
-		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{"10.0.0." + string(rune('1'+i))},
-			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(r)}})
-	}
-	return s
 }
 
 // healthServer answers GET /health with 200 while healthy, else 500.
@@ -397,7 +383,8 @@ var _ = Describe("ModelDeployment reconciler", func() {
 		}
 		Expect(k8s.Create(ctx, svc)).To(Succeed())
 		// The EndpointSlice controller would write these: one pod ready, one starting.
-		slice := endpointSlice(ns, "vllm-abcde", "vllm", "openai", 8000, true, false)
+		slice := testutil.EndpointSlice(ns, "vllm-abcde", "vllm", "openai", 8000,
+			testutil.Endpoint{Addr: "10.0.0.1", Ready: true}, testutil.Endpoint{Addr: "10.0.0.2"})
 		Expect(k8s.Create(ctx, slice)).To(Succeed())
 
 		md := &gatewayv1.ModelDeployment{

@@ -16,7 +16,7 @@ import (
 // that use the same external id and slug count in series of their own, and each workspace's export key reads
 // its own series only.
 func TestServeAllNamespaces(t *testing.T) {
-	startEnv(t)
+	kube.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	keys, exportKeys := map[string]string{}, map[string]string{}

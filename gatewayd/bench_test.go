@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"runtime/metrics"
-	"syscall"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd"
 	"github.com/modelgate/modelgate/gatewayd/gatewaytest"
+	"github.com/modelgate/modelgate/test/testutil"
 	"github.com/modelgate/modelgate/test/upstream"
 )
 
@@ -22,7 +22,7 @@ import (
 // /chat/completions, workspace key of type WORKSPACE_INVOKE), so the OpenAI route and /production/predict carry
 // the same body to the same server. It returns gatewayd's URL, the upstream's base URL and the two keys.
 func benchGateway(b *testing.B) (url, upstreamURL, key, invoke string) {
-	startEnv(b)
+	kube.Start(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
 	up := upstream.New(upstream.Options{})
@@ -117,14 +117,14 @@ func BenchmarkRouteCPU(b *testing.B) {
 		{"predict", "/models/bench/production/predict", "Api-Key " + invoke},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			before, gcs := processCPU(), gcCycles()
+			before, gcs := testutil.ProcessCPU(), gcCycles()
 			b.SetParallelism(16)
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					benchCall(b, c, url+tc.path, tc.auth)
 				}
 			})
-			b.ReportMetric(float64(processCPU()-before)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(testutil.ProcessCPU()-before)/float64(b.N), "cpu-ns/op")
 			b.ReportMetric(float64(gcCycles()-gcs)*1000/float64(b.N), "gc/1k-op")
 		})
 	}
@@ -136,11 +136,4 @@ func gcCycles() uint64 {
 	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
 	metrics.Read(s)
 	return s[0].Value.Uint64()
-}
-
-// processCPU is the user and system CPU time this process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -969,7 +969,7 @@ func TestSlowBodyIsCut(t *testing.T) {
 
 // TestAbsentSecretIsCached: calls to an Endpoint whose Secret was deleted do not each read the API server.
 func TestAbsentSecretIsCached(t *testing.T) {
-	startEnv(t)
+	kube.Start(t)
 	var gets atomic.Int64
 	c := rest.CopyConfig(cfg)
 	c.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {

@@ -5,14 +5,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,7 +17,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
@@ -29,42 +25,18 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/billing"
 	"github.com/modelgate/modelgate/gatewayd/gatewaytest"
 	"github.com/modelgate/modelgate/gatewayd/limits"
+	"github.com/modelgate/modelgate/test/kubetest"
 	"github.com/modelgate/modelgate/test/upstream"
 )
 
 var (
-	cfg     *rest.Config
-	cs      kubernetes.Interface
-	env     *envtest.Environment
-	envErr  error
-	envOnce sync.Once
+	cfg *rest.Config
+	cs  kubernetes.Interface
+	// kube starts envtest on first use, so unit tests and fuzzing in this package do not pay for it.
+	kube = kubetest.Lazy{OnStart: func(e *kubetest.Env) { cfg, cs = e.Config, e.Clientset }}
 )
 
-// startEnv starts envtest on first use, so unit tests and fuzzing in this package do not pay for it.
-func startEnv(t testing.TB) {
-	t.Helper()
-	envOnce.Do(func() {
-		if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-			envErr = fmt.Errorf("KUBEBUILDER_ASSETS is not set: the gatewayd integration tests need envtest binaries (make envtest)")
-			return
-		}
-		if env, envErr = gatewaytest.StartEnv(); envErr == nil {
-			cfg = env.Config
-			cs = kubernetes.NewForConfigOrDie(cfg)
-		}
-	})
-	if envErr != nil {
-		t.Fatal(envErr)
-	}
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if env != nil {
-		_ = env.Stop()
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { kube.Main(m) }
 
 const (
 	slug         = "demo/echo"
@@ -138,7 +110,7 @@ func tree(models func(id string) []gatewayv1.ModelConfig) []gatewaytest.Group {
 
 func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	t.Helper()
-	startEnv(t)
+	kube.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	ns, err := gatewaytest.CreateNamespace(ctx, cs, "gw")

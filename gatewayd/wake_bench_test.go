@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +21,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd"
 	"github.com/modelgate/modelgate/gatewayd/gatewaytest"
 	"github.com/modelgate/modelgate/test/kubetest"
+	"github.com/modelgate/modelgate/test/testutil"
 )
 
 // BenchmarkColdStartHold measures what gatewayd adds to a cold start: from the moment the test marks the
@@ -32,7 +32,7 @@ import (
 // once (then the span ends at the last answer). It reports p50-ms and p99-ms over the iterations, and the API
 // write's own p50 (write-p50-ms); run it with -benchtime 100x for a p99 worth reading.
 func BenchmarkColdStartHold(b *testing.B) {
-	startEnv(b)
+	kube.Start(b)
 	ip := kubetest.EndpointAddress(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
@@ -160,16 +160,9 @@ func BenchmarkColdStartHold(b *testing.B) {
 				b.StartTimer()
 			}
 			b.StopTimer()
-			b.ReportMetric(percentile(spans, 0.5), "p50-ms")
-			b.ReportMetric(percentile(spans, 0.99), "p99-ms")
-			b.ReportMetric(percentile(writes, 0.5), "write-p50-ms")
+			b.ReportMetric(testutil.Millis(testutil.Percentile(spans, 0.5)), "p50-ms")
+			b.ReportMetric(testutil.Millis(testutil.Percentile(spans, 0.99)), "p99-ms")
+			b.ReportMetric(testutil.Millis(testutil.Percentile(writes, 0.5)), "write-p50-ms")
 		})
 	}
-}
-
-// percentile returns the q-quantile of d in milliseconds (nearest rank).
-func percentile(d []time.Duration, q float64) float64 {
-	d = slices.Clone(d)
-	slices.Sort(d)
-	return float64(d[min(len(d)-1, int(q*float64(len(d))))].Microseconds()) / 1000
 }

@@ -1,6 +1,10 @@
 package v1alpha1
 
-import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+import (
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 // LimitType is what a limit counts.
 // +kubebuilder:validation:Enum=TOKEN;REQUEST
@@ -24,6 +28,32 @@ const (
 	UnitMinute LimitUnit = "MINUTE"
 	// UnitDay is the calendar day in UTC, reset at midnight (usage limits).
 	UnitDay LimitUnit = "DAY"
+)
+
+// LimitTypes are the limit types, and LimitUnits the units, as the CRD's enums list them.
+var (
+	LimitTypes = []LimitType{LimitTypeToken, LimitTypeRequest}
+	LimitUnits = []LimitUnit{UnitSecond, UnitMinute, UnitDay}
+)
+
+// LimitKind is one of a model's two lists of limits: its field in ModelConfig and the units its limits take. The
+// CRD states the units in CEL on each list (a test in test/celvalidation checks them against the API server).
+// +kubebuilder:object:generate=false
+type LimitKind struct {
+	Field string
+	Units []LimitUnit
+}
+
+// Takes reports whether a limit of this kind may have unit u.
+func (k LimitKind) Takes(u LimitUnit) bool { return slices.Contains(k.Units, u) }
+
+var (
+	// RateLimitKind is a model's rate limits, short rolling windows.
+	RateLimitKind = LimitKind{Field: "rateLimits", Units: []LimitUnit{UnitSecond, UnitMinute}}
+	// UsageLimitKind is its usage limits, daily, reset at midnight UTC.
+	UsageLimitKind = LimitKind{Field: "usageLimits", Units: []LimitUnit{UnitDay}}
+	// LimitKinds are both.
+	LimitKinds = []LimitKind{RateLimitKind, UsageLimitKind}
 )
 
 // LimitEnforcement is how limits combine along a hierarchy.

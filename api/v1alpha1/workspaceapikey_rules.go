@@ -87,11 +87,43 @@ func (k *WorkspaceAPIKey) Creator() *KeyCreator {
 	return c
 }
 
+// KeyTypeRule is what a workspace key of one type may carry in its spec. The CRD states the same rules in CEL
+// on WorkspaceAPIKeySpec (a test in test/celvalidation checks every row against the API server), and the REST
+// API, the name scopes and the dashboard read them from KeyTypeRules.
+// +kubebuilder:object:generate=false
+type KeyTypeRule struct {
+	// Team: the key belongs to a team, spec.teamID (empty: the whole workspace's team keys). Without it teamID
+	// may not be set: the key acts across the workspace.
+	Team bool
+	// Owner: the key needs spec.owner, the user it belongs to.
+	Owner bool
+	// ModelsAlone: spec.models may scope the key without spec.environments.
+	ModelsAlone bool
+	// Environments: spec.environments may scope the key, and with them spec.models.
+	Environments bool
+}
+
+// KeyTypes are the workspace key types, in the order the API lists them.
+var KeyTypes = []WorkspaceKeyType{KeyTypePersonal, KeyTypeManageAll, KeyTypeInvoke, KeyTypeExportMetrics, KeyTypeManageAPIKeys}
+
+// KeyTypeRules is the rule of each workspace key type; a type it does not hold is no key type.
+var KeyTypeRules = map[WorkspaceKeyType]KeyTypeRule{
+	KeyTypePersonal:      {Owner: true},
+	KeyTypeManageAll:     {Team: true, Environments: true},
+	KeyTypeInvoke:        {Team: true, ModelsAlone: true, Environments: true},
+	KeyTypeExportMetrics: {Team: true, ModelsAlone: true},
+	KeyTypeManageAPIKeys: {},
+}
+
+// KnownKeyType reports whether t is a workspace key type.
+func KnownKeyType(t WorkspaceKeyType) bool {
+	_, ok := KeyTypeRules[t]
+	return ok
+}
+
 // IsTeamKey reports whether keys of type t belong to a team (or, with an empty teamID, to the whole workspace as
 // a team key): WORKSPACE_MANAGE_ALL, WORKSPACE_INVOKE and WORKSPACE_EXPORT_METRICS.
-func IsTeamKey(t WorkspaceKeyType) bool {
-	return t == KeyTypeManageAll || t == KeyTypeInvoke || t == KeyTypeExportMetrics
-}
+func IsTeamKey(t WorkspaceKeyType) bool { return KeyTypeRules[t].Team }
 
 // NameScope is the scope within which the key's spec.displayName must be unique (DESIGN.md "Teams and
 // workspace-key permissions"): its team for a team key ("team:<teamID>", the empty team being the workspace's

@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"encoding/json"
 	"os"
 	"slices"
 	"strconv"
@@ -92,15 +93,7 @@ func TestValidateKeyScope(t *testing.T) {
 // TestKeyScopeRulesMatchTheCRD: the CRD's CEL rules on spec.models and spec.environments are the patterns and
 // messages ValidateKeyScope uses, so kubectl and REST cannot drift apart.
 func TestKeyScopeRulesMatchTheCRD(t *testing.T) {
-	b, err := os.ReadFile("../../config/crd/bases/gateway.modelgate.io_workspaceapikeys.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var crd apiextensionsv1.CustomResourceDefinition
-	if err := yaml.Unmarshal(b, &crd); err != nil {
-		t.Fatal(err)
-	}
-	spec := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	spec := crdSpec(t, "workspaceapikeys")
 	for prop, want := range map[string][3]string{
 		"models":       {ModelRefPattern, ModelRefRule, "128"},
 		"environments": {EnvironmentNamePattern, EnvironmentNameRule, "63"},
@@ -116,5 +109,75 @@ func TestKeyScopeRulesMatchTheCRD(t *testing.T) {
 		if items.MaxLength == nil || strconv.FormatInt(*items.MaxLength, 10) != want[2] {
 			t.Errorf("spec.%s items: maxLength %v, want %s", prop, items.MaxLength, want[2])
 		}
+	}
+}
+
+// crdSpec reads the spec schema of the generated CRD of a resource (its plural).
+func crdSpec(t *testing.T, plural string) apiextensionsv1.JSONSchemaProps {
+	t.Helper()
+	b, err := os.ReadFile("../../config/crd/bases/gateway.modelgate.io_" + plural + ".yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := yaml.Unmarshal(b, &crd); err != nil {
+		t.Fatal(err)
+	}
+	return crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+}
+
+// enumOf is the values of a schema's enum.
+func enumOf(t *testing.T, s apiextensionsv1.JSONSchemaProps) []string {
+	t.Helper()
+	var out []string
+	for _, v := range s.Enum {
+		var e string
+		if err := json.Unmarshal(v.Raw, &e); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// TestRuleTablesMatchTheCRDEnums: the key types of KeyTypes and KeyTypeRules, and the limit types and units, are
+// the CRD's enums (the CEL rules per type and per kind are checked against the API server in test/celvalidation).
+func TestRuleTablesMatchTheCRDEnums(t *testing.T) {
+	var keyTypes []string
+	for _, kt := range KeyTypes {
+		keyTypes = append(keyTypes, string(kt))
+		if _, ok := KeyTypeRules[kt]; !ok {
+			t.Errorf("KeyTypeRules has no rule for %s", kt)
+		}
+	}
+	if len(KeyTypeRules) != len(KeyTypes) {
+		t.Errorf("KeyTypeRules has %d rules for %d key types", len(KeyTypeRules), len(KeyTypes))
+	}
+	if got := enumOf(t, crdSpec(t, "workspaceapikeys").Properties["type"]); !slices.Equal(got, keyTypes) {
+		t.Errorf("WorkspaceAPIKey spec.type enum %q, want KeyTypes %q", got, keyTypes)
+	}
+	var limitTypes, limitUnits, kindUnits []string
+	for _, lt := range LimitTypes {
+		limitTypes = append(limitTypes, string(lt))
+	}
+	for _, u := range LimitUnits {
+		limitUnits = append(limitUnits, string(u))
+	}
+	models := crdSpec(t, "groups").Properties["models"].Items.Schema
+	for _, k := range LimitKinds {
+		limit := models.Properties[k.Field].Items.Schema
+		if got := enumOf(t, limit.Properties["type"]); !slices.Equal(got, limitTypes) {
+			t.Errorf("Group %s type enum %q, want LimitTypes %q", k.Field, got, limitTypes)
+		}
+		if got := enumOf(t, limit.Properties["unit"]); !slices.Equal(got, limitUnits) {
+			t.Errorf("Group %s unit enum %q, want LimitUnits %q", k.Field, got, limitUnits)
+		}
+		for _, u := range k.Units {
+			kindUnits = append(kindUnits, string(u))
+		}
+	}
+	slices.Sort(kindUnits)
+	if want := slices.Sorted(slices.Values(limitUnits)); !slices.Equal(kindUnits, want) {
+		t.Errorf("the limit kinds take units %q, want each of LimitUnits %q once", kindUnits, want)
 	}
 }

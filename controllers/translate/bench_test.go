@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
-	"syscall"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/test/testutil"
 )
 
 // BenchmarkMaterialize10kGroups measures one materializer pass without an API server: translation, encoding and
@@ -158,9 +158,9 @@ func BenchmarkMaterializeChange(b *testing.B) {
 					}
 				}
 				// The first pass translates everything, as after a restart.
-				cold := processCPU()
+				cold := testutil.ProcessCPU()
 				materialize()
-				firstPass := processCPU() - cold
+				firstPass := testutil.ProcessCPU() - cold
 				leaf := &in.Groups[len(in.Groups)/2+5]
 				if leaf.ParentID() == "" {
 					b.Fatalf("group %s is a root", leaf.Name)
@@ -168,14 +168,14 @@ func BenchmarkMaterializeChange(b *testing.B) {
 				limit := &leaf.Spec.Models[0].RateLimits[0].Threshold
 				high := *limit
 				// The machine is shared: CPU time per change is steadier than the wall time.
-				cpu0, n := processCPU(), 0
+				cpu0, n := testutil.ProcessCPU(), 0
 				for i := 0; b.Loop(); i++ {
 					*limit = high - int64(i%2)
 					leaf.Generation++
 					materialize()
 					n++
 				}
-				b.ReportMetric(float64(processCPU()-cpu0)/float64(n)/1e6, "cpu-ms/op")
+				b.ReportMetric(float64(testutil.ProcessCPU()-cpu0)/float64(n)/1e6, "cpu-ms/op")
 				b.ReportMetric(float64(firstPass)/1e6, "first-pass-cpu-ms")
 				switch mode {
 				case "full":
@@ -203,13 +203,6 @@ func BenchmarkMaterializeChange(b *testing.B) {
 			})
 		}
 	}
-}
-
-// processCPU is the CPU time this process has used, user and system, all threads (the collector's included).
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkTranslatorFirstPass is a Translator's first pass over 10,000 groups and 100,000 keys, as after a

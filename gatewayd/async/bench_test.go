@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"net/http"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/modelgate/modelgate/gatewayd/async"
 	"github.com/modelgate/modelgate/gatewayd/async/queue"
+	"github.com/modelgate/modelgate/test/testutil"
 )
 
 // unbounded lifts the per-key rate and queue cap of async_predict for the benchmarks, which send as fast as one
@@ -132,18 +132,12 @@ func BenchmarkAsyncQueueOverhead(b *testing.B) {
 				b.StartTimer()
 			}
 			b.StopTimer()
-			b.ReportMetric(percentile(sent, 50), "p50-ms")
-			b.ReportMetric(percentile(sent, 99), "p99-ms")
-			b.ReportMetric(percentile(committed, 50), "commit-p50-ms")
-			b.ReportMetric(percentile(committed, 99), "commit-p99-ms")
-			b.ReportMetric(percentile(st.write, 50), "write-p50-ms")
-			b.ReportMetric(percentile(st.write, 99), "write-p99-ms")
+			b.ReportMetric(testutil.Millis(testutil.Percentile(sent, 0.50)), "p50-ms")
+			b.ReportMetric(testutil.Millis(testutil.Percentile(sent, 0.99)), "p99-ms")
+			b.ReportMetric(testutil.Millis(testutil.Percentile(committed, 0.50)), "commit-p50-ms")
+			b.ReportMetric(testutil.Millis(testutil.Percentile(committed, 0.99)), "commit-p99-ms")
+			b.ReportMetric(testutil.Millis(testutil.Percentile(st.write, 0.50)), "write-p50-ms")
+			b.ReportMetric(testutil.Millis(testutil.Percentile(st.write, 0.99)), "write-p99-ms")
 		})
 	}
-}
-
-// percentile is the p-th percentile of d in milliseconds; it sorts d.
-func percentile(d []time.Duration, p int) float64 {
-	slices.Sort(d)
-	return float64(d[(len(d)-1)*p/100].Microseconds()) / 1000
 }

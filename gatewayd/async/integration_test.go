@@ -12,17 +12,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/modelgate/modelgate/api/snapshot"
 	"github.com/modelgate/modelgate/gatewayd"
@@ -32,44 +28,17 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/gatewayd/state"
 	"github.com/modelgate/modelgate/gatewayd/state/redistest"
+	"github.com/modelgate/modelgate/test/kubetest"
 )
 
 // These tests run gatewayd in process against a real kube-apiserver (envtest, for snapshots and the webhook
 // Secret), a real model server and webhook receivers on loopback sockets, and each queue backend (a bbolt file,
 // a real redis-server).
 
-var (
-	cfg     *rest.Config
-	cs      kubernetes.Interface
-	env     *envtest.Environment
-	envErr  error
-	envOnce sync.Once
-)
+// kube starts envtest on first use, so unit tests and fuzzing in this package do not pay for it.
+var kube kubetest.Lazy
 
-func startEnv(t testing.TB) {
-	t.Helper()
-	envOnce.Do(func() {
-		if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-			envErr = fmt.Errorf("KUBEBUILDER_ASSETS is not set: the async integration tests need envtest binaries (make envtest)")
-			return
-		}
-		if env, envErr = gatewaytest.StartEnv(); envErr == nil {
-			cfg = env.Config
-			cs = kubernetes.NewForConfigOrDie(cfg)
-		}
-	})
-	if envErr != nil {
-		t.Fatal(envErr)
-	}
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if env != nil {
-		_ = env.Stop()
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { kube.Main(m) }
 
 // webhookSecret is the Workspace's asyncWebhook secret, in the Standard Webhooks "whsec_" form.
 var webhookSecret = "whsec_" + base64.StdEncoding.EncodeToString([]byte("async-webhook-signing-key-32-byte"))
@@ -242,13 +211,13 @@ func (f *fx) metric(name string, labels ...string) float64 {
 
 func newFx(t testing.TB, o fxOpts) *fx {
 	t.Helper()
-	startEnv(t)
+	env := kube.Start(t)
 	ctx := context.Background()
-	ns, err := gatewaytest.CreateNamespace(ctx, cs, "async")
+	ns, err := gatewaytest.CreateNamespace(ctx, env.Clientset, "async")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := gatewaytest.CreateSecret(ctx, cs, ns, "async-webhook", "secret", webhookSecret); err != nil {
+	if err := gatewaytest.CreateSecret(ctx, env.Clientset, ns, "async-webhook", "secret", webhookSecret); err != nil {
 		t.Fatal(err)
 	}
 	f := &fx{t: t, ns: ns, keys: map[string]string{}, model: newModel(t, o.model), reg: prometheus.NewRegistry()}
@@ -286,7 +255,7 @@ func newFx(t testing.TB, o fxOpts) *fx {
 	c.SweepEvery = max(c.SweepEvery, 20*time.Millisecond)
 	c.WebhookMinBackoff = max(c.WebhookMinBackoff, 10*time.Millisecond)
 	c.WebhookMaxBackoff = max(c.WebhookMaxBackoff, 40*time.Millisecond)
-	f.gw, err = gatewayd.New(gatewayd.Options{RESTConfig: cfg, Namespaces: []string{ns}, Store: lim, Clock: o.clock,
+	f.gw, err = gatewayd.New(gatewayd.Options{RESTConfig: env.Config, Namespaces: []string{ns}, Store: lim, Clock: o.clock,
 		Async: gwStore, AsyncConfig: c, DisableManagementAPI: true, Registry: f.reg})
 	if err != nil {
 		t.Fatal(err)
@@ -311,7 +280,7 @@ func newFx(t testing.TB, o fxOpts) *fx {
 func (f *fx) publish() {
 	f.t.Helper()
 	f.version++
-	if err := gatewaytest.Publish(context.Background(), cs, f.snap, f.version, 0); err != nil {
+	if err := gatewaytest.Publish(context.Background(), kube.Start(f.t).Clientset, f.snap, f.version, 0); err != nil {
 		f.t.Fatal(err)
 	}
 	if err := gatewaytest.WaitVersion(f.gw, f.ns, f.version, 30*time.Second); err != nil {

@@ -123,7 +123,7 @@ func Decide(p Principal, a Action, r Resource) Decision {
 	if p.is(gatewayv1.KeyTypePersonal) && !p.Member {
 		return deny(reasonDeprovisioned)
 	}
-	if !knownKeyType(p.KeyType) {
+	if !gatewayv1.KnownKeyType(p.KeyType) {
 		return deny(reasonUnknown)
 	}
 	switch a {
@@ -316,15 +316,6 @@ func (p Principal) typeReason() string {
 		return reasonMetricsOnly
 	}
 	return reasonKeysOnly
-}
-
-func knownKeyType(t gatewayv1.WorkspaceKeyType) bool {
-	switch t {
-	case gatewayv1.KeyTypePersonal, gatewayv1.KeyTypeManageAll, gatewayv1.KeyTypeInvoke,
-		gatewayv1.KeyTypeExportMetrics, gatewayv1.KeyTypeManageAPIKeys:
-		return true
-	}
-	return false
 }
 
 // inScope is true when scope is empty (all) or holds v.

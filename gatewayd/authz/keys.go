@@ -30,7 +30,7 @@ func decideKeyCreate(p Principal, r Resource) Decision {
 	switch {
 	case !p.is(gatewayv1.KeyTypePersonal) && !p.is(gatewayv1.KeyTypeManageAPIKeys):
 		return deny(p.typeReason())
-	case !knownKeyType(r.KeyType):
+	case !gatewayv1.KnownKeyType(r.KeyType):
 		return deny(reasonUnknownNewType)
 	case p.isOrgAdmin():
 		return allow(reasonOrgAdmin)

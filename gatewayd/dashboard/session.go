@@ -191,12 +191,6 @@ type KeyCreate struct {
 	Teams     []string `json:"teams"`
 }
 
-// keyTypes are the workspace-key types, in the order the dashboard offers them.
-var keyTypes = []gatewayv1.WorkspaceKeyType{
-	gatewayv1.KeyTypePersonal, gatewayv1.KeyTypeManageAll, gatewayv1.KeyTypeInvoke,
-	gatewayv1.KeyTypeExportMetrics, gatewayv1.KeyTypeManageAPIKeys,
-}
-
 // keyCreate asks authz.Decide, for each type, whether c may create such a key for the whole workspace, for a team
 // it has no role in (then for any team), or else for each team it has a role in. PERSONAL and
 // WORKSPACE_MANAGE_API_KEYS keys have no team (docs/rest-api.md), so only the workspace is asked for them.
@@ -211,12 +205,12 @@ func keyCreate(c auth.Caller) []KeyCreate {
 		roleTeams = append(roleTeams, t)
 	}
 	slices.Sort(roleTeams)
-	for _, t := range keyTypes {
+	for _, t := range gatewayv1.KeyTypes {
 		may := func(team string) bool {
 			return c.Decide(authz.ActionKeyCreate, authz.Resource{KeyType: t, TeamID: team}).Allowed
 		}
 		kc := KeyCreate{Type: string(t), Workspace: may(""), Teams: []string{}}
-		if t != gatewayv1.KeyTypePersonal && t != gatewayv1.KeyTypeManageAPIKeys {
+		if gatewayv1.IsTeamKey(t) {
 			// A team id that cannot exist (not a valid name) stands for a team the key has no role in.
 			kc.AnyTeam = may("-no-role-")
 			if !kc.AnyTeam {

@@ -9,8 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"path/filepath"
-	"runtime"
 	"strconv"
 	"time"
 
@@ -18,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/modelgate/modelgate/api/apikey"
 	"github.com/modelgate/modelgate/api/snapshot"
@@ -26,20 +23,6 @@ import (
 	"github.com/modelgate/modelgate/api/v1alpha1/hierarchy"
 	"github.com/modelgate/modelgate/gatewayd"
 )
-
-// StartEnv starts envtest with the CRDs of config/crd/bases. KUBEBUILDER_ASSETS must point at the binaries.
-func StartEnv() (*envtest.Environment, error) {
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	if _, err := env.Start(); err != nil {
-		return nil, fmt.Errorf("failed to start envtest (is KUBEBUILDER_ASSETS set?): %w", err)
-	}
-	return env, nil
-}
 
 // Group is one group of a test tree. Parent is "" for a root.
 type Group struct {
@@ -184,6 +167,26 @@ func Serve(ctx context.Context, g *gatewayd.Gateway) (string, error) {
 	}
 	go func() { _ = g.Serve(ctx, ln) }()
 	return "http://" + ln.Addr().String(), nil
+}
+
+// Start runs g on ln until ctx is done or stop is called, and waits until g is ready, or fails after timeout
+// (having stopped it). stop ends Serve and waits for it to return.
+func Start(ctx context.Context, g *gatewayd.Gateway, ln net.Listener, timeout time.Duration) (stop func(), err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = g.Serve(ctx, ln)
+	}()
+	stop = func() {
+		cancel()
+		<-done
+	}
+	if err := WaitReady(g, timeout); err != nil {
+		stop()
+		return nil, err
+	}
+	return stop, nil
 }
 
 // WaitVersion waits until g serves version of ns, or fails after timeout.

@@ -9,7 +9,10 @@ package limits
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
+
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 )
 
 // Type is what a limit counts.
@@ -36,50 +39,41 @@ const (
 	numUnits
 )
 
+// typeNames and unitNames are the API names (gatewayv1's) of the types and units; the numbering is this package's,
+// and its stored counters' (a Redis bucket's index, a bbolt key's name).
+var (
+	typeNames = [numTypes]gatewayv1.LimitType{Request: gatewayv1.LimitTypeRequest, Token: gatewayv1.LimitTypeToken}
+	unitNames = [numUnits]gatewayv1.LimitUnit{Second: gatewayv1.UnitSecond, Minute: gatewayv1.UnitMinute, Day: gatewayv1.UnitDay}
+)
+
 // String returns the API name of the type.
 func (t Type) String() string {
-	switch t {
-	case Request:
-		return "REQUEST"
-	case Token:
-		return "TOKEN"
+	if t < numTypes {
+		return string(typeNames[t])
 	}
 	return fmt.Sprintf("Type(%d)", uint8(t))
 }
 
 // String returns the API name of the unit.
 func (u Unit) String() string {
-	switch u {
-	case Second:
-		return "SECOND"
-	case Minute:
-		return "MINUTE"
-	case Day:
-		return "DAY"
+	if u < numUnits {
+		return string(unitNames[u])
 	}
 	return fmt.Sprintf("Unit(%d)", uint8(u))
 }
 
 // ParseType parses an API type name.
 func ParseType(s string) (Type, error) {
-	switch s {
-	case "REQUEST":
-		return Request, nil
-	case "TOKEN":
-		return Token, nil
+	if i := slices.Index(typeNames[:], gatewayv1.LimitType(s)); i >= 0 {
+		return Type(i), nil
 	}
 	return 0, fmt.Errorf("unknown limit type %q: want REQUEST or TOKEN", s)
 }
 
 // ParseUnit parses an API unit name.
 func ParseUnit(s string) (Unit, error) {
-	switch s {
-	case "SECOND":
-		return Second, nil
-	case "MINUTE":
-		return Minute, nil
-	case "DAY":
-		return Day, nil
+	if i := slices.Index(unitNames[:], gatewayv1.LimitUnit(s)); i >= 0 {
+		return Unit(i), nil
 	}
 	return 0, fmt.Errorf("unknown limit unit %q: want SECOND, MINUTE or DAY", s)
 }

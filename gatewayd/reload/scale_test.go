@@ -12,13 +12,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	listersv1 "k8s.io/client-go/listers/core/v1"
 
 	"github.com/modelgate/modelgate/api/snapshot"
+	"github.com/modelgate/modelgate/test/testutil"
 )
 
 // scaleGroups is the size of the scale benchmarks' workspace, with ten keys per group. The default keeps `make
@@ -210,7 +209,7 @@ func BenchmarkColdDecodeScale(b *testing.B) {
 		b.Fatal(err)
 	}
 	list, sum := idx.Data[snapshot.DataParts], idx.Data[snapshot.DataChecksum]
-	cpu0 := processCPU()
+	cpu0 := testutil.ProcessCPU()
 	for b.Loop() {
 		s, keys, _, err := l.loadParts(ns, l.lister(ns), list, sum, nil)
 		if err != nil {
@@ -220,13 +219,5 @@ func BenchmarkColdDecodeScale(b *testing.B) {
 			b.Fatalf("decoded %d groups and %d key parts", len(s.Groups), len(keys))
 		}
 	}
-	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N)/1e6, "cpu-ms/op")
-}
-
-// processCPU is the CPU time this process has used, user and system, all threads (the collector's included):
-// the figure to compare on a machine shared with other work, where wall time follows the load.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64(testutil.ProcessCPU()-cpu0)/float64(b.N)/1e6, "cpu-ms/op")
 }

@@ -12,11 +12,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/test/kubetest"
@@ -32,15 +30,11 @@ func TestMain(m *testing.M) {
 		// The pure tests still run; the ones that need the API server fail with a clear message.
 		os.Exit(m.Run())
 	}
-	env := &envtest.Environment{CRDDirectoryPaths: []string{kubetest.CRDDir()}, ErrorIfCRDPathMissing: true}
-	cfg, err := env.Start()
+	env, err := kubetest.Start(kubetest.Options{CRDs: true})
 	if err != nil {
 		panic(err)
 	}
-	scheme := runtime.NewScheme()
-	_ = corev1.AddToScheme(scheme)
-	_ = gatewayv1.AddToScheme(scheme)
-	if k8s, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme}); err != nil {
+	if k8s, err = client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme}); err != nil {
 		panic(err)
 	}
 	code := m.Run()

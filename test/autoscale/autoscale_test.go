@@ -13,7 +13,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -30,17 +28,17 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/modelgate/modelgate/api/stats"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers"
 	"github.com/modelgate/modelgate/controllers/autoscale"
 	"github.com/modelgate/modelgate/gatewayd"
+	"github.com/modelgate/modelgate/gatewayd/gatewaytest"
 	"github.com/modelgate/modelgate/test/kubetest"
 	"github.com/modelgate/modelgate/test/stack"
+	"github.com/modelgate/modelgate/test/testutil"
 )
 
 const (
@@ -113,11 +111,7 @@ func (m *slowModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func TestAutoscaler(t *testing.T) {
-	if os.Getenv("E2E_LOG") != "" {
-		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
-	} else {
-		ctrl.SetLogger(logr.Discard())
-	}
+	stack.SetTestLogger()
 	host := kubetest.EndpointAddress(t).String()
 	clk := clocktesting.NewFakeClock(time.Now())
 	ctx, cancel := context.WithCancel(context.Background())
@@ -126,20 +120,12 @@ func TestAutoscaler(t *testing.T) {
 	// The Autoscaler runs as the manager's runnable (its ticker fires on each step of the fake clock); the test
 	// also calls Poll after each step, so that it knows a round has run before it looks.
 	scaler := &autoscale.Autoscaler{Clock: clk}
-	s, err := stack.Start(ctx, stack.Options{
+	// Stopped in a cleanup: cleanups run last-registered first, so the second gatewayd (registered later) stops
+	// before the control plane it watches.
+	s := stack.StartTest(ctx, t, stack.Options{
 		MetricsAddr: net.JoinHostPort(host, "0"),
 		Controllers: controllers.Options{Clock: clk, Autoscaler: scaler},
 		Gatewayd:    gatewayd.Options{Clock: clk, UpstreamTimeout: 10 * time.Minute},
-	})
-	if err != nil {
-		t.Fatalf("failed to start the stack (KUBEBUILDER_ASSETS=%q): %v", os.Getenv("KUBEBUILDER_ASSETS"), err)
-	}
-	// A cleanup, not a defer: cleanups run last-registered first, so the second gatewayd (registered later)
-	// stops before the control plane it watches.
-	t.Cleanup(func() {
-		if err := s.Stop(); err != nil {
-			t.Errorf("failed to stop the stack: %v", err)
-		}
 	})
 	ns, c := s.Namespace, s.Client
 	scaler.StatsService = types.NamespacedName{Namespace: ns, Name: statsService}
@@ -178,7 +164,7 @@ func TestAutoscaler(t *testing.T) {
 	wl := md.WorkloadName()
 	eventually(t, "the Deployment of auto-v1 at 1 replica", func() error { return expectReplicas(c, ns, wl, 1) })
 	reportWorkload(t, c, ns, wl, 1)
-	create(t, c, endpointSlice(ns, wl+"-1", wl, gatewayv1.ModelPortName, host, modelPort, true))
+	create(t, c, testutil.EndpointSlice(ns, wl+"-1", wl, gatewayv1.ModelPortName, modelPort, testutil.Endpoint{Addr: host, Ready: true}))
 	eventually(t, "auto-v1 ACTIVE", func() error { return expectStatus(c, ns, md.Name, gatewayv1.StatusActive, "") })
 	eventually(t, "the Deployment of auto-never at 1 replica", func() error { return expectReplicas(c, ns, never.WorkloadName(), 1) })
 
@@ -339,7 +325,7 @@ func TestAutoscaler(t *testing.T) {
 		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: wl + "-1"}, sl); err != nil {
 			return err
 		}
-		sl.Endpoints = endpointSlice(ns, sl.Name, wl, gatewayv1.ModelPortName, host, modelPort, true).Endpoints
+		sl.Endpoints = testutil.EndpointSlice(ns, sl.Name, wl, gatewayv1.ModelPortName, modelPort, testutil.Endpoint{Addr: host, Ready: true}).Endpoints
 		return c.Update(context.Background(), sl)
 	})
 	eventually(t, "auto-v1 ACTIVE again", func() error { return expectStatus(c, ns, md.Name, gatewayv1.StatusActive, "True/Active") })
@@ -366,7 +352,7 @@ func TestAutoscaler(t *testing.T) {
 	create(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vllm"},
 		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Name: "openai", Port: byoPort}}}})
 	// The EndpointSlice controller would write this for the ready pod of vllm.
-	create(t, c, endpointSlice(ns, "vllm-1", "vllm", "openai", host, byoPort, true))
+	create(t, c, testutil.EndpointSlice(ns, "vllm-1", "vllm", "openai", byoPort, testutil.Endpoint{Addr: host, Ready: true}))
 	// The deployment's own autoscaling allows one replica; production's allows four at five calls each, and wins.
 	create(t, c, &gatewayv1.ModelDeployment{ObjectMeta: metav1.ObjectMeta{Name: "byo-v1", Namespace: ns},
 		Spec: gatewayv1.ModelDeploymentSpec{ModelID: "byo", StartupTimeoutSeconds: 30,
@@ -432,15 +418,11 @@ func startGatewayd(ctx context.Context, t *testing.T, s *stack.Stack, host strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	gctx, stop := context.WithCancel(ctx)
-	go func() { defer close(done); _ = g.Serve(gctx, ln) }()
-	t.Cleanup(func() { stop(); <-done })
-	select {
-	case <-g.Ready():
-	case <-time.After(time.Minute):
-		t.Fatal("the second gatewayd never loaded its snapshot")
+	stop, err := gatewaytest.Start(ctx, g, ln, time.Minute)
+	if err != nil {
+		t.Fatalf("the second gatewayd never loaded its snapshot: %v", err)
 	}
+	t.Cleanup(stop)
 	return replica{url: "http://" + ln.Addr().String(), metrics: "http://" + mln.Addr().String()}
 }
 
@@ -497,17 +479,7 @@ func publishReplicas(t *testing.T, c client.Client, ns, host string, metricsURLs
 	t.Helper()
 	for i, u := range metricsURLs {
 		port, _ := strconv.Atoi(u[strings.LastIndex(u, ":")+1:])
-		create(t, c, endpointSlice(ns, fmt.Sprintf("%s-%d", statsService, i), statsService, stats.PortName, host, int32(port), true))
-	}
-}
-
-func endpointSlice(ns, name, service, portName, host string, port int32, ready bool) *discoveryv1.EndpointSlice {
-	return &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: service}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To(portName), Port: ptr.To(port), Protocol: ptr.To(corev1.ProtocolTCP)}},
-		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{host},
-			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(ready), Serving: ptr.To(ready), Terminating: ptr.To(false)}}},
+		create(t, c, testutil.EndpointSlice(ns, fmt.Sprintf("%s-%d", statsService, i), statsService, stats.PortName, int32(port), testutil.Endpoint{Addr: host, Ready: true}))
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -28,17 +27,9 @@ func TestLogsShowEveryReplica(t *testing.T) {
 	host := kubetest.EndpointAddress(t).String()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s, err := stack.Start(ctx, stack.Options{
+	s := stack.StartTest(ctx, t, stack.Options{
 		MetricsAddr: net.JoinHostPort(host, "0"),
 		Gatewayd:    gatewayd.Options{PeersService: types.NamespacedName{Namespace: "default", Name: statsService}},
-	})
-	if err != nil {
-		t.Fatalf("failed to start the stack (KUBEBUILDER_ASSETS=%q): %v", os.Getenv("KUBEBUILDER_ASSETS"), err)
-	}
-	t.Cleanup(func() {
-		if err := s.Stop(); err != nil {
-			t.Errorf("failed to stop the stack: %v", err)
-		}
 	})
 	if s.Namespace != "default" {
 		t.Fatalf("the stack seeded namespace %s; PeersService above assumes default", s.Namespace)

@@ -1,12 +1,10 @@
 package autoscale_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -26,6 +24,7 @@ import (
 	"github.com/modelgate/modelgate/controllers/autoscale"
 	"github.com/modelgate/modelgate/test/kubetest"
 	"github.com/modelgate/modelgate/test/stack"
+	"github.com/modelgate/modelgate/test/testutil"
 )
 
 // TestAutoscalerReadsGatewaydProcesses: the manager's autoscaler, on its real 2 s ticker, reads two gatewayd
@@ -101,17 +100,9 @@ func startProcesses(ctx context.Context, t *testing.T, opts controllers.Options)
 	}
 	const ns = "default"
 	opts.Autoscaler.StatsService = types.NamespacedName{Namespace: ns, Name: statsService}
-	s, err := stack.Start(ctx, stack.Options{Namespace: ns, Controllers: opts})
-	if err != nil {
-		t.Fatalf("failed to start the stack (KUBEBUILDER_ASSETS=%q): %v", os.Getenv("KUBEBUILDER_ASSETS"), err)
-	}
-	// A cleanup, registered before the processes': cleanups run last-registered first, so the processes stop
-	// before the control plane they watch.
-	t.Cleanup(func() {
-		if err := s.Stop(); err != nil {
-			t.Errorf("failed to stop the stack: %v", err)
-		}
-	})
+	// Stopped in a cleanup, registered before the processes': cleanups run last-registered first, so the
+	// processes stop before the control plane they watch.
+	s := stack.StartTest(ctx, t, stack.Options{Namespace: ns, Controllers: opts})
 	p.Stack = s
 	for i := range 2 {
 		addr, metrics := freeAddr(t, p.host), freeAddr(t, p.host)
@@ -119,7 +110,7 @@ func startProcesses(ctx context.Context, t *testing.T, opts controllers.Options)
 		p.gatewayURLs = append(p.gatewayURLs, "http://"+addr)
 		p.metricsURLs = append(p.metricsURLs, "http://"+metrics)
 		port, _ := strconv.Atoi(metrics[strings.LastIndex(metrics, ":")+1:])
-		create(t, s.Client, endpointSlice(ns, fmt.Sprintf("%s-p%d", statsService, i), statsService, stats.PortName, p.host, int32(port), true))
+		create(t, s.Client, testutil.EndpointSlice(ns, fmt.Sprintf("%s-p%d", statsService, i), statsService, stats.PortName, int32(port), testutil.Endpoint{Addr: p.host, Ready: true}))
 	}
 	return p
 }
@@ -137,7 +128,7 @@ func (p *processes) serve(t *testing.T, md *gatewayv1.ModelDeployment, modelPort
 	wl := md.WorkloadName()
 	eventually(t, "the Deployment of "+md.Name+" at 1 replica", func() error { return expectReplicas(c, ns, wl, 1) })
 	reportWorkload(t, c, ns, wl, 1)
-	create(t, c, endpointSlice(ns, wl+"-1", wl, gatewayv1.ModelPortName, p.host, modelPort, true))
+	create(t, c, testutil.EndpointSlice(ns, wl+"-1", wl, gatewayv1.ModelPortName, modelPort, testutil.Endpoint{Addr: p.host, Ready: true}))
 	eventually(t, md.Name+" ACTIVE", func() error { return expectStatus(c, ns, md.Name, gatewayv1.StatusActive, "") })
 	for i, u := range p.gatewayURLs {
 		eventually(t, "a call through "+u, func() error {
@@ -181,25 +172,7 @@ func freeAddr(t *testing.T, host string) string {
 // waits until it serves a snapshot (/readyz).
 func startProcess(t *testing.T, binary, kubeconfig string, args ...string) {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	var logs bytes.Buffer
-	var mu sync.Mutex
-	cmd.Stdout, cmd.Stderr = &lockedBuffer{mu: &mu, b: &logs}, &lockedBuffer{mu: &mu, b: &logs}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-		if t.Failed() {
-			mu.Lock()
-			t.Logf("gatewayd %v logs:\n%s", args, logs.String())
-			mu.Unlock()
-		}
-	})
+	p := testutil.StartProcess(t, fmt.Sprintf("gatewayd %v", args), kubeconfig, binary, args...)
 	var addr string
 	for _, a := range args {
 		if v, ok := strings.CutPrefix(a, "--addr="); ok {
@@ -207,10 +180,8 @@ func startProcess(t *testing.T, binary, kubeconfig string, args ...string) {
 		}
 	}
 	eventually(t, "gatewayd at "+addr+" ready", func() error {
-		select {
-		case <-done:
+		if p.Exited() {
 			return fmt.Errorf("gatewayd exited")
-		default:
 		}
 		resp, err := http.Get("http://" + addr + "/readyz")
 		if err != nil {
@@ -222,15 +193,4 @@ func startProcess(t *testing.T, binary, kubeconfig string, args ...string) {
 		}
 		return nil
 	})
-}
-
-type lockedBuffer struct {
-	mu *sync.Mutex
-	b  *bytes.Buffer
-}
-
-func (w *lockedBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
 }

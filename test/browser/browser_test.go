@@ -90,15 +90,7 @@ func startBrowserStack(t *testing.T, dir string) *browserStack {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)
-	s, err := stack.Start(ctx, stack.Options{GatewayAddr: "127.0.0.1:0", UpstreamAddr: "127.0.0.1:0", ModelAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", DevDir: t.TempDir()})
-	if err != nil {
-		t.Fatalf("failed to start the local stack (KUBEBUILDER_ASSETS=%q): %v", os.Getenv("KUBEBUILDER_ASSETS"), err)
-	}
-	t.Cleanup(func() {
-		if err := s.Stop(); err != nil {
-			t.Errorf("failed to stop the stack: %v", err)
-		}
-	})
+	s := stack.StartTest(ctx, t, stack.Options{GatewayAddr: "127.0.0.1:0", UpstreamAddr: "127.0.0.1:0", ModelAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", DevDir: t.TempDir()})
 	return &browserStack{ctx: ctx, s: s, root: root, web: web, out: out}
 }
 

@@ -13,10 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/modelgate/modelgate/api/apikey"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
@@ -35,53 +32,37 @@ var (
 // team is the one Team of the workspace, which sandbox images belong to.
 const team = "cli-red"
 
-func TestMain(m *testing.M) {
-	if os.Getenv("E2E_LOG") != "" {
-		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
-	} else {
-		ctrl.SetLogger(logr.Discard())
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "modelgate-cli-")
+	if err == nil {
+		defer os.RemoveAll(dir)
+		err = build(dir)
 	}
-	code, err := run(m)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "cli suite: %v (KUBEBUILDER_ASSETS=%q)\n", err, os.Getenv("KUBEBUILDER_ASSETS"))
-		code = 1
+		fmt.Fprintf(os.Stderr, "cli suite: %v\n", err)
+		return 1
 	}
-	os.Exit(code)
+	return stack.RunSuite(m, "cli", stack.Options{DevDir: filepath.Join(dir, "stack")}, func(ctx context.Context, s *stack.Stack) error {
+		st, adminKey = s, s.APIKey
+		return seed(ctx)
+	})
 }
 
-func run(m *testing.M) (int, error) {
-	dir, err := os.MkdirTemp("", "modelgate-cli-")
-	if err != nil {
-		return 1, err
-	}
-	defer os.RemoveAll(dir)
+// build builds the binary a user builds, with the README's command, into dir.
+func build(dir string) error {
 	root, err := stack.FindRoot()
 	if err != nil {
-		return 1, err
+		return err
 	}
-	// The binary a user builds, with the README's command.
 	bin = filepath.Join(dir, "modelgate")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/modelgate")
 	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
-		return 1, fmt.Errorf("go build ./cmd/modelgate: %w", err)
+		return fmt.Errorf("go build ./cmd/modelgate: %w", err)
 	}
-
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	if st, err = stack.Start(ctx, stack.Options{DevDir: filepath.Join(dir, "stack")}); err != nil {
-		return 1, err
-	}
-	defer func() {
-		if err := st.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "failed to stop the stack: %v\n", err)
-		}
-	}()
-	adminKey = st.APIKey
-	if err := seed(ctx); err != nil {
-		return 1, err
-	}
-	return m.Run(), nil
+	return nil
 }
 
 // seed creates the team and the PERSONAL admin key, and waits until gatewayd serves both.

@@ -20,7 +20,7 @@ import (
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/test/cluster"
-	"github.com/modelgate/modelgate/test/loadbench"
+	"github.com/modelgate/modelgate/test/testutil"
 )
 
 // The figures on real pods (docs/benchmarks.md, "The real cluster"): a pool of container deployments, each woken
@@ -236,7 +236,7 @@ func (tr *tour) wakeSeries(t *testing.T) string {
 			ds[i] = step.of(w)
 		}
 		lines = append(lines, fmt.Sprintf("  %-48s p50 %8s  p99 %8s", step.name,
-			loadbench.Percentile(ds, .5).Round(time.Millisecond), loadbench.Percentile(ds, .99).Round(time.Millisecond)))
+			testutil.Percentile(ds, .5).Round(time.Millisecond), testutil.Percentile(ds, .99).Round(time.Millisecond)))
 	}
 	t.Logf("figure: a cold start split, over %d wakes from zero (one call each):\n%s", len(series), strings.Join(lines, "\n"))
 	return wakeDeployment(wakes - 1)
@@ -279,8 +279,8 @@ func (tr *tour) overheadAgainstThePod(t *testing.T, deployment string) {
 		d = append(d, call(direct))
 		g = append(g, call(through))
 	}
-	dp50, gp50 := loadbench.Percentile(d, .5), loadbench.Percentile(g, .5)
-	dp99, gp99 := loadbench.Percentile(d, .99), loadbench.Percentile(g, .99)
+	dp50, gp50 := testutil.Percentile(d, .5), testutil.Percentile(g, .5)
+	dp99, gp99 := testutil.Percentile(d, .99), testutil.Percentile(g, .99)
 	t.Logf("figure: predict on a real pod, %d calls each, one at a time, alternating: directly p50 %s p99 %s; through gatewayd's Service p50 %s p99 %s; ratio p50 %.2f, added p50 %s",
 		n, dp50.Round(time.Microsecond), dp99.Round(time.Microsecond), gp50.Round(time.Microsecond), gp99.Round(time.Microsecond),
 		float64(gp50)/float64(dp50), (gp50 - dp50).Round(time.Microsecond))
@@ -330,5 +330,5 @@ func (tr *tour) asyncDispatch(t *testing.T) {
 		}
 	}
 	t.Logf("figure: async on an idle ACTIVE model, %d requests one at a time: async_predict sent → the model receives it p50 %s p99 %s",
-		n, loadbench.Percentile(ds, .5).Round(time.Microsecond), loadbench.Percentile(ds, .99).Round(time.Microsecond))
+		n, testutil.Percentile(ds, .5).Round(time.Microsecond), testutil.Percentile(ds, .99).Round(time.Microsecond))
 }

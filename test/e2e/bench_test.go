@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"math"
 	"net/http"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -11,6 +9,7 @@ import (
 
 	"github.com/modelgate/modelgate/test/apibody"
 	"github.com/modelgate/modelgate/test/stack"
+	"github.com/modelgate/modelgate/test/testutil"
 )
 
 // BenchmarkApplyToEnforced measures, as a client sees it, the time from sending a management write to the
@@ -97,22 +96,9 @@ func measure(b *testing.B, s *stack.Stack, write func(i int) (key string, want i
 		lat = append(lat, time.Since(start))
 	}
 	b.StopTimer()
-	slices.Sort(lat)
-	b.ReportMetric(ms(percentile(lat, 0.50)), "p50_ms")
-	b.ReportMetric(ms(percentile(lat, 0.99)), "p99_ms")
+	b.ReportMetric(testutil.Millis(testutil.Percentile(lat, 0.50)), "p50_ms")
+	b.ReportMetric(testutil.Millis(testutil.Percentile(lat, 0.99)), "p99_ms")
 	b.ReportMetric(float64(stale)/float64(b.N), "stale_reads/op")
 	// The REST call alone: the rest of each latency is the inference call that proves the change.
-	slices.Sort(writes)
-	b.ReportMetric(ms(percentile(writes, 0.50)), "write_p50_ms")
+	b.ReportMetric(testutil.Millis(testutil.Percentile(writes, 0.50)), "write_p50_ms")
 }
-
-// percentile is the nearest-rank percentile of sorted durations.
-func percentile(sorted []time.Duration, p float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(math.Ceil(p*float64(len(sorted)))) - 1
-	return sorted[max(i, 0)]
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

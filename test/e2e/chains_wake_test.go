@@ -13,15 +13,13 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/test/kubetest"
-	"github.com/modelgate/modelgate/test/stack"
+	"github.com/modelgate/modelgate/test/testutil"
 )
 
 // TestChainWakesAsAWhole follows a chain deployment of two container chainlets through a promotion that scales
@@ -125,7 +123,12 @@ func TestChainWakesAsAWhole(t *testing.T) {
 		t.Fatalf("wake-requested-at: entrypoint %q, other chainlet %q; want the entrypoint's copied", w, inner.Annotations[gatewayv1.AnnotationWakeRequestedAt])
 	}
 
-	endpointSlice(t, s, frontWL, front)
+	// The EndpointSlice controller would publish the entrypoint's server as its Service's one ready endpoint.
+	sl := testutil.EndpointSlice(s.Namespace, frontWL+"-x", frontWL, gatewayv1.ModelPortName, int32(front.Port()),
+		testutil.Endpoint{Addr: front.Addr().String(), Ready: true})
+	if err := s.Client.Create(ctx, sl); err != nil {
+		t.Fatalf("failed to create EndpointSlice %s: %v", sl.Name, err)
+	}
 	select {
 	case r = <-held:
 	case <-ctx.Done():
@@ -159,26 +162,6 @@ func frontServer(t *testing.T) netip.AddrPort {
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return netip.MustParseAddrPort(ln.Addr().String())
-}
-
-// endpointSlice publishes addr as the one ready endpoint of Service svc, as the EndpointSlice controller would.
-func endpointSlice(t *testing.T, s *stack.Stack, svc string, addr netip.AddrPort) {
-	t.Helper()
-	family := discoveryv1.AddressTypeIPv4
-	if addr.Addr().Is6() {
-		family = discoveryv1.AddressTypeIPv6
-	}
-	sl := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: svc + "-x", Labels: map[string]string{
-			discoveryv1.LabelServiceName: svc, discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}},
-		AddressType: family,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To(gatewayv1.ModelPortName), Port: ptr.To(int32(addr.Port())), Protocol: ptr.To(corev1.ProtocolTCP)}},
-		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{addr.Addr().String()},
-			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)}}},
-	}
-	if err := s.Client.Create(context.Background(), sl); err != nil {
-		t.Fatalf("failed to create EndpointSlice %s: %v", sl.Name, err)
-	}
 }
 
 // heldCall is send for a goroutine other than the test's: a failure is an answer with code 0 and the error as

@@ -12,10 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-
 	"github.com/modelgate/modelgate/test/stack"
 )
 
@@ -29,12 +25,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	// Logs drown the test output; E2E_LOG=1 shows the stack's own logs when a run needs explaining.
-	if os.Getenv("E2E_LOG") != "" {
-		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
-	} else {
-		ctrl.SetLogger(logr.Discard())
-	}
+	stack.SetTestLogger()
 	code := m.Run()
 	if shared != nil {
 		if err := shared.Stop(); err != nil {

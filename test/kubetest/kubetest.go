@@ -12,9 +12,11 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -41,6 +44,10 @@ type Options struct {
 	// server whose address and certificates ManagerOptions hands to the manager. Only the generated file: the
 	// directory also holds kustomize inputs that are not webhook configurations.
 	Webhooks bool
+	// CRDPaths are more CRD directories or files to install (a chart's, other projects'), with or without CRDs.
+	CRDPaths []string
+	// Root is the repository whose config/ CRDs and Webhooks install; empty is the one this package was built from.
+	Root string
 }
 
 // Env is a running control plane.
@@ -53,10 +60,14 @@ type Env struct {
 	Scheme *k8sruntime.Scheme
 	// Client is an uncached client with Scheme.
 	Client client.Client
+	// Clientset is client-go's typed client of the built-in kinds.
+	Clientset kubernetes.Interface
 }
 
 // CRDDir is the absolute path of config/crd/bases.
-func CRDDir() string { return filepath.Join(root(), "config", "crd", "bases") }
+func CRDDir() string { return crdDir(root()) }
+
+func crdDir(root string) string { return filepath.Join(root, "config", "crd", "bases") }
 
 // root is the repository root, two directories above this file.
 func root() string {
@@ -75,26 +86,92 @@ func Scheme() *k8sruntime.Scheme {
 // Start starts etcd and kube-apiserver with what opts asks for and builds a client. On error nothing is left
 // running.
 func Start(opts Options) (*Env, error) {
-	env := &envtest.Environment{}
+	if opts.Root == "" {
+		opts.Root = root()
+	}
+	scheme := Scheme()
+	env := &envtest.Environment{
+		Scheme:                scheme,
+		CRDDirectoryPaths:     opts.CRDPaths,
+		ErrorIfCRDPathMissing: true,
+		// Two shared cores building code can make a cold kube-apiserver slow to answer.
+		ControlPlaneStartTimeout: 2 * time.Minute,
+		ControlPlaneStopTimeout:  30 * time.Second,
+	}
 	if opts.CRDs {
-		env.CRDDirectoryPaths = []string{CRDDir()}
-		env.ErrorIfCRDPathMissing = true
+		env.CRDDirectoryPaths = append([]string{crdDir(opts.Root)}, opts.CRDPaths...)
 	}
 	if opts.Webhooks {
-		env.WebhookInstallOptions.Paths = []string{filepath.Join(root(), "config", "webhook", "manifests.yaml")}
+		env.WebhookInstallOptions.Paths = []string{filepath.Join(opts.Root, "config", "webhook", "manifests.yaml")}
 	}
 	cfg, err := env.Start()
 	if err != nil {
 		// A control plane that failed half way may still have etcd running.
 		_ = env.Stop()
-		return nil, fmt.Errorf("failed to start envtest (is KUBEBUILDER_ASSETS set?): %w", err)
+		return nil, fmt.Errorf("failed to start etcd and kube-apiserver (is KUBEBUILDER_ASSETS set? run hack/envtest-binaries.sh): %w", err)
 	}
-	e := &Env{Environment: env, Config: cfg, Scheme: Scheme()}
+	e := &Env{Environment: env, Config: cfg, Scheme: scheme}
 	if e.Client, err = client.New(cfg, client.Options{Scheme: e.Scheme}); err != nil {
 		_ = env.Stop()
 		return nil, fmt.Errorf("failed to create a client for envtest: %w", err)
 	}
+	if e.Clientset, err = kubernetes.NewForConfig(cfg); err != nil {
+		_ = env.Stop()
+		return nil, fmt.Errorf("failed to create a clientset for envtest: %w", err)
+	}
 	return e, nil
+}
+
+// StartTest is Start for one test: it fails tb when the control plane does not start, and stops it when tb ends.
+func StartTest(tb testing.TB, opts Options) *Env {
+	tb.Helper()
+	e, err := Start(opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := e.Stop(); err != nil {
+			tb.Error(err)
+		}
+	})
+	return e
+}
+
+// Lazy starts a control plane on first use and keeps it for the rest of the test binary, so a package whose unit
+// tests and fuzzing need none does not pay for it. It starts one with the CRDs.
+type Lazy struct {
+	// OnStart, when set, is called once with the control plane, when it has started.
+	OnStart func(*Env)
+
+	once sync.Once
+	env  *Env
+	err  error
+}
+
+// Start returns the package's control plane, started by the first call; it fails tb when KUBEBUILDER_ASSETS is
+// not set or the start failed.
+func (l *Lazy) Start(tb testing.TB) *Env {
+	tb.Helper()
+	l.once.Do(func() {
+		if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+			l.err = fmt.Errorf("KUBEBUILDER_ASSETS is not set: this test needs envtest binaries (make envtest)")
+			return
+		}
+		if l.env, l.err = Start(Options{CRDs: true}); l.err == nil && l.OnStart != nil {
+			l.OnStart(l.env)
+		}
+	})
+	if l.err != nil {
+		tb.Fatal(l.err)
+	}
+	return l.env
+}
+
+// Main is a TestMain that runs the tests and then stops the control plane if one started.
+func (l *Lazy) Main(m *testing.M) {
+	code := m.Run()
+	_ = l.env.Stop()
+	os.Exit(code)
 }
 
 // Stop stops the control plane. It is safe on a nil Env, so that a suite whose start failed can still call it.

@@ -11,9 +11,9 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
+	"github.com/modelgate/modelgate/test/testutil"
 	"github.com/modelgate/modelgate/test/upstream"
 )
 
@@ -130,13 +130,6 @@ func (r Result) CPUPerRequest() time.Duration {
 	return r.CPU / time.Duration(r.Requests)
 }
 
-// processCPU is the user and system CPU time this process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // Throughput is requests per second.
 func (r Result) Throughput() float64 {
 	if r.Elapsed <= 0 {
@@ -180,7 +173,7 @@ func Drive(ctx context.Context, t *Target, concurrency int, d time.Duration, str
 	deadline := time.Now().Add(d)
 	parts := make([]Result, concurrency)
 	var wg sync.WaitGroup
-	cpu := processCPU()
+	cpu := testutil.ProcessCPU()
 	start := time.Now()
 	for w := range concurrency {
 		wg.Go(func() {
@@ -201,7 +194,7 @@ func Drive(ctx context.Context, t *Target, concurrency int, d time.Duration, str
 		})
 	}
 	wg.Wait()
-	out := Result{Elapsed: time.Since(start), CPU: processCPU() - cpu}
+	out := Result{Elapsed: time.Since(start), CPU: testutil.ProcessCPU() - cpu}
 	for _, p := range parts {
 		out.Requests += p.Requests
 		out.Tokens += p.Tokens
@@ -468,16 +461,6 @@ func stamp(data []byte) int64 {
 		return 0
 	}
 	return n
-}
-
-// Percentile is the nearest-rank percentile q (0..1) of ds, which it sorts.
-func Percentile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	slices.Sort(ds)
-	i := int(q*float64(len(ds))+0.5) - 1
-	return ds[max(0, min(i, len(ds)-1))]
 }
 
 // median of float64s.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/go-logr/logr/testr"
 
+	"github.com/modelgate/modelgate/test/testutil"
 	"github.com/modelgate/modelgate/test/upstream"
 )
 
@@ -251,7 +252,7 @@ func TestGapGrowthCatchesBatching(t *testing.T) {
 	if gaps := direct.Requests * (want.StreamChunks - 1); len(direct.GapGrowth) != gaps {
 		t.Errorf("direct: %d growth samples for %d gaps", len(direct.GapGrowth), gaps)
 	}
-	if g := Percentile(batched.GapGrowth, .99); g < delay/2 {
+	if g := testutil.Percentile(batched.GapGrowth, .99); g < delay/2 {
 		t.Errorf("p99 gap growth through the batching proxy is %v, want at least %v", g, delay/2)
 	}
 	// The split: every stream has one gap into its last content chunk, and StreamChunks-4 before it (the first
@@ -262,7 +263,7 @@ func TestGapGrowthCatchesBatching(t *testing.T) {
 	if gaps := direct.Requests * (want.StreamChunks - 4); len(direct.MidGrowth) != gaps {
 		t.Errorf("direct: %d mid-stream growth samples for %d gaps", len(direct.MidGrowth), gaps)
 	}
-	if g := Percentile(batched.MidGrowth, .99); g < delay/2 {
+	if g := testutil.Percentile(batched.MidGrowth, .99); g < delay/2 {
 		t.Errorf("mid-stream p99 gap growth through the batching proxy is %v, want at least %v", g, delay/2)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/modelgate/modelgate/test/testutil"
 )
 
 // Peers are real products a user could put in gatewayd's place, run as separate processes on loopback ports
@@ -36,17 +38,6 @@ type peer struct {
 // in test/loadbench/portkey/node_modules).
 type PeerPaths struct {
 	Nginx, Node, PortkeyDir string
-}
-
-// freePort returns a loopback port that was free a moment ago. The peers take their port on the command line
-// or in a config file, so the harness cannot hand them a listener.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // lookNginx finds the nginx binary: Debian installs it in /usr/sbin, which a non-root PATH often lacks.
@@ -130,11 +121,11 @@ func startNginx(ctx context.Context, paths PeerPaths, u *upstreams) (*peer, erro
 	if err != nil {
 		return nil, fmt.Errorf("failed to create nginx's prefix: %w", err)
 	}
-	plainPort, err := freePort()
+	plainPort, err := testutil.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	streamPort, err := freePort()
+	streamPort, err := testutil.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +202,7 @@ func startPortkey(ctx context.Context, paths PeerPaths, u *upstreams) (*peer, er
 	if _, err := os.Stat(script); err != nil {
 		return nil, fmt.Errorf("portkey %w: no %s (npm ci in test/loadbench/portkey: .ci/run or make bench-peers)", errNotInstalled, script)
 	}
-	port, err := freePort()
+	port, err := testutil.FreePort()
 	if err != nil {
 		return nil, err
 	}

@@ -21,6 +21,7 @@ import (
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/test/stack"
+	"github.com/modelgate/modelgate/test/testutil"
 )
 
 const (
@@ -170,7 +171,7 @@ func watchVersion(ctx context.Context, st *stack.Stack) <-chan loadedVersion {
 }
 
 func medianDuration(ds []time.Duration) time.Duration {
-	return Percentile(slices.Clone(ds), .5).Round(time.Millisecond)
+	return testutil.Percentile(slices.Clone(ds), .5).Round(time.Millisecond)
 }
 
 type prober struct {

@@ -12,10 +12,12 @@ import (
 	"runtime"
 	"strings"
 
-	gwupstream "github.com/modelgate/modelgate/gatewayd/upstream"
 	"testing"
 	"text/tabwriter"
 	"time"
+
+	gwupstream "github.com/modelgate/modelgate/gatewayd/upstream"
+	"github.com/modelgate/modelgate/test/testutil"
 )
 
 // Verdicts of a row.
@@ -118,7 +120,7 @@ func perRound(rs [][]Result, f func(round []Result) float64) float64 {
 }
 
 func p(q float64) func(r Result) time.Duration {
-	return func(r Result) time.Duration { return Percentile(r.Latencies, q) }
+	return func(r Result) time.Duration { return testutil.Percentile(r.Latencies, q) }
 }
 
 func us(d float64) string { return fmt.Sprintf("%+.0f µs", d/1e3) }
@@ -153,9 +155,9 @@ func (r *Report) addLoad(cfg Config, rs *rounds, redis bool) {
 	st := func(i int, f func(Result) time.Duration) func([]Result) float64 {
 		return func(round []Result) float64 { return float64(f(round[i]) - f(round[direct])) }
 	}
-	ttft := func(r Result) time.Duration { return Percentile(r.TTFT, .5) }
-	gap := func(r Result) time.Duration { return Percentile(r.Gaps, .99) }
-	growth := func(r Result) time.Duration { return Percentile(r.GapGrowth, .99) }
+	ttft := func(r Result) time.Duration { return testutil.Percentile(r.TTFT, .5) }
+	gap := func(r Result) time.Duration { return testutil.Percentile(r.Gaps, .99) }
+	growth := func(r Result) time.Duration { return testutil.Percentile(r.GapGrowth, .99) }
 	at := perRound(rs.stream, st(embedded, ttft))
 	ag := perRound(rs.stream, st(embedded, growth))
 	r.add("added time to first token p50, streaming (gatewayd − direct)", us(at), "≤ +1 ms", at <= 1e6)
@@ -169,8 +171,8 @@ func (r *Report) addLoad(cfg Config, rs *rounds, redis bool) {
 		return strings.Join(out, " / ") + " µs"
 	}
 	r.info("p99 growth of a chunk gap on the way, streaming: direct / bare proxy / gatewayd", each(growth))
-	mid := func(r Result) time.Duration { return Percentile(r.MidGrowth, .99) }
-	end := func(r Result) time.Duration { return Percentile(r.EndGrowth, .5) }
+	mid := func(r Result) time.Duration { return testutil.Percentile(r.MidGrowth, .99) }
+	end := func(r Result) time.Duration { return testutil.Percentile(r.EndGrowth, .5) }
 	r.info("p99 gap growth mid-stream (into content chunks before the last): direct / bare proxy / gatewayd; gatewayd − direct",
 		each(mid)+"; "+us(perRound(rs.stream, st(embedded, mid))))
 	r.info("p50 growth of the gap into each stream's last content chunk, sent with the finish and usage chunks: direct / bare proxy / gatewayd",
@@ -231,7 +233,7 @@ func (r *Report) addPropagation(cfg Config, res propagationResult, err error) {
 		r.failed(figure, "≤ 1 s", err)
 		return
 	}
-	p50, p99 := Percentile(res.Latencies, .5), Percentile(res.Latencies, .99)
+	p50, p99 := testutil.Percentile(res.Latencies, .5), testutil.Percentile(res.Latencies, .99)
 	r.info(fmt.Sprintf("propagation of a limit change p50, %d groups", res.Groups), p50.Round(time.Millisecond).String())
 	r.add(fmt.Sprintf("propagation of a limit change p99, %d groups (%d changes)", res.Groups, len(res.Latencies)),
 		p99.Round(time.Millisecond).String(), "≤ 1 s", p99 <= time.Second && res.TimedOut == 0)
@@ -489,9 +491,9 @@ func (r *Report) addPeers(cfg Config, rs *rounds, index map[string]int, notRun m
 		st := func(f func(Result) time.Duration) float64 {
 			return perRound(rs.stream, func(round []Result) float64 { return float64(f(round[i]) - f(round[direct])) })
 		}
-		ttft := func(r Result) time.Duration { return Percentile(r.TTFT, .5) }
-		growth := func(r Result) time.Duration { return Percentile(r.GapGrowth, .99) }
-		mid := func(r Result) time.Duration { return Percentile(r.MidGrowth, .99) }
+		ttft := func(r Result) time.Duration { return testutil.Percentile(r.TTFT, .5) }
+		growth := func(r Result) time.Duration { return testutil.Percentile(r.GapGrowth, .99) }
+		mid := func(r Result) time.Duration { return testutil.Percentile(r.MidGrowth, .99) }
 		served := 0
 		for _, res := range rs.stream[i] {
 			served += res.Requests

@@ -30,6 +30,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/gatewaytest"
 	"github.com/modelgate/modelgate/gatewayd/reload"
 	"github.com/modelgate/modelgate/test/stack"
+	"github.com/modelgate/modelgate/test/testutil"
 )
 
 // SeriesConfig sizes the scale series (loadbench -scale-series).
@@ -239,7 +240,7 @@ func measurePublication(ctx context.Context, cfg SeriesConfig, cs kubernetes.Int
 			probeGroup.Spec.Models[0].RateLimits[0].Threshold = threshold
 			probeGroup.Generation++
 			version++
-			t0, c0 := time.Now(), processCPU()
+			t0, c0 := time.Now(), testutil.ProcessCPU()
 			s := translateAt()
 			var w, o int
 			if layout == layoutNumbered {
@@ -247,7 +248,7 @@ func measurePublication(ctx context.Context, cfg SeriesConfig, cs kubernetes.Int
 				if err != nil {
 					return err
 				}
-				mats, cpus = append(mats, time.Since(t0)), append(cpus, processCPU()-c0)
+				mats, cpus = append(mats, time.Since(t0)), append(cpus, testutil.ProcessCPU()-c0)
 				if err := gatewaytest.PublishPayload(ctx, cs, ns, version, sum, payload, 0); err != nil {
 					return fmt.Errorf("failed to publish change %d: %w", i+1, err)
 				}
@@ -257,7 +258,7 @@ func measurePublication(ctx context.Context, cfg SeriesConfig, cs kubernetes.Int
 				if err != nil {
 					return err
 				}
-				mats, cpus = append(mats, time.Since(t0)), append(cpus, processCPU()-c0)
+				mats, cpus = append(mats, time.Since(t0)), append(cpus, testutil.ProcessCPU()-c0)
 				if w, o, err = publishParts(ctx, cs, ns, version, published, parts, sum); err != nil {
 					return fmt.Errorf("failed to publish change %d: %w", i+1, err)
 				}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelgate/modelgate/test/testutil"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -49,7 +50,7 @@ func SeriesMarkdown(points []seriesPoint, cfg SeriesConfig, header string) strin
 				fmt.Fprintf(&b, "| %d / %d | %s | not measured: %s | | | | | |\n", p.Groups, p.Keys, layout, orNone(p.Err))
 				continue
 			}
-			p50, p99 := Percentile(append([]time.Duration(nil), r.Propagation...), .5), Percentile(append([]time.Duration(nil), r.Propagation...), .99)
+			p50, p99 := testutil.Percentile(append([]time.Duration(nil), r.Propagation...), .5), testutil.Percentile(append([]time.Duration(nil), r.Propagation...), .99)
 			var misses []string
 			if p99 > time.Second {
 				misses = append(misses, "p99 > 1 s")
@@ -138,7 +139,7 @@ func WriteSeriesPlot(points []seriesPoint, path string) error {
 	}{
 		{"Bytes written to etcd per single-group change", "MiB", 2, func(r *layoutResult) float64 { return float64(r.Written) / (1 << 20) }},
 		{"Propagation p99 of a single-group change", "seconds", 1, func(r *layoutResult) float64 {
-			return Percentile(append([]time.Duration(nil), r.Propagation...), .99).Seconds()
+			return testutil.Percentile(append([]time.Duration(nil), r.Propagation...), .99).Seconds()
 		}},
 		{"Materialization per change (translate + encode)", "seconds", 0, func(r *layoutResult) float64 { return r.Materialize.Seconds() }},
 		{"gatewayd RSS", "MiB", 1024, func(r *layoutResult) float64 { return float64(r.RSS) / (1 << 20) }},

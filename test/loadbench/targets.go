@@ -193,18 +193,8 @@ func startGatewayd(ctx context.Context, name string, rc *rest.Config, ws *loadWo
 	if err != nil {
 		return nil, nil, fmt.Errorf("failed to listen for gatewayd %s: %w", name, err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = g.Serve(ctx, ln)
-	}()
-	stop := func() {
-		cancel()
-		<-done
-	}
-	if err := gatewaytest.WaitReady(g, 2*time.Minute); err != nil {
-		stop()
+	stop, err := gatewaytest.Start(ctx, g, ln, 2*time.Minute)
+	if err != nil {
 		return nil, nil, fmt.Errorf("gatewayd %s: %w", name, err)
 	}
 	store := st.limits

@@ -11,23 +11,18 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd"
 	"github.com/modelgate/modelgate/gatewayd/gatewaytest"
+	"github.com/modelgate/modelgate/test/kubetest"
 	"github.com/modelgate/modelgate/test/upstream"
 )
 
 func TestOpenAINodeClient(t *testing.T) {
 	node := gatewaytest.NodeWithPackage(t, "openai")
-	env, err := gatewaytest.StartEnv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	cs := kubernetes.NewForConfigOrDie(env.Config)
+	env := kubetest.StartTest(t, kubetest.Options{CRDs: true})
+	cs := env.Clientset
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 

@@ -30,17 +30,10 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run `make test`, or export KUBEBUILDER_ASSETS=$(hack/envtest-binaries.sh)")
 		os.Exit(1)
 	}
-	var err error
-	if s, err = stack.Start(context.Background(), stack.Options{}); err != nil {
-		fmt.Fprintln(os.Stderr, "Failed to start the stack:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := s.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "Failed to stop the stack:", err)
-		code = 1
-	}
-	os.Exit(code)
+	os.Exit(stack.RunSuite(m, "samples", stack.Options{}, func(_ context.Context, st *stack.Stack) error {
+		s = st
+		return nil
+	}))
 }
 
 func TestSamplesApply(t *testing.T) {

@@ -15,10 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/modelgate/modelgate/api/apikey"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
@@ -39,37 +36,12 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childRegistryEnv) != "" {
 		serveChildRegistry() // the benchmark's registry, in a process of its own; never returns
 	}
-	if os.Getenv("E2E_LOG") != "" {
-		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
-	} else {
-		ctrl.SetLogger(logr.Discard())
-	}
-	code, err := run(m)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "sandbox suite: %v (KUBEBUILDER_ASSETS=%q)\n", err, os.Getenv("KUBEBUILDER_ASSETS"))
-		code = 1
-	}
-	os.Exit(code)
-}
-
-func run(m *testing.M) (int, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	var err error
 	// A short body deadline, so TestUploadOutlastsTheBodyDeadline can show that an upload is not bound by it.
-	if st, err = stack.Start(ctx, stack.Options{Gatewayd: gatewayd.Options{BodyReadTimeout: bodyReadTimeout}}); err != nil {
-		return 1, err
-	}
-	defer func() {
-		if err := st.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "failed to stop the stack: %v\n", err)
-		}
-	}()
-	adminKey = st.APIKey
-	if err := seed(ctx); err != nil {
-		return 1, err
-	}
-	return m.Run(), nil
+	opts := stack.Options{Gatewayd: gatewayd.Options{BodyReadTimeout: bodyReadTimeout}}
+	os.Exit(stack.RunSuite(m, "sandbox", opts, func(ctx context.Context, s *stack.Stack) error {
+		st, adminKey = s, s.APIKey
+		return seed(ctx)
+	}))
 }
 
 // seed creates teams red and blue and the suite's keys, and waits until gatewayd serves them.

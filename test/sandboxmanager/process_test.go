@@ -1,10 +1,8 @@
 package sandboxmanager
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelgate/modelgate/test/testutil"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	certutil "k8s.io/client-go/util/cert"
 )
@@ -52,11 +51,7 @@ func managerBinary(t *testing.T) string {
 }
 
 // managerProcess is cmd/manager running as a child process against the package's envtest.
-type managerProcess struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the process has exited
-	logs *lockedBuffer
-}
+type managerProcess struct{ *testutil.Process }
 
 // startManagerProcess runs the manager binary with leader election on, in namespace default, until kill or the
 // end of the test. It reaches the API server through the package's proxy. Webhooks run in cert-manager mode on a self-signed certificate the test writes, since nothing
@@ -90,25 +85,10 @@ func startManagerProcess(t *testing.T, label string) *managerProcess {
 	args := append([]string{
 		"--leader-elect=true", "--leader-election-namespace=" + ns,
 		"--metrics-bind-address=0", "--health-probe-bind-address=0",
-		"--webhook-cert-mode=cert-manager", "--webhook-cert-dir=" + certDir, "--webhook-port=" + strconv.Itoa(freePort(t)),
+		"--webhook-cert-mode=cert-manager", "--webhook-cert-dir=" + certDir, "--webhook-port=" + strconv.Itoa(testutil.MustFreePort(t)),
 		"--namespaces=" + ns, "--sandbox-allow-internal-images", "--sandbox-temp-dir=" + tempDir,
 	}, managerLease...)
-	cmd := exec.Command(managerBinary(t), args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	p := &managerProcess{cmd: cmd, done: make(chan struct{}), logs: &lockedBuffer{}}
-	cmd.Stdout, cmd.Stderr = p.logs, p.logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-p.done
-		if t.Failed() {
-			t.Logf("manager %s logs:\n%s", label, p.logs.String())
-		}
-	})
-	return p
+	return &managerProcess{testutil.StartProcess(t, "manager "+label, kubeconfig, managerBinary(t), args...)}
 }
 
 // kill sends SIGKILL, as the kernel's OOM killer or a node loss would: the manager runs no shutdown code, so it
@@ -117,16 +97,16 @@ func startManagerProcess(t *testing.T, label string) *managerProcess {
 func (p *managerProcess) kill(t *testing.T) {
 	t.Helper()
 	select {
-	case <-p.done:
-		t.Fatalf("the manager exited before it was killed: %v", p.cmd.ProcessState)
+	case <-p.Done:
+		t.Fatalf("the manager exited before it was killed: %v", p.Cmd.ProcessState)
 	default:
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-p.done
-	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-		t.Fatalf("the manager ended with %v, not by SIGKILL", p.cmd.ProcessState)
+	<-p.Done
+	if ws, ok := p.Cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("the manager ended with %v, not by SIGKILL", p.Cmd.ProcessState)
 	}
 }
 
@@ -134,16 +114,16 @@ func (p *managerProcess) kill(t *testing.T) {
 // the test unless the manager exits cleanly.
 func (p *managerProcess) terminate(t *testing.T) {
 	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-p.done:
+	case <-p.Done:
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("the manager did not exit after SIGTERM")
 	}
-	if !p.cmd.ProcessState.Success() {
-		t.Fatalf("the manager ended with %v after SIGTERM, want exit status 0", p.cmd.ProcessState)
+	if !p.Cmd.ProcessState.Success() {
+		t.Fatalf("the manager ended with %v after SIGTERM, want exit status 0", p.Cmd.ProcessState)
 	}
 }
 
@@ -161,32 +141,4 @@ func leaseHolder(t *testing.T) (holder string, transitions int32) {
 		transitions = *l.Spec.LeaseTransitions
 	}
 	return holder, transitions
-}
-
-// freePort is a TCP port nothing listens on at the moment.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *lockedBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *lockedBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }

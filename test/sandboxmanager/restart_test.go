@@ -292,8 +292,8 @@ func waitHeld(t *testing.T, held <-chan struct{}, m *managerProcess, what string
 	t.Helper()
 	select {
 	case <-held:
-	case <-m.done:
-		t.Fatalf("the manager exited before %s: %v", what, m.cmd.ProcessState)
+	case <-m.Done:
+		t.Fatalf("the manager exited before %s: %v", what, m.Cmd.ProcessState)
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("%s never arrived", what)
 	}

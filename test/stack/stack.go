@@ -19,8 +19,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -33,10 +31,10 @@ import (
 
 	"github.com/modelgate/modelgate/api/apikey"
 	"github.com/modelgate/modelgate/api/snapshot"
-	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers"
 	"github.com/modelgate/modelgate/gatewayd"
 	"github.com/modelgate/modelgate/gatewayd/state"
+	"github.com/modelgate/modelgate/test/kubetest"
 	"github.com/modelgate/modelgate/webhooks"
 )
 
@@ -320,37 +318,17 @@ func FindRoot() (string, error) {
 }
 
 // Scheme returns a scheme with the built-in kinds and the product's.
-func Scheme() *runtime.Scheme {
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(gatewayv1.AddToScheme(scheme))
-	return scheme
-}
+func Scheme() *runtime.Scheme { return kubetest.Scheme() }
 
 func (s *Stack) startControlPlane(opts Options) error {
-	scheme := Scheme()
-	s.Env = &envtest.Environment{
-		Scheme:                scheme,
-		CRDDirectoryPaths:     []string{filepath.Join(opts.Root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		WebhookInstallOptions: envtest.WebhookInstallOptions{
-			Paths: []string{filepath.Join(opts.Root, "config", "webhook", "manifests.yaml")},
-		},
-		// Two shared cores building code can make a cold kube-apiserver slow to answer.
-		ControlPlaneStartTimeout: 2 * time.Minute,
-		ControlPlaneStopTimeout:  30 * time.Second,
-	}
-	cfg, err := s.Env.Start()
+	env, err := kubetest.Start(kubetest.Options{CRDs: true, Webhooks: true, Root: opts.Root})
 	if err != nil {
-		return fmt.Errorf("failed to start etcd and kube-apiserver (is KUBEBUILDER_ASSETS set? run hack/envtest-binaries.sh): %w", err)
+		return err
 	}
-	s.Config = cfg
+	s.Env, s.Client, s.Config = env.Environment, env.Client, env.Config
 	s.KubectlPath = s.Env.ControlPlane.KubectlPath
 	if s.KubectlPath == "" {
 		s.KubectlPath = filepath.Join(s.Env.BinaryAssetsDirectory, "kubectl")
-	}
-	if s.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
-		return fmt.Errorf("failed to create a client: %w", err)
 	}
 	s.KubeconfigPath = filepath.Join(s.devDir, "kubeconfig")
 	if err := os.WriteFile(s.KubeconfigPath, s.Env.KubeConfig, 0o600); err != nil {

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -29,11 +28,13 @@ import (
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/gatewaytest"
 	"github.com/modelgate/modelgate/gatewayd/state/redistest"
+	"github.com/modelgate/modelgate/test/kubetest"
+	"github.com/modelgate/modelgate/test/testutil"
 	"github.com/modelgate/modelgate/test/upstream"
 )
 
 var (
-	env        *envtest.Environment
+	env        *kubetest.Env
 	cs         kubernetes.Interface
 	kubeconfig string
 	binary     string
@@ -61,13 +62,13 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "failed to build gatewayd:", err)
 		return 1
 	}
-	if env, err = gatewaytest.StartEnv(); err != nil {
+	if env, err = kubetest.Start(kubetest.Options{CRDs: true}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer func() { _ = env.Stop() }()
-	cs = kubernetes.NewForConfigOrDie(env.Config)
-	user, err := env.AddUser(envtest.User{Name: "gatewayd", Groups: []string{"system:masters"}}, nil)
+	cs = env.Clientset
+	user, err := env.Environment.AddUser(envtest.User{Name: "gatewayd", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -142,63 +143,21 @@ func usageLimited(threshold int64) []gatewayv1.ModelConfig {
 
 // gatewayd is one gatewayd OS process.
 type gatewayd struct {
-	t    *testing.T
-	url  string
-	cmd  *exec.Cmd
-	logs *bytes.Buffer
-	mu   *sync.Mutex
-	done chan struct{}
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	b  *bytes.Buffer
-}
-
-func (w lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func freePort(t *testing.T) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	t   *testing.T
+	url string
+	*testutil.Process
 }
 
 // startGatewayd runs gatewayd serving ns with extra flags and waits until it serves the snapshot.
 func startGatewayd(t *testing.T, ns string, flags ...string) *gatewayd {
 	t.Helper()
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	addr := "127.0.0.1:" + strconv.Itoa(testutil.MustFreePort(t))
 	// Each process its own metrics port: several run at once.
 	args := append([]string{"--addr=" + addr, "--metrics-addr=127.0.0.1:0", "--namespaces=" + ns, "--zap-log-level=info"}, flags...)
-	cmd := exec.Command(binary, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	g := &gatewayd{t: t, url: "http://" + addr, cmd: cmd, logs: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = lockedWriter{g.mu, g.logs}, lockedWriter{g.mu, g.logs}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = cmd.Wait(); close(g.done) }()
-	t.Cleanup(func() {
-		g.signal(syscall.SIGKILL)
-		if t.Failed() {
-			g.mu.Lock()
-			t.Logf("gatewayd %s logs:\n%s", addr, g.logs.String())
-			g.mu.Unlock()
-		}
-	})
+	g := &gatewayd{t: t, url: "http://" + addr, Process: testutil.StartProcess(t, "gatewayd "+addr, kubeconfig, binary, args...)}
 	for range 3000 {
-		select {
-		case <-g.done:
-			g.mu.Lock()
-			defer g.mu.Unlock()
-			t.Fatalf("gatewayd exited at startup:\n%s", g.logs.String())
-		default:
+		if g.Exited() {
+			t.Fatalf("gatewayd exited at startup:\n%s", g.Logs())
 		}
 		if resp, err := http.Get(g.url + "/readyz"); err == nil {
 			resp.Body.Close()
@@ -214,30 +173,21 @@ func startGatewayd(t *testing.T, ns string, flags ...string) *gatewayd {
 
 // signal sends sig and waits for the process to exit.
 func (g *gatewayd) signal(sig syscall.Signal) {
-	select {
-	case <-g.done:
+	if g.Exited() {
 		return
-	default:
 	}
-	_ = g.cmd.Process.Signal(sig)
+	_ = g.Cmd.Process.Signal(sig)
 	select {
-	case <-g.done:
+	case <-g.Done:
 	case <-time.After(30 * time.Second):
-		_ = g.cmd.Process.Kill()
-		<-g.done
+		_ = g.Cmd.Process.Kill()
+		<-g.Done
 		g.t.Errorf("gatewayd did not exit within 30s of %v", sig)
 	}
 }
 
 // alive reports whether the process still runs.
-func (g *gatewayd) alive() bool {
-	select {
-	case <-g.done:
-		return false
-	default:
-		return true
-	}
-}
+func (g *gatewayd) alive() bool { return !g.Exited() }
 
 var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 200}, Timeout: 30 * time.Second}
 

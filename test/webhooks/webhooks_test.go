@@ -22,7 +22,6 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/modelgate/modelgate/api/snapshot"
 	"github.com/modelgate/modelgate/gatewayd"
@@ -30,6 +29,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/async/queue"
 	"github.com/modelgate/modelgate/gatewayd/gatewaytest"
 	"github.com/modelgate/modelgate/gatewayd/limits"
+	"github.com/modelgate/modelgate/test/kubetest"
 )
 
 type delivery struct {
@@ -39,12 +39,8 @@ type delivery struct {
 
 func TestAsyncWebhooksVerifyWithStandardWebhooks(t *testing.T) {
 	node := gatewaytest.NodeWithPackage(t, "standardwebhooks")
-	env, err := gatewaytest.StartEnv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	cs := kubernetes.NewForConfigOrDie(env.Config)
+	env := kubetest.StartTest(t, kubetest.Options{CRDs: true})
+	cs := env.Clientset
 	ctx := context.Background()
 	ns, err := gatewaytest.CreateNamespace(ctx, cs, "webhooks")
 	if err != nil {

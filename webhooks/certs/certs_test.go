@@ -35,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/yaml"
 
+	"github.com/modelgate/modelgate/test/testutil"
 	"github.com/modelgate/modelgate/webhooks/certs"
 )
 
@@ -175,7 +176,7 @@ var _ = Describe("cert-manager webhook certificate", func() {
 		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "certs-"}}
 		Expect(k8s.Create(ctx, n)).To(Succeed())
 
-		mgr := newManager(GinkgoT().TempDir(), freePort())
+		mgr := newManager(GinkgoT().TempDir(), testutil.MustFreePort(GinkgoT()))
 		var registered atomic.Bool
 		_, err := certs.Setup(ctx, mgr, certs.Options{
 			Mode: certs.ModeCertManager, CertDir: GinkgoT().TempDir(),
@@ -191,7 +192,7 @@ var _ = Describe("cert-manager webhook certificate", func() {
 	})
 
 	It("refuses options that cannot work before touching the cluster", func() {
-		mgr := newManager(GinkgoT().TempDir(), freePort())
+		mgr := newManager(GinkgoT().TempDir(), testutil.MustFreePort(GinkgoT()))
 		_, err := certs.Setup(ctx, mgr, certs.Options{Mode: certs.ModeSelfManaged, CertDir: GinkgoT().TempDir()},
 			func(manager.Manager) error { return nil })
 		Expect(err).To(MatchError(ContainSubstring("POD_NAMESPACE (the manager's namespace) is required")))
@@ -211,7 +212,7 @@ type runningManager struct {
 func startManager(o certs.Options) *runningManager {
 	// controller-runtime refuses two controllers of one name in a process, and the specs start several managers.
 	o.ControllerName = fmt.Sprintf("webhook-cert-rotator-%d", controllerSeq.Add(1))
-	port := freePort()
+	port := testutil.MustFreePort(GinkgoT())
 	mgr := newManager(o.CertDir, port)
 	m := &runningManager{registered: &atomic.Bool{}, port: port}
 	ready, err := certs.Setup(ctx, mgr, o, func(mgr manager.Manager) error {
@@ -354,13 +355,6 @@ func webhookConfigurations() (*admissionv1.ValidatingWebhookConfiguration, *admi
 	Expect(vwc.Webhooks).To(HaveLen(10))
 	Expect(mwc.Webhooks).To(HaveLen(3))
 	return vwc, mwc
-}
-
-func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	Expect(err).NotTo(HaveOccurred())
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // newCA makes a CA in the rotator's format (PKCS#1 RSA key, the CA name as a DNS name).

@@ -384,7 +384,7 @@ func (a *api) groupUsage(w http.ResponseWriter, r *http.Request, c auth.Caller) 
 	chain, _ := hierarchy.NewIndex(ancestors).With(g).Chain(g)
 	for _, m := range hierarchy.Resolve(chain) {
 		for _, l := range m.UsageLimits {
-			if l.Unit != gatewayv1.UnitDay {
+			if !gatewayv1.UsageLimitKind.Takes(l.Unit) {
 				continue
 			}
 			metered := hierarchy.MeteringGroup(g.Enforcement(), g.Name, l.SourceGroup)
@@ -551,13 +551,11 @@ func limitsFromJSON(w http.ResponseWriter, path string, in []limitJSON) ([]gatew
 	var out []gatewayv1.Limit
 	for j, l := range in {
 		p := fmt.Sprintf("%s[%d]", path, j)
-		if l.Type != string(gatewayv1.LimitTypeToken) && l.Type != string(gatewayv1.LimitTypeRequest) {
+		if !slices.Contains(gatewayv1.LimitTypes, gatewayv1.LimitType(l.Type)) {
 			kit.BadRequest(w, p+".type", p+".type must be TOKEN or REQUEST.")
 			return nil, false
 		}
-		switch gatewayv1.LimitUnit(l.Unit) {
-		case gatewayv1.UnitSecond, gatewayv1.UnitMinute, gatewayv1.UnitDay:
-		default:
+		if !slices.Contains(gatewayv1.LimitUnits, gatewayv1.LimitUnit(l.Unit)) {
 			kit.BadRequest(w, p+".unit", p+".unit must be SECOND or MINUTE (rate limits) or DAY (usage limits).")
 			return nil, false
 		}

@@ -129,7 +129,7 @@ func (a *api) createTeamKey(w http.ResponseWriter, r *http.Request, c auth.Calle
 		return
 	}
 	req.TeamID = team
-	if t := gatewayv1.WorkspaceKeyType(req.Type); t == gatewayv1.KeyTypePersonal || t == gatewayv1.KeyTypeManageAPIKeys {
+	if t := gatewayv1.WorkspaceKeyType(req.Type); gatewayv1.KnownKeyType(t) && !gatewayv1.IsTeamKey(t) {
 		kit.BadRequest(w, "type", fmt.Sprintf("type %s is not a team key: PERSONAL and WORKSPACE_MANAGE_API_KEYS keys act across the workspace; create them with POST /v1/api_keys.", t))
 		return
 	}
@@ -192,22 +192,20 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, c auth.Caller, req 
 // names) and every id of the scope lists (gatewayv1.ValidateKeyScope, the CRD's rules on each item), returning the
 // field at fault and the rule, or "".
 func validateCreate(t gatewayv1.WorkspaceKeyType, req createWorkspaceKeyRequest) (string, string) {
-	switch t {
-	case gatewayv1.KeyTypePersonal, gatewayv1.KeyTypeManageAll, gatewayv1.KeyTypeInvoke,
-		gatewayv1.KeyTypeExportMetrics, gatewayv1.KeyTypeManageAPIKeys:
-	default:
+	rule, ok := gatewayv1.KeyTypeRules[t]
+	if !ok {
 		return "type", "type must be one of PERSONAL, WORKSPACE_MANAGE_ALL, WORKSPACE_INVOKE, WORKSPACE_EXPORT_METRICS, WORKSPACE_MANAGE_API_KEYS."
 	}
 	switch {
 	case !keyNamePattern.MatchString(req.Name):
 		return "name", nameRule
-	case req.TeamID != "" && (t == gatewayv1.KeyTypePersonal || t == gatewayv1.KeyTypeManageAPIKeys):
+	case req.TeamID != "" && !rule.Team:
 		return "team_id", "team_id may not be set on PERSONAL or WORKSPACE_MANAGE_API_KEYS keys: they act across the workspace."
 	case req.TeamID != "" && !kit.ValidName(req.TeamID):
 		return "team_id", fmt.Sprintf("%q is not a valid team id.", req.TeamID)
-	case len(req.Environments) > 0 && t != gatewayv1.KeyTypeManageAll && t != gatewayv1.KeyTypeInvoke:
+	case len(req.Environments) > 0 && !rule.Environments:
 		return "environments", "environments scope WORKSPACE_MANAGE_ALL and WORKSPACE_INVOKE keys only."
-	case len(req.ModelIDs) > 0 && len(req.Environments) == 0 && t != gatewayv1.KeyTypeInvoke && t != gatewayv1.KeyTypeExportMetrics:
+	case len(req.ModelIDs) > 0 && len(req.Environments) == 0 && !rule.ModelsAlone:
 		return "model_ids", "model_ids alone scope WORKSPACE_INVOKE and WORKSPACE_EXPORT_METRICS keys only; a WORKSPACE_MANAGE_ALL key is scoped by environments, optionally with model_ids."
 	}
 	if errs := gatewayv1.ValidateKeyScope(req.ModelIDs, req.Environments, field.NewPath("model_ids"), field.NewPath("environments")); len(errs) > 0 {

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/modelgate/modelgate/test/kubetest"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -26,7 +27,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
 // ChartDir is the chart's path relative to the repository root.
@@ -181,24 +181,10 @@ func StartEnvWithExternalCRDs(t testing.TB) (cfg *rest.Config, missing map[strin
 
 func startEnv(t testing.TB, extraCRDs []string) *rest.Config {
 	t.Helper()
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`, or export KUBEBUILDER_ASSETS=$(hack/envtest-binaries.sh)")
 	}
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     append([]string{filepath.Join(Root(t), ChartDir, "crds")}, extraCRDs...),
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("Failed to start envtest from %s: %v", assets, err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("Failed to stop envtest: %v", err)
-		}
-	})
-	return cfg
+	return kubetest.StartTest(t, kubetest.Options{CRDPaths: append([]string{filepath.Join(Root(t), ChartDir, "crds")}, extraCRDs...)}).Config
 }
 
 // CreateNamespaces creates each namespace, tolerating ones that exist.
