@@ -4,7 +4,7 @@
 //	    requestlog, podlogs, sessions}
 //	    -> gatewayd/upstream
 //	    -> gatewayd/route
-//	    -> gatewayd/inference, gatewayd/rest -> gatewayd/async -> gatewayd -> cmd
+//	    -> gatewayd/inference, gatewayd/rest, gatewayd/async -> gatewayd -> cmd
 //
 // (gatewayd/async/queue, the async store, sits with the state packages.)
 //
@@ -55,9 +55,7 @@ var layers = []layer{
 	// The route step: which deployment or Endpoint a model call names, and its upstream target. The sync and the
 	// async model-call handlers both ask it, so neither imports the other.
 	{name: "route step", prefixes: []string{"gatewayd/route"}, dataPlane: true},
-	{name: "handlers", prefixes: []string{"gatewayd/inference", "gatewayd/rest"}, dataPlane: true},
-	// Async inference runs model calls through the predict route step of inference, so it sits above it.
-	{name: "async handlers", prefixes: []string{"gatewayd/async"}, dataPlane: true},
+	{name: "handlers", prefixes: []string{"gatewayd/inference", "gatewayd/rest", "gatewayd/async"}, dataPlane: true},
 	{name: "data-plane assembly", prefixes: []string{"gatewayd"}, dataPlane: true},
 	{name: "mains and test harnesses", prefixes: []string{"cmd", "test"}, peers: []string{"cmd", "test"}},
 }
@@ -158,9 +156,11 @@ func TestTableRefusesUpwardAndSidewaysEdges(t *testing.T) {
 		{"gatewayd/route", "gatewayd/upstream", true},
 		{"gatewayd/route", "gatewayd/inference", false},
 		{"gatewayd/upstream", "gatewayd/route", false},
-		{"gatewayd/async", "gatewayd/inference", true},
+		{"gatewayd/async", "gatewayd/inference", false},
 		{"gatewayd/state", "gatewayd/async/queue", true},
+		{"gatewayd/async", "gatewayd/async/queue", true},
 		{"gatewayd/inference", "gatewayd/async", false},
+		{"gatewayd/async", "gatewayd/rest", false},
 		{"gatewayd/async/queue", "gatewayd/upstream", false},
 		{"api/v1alpha1", "gatewayd/view", false},
 		{"gatewayd", "test/upstream", false},
