@@ -83,15 +83,12 @@ func MayInvokeChain(caller auth.Caller, chainID, teamID, environment string) *ht
 // that the route names, once authz.Decide lets caller invoke the chain.
 func AuthorizeChainInvoke(caller auth.Caller, ns *view.Namespace, chainID string, sel Selector) (*snapshot.ServedChain, *snapshot.Deployment, *httperr.Error) {
 	c, d, rerr := resolveChain(ns, chainID, sel)
+	var may *httperr.Error
 	if c != nil {
-		if e := MayInvokeChain(caller, c.ID, c.TeamID, sel.Environment); e != nil {
-			return nil, nil, e
-		}
-	} else if e := mayInvokeAny(caller, chainID, sel.Environment); e != nil {
-		return nil, nil, e
+		may = MayInvokeChain(caller, c.ID, c.TeamID, sel.Environment)
 	}
-	if rerr != nil {
-		return nil, nil, rerr
+	if e := refusal(caller, c != nil, may, chainID, sel, rerr); e != nil {
+		return nil, nil, e
 	}
 	return c, d, nil
 }

@@ -19,20 +19,18 @@ import (
 // names a deployment of a model asks here: predict, wake, async_predict and async_queue_status.
 func AuthorizeInvoke(caller auth.Caller, ns *view.Namespace, modelID string, sel Selector) (*snapshot.ServedModel, *snapshot.Deployment, *httperr.Error) {
 	m, d, rerr := resolveModel(ns, modelID, sel)
+	var may *httperr.Error
 	if m != nil {
-		if e := MayInvoke(caller, m.ID, m.TeamID, sel.Environment); e != nil {
-			if e.Status == http.StatusNotFound {
-				return nil, nil, e // hidden: the caller learns nothing of the model
-			}
-			return m, nil, e
-		}
-	} else if e := mayInvokeAny(caller, modelID, sel.Environment); e != nil {
-		return nil, nil, e
+		may = MayInvoke(caller, m.ID, m.TeamID, sel.Environment)
 	}
-	if rerr != nil {
-		return m, nil, rerr
+	e := refusal(caller, m != nil, may, modelID, sel, rerr)
+	switch {
+	case e == nil:
+		return m, d, nil
+	case e == may && e.Status == http.StatusNotFound:
+		return nil, nil, e // hidden: the caller learns nothing of the model
 	}
-	return m, d, nil
+	return m, nil, e
 }
 
 // MayInvoke is authz.Decide's answer for caller invoking model modelID of team teamID through environment (""
@@ -48,13 +46,19 @@ func MayInvoke(caller auth.Caller, modelID, teamID, environment string) *httperr
 	return nil
 }
 
-// mayInvokeAny is the 403 of a key that may not invoke at all, for a route whose model or chain id the snapshot
-// does not know: such a key learns that before whether the object exists. nil otherwise.
-func mayInvokeAny(caller auth.Caller, id, environment string) *httperr.Error {
-	if dec := authz.Decide(caller.Principal(), authz.ActionInvoke, authz.Resource{ModelID: id, Environment: environment}); !dec.Allowed && !dec.Hidden {
+// refusal is the answer that refuses an invoke call, in the order of every route that names a deployment of a
+// model or chain id: when the snapshot has the object (found), the decision on it (may); when it has none, a key
+// that may not invoke at all learns that before whether the object exists; then the resolution's own error (rerr).
+// nil when none refuses.
+func refusal(caller auth.Caller, found bool, may *httperr.Error, id string, sel Selector, rerr *httperr.Error) *httperr.Error {
+	if found {
+		if may != nil {
+			return may
+		}
+	} else if dec := authz.Decide(caller.Principal(), authz.ActionInvoke, authz.Resource{ModelID: id, Environment: sel.Environment}); !dec.Allowed && !dec.Hidden {
 		return httperr.New(http.StatusForbidden, httperr.CodeForbidden, dec.Reason, map[string]any{"key_type": caller.Key.Type})
 	}
-	return nil
+	return rerr
 }
 
 // resolveModel finds the model a call names, and the deployment its selector points at; 404

@@ -8,7 +8,9 @@ import (
 	"testing"
 
 	"github.com/modelgate/modelgate/api/snapshot"
+	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 
+	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/view"
 )
@@ -97,27 +99,33 @@ func TestOf(t *testing.T) {
 	}
 }
 
-// TestResolve pins what an environment or a deployment id resolves to, for a model and for a chain.
-func TestResolve(t *testing.T) {
-	deps := map[string]*snapshot.Deployment{
-		"v1":       {ID: "v1", ModelID: "m", Active: true},
-		"v2":       {ID: "v2", ModelID: "m", Active: true},
-		"off":      {ID: "off", ModelID: "m"},
-		"other":    {ID: "other", ModelID: "n", Active: true},
-		"cd1-main": {ID: "cd1-main", ModelID: "chain_c", Active: true},
-		"cd2-main": {ID: "cd2-main", ModelID: "chain_c"},
-	}
-	ns := &view.Namespace{
-		Models: map[string]*snapshot.ServedModel{"m": {ID: "m", Development: "v2",
+// fixture is a namespace with model m (team a; production -> v1, development -> v2, staging -> an inactive
+// deployment, an environment with none) and chain c (team a; production -> cd1, development -> cd2 whose
+// entrypoint is inactive, new -> cd3 whose entrypoint the manager has not made yet).
+func fixture() *view.Namespace {
+	return &view.Namespace{
+		Models: map[string]*snapshot.ServedModel{"m": {ID: "m", TeamID: "a", Development: "v2",
 			Environments: []snapshot.EnvironmentRoute{{Name: "production", Deployment: "v1"}, {Name: "staging", Deployment: "off"}, {Name: "empty"}}}},
-		Deployments: deps,
+		Deployments: map[string]*snapshot.Deployment{
+			"v1":       {ID: "v1", ModelID: "m", Active: true},
+			"v2":       {ID: "v2", ModelID: "m", Active: true},
+			"off":      {ID: "off", ModelID: "m"},
+			"other":    {ID: "other", ModelID: "n", Active: true},
+			"cd1-main": {ID: "cd1-main", ModelID: "chain_c", Active: true},
+			"cd2-main": {ID: "cd2-main", ModelID: "chain_c"},
+		},
 		Snapshot: &snapshot.Snapshot{
-			Chains: []snapshot.ServedChain{{ID: "c", Development: "cd2",
+			Chains: []snapshot.ServedChain{{ID: "c", TeamID: "a", Development: "cd2",
 				Environments: []snapshot.EnvironmentRoute{{Name: "production", Deployment: "cd1"}, {Name: "new", Deployment: "cd3"}}}},
 			ChainDeployments: []snapshot.ChainDeployment{{ID: "cd1", ChainID: "c", Entrypoint: "cd1-main"},
 				{ID: "cd2", ChainID: "c", Entrypoint: "cd2-main"}, {ID: "cd3", ChainID: "c", Entrypoint: "cd3-main"}},
 		},
 	}
+}
+
+// TestResolve pins what an environment or a deployment id resolves to, for a model and for a chain.
+func TestResolve(t *testing.T) {
+	ns := fixture()
 	for _, tc := range []struct {
 		chain  bool
 		id     string
@@ -167,4 +175,53 @@ func outcome(t *testing.T, d *snapshot.Deployment, e *httperr.Error) string {
 		return d.ID
 	}
 	return ""
+}
+
+// TestAuthorize pins the order of the answers of a call that names a deployment: the invoke decision on the model
+// or chain before whether its deployment resolves, 404 for one the caller may not see (and no model to label the
+// call with), 403 for a key that may not invoke at all even when the id is unknown.
+func TestAuthorize(t *testing.T) {
+	ns := fixture()
+	key := func(typ gatewayv1.WorkspaceKeyType, team string, models ...string) auth.Caller {
+		return auth.NewCaller("ns", snapshot.WorkspaceAPIKey{Prefix: "p", Type: string(typ), TeamID: team, Models: models}, nil)
+	}
+	invoke, otherTeam, scoped, metrics := key(gatewayv1.KeyTypeInvoke, "a"), key(gatewayv1.KeyTypeInvoke, "b"),
+		key(gatewayv1.KeyTypeInvoke, "a", "x"), key(gatewayv1.KeyTypeExportMetrics, "")
+	prod, staging := Selector{Environment: "production"}, Selector{Environment: "staging"}
+	for _, tc := range []struct {
+		name   string
+		caller auth.Caller
+		chain  bool
+		id     string
+		sel    Selector
+		want   string
+		object bool // the model is returned, to label the call
+	}{
+		{"allowed", invoke, false, "m", prod, "v1", true},
+		{"allowed, not active", invoke, false, "m", staging, "404 deployment_id: off", true},
+		{"unknown model", invoke, false, "nope", prod, "404 model_id: nope", false},
+		{"another team's model is hidden", otherTeam, false, "m", prod, "404 model_id: m", false},
+		{"hidden before not active", otherTeam, false, "m", staging, "404 model_id: m", false},
+		{"out of the key's models", scoped, false, "m", staging, "403 map[key_type:WORKSPACE_INVOKE model_id:m]", true},
+		{"a key that may not invoke", metrics, false, "m", prod, "403 map[key_type:WORKSPACE_EXPORT_METRICS model_id:m]", true},
+		{"a key that may not invoke, unknown model", metrics, false, "nope", prod, "403 map[key_type:WORKSPACE_EXPORT_METRICS]", false},
+		{"chain allowed", invoke, true, "c", prod, "cd1-main", true},
+		{"chain not active", invoke, true, "c", Selector{Environment: "development"}, "404 deployment_id: cd2", false},
+		{"another team's chain is hidden", otherTeam, true, "c", prod, "404 chain_id: c", false},
+		{"chain out of the key's models", scoped, true, "c", prod, "403 map[chain_id:c key_type:WORKSPACE_INVOKE]", false},
+		{"a key that may not invoke, unknown chain", metrics, true, "nope", prod, "403 map[key_type:WORKSPACE_EXPORT_METRICS]", false},
+	} {
+		var object bool
+		var got string
+		if tc.chain {
+			c, d, e := AuthorizeChainInvoke(tc.caller, ns, tc.id, tc.sel)
+			object, got = c != nil, outcome(t, d, e)
+		} else {
+			m, d, e := AuthorizeInvoke(tc.caller, ns, tc.id, tc.sel)
+			object, got = m != nil, outcome(t, d, e)
+		}
+		if got != tc.want || object != tc.object {
+			t.Errorf("%s: %q (object %v), want %q (object %v)", tc.name, got, object, tc.want, tc.object)
+		}
+	}
 }
