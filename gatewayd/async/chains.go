@@ -2,27 +2,18 @@ package async
 
 import (
 	"net/http"
-	"time"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 
 	"github.com/modelgate/modelgate/gatewayd/async/queue"
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
-	"github.com/modelgate/modelgate/gatewayd/ingress"
 	"github.com/modelgate/modelgate/gatewayd/route"
 )
 
-// RegisterChains adds the chain async routes to mux. async_run_remote (route.AsyncRunRemote) is run_remote on the
-// async queue: a chain's request is queued for its entrypoint's deployment under the modelID of the chain's
-// chainlet deployments, so the dispatcher runs it as any other request; only the status object and the webhook
-// name the chain instead.
-func (s *Service) RegisterChains(mux ingress.Mux) {
-	route.AsyncRunRemote.Register(mux, s.asyncRunRemote)
-	mux.HandleFunc(RouteChainRequestStatus, s.chainRequestStatus)
-	mux.HandleFunc(RouteChainRequestCancel, s.chainRequestCancel)
-}
-
+// asyncRunRemote serves async_run_remote, run_remote on the async queue: a chain's request is queued for its
+// entrypoint's deployment under the modelID of the chain's chainlet deployments, so the dispatcher runs it as any
+// other request; only the status object and the webhook name the chain instead.
 func (s *Service) asyncRunRemote(w http.ResponseWriter, r *http.Request) {
 	caller, aerr := auth.Workspace(r, auth.ViewLookup(s.opts.View))
 	if aerr != nil {
@@ -36,19 +27,6 @@ func (s *Service) asyncRunRemote(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.accept(w, r, caller, gatewayv1.ChainletModelID(c.ID), d, sel.Environment)
-}
-
-// ChainStatus is SPEC.md's async request status object of a chain's request: chain_id in place of model_id,
-// and the chain deployment as deployment_id.
-type ChainStatus struct {
-	RequestID     string        `json:"request_id"`
-	ChainID       string        `json:"chain_id"`
-	DeploymentID  string        `json:"deployment_id"`
-	Status        string        `json:"status"`
-	WebhookStatus string        `json:"webhook_status"`
-	CreatedAt     time.Time     `json:"created_at"`
-	StatusAt      time.Time     `json:"status_at"`
-	Errors        []queue.Error `json:"errors"`
 }
 
 // chainRequest finds a chain's request as request finds a model's: 404 unless it was queued for chain_id in the
@@ -84,9 +62,10 @@ func (s *Service) chainRequestStatus(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	// chain_id in place of model_id, and the chain deployment as deployment_id.
 	st := statusOf(q)
-	httperr.WriteJSON(w, http.StatusOK, ChainStatus{RequestID: st.RequestID, ChainID: r.PathValue("chain_id"), DeploymentID: s.chainDeploymentOf(q),
-		Status: st.Status, WebhookStatus: st.WebhookStatus, CreatedAt: st.CreatedAt, StatusAt: st.StatusAt, Errors: st.Errors})
+	st.ModelID, st.ChainID, st.DeploymentID = "", r.PathValue("chain_id"), s.chainDeploymentOf(q)
+	httperr.WriteJSON(w, http.StatusOK, st)
 }
 
 func (s *Service) chainRequestCancel(w http.ResponseWriter, r *http.Request) {

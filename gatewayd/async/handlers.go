@@ -39,6 +39,13 @@ func (s *Service) Register(mux ingress.Mux) {
 	mux.HandleFunc(RouteRequestCancel, s.requestCancel)
 }
 
+// RegisterChains adds the chain async routes to mux.
+func (s *Service) RegisterChains(mux ingress.Mux) {
+	route.AsyncRunRemote.Register(mux, s.asyncRunRemote)
+	mux.HandleFunc(RouteChainRequestStatus, s.chainRequestStatus)
+	mux.HandleFunc(RouteChainRequestCancel, s.chainRequestCancel)
+}
+
 // resolve authenticates r and finds the deployment its route names, as a predict call does; sel is which way
 // the route named it.
 func (s *Service) resolve(r *http.Request) (caller auth.Caller, sel route.Selector, m *snapshot.ServedModel, d *snapshot.Deployment, e *httperr.Error) {
@@ -153,10 +160,12 @@ func (s *Service) queueStatus(w http.ResponseWriter, r *http.Request) {
 	httperr.WriteJSON(w, http.StatusOK, QueueStatus{ModelID: m.ID, DeploymentID: d.ID, NumQueuedRequests: queued, NumInProgressRequests: running})
 }
 
-// Status is SPEC.md's async request status object.
+// Status is the async request status object (docs/rest-api.md "Async inference"): a model's request names its
+// model_id; a chain's its chain_id instead, and the chain deployment as deployment_id.
 type Status struct {
 	RequestID     string        `json:"request_id"`
-	ModelID       string        `json:"model_id"`
+	ModelID       string        `json:"model_id,omitempty"`
+	ChainID       string        `json:"chain_id,omitempty"`
 	DeploymentID  string        `json:"deployment_id"`
 	Status        string        `json:"status"`
 	WebhookStatus string        `json:"webhook_status"`

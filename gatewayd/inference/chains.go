@@ -7,18 +7,12 @@ import (
 
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
-	"github.com/modelgate/modelgate/gatewayd/ingress"
 	"github.com/modelgate/modelgate/gatewayd/route"
 )
 
-// RegisterChains adds the run_remote routes to mux: run_remote calls the entrypoint chainlet of the chain
-// deployment that the route names, exactly as a predict call calls a model deployment.
-func (h *Handler) RegisterChains(mux ingress.Mux) {
-	route.RunRemote.Register(mux, h.runRemote)
-}
-
-// runRemote serves the run_remote routes: the body streams to the entrypoint's predict path unchanged, and so
-// does the answer, with the callers, limits on body size and errors of a predict call.
+// runRemote serves the run_remote routes, which call the entrypoint chainlet of the chain deployment that the
+// route names exactly as a predict call calls a model deployment: the body streams to the entrypoint's predict
+// path unchanged, and so does the answer, with the callers, limits on body size and errors of a predict call.
 func (h *Handler) runRemote(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}

@@ -108,3 +108,8 @@ func (h *Handler) Register(mux ingress.Mux) {
 	route.Predict.Register(mux, h.predict)
 	route.Wake.Register(mux, h.wake)
 }
+
+// RegisterChains adds the run_remote routes to mux.
+func (h *Handler) RegisterChains(mux ingress.Mux) {
+	route.RunRemote.Register(mux, h.runRemote)
+}
