@@ -20,7 +20,14 @@ import (
 // predict serves the predict routes for workspace keys. The body (JSON, octet-stream or multipart) is streamed
 // through unchanged with its Content-Type, and so is the answer. A call to a deployment with no ready address is
 // held (hold.go) until one is ready, then forwarded the same way.
-func (h *Handler) predict(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) predict(w http.ResponseWriter, r *http.Request) { h.callDeployment(w, r, false) }
+
+// runRemote serves the run_remote routes, which call the entrypoint chainlet of the chain deployment that the
+// route names exactly as predict calls a model deployment.
+func (h *Handler) runRemote(w http.ResponseWriter, r *http.Request) { h.callDeployment(w, r, true) }
+
+// callDeployment serves a call to the deployment that r's route names: of a model, or the entrypoint of a chain's.
+func (h *Handler) callDeployment(w http.ResponseWriter, r *http.Request, chain bool) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
 	reqID := stampRequestID(sw, r)
@@ -37,19 +44,28 @@ func (h *Handler) predict(w http.ResponseWriter, r *http.Request) {
 		httperr.WriteModelCallError(sw, aerr)
 		return
 	}
-	sel := route.Of(r)
-	m, d, rerr := route.AuthorizeInvoke(caller, h.opts.View().Namespace(caller.Namespace), r.PathValue("model_id"), sel)
-	if m != nil {
-		// A label value only once the snapshot knows the model and the caller may see it, so callers cannot
-		// mint series.
-		workspace, model = caller.Namespace, m.ID
+	ns, sel := h.opts.View().Namespace(caller.Namespace), route.Of(r)
+	var d *snapshot.Deployment
+	var rerr *httperr.Error
+	var env environmentRoute
+	if chain {
+		_, d, rerr = route.AuthorizeChainInvoke(caller, ns, r.PathValue("chain_id"), sel)
+	} else {
+		var m *snapshot.ServedModel
+		m, d, rerr = route.AuthorizeInvoke(caller, ns, r.PathValue("model_id"), sel)
+		if m != nil {
+			// A label value only once the snapshot knows the model and the caller may see it, so callers cannot
+			// mint series.
+			workspace, model = caller.Namespace, m.ID
+			// A held call follows its environment: a promotion while it waits moves it to the deployment promoted.
+			env = environmentRoute{modelID: m.ID, environment: sel.Environment}
+		}
 	}
 	if rerr != nil {
 		httperr.WriteModelCallError(sw, rerr)
 		return
 	}
-	// A held call follows its environment: a promotion while it waits moves it to the deployment promoted.
-	h.forwardPredict(sw, r, reqID, caller, d, environmentRoute{modelID: m.ID, environment: sel.Environment}, start)
+	h.forwardPredict(sw, r, reqID, caller, d, env, start)
 }
 
 // environmentRoute is the environment of a model that a predict call names; the zero value names none (a route
