@@ -24,9 +24,9 @@ import (
 
 	"github.com/modelgate/modelgate/api/netguard"
 	"github.com/modelgate/modelgate/gatewayd/async/queue"
-	"github.com/modelgate/modelgate/gatewayd/inference"
 	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/gatewayd/requestlog"
+	"github.com/modelgate/modelgate/gatewayd/route"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 	"github.com/modelgate/modelgate/gatewayd/view"
 	"github.com/modelgate/modelgate/gatewayd/wake"
@@ -58,7 +58,7 @@ const (
 
 // Addresses picks and counts the ready addresses of a Service's EndpointSlices (gatewayd/discovery).
 type Addresses interface {
-	inference.Addresses
+	route.Addresses
 	// Ready counts the ready addresses of namespace/service on the port named portName.
 	Ready(namespace, service, portName string) int
 }

@@ -2,65 +2,31 @@ package async
 
 import (
 	"net/http"
-	"time"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 
 	"github.com/modelgate/modelgate/gatewayd/async/queue"
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
-	"github.com/modelgate/modelgate/gatewayd/inference"
-	"github.com/modelgate/modelgate/gatewayd/ingress"
+	"github.com/modelgate/modelgate/gatewayd/route"
 )
 
-// Chain routes (DESIGN.md "Chains"): async_run_remote is run_remote on the async queue. A chain's request is
-// queued for its entrypoint's deployment under the modelID of the chain's chainlet deployments, so the
-// dispatcher runs it as any other request; only the status object and the webhook name the chain instead.
-const (
-	RouteProductionAsyncRunRemote  = "POST /chains/{chain_id}/production/async_run_remote"
-	RouteDevelopmentAsyncRunRemote = "POST /chains/{chain_id}/development/async_run_remote"
-	RouteEnvironmentAsyncRunRemote = "POST /chains/{chain_id}/environments/{env_name}/async_run_remote"
-	RouteDeploymentAsyncRunRemote  = "POST /chains/{chain_id}/deployment/{deployment_id}/async_run_remote"
-
-	RouteChainRequestStatus = "GET /chains/{chain_id}/async_request/{request_id}"
-	RouteChainRequestCancel = "DELETE /chains/{chain_id}/async_request/{request_id}"
-)
-
-// RegisterChains adds the chain async routes to mux.
-func (s *Service) RegisterChains(mux ingress.Mux) {
-	for _, p := range []string{RouteProductionAsyncRunRemote, RouteDevelopmentAsyncRunRemote, RouteEnvironmentAsyncRunRemote, RouteDeploymentAsyncRunRemote} {
-		mux.HandleFunc(p, s.asyncRunRemote)
-	}
-	mux.HandleFunc(RouteChainRequestStatus, s.chainRequestStatus)
-	mux.HandleFunc(RouteChainRequestCancel, s.chainRequestCancel)
-}
-
+// asyncRunRemote serves async_run_remote, run_remote on the async queue: a chain's request is queued for its
+// entrypoint's deployment under the modelID of the chain's chainlet deployments, so the dispatcher runs it as any
+// other request; only the status object and the webhook name the chain instead.
 func (s *Service) asyncRunRemote(w http.ResponseWriter, r *http.Request) {
 	caller, aerr := auth.Workspace(r, auth.ViewLookup(s.opts.View))
 	if aerr != nil {
 		httperr.WriteModelCallError(w, aerr)
 		return
 	}
-	env, dep := inference.ChainSelector(r)
-	c, d, e := inference.AuthorizeChainInvoke(caller, s.opts.View().Namespace(caller.Namespace), r.PathValue("chain_id"), env, dep)
+	sel := route.Of(r)
+	c, d, e := route.AuthorizeChainInvoke(caller, s.opts.View().Namespace(caller.Namespace), r.PathValue("chain_id"), sel)
 	if e != nil {
 		httperr.WriteModelCallError(w, e)
 		return
 	}
-	s.accept(w, r, caller, gatewayv1.ChainletModelID(c.ID), d, env)
-}
-
-// ChainStatus is SPEC.md's async request status object of a chain's request: chain_id in place of model_id,
-// and the chain deployment as deployment_id.
-type ChainStatus struct {
-	RequestID     string        `json:"request_id"`
-	ChainID       string        `json:"chain_id"`
-	DeploymentID  string        `json:"deployment_id"`
-	Status        string        `json:"status"`
-	WebhookStatus string        `json:"webhook_status"`
-	CreatedAt     time.Time     `json:"created_at"`
-	StatusAt      time.Time     `json:"status_at"`
-	Errors        []queue.Error `json:"errors"`
+	s.accept(w, r, caller, gatewayv1.ChainletModelID(c.ID), d, sel.Environment)
 }
 
 // chainRequest finds a chain's request as request finds a model's: 404 unless it was queued for chain_id in the
@@ -71,12 +37,10 @@ func (s *Service) chainRequest(w http.ResponseWriter, r *http.Request) (*queue.R
 	return s.requestOf(w, r, gatewayv1.ChainletModelID(chainID), "No async request of this chain has this id.",
 		func(caller auth.Caller, q *queue.Request) *httperr.Error {
 			teamID := ""
-			if ns := s.opts.View().Namespace(caller.Namespace); ns != nil {
-				if c, _, _ := inference.ResolveChain(ns, chainID, "", ""); c != nil {
-					teamID = c.TeamID
-				}
+			if c := route.Chain(s.opts.View().Namespace(caller.Namespace), chainID); c != nil {
+				teamID = c.TeamID
 			}
-			return inference.MayInvokeChain(caller, chainID, teamID, q.Environment)
+			return route.MayInvokeChain(caller, chainID, teamID, q.Environment)
 		})
 }
 
@@ -98,9 +62,10 @@ func (s *Service) chainRequestStatus(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	// chain_id in place of model_id, and the chain deployment as deployment_id.
 	st := statusOf(q)
-	httperr.WriteJSON(w, http.StatusOK, ChainStatus{RequestID: st.RequestID, ChainID: r.PathValue("chain_id"), DeploymentID: s.chainDeploymentOf(q),
-		Status: st.Status, WebhookStatus: st.WebhookStatus, CreatedAt: st.CreatedAt, StatusAt: st.StatusAt, Errors: st.Errors})
+	st.ModelID, st.ChainID, st.DeploymentID = "", r.PathValue("chain_id"), s.chainDeploymentOf(q)
+	httperr.WriteJSON(w, http.StatusOK, st)
 }
 
 func (s *Service) chainRequestCancel(w http.ResponseWriter, r *http.Request) {

@@ -13,8 +13,8 @@ import (
 	"github.com/modelgate/modelgate/api/snapshot"
 
 	"github.com/modelgate/modelgate/gatewayd/async/queue"
-	"github.com/modelgate/modelgate/gatewayd/inference"
 	"github.com/modelgate/modelgate/gatewayd/requestlog"
+	"github.com/modelgate/modelgate/gatewayd/route"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 )
 
@@ -301,7 +301,7 @@ func (s *Service) logAttempt(namespace, deployment string, r *queue.Request, sta
 
 // call sends r's input to d's predict path through the route step and forwarding core of sync calls.
 func (s *Service) call(ctx context.Context, namespace string, d *snapshot.Deployment, r *queue.Request) (int, http.Header, json.RawMessage, error) {
-	target, release, rerr := inference.RouteDeployment(namespace, d, s.opts.Addresses)
+	target, release, rerr := route.Deployment(namespace, d, s.opts.Addresses)
 	if rerr != nil {
 		return 0, nil, nil, errNotReady
 	}
@@ -396,7 +396,7 @@ func (s *Service) wakeIfIdle(namespace string, d *snapshot.Deployment) {
 		return
 	}
 	if s.opts.Addresses.Ready(namespace, d.Service, d.PortName) == 0 {
-		s.opts.Waker.Ask(inference.WakeTarget(namespace, d))
+		s.opts.Waker.Ask(route.WakeTarget(namespace, d))
 	}
 }
 

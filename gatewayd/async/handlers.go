@@ -16,71 +16,55 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/async/queue"
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
-	"github.com/modelgate/modelgate/gatewayd/inference"
 	"github.com/modelgate/modelgate/gatewayd/ingress"
 	"github.com/modelgate/modelgate/gatewayd/limits"
+	"github.com/modelgate/modelgate/gatewayd/route"
 )
 
-// Routes (DESIGN.md "Async inference"): the four prefixes of the predict routes serve async_predict and
-// async_queue_status; async_request is per model.
+// Routes: async_predict (route.AsyncPredict) and async_queue_status (route.AsyncQueueStatus) under the four
+// prefixes of the predict routes, async_run_remote (route.AsyncRunRemote) under those of run_remote; async_request
+// is per model or chain.
 const (
-	RouteProductionAsyncPredict  = "POST /models/{model_id}/production/async_predict"
-	RouteDevelopmentAsyncPredict = "POST /models/{model_id}/development/async_predict"
-	RouteEnvironmentAsyncPredict = "POST /models/{model_id}/environments/{env_name}/async_predict"
-	RouteDeploymentAsyncPredict  = "POST /models/{model_id}/deployment/{deployment_id}/async_predict"
-
-	RouteProductionQueueStatus  = "GET /models/{model_id}/production/async_queue_status"
-	RouteDevelopmentQueueStatus = "GET /models/{model_id}/development/async_queue_status"
-	RouteEnvironmentQueueStatus = "GET /models/{model_id}/environments/{env_name}/async_queue_status"
-	RouteDeploymentQueueStatus  = "GET /models/{model_id}/deployment/{deployment_id}/async_queue_status"
-
-	RouteRequestStatus = "GET /models/{model_id}/async_request/{request_id}"
-	RouteRequestCancel = "DELETE /models/{model_id}/async_request/{request_id}"
+	RouteRequestStatus      = "GET /models/{model_id}/async_request/{request_id}"
+	RouteRequestCancel      = "DELETE /models/{model_id}/async_request/{request_id}"
+	RouteChainRequestStatus = "GET /chains/{chain_id}/async_request/{request_id}"
+	RouteChainRequestCancel = "DELETE /chains/{chain_id}/async_request/{request_id}"
 )
 
 // Register adds the async routes to mux.
 func (s *Service) Register(mux ingress.Mux) {
-	for _, p := range []string{RouteProductionAsyncPredict, RouteDevelopmentAsyncPredict, RouteEnvironmentAsyncPredict, RouteDeploymentAsyncPredict} {
-		mux.HandleFunc(p, s.asyncPredict)
-	}
-	for _, p := range []string{RouteProductionQueueStatus, RouteDevelopmentQueueStatus, RouteEnvironmentQueueStatus, RouteDeploymentQueueStatus} {
-		mux.HandleFunc(p, s.queueStatus)
-	}
+	route.AsyncPredict.Register(mux, s.asyncPredict)
+	route.AsyncQueueStatus.Register(mux, s.queueStatus)
 	mux.HandleFunc(RouteRequestStatus, s.requestStatus)
 	mux.HandleFunc(RouteRequestCancel, s.requestCancel)
 }
 
-// selector reads which deployment a route names: an environment or a deployment id.
-func selector(r *http.Request) (environment, deploymentID string) {
-	switch r.Pattern {
-	case RouteProductionAsyncPredict, RouteProductionQueueStatus:
-		return "production", ""
-	case RouteDevelopmentAsyncPredict, RouteDevelopmentQueueStatus:
-		return "development", ""
-	case RouteEnvironmentAsyncPredict, RouteEnvironmentQueueStatus:
-		return r.PathValue("env_name"), ""
-	}
-	return "", r.PathValue("deployment_id")
+// RegisterChains adds the chain async routes to mux.
+func (s *Service) RegisterChains(mux ingress.Mux) {
+	route.AsyncRunRemote.Register(mux, s.asyncRunRemote)
+	mux.HandleFunc(RouteChainRequestStatus, s.chainRequestStatus)
+	mux.HandleFunc(RouteChainRequestCancel, s.chainRequestCancel)
 }
 
-// resolve authenticates r and finds the deployment its route names, as a predict call does.
-func (s *Service) resolve(r *http.Request) (auth.Caller, *snapshot.ServedModel, *snapshot.Deployment, *httperr.Error) {
-	caller, aerr := auth.Workspace(r, auth.ViewLookup(s.opts.View))
-	if aerr != nil {
-		return caller, nil, nil, aerr
+// resolve authenticates r and finds the deployment its route names, as a predict call does; sel is which way
+// the route named it.
+func (s *Service) resolve(r *http.Request) (caller auth.Caller, sel route.Selector, m *snapshot.ServedModel, d *snapshot.Deployment, e *httperr.Error) {
+	caller, e = auth.Workspace(r, auth.ViewLookup(s.opts.View))
+	if e != nil {
+		return caller, sel, nil, nil, e
 	}
-	env, dep := selector(r)
-	m, d, e := inference.AuthorizeInvoke(caller, s.opts.View().Namespace(caller.Namespace), r.PathValue("model_id"), env, dep)
-	return caller, m, d, e
+	sel = route.Of(r)
+	m, d, e = route.AuthorizeInvoke(caller, s.opts.View().Namespace(caller.Namespace), r.PathValue("model_id"), sel)
+	return caller, sel, m, d, e
 }
 
 func (s *Service) asyncPredict(w http.ResponseWriter, r *http.Request) {
-	caller, m, d, e := s.resolve(r)
+	caller, sel, m, d, e := s.resolve(r)
 	if e != nil {
 		httperr.WriteModelCallError(w, e)
 		return
 	}
-	s.accept(w, r, caller, m.ID, d, environmentOf(r))
+	s.accept(w, r, caller, m.ID, d, sel.Environment)
 }
 
 // accept reads an async call's body and queues it for deployment d, under modelID (a chain's requests go under
@@ -154,8 +138,6 @@ func (s *Service) accept(w http.ResponseWriter, r *http.Request, caller auth.Cal
 	httperr.WriteJSON(w, http.StatusCreated, map[string]string{"request_id": req.ID})
 }
 
-func environmentOf(r *http.Request) string { env, _ := selector(r); return env }
-
 // QueueStatus is the answer of async_queue_status.
 type QueueStatus struct {
 	ModelID               string `json:"model_id"`
@@ -165,7 +147,7 @@ type QueueStatus struct {
 }
 
 func (s *Service) queueStatus(w http.ResponseWriter, r *http.Request) {
-	caller, m, d, e := s.resolve(r)
+	caller, _, m, d, e := s.resolve(r)
 	if e != nil {
 		httperr.WriteModelCallError(w, e)
 		return
@@ -178,10 +160,12 @@ func (s *Service) queueStatus(w http.ResponseWriter, r *http.Request) {
 	httperr.WriteJSON(w, http.StatusOK, QueueStatus{ModelID: m.ID, DeploymentID: d.ID, NumQueuedRequests: queued, NumInProgressRequests: running})
 }
 
-// Status is SPEC.md's async request status object.
+// Status is the async request status object (docs/rest-api.md "Async inference"): a model's request names its
+// model_id; a chain's its chain_id instead, and the chain deployment as deployment_id.
 type Status struct {
 	RequestID     string        `json:"request_id"`
-	ModelID       string        `json:"model_id"`
+	ModelID       string        `json:"model_id,omitempty"`
+	ChainID       string        `json:"chain_id,omitempty"`
 	DeploymentID  string        `json:"deployment_id"`
 	Status        string        `json:"status"`
 	WebhookStatus string        `json:"webhook_status"`
@@ -213,7 +197,7 @@ func (s *Service) request(w http.ResponseWriter, r *http.Request) (*queue.Reques
 		if ns := s.opts.View().Namespace(caller.Namespace); ns != nil && ns.Models[modelID] != nil {
 			teamID = ns.Models[modelID].TeamID
 		}
-		return inference.MayInvoke(caller, modelID, teamID, q.Environment)
+		return route.MayInvoke(caller, modelID, teamID, q.Environment)
 	})
 }
 

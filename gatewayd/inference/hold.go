@@ -13,8 +13,8 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/ingress"
+	"github.com/modelgate/modelgate/gatewayd/route"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
-	"github.com/modelgate/modelgate/gatewayd/wake"
 )
 
 // Holding a call while its deployment starts (DESIGN.md "Scale from zero"): a predict call to an active
@@ -51,27 +51,21 @@ func (h *Handler) holdTimeout(d *snapshot.Deployment) time.Duration {
 	return t
 }
 
-// wakeTarget is the wake of deployment d of namespace.
-func wakeTarget(namespace string, d *snapshot.Deployment) wake.Target {
-	return wake.Target{Namespace: namespace, Deployment: d.ID, Model: d.ModelID, Service: d.Service, PortName: d.PortName,
-		StartupTimeout: time.Duration(d.StartupTimeoutSeconds) * time.Second}
-}
-
 // hold asks for a wake of d and waits for a ready address of it, reading body meanwhile. It returns the target and
 // its release once an address is picked, with the body to forward; or 503 model_not_ready once the hold timeout
 // passes, errClientGone when the client leaves, 413 or 429 when the body is too large to hold. The returned body,
 // when not nil, must be stopped once the call ends.
 //
-// When route names an environment, the call resolves it again at each swap of the view; when it points elsewhere
+// When env names an environment, the call resolves it again at each swap of the view; when it points elsewhere
 // (a promotion while the call waits), the call moves there: moved is told, a wake is asked for the new deployment
 // if it has no ready address either, and the call waits for it instead, within the same hold timeout.
 func (h *Handler) hold(w http.ResponseWriter, r *http.Request, caller auth.Caller, d *snapshot.Deployment, body io.Reader,
-	route environmentRoute, moved func(*snapshot.Deployment)) (upstream.Target, func(), *heldBody, *httperr.Error) {
+	env environmentRoute, moved func(*snapshot.Deployment)) (upstream.Target, func(), *heldBody, *httperr.Error) {
 	timeout := h.holdTimeout(d)
 	held := h.opts.Metrics.held.WithLabelValues(caller.Namespace, d.ModelID)
 	held.Inc()
 	defer held.Dec()
-	follow := route.environment != "" && h.opts.ViewChanged != nil
+	follow := env.environment != "" && h.opts.ViewChanged != nil
 
 	// The body's read deadline covers the hold, then the read as on any call.
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout + h.opts.BodyReadTimeout))
@@ -101,7 +95,7 @@ func (h *Handler) hold(w http.ResponseWriter, r *http.Request, caller auth.Calle
 	case <-ctx.Done():
 		return upstream.Target{}, nil, hb, verdict()
 	}
-	if t, release, rerr := routeDeployment(caller.Namespace, d, h.opts.Addresses); rerr == nil {
+	if t, release, rerr := route.Deployment(caller.Namespace, d, h.opts.Addresses); rerr == nil {
 		hb.endHold()
 		return t, release, hb, nil
 	}
@@ -111,10 +105,10 @@ func (h *Handler) hold(w http.ResponseWriter, r *http.Request, caller auth.Calle
 		if follow {
 			// Taken before the view is read, so that a swap in between is not missed.
 			changed = h.opts.ViewChanged()
-			if to := h.resolve(caller, route); to != nil && to.ID != d.ID {
+			if to := h.resolve(caller, env); to != nil && to.ID != d.ID {
 				d = to
 				moved(to)
-				t, release, rerr := routeDeployment(caller.Namespace, d, h.opts.Addresses)
+				t, release, rerr := route.Deployment(caller.Namespace, d, h.opts.Addresses)
 				if rerr == nil {
 					hb.endHold()
 					return t, release, hb, nil
@@ -130,7 +124,7 @@ func (h *Handler) hold(w http.ResponseWriter, r *http.Request, caller auth.Calle
 			return upstream.Target{}, nil, hb, verdict()
 		}
 		// Ready, or the view swapped. The address may be gone again by now: pick, or wait for the next one.
-		if t, release, rerr := routeDeployment(caller.Namespace, d, h.opts.Addresses); rerr == nil {
+		if t, release, rerr := route.Deployment(caller.Namespace, d, h.opts.Addresses); rerr == nil {
 			hb.endHold()
 			return t, release, hb, nil
 		}
@@ -141,7 +135,7 @@ func (h *Handler) hold(w http.ResponseWriter, r *http.Request, caller auth.Calle
 // patch; a failed patch is the Waker's to log.
 func (h *Handler) askWake(namespace string, d *snapshot.Deployment) {
 	if h.opts.Waker != nil {
-		h.opts.Waker.Ask(wakeTarget(namespace, d))
+		h.opts.Waker.Ask(route.WakeTarget(namespace, d))
 	}
 }
 

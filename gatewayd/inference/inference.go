@@ -1,6 +1,6 @@
 // Package inference serves model calls: the OpenAI-compatible routes for federated and workspace keys, and the
 // predict routes for workspace keys. A handler authenticates (gatewayd/auth), resolves the call to an upstream target through
-// the view (route.go), admits it against the limits, forwards it with gatewayd/upstream, settles tokens, and
+// the view (gatewayd/route), admits it against the limits, forwards it with gatewayd/upstream, settles tokens, and
 // records metrics and the billing event. It maps every refusal and upstream failure onto the one envelope of
 // gatewayd/httperr; the forwarding core itself never writes an error answer.
 package inference
@@ -16,6 +16,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/ingress"
 	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/gatewayd/requestlog"
+	"github.com/modelgate/modelgate/gatewayd/route"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 	"github.com/modelgate/modelgate/gatewayd/view"
 	"github.com/modelgate/modelgate/gatewayd/wake"
@@ -51,7 +52,7 @@ type Options struct {
 	Concurrency *concurrency.Tracker
 	// Addresses picks the ready addresses of model deployments served by a Service; such deployments answer 503
 	// model_not_ready when nil.
-	Addresses Addresses
+	Addresses route.Addresses
 	// Waker asks for a deployment with no ready address to be started, for held calls and the wake routes; no
 	// wake is asked when nil (held calls still wait).
 	Waker *wake.Waker
@@ -104,10 +105,11 @@ func (h *Handler) Register(mux ingress.Mux) {
 	for _, suffix := range []string{"/chat/completions", "/completions", "/embeddings"} {
 		mux.Handle("POST /v1"+suffix, h.openAI(suffix))
 	}
-	for _, route := range []string{RouteProductionPredict, RouteDevelopmentPredict, RouteEnvironmentPredict, RouteDeploymentPredict} {
-		mux.HandleFunc(route, h.predict)
-	}
-	for _, route := range []string{RouteProductionWake, RouteDevelopmentWake, RouteEnvironmentWake, RouteDeploymentWake} {
-		mux.HandleFunc(route, h.wake)
-	}
+	route.Predict.Register(mux, h.predict)
+	route.Wake.Register(mux, h.wake)
+}
+
+// RegisterChains adds the run_remote routes to mux.
+func (h *Handler) RegisterChains(mux ingress.Mux) {
+	route.RunRemote.Register(mux, h.runRemote)
 }

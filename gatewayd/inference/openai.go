@@ -16,6 +16,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/gatewayd/requestlog"
+	"github.com/modelgate/modelgate/gatewayd/route"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 	"github.com/modelgate/modelgate/gatewayd/view"
 )
@@ -31,7 +32,7 @@ type call struct {
 
 // openAI serves one OpenAI route for federated and workspace keys: suffix is appended to the Endpoint's base URL.
 func (h *Handler) openAI(suffix string) http.Handler {
-	route := "/v1" + suffix
+	pattern := "/v1" + suffix
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		c := &call{}
@@ -39,7 +40,7 @@ func (h *Handler) openAI(suffix string) http.Handler {
 		defer func() {
 			code := strconv.Itoa(sw.code())
 			h.opts.Metrics.requests.WithLabelValues(c.workspace, c.entity, c.model, code).Inc()
-			h.opts.Metrics.requestDuration.WithLabelValues(route, code).Observe(time.Since(start).Seconds())
+			h.opts.Metrics.requestDuration.WithLabelValues(pattern, code).Observe(time.Since(start).Seconds())
 		}()
 		h.serveOpenAI(sw, r, suffix, c)
 	})
@@ -109,13 +110,13 @@ func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c
 	}
 	// A label value only once the snapshot knows the slug, so callers cannot mint series.
 	c.model = req.Model
-	route, rerr := routeSlug(ns, req.Model, suffix)
+	to, rerr := route.Slug(ns, req.Model, suffix)
 	if rerr != nil {
 		httperr.WriteModelCallError(w, rerr)
 		return
 	}
-	target := route.target
-	out, err := rewriteBody(body, route.targetModel, req.Stream)
+	target := to.Target
+	out, err := rewriteBody(body, to.TargetModel, req.Stream)
 	if err != nil {
 		httperr.WriteModelCall(w, http.StatusBadRequest, httperr.CodeClientError, "The request body must be a JSON object.", err.Error())
 		return

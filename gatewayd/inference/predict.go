@@ -4,7 +4,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -14,35 +13,21 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/ingress"
 	"github.com/modelgate/modelgate/gatewayd/requestlog"
+	"github.com/modelgate/modelgate/gatewayd/route"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 )
-
-// Predict routes: the four ways a call names a deployment of {model_id} (DESIGN.md "Model routes").
-const (
-	RouteProductionPredict  = "POST /models/{model_id}/production/predict"
-	RouteDevelopmentPredict = "POST /models/{model_id}/development/predict"
-	RouteEnvironmentPredict = "POST /models/{model_id}/environments/{env_name}/predict"
-	RouteDeploymentPredict  = "POST /models/{model_id}/deployment/{deployment_id}/predict"
-)
-
-// routeSelector reads which deployment the route of r names, for every route under the four prefixes
-// (production, development, environments/{env_name}, deployment/{deployment_id}).
-func routeSelector(r *http.Request) modelSelector {
-	switch {
-	case r.PathValue("deployment_id") != "":
-		return modelSelector{deployment: r.PathValue("deployment_id")}
-	case r.PathValue("env_name") != "":
-		return modelSelector{environment: r.PathValue("env_name")}
-	case strings.HasPrefix(r.Pattern, "POST /models/{model_id}/development/"):
-		return modelSelector{environment: "development"}
-	}
-	return modelSelector{environment: "production"}
-}
 
 // predict serves the predict routes for workspace keys. The body (JSON, octet-stream or multipart) is streamed
 // through unchanged with its Content-Type, and so is the answer. A call to a deployment with no ready address is
 // held (hold.go) until one is ready, then forwarded the same way.
-func (h *Handler) predict(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) predict(w http.ResponseWriter, r *http.Request) { h.callDeployment(w, r, false) }
+
+// runRemote serves the run_remote routes, which call the entrypoint chainlet of the chain deployment that the
+// route names exactly as predict calls a model deployment.
+func (h *Handler) runRemote(w http.ResponseWriter, r *http.Request) { h.callDeployment(w, r, true) }
+
+// callDeployment serves a call to the deployment that r's route names: of a model, or the entrypoint of a chain's.
+func (h *Handler) callDeployment(w http.ResponseWriter, r *http.Request, chain bool) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
 	reqID := stampRequestID(sw, r)
@@ -59,32 +44,41 @@ func (h *Handler) predict(w http.ResponseWriter, r *http.Request) {
 		httperr.WriteModelCallError(sw, aerr)
 		return
 	}
-	sel := routeSelector(r)
-	m, d, rerr := AuthorizeInvoke(caller, h.opts.View().Namespace(caller.Namespace), r.PathValue("model_id"), sel.environment, sel.deployment)
-	if m != nil {
-		// A label value only once the snapshot knows the model and the caller may see it, so callers cannot
-		// mint series.
-		workspace, model = caller.Namespace, m.ID
+	ns, sel := h.opts.View().Namespace(caller.Namespace), route.Of(r)
+	var d *snapshot.Deployment
+	var rerr *httperr.Error
+	var env environmentRoute
+	if chain {
+		_, d, rerr = route.AuthorizeChainInvoke(caller, ns, r.PathValue("chain_id"), sel)
+	} else {
+		var m *snapshot.ServedModel
+		m, d, rerr = route.AuthorizeInvoke(caller, ns, r.PathValue("model_id"), sel)
+		if m != nil {
+			// A label value only once the snapshot knows the model and the caller may see it, so callers cannot
+			// mint series.
+			workspace, model = caller.Namespace, m.ID
+			// A held call follows its environment: a promotion while it waits moves it to the deployment promoted.
+			env = environmentRoute{modelID: m.ID, environment: sel.Environment}
+		}
 	}
 	if rerr != nil {
 		httperr.WriteModelCallError(sw, rerr)
 		return
 	}
-	// A held call follows its environment: a promotion while it waits moves it to the deployment promoted.
-	h.forwardPredict(sw, r, reqID, caller, d, environmentRoute{modelID: m.ID, environment: sel.environment}, start)
+	h.forwardPredict(sw, r, reqID, caller, d, env, start)
 }
 
 // environmentRoute is the environment of a model that a predict call names; the zero value names none (a route
 // that names a deployment id, or a chain's entrypoint).
 type environmentRoute struct{ modelID, environment string }
 
-// resolve is the deployment route points at in the view in force, for caller; nil when none or when caller may
+// resolve is the deployment env points at in the view in force, for caller; nil when none or when caller may
 // no longer invoke it.
-func (h *Handler) resolve(caller auth.Caller, route environmentRoute) *snapshot.Deployment {
-	if route.environment == "" {
+func (h *Handler) resolve(caller auth.Caller, env environmentRoute) *snapshot.Deployment {
+	if env.environment == "" {
 		return nil
 	}
-	_, d, rerr := AuthorizeInvoke(caller, h.opts.View().Namespace(caller.Namespace), route.modelID, route.environment, "")
+	_, d, rerr := route.AuthorizeInvoke(caller, h.opts.View().Namespace(caller.Namespace), env.modelID, route.Selector{Environment: env.environment})
 	if rerr != nil {
 		return nil
 	}
@@ -97,7 +91,7 @@ func (h *Handler) resolve(caller auth.Caller, route environmentRoute) *snapshot.
 // view points that environment elsewhere. A body that does not arrive whole is answered by ingress.ReadFailed
 // (413 past the cap, 408 past its deadline), never by the model's answer: a small body is read before the model
 // is called, a larger one fails the model call it streams into.
-func (h *Handler) forwardPredict(sw *statusWriter, r *http.Request, reqID string, caller auth.Caller, d *snapshot.Deployment, route environmentRoute, start time.Time) {
+func (h *Handler) forwardPredict(sw *statusWriter, r *http.Request, reqID string, caller auth.Caller, d *snapshot.Deployment, env environmentRoute, start time.Time) {
 	if e := ingress.Limit(sw, r, h.opts.MaxBodyBytes); e != nil {
 		httperr.WriteModelCallError(sw, e)
 		return
@@ -111,7 +105,7 @@ func (h *Handler) forwardPredict(sw *statusWriter, r *http.Request, reqID string
 	rc := http.NewResponseController(sw)
 	client := &clientBody{r: r.Body, left: r.ContentLength, whole: func() { mu.Lock(); inHand = true; call.InHand(); mu.Unlock() }}
 	var body io.Reader = client
-	target, release, rerr := routeDeployment(caller.Namespace, d, h.opts.Addresses)
+	target, release, rerr := route.Deployment(caller.Namespace, d, h.opts.Addresses)
 	if rerr != nil && h.holds(d) {
 		var held *heldBody
 		moved := func(to *snapshot.Deployment) {
@@ -123,7 +117,7 @@ func (h *Handler) forwardPredict(sw *statusWriter, r *http.Request, reqID string
 				call.InHand()
 			}
 		}
-		target, release, held, rerr = h.hold(sw, r, caller, d, body, route, moved)
+		target, release, held, rerr = h.hold(sw, r, caller, d, body, env, moved)
 		if held != nil {
 			defer held.stop(rc)
 			body = held

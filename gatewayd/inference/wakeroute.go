@@ -8,15 +8,7 @@ import (
 	"github.com/modelgate/modelgate/api/snapshot"
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
-)
-
-// Wake routes: ask for the deployment a route names to be started, without a call to hold (DESIGN.md "Model
-// routes": the predict prefixes serve wake too).
-const (
-	RouteProductionWake  = "POST /models/{model_id}/production/wake"
-	RouteDevelopmentWake = "POST /models/{model_id}/development/wake"
-	RouteEnvironmentWake = "POST /models/{model_id}/environments/{env_name}/wake"
-	RouteDeploymentWake  = "POST /models/{model_id}/deployment/{deployment_id}/wake"
+	"github.com/modelgate/modelgate/gatewayd/route"
 )
 
 // callLabels are the workspace and model of a model call's series.
@@ -43,8 +35,7 @@ func (h *Handler) wake(w http.ResponseWriter, r *http.Request) {
 		httperr.WriteModelCallError(sw, aerr)
 		return
 	}
-	sel := routeSelector(r)
-	m, d, rerr := AuthorizeInvoke(caller, h.opts.View().Namespace(caller.Namespace), r.PathValue("model_id"), sel.environment, sel.deployment)
+	m, d, rerr := route.AuthorizeInvoke(caller, h.opts.View().Namespace(caller.Namespace), r.PathValue("model_id"), route.Of(r))
 	if rerr != nil {
 		httperr.WriteModelCallError(sw, rerr)
 		return
@@ -52,7 +43,7 @@ func (h *Handler) wake(w http.ResponseWriter, r *http.Request) {
 	lbl = callLabels{workspace: caller.Namespace, model: m.ID}
 	if d.Kind == snapshot.DeploymentService && h.opts.Waker != nil {
 		// The Waker logs a failed patch once for every caller that shares it.
-		if err := h.opts.Waker.Wake(r.Context(), wakeTarget(caller.Namespace, d)); err != nil {
+		if err := h.opts.Waker.Wake(r.Context(), route.WakeTarget(caller.Namespace, d)); err != nil {
 			if r.Context().Err() != nil {
 				sw.WriteHeader(statusClientClosed)
 				return

@@ -3,7 +3,8 @@
 //	api -> controllers, webhooks -> gatewayd/{httperr, ingress, limits, view, reload, auth, authz, discovery, billing, keyuse, state, wake,
 //	    requestlog, podlogs, sessions}
 //	    -> gatewayd/upstream
-//	    -> gatewayd/inference, gatewayd/rest -> gatewayd/async -> gatewayd -> cmd
+//	    -> gatewayd/route
+//	    -> gatewayd/inference, gatewayd/rest, gatewayd/async -> gatewayd -> cmd
 //
 // (gatewayd/async/queue, the async store, sits with the state packages.)
 //
@@ -51,9 +52,10 @@ var layers = []layer{
 		"gatewayd/async/queue", "gatewayd/requestlog", "gatewayd/podlogs", "gatewayd/wake", "gatewayd/ingress", "gatewayd/sessions",
 	}, dataPlane: true},
 	{name: "forwarding core", prefixes: []string{"gatewayd/upstream"}, dataPlane: true},
-	{name: "handlers", prefixes: []string{"gatewayd/inference", "gatewayd/rest"}, dataPlane: true},
-	// Async inference runs model calls through the predict route step of inference, so it sits above it.
-	{name: "async handlers", prefixes: []string{"gatewayd/async"}, dataPlane: true},
+	// The route step: which deployment or Endpoint a model call names, and its upstream target. The sync and the
+	// async model-call handlers both ask it, so neither imports the other.
+	{name: "route step", prefixes: []string{"gatewayd/route"}, dataPlane: true},
+	{name: "handlers", prefixes: []string{"gatewayd/inference", "gatewayd/rest", "gatewayd/async"}, dataPlane: true},
 	{name: "data-plane assembly", prefixes: []string{"gatewayd"}, dataPlane: true},
 	{name: "mains and test harnesses", prefixes: []string{"cmd", "test"}, peers: []string{"cmd", "test"}},
 }
@@ -149,9 +151,16 @@ func TestTableRefusesUpwardAndSidewaysEdges(t *testing.T) {
 		{"gatewayd/upstream", "gatewayd/inference", false},
 		{"gatewayd/view", "gatewayd/upstream", false},
 		{"gatewayd/inference", "gatewayd", false},
-		{"gatewayd/async", "gatewayd/inference", true},
+		{"gatewayd/inference", "gatewayd/route", true},
+		{"gatewayd/async", "gatewayd/route", true},
+		{"gatewayd/route", "gatewayd/upstream", true},
+		{"gatewayd/route", "gatewayd/inference", false},
+		{"gatewayd/upstream", "gatewayd/route", false},
+		{"gatewayd/async", "gatewayd/inference", false},
 		{"gatewayd/state", "gatewayd/async/queue", true},
+		{"gatewayd/async", "gatewayd/async/queue", true},
 		{"gatewayd/inference", "gatewayd/async", false},
+		{"gatewayd/async", "gatewayd/rest", false},
 		{"gatewayd/async/queue", "gatewayd/upstream", false},
 		{"api/v1alpha1", "gatewayd/view", false},
 		{"gatewayd", "test/upstream", false},
