@@ -183,12 +183,19 @@ type Can struct {
 }
 
 // KeyCreate is where a session's key may create workspace keys of Type: workspace-wide, for any team, or for the
-// teams named (those it is a Team ADMIN of).
+// teams named (those it is a Team ADMIN of); and which scope fields such a key takes, from the type's rule
+// (api/v1alpha1.KeyTypeRules), so that the dashboard's form holds no copy of the rules.
 type KeyCreate struct {
 	Type      string   `json:"type"`
 	Workspace bool     `json:"workspace"`
 	AnyTeam   bool     `json:"any_team"`
 	Teams     []string `json:"teams"`
+	// Team: the key belongs to a team (team_id). Models: model_ids may scope it; ModelsAlone: without environments
+	// too (else only together with them). Environments: environments may scope it.
+	Team         bool `json:"team"`
+	Models       bool `json:"models"`
+	ModelsAlone  bool `json:"models_alone"`
+	Environments bool `json:"environments"`
 }
 
 // keyCreate asks authz.Decide, for each type, whether c may create such a key for the whole workspace, for a team
@@ -209,8 +216,10 @@ func keyCreate(c auth.Caller) []KeyCreate {
 		may := func(team string) bool {
 			return c.Decide(authz.ActionKeyCreate, authz.Resource{KeyType: t, TeamID: team}).Allowed
 		}
-		kc := KeyCreate{Type: string(t), Workspace: may(""), Teams: []string{}}
-		if gatewayv1.IsTeamKey(t) {
+		rule := gatewayv1.KeyTypeRules[t]
+		kc := KeyCreate{Type: string(t), Workspace: may(""), Teams: []string{}, Team: rule.Team,
+			Models: rule.ModelsAlone || rule.Environments, ModelsAlone: rule.ModelsAlone, Environments: rule.Environments}
+		if rule.Team {
 			// A team id that cannot exist (not a valid name) stands for a team the key has no role in.
 			kc.AnyTeam = may("-no-role-")
 			if !kc.AnyTeam {

@@ -451,9 +451,39 @@ func TestKeyCreateIsWhatDecideAllows(t *testing.T) {
 		{"WORKSPACE_MANAGE_ALL", snapshot.WorkspaceAPIKey{Type: "WORKSPACE_MANAGE_ALL"}, []KeyCreate{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := keyCreate(auth.NewCaller("ws", tc.key, teams)); !reflect.DeepEqual(got, tc.want) {
+			got := keyCreate(auth.NewCaller("ws", tc.key, teams))
+			for i := range got {
+				// Where a key may be created is this test's; the scope fields are TestKeyCreateCarriesTheTypesRule's.
+				got[i].Team, got[i].Models, got[i].ModelsAlone, got[i].Environments = false, false, false, false
+			}
+			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("key_create = %+v\nwant %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// docs/rest-api.md "Workspace keys and teams": PERSONAL and WORKSPACE_MANAGE_API_KEYS keys take no team and no
+// scope; WORKSPACE_MANAGE_ALL keys are scoped by environments, with models only together with them;
+// WORKSPACE_INVOKE keys by models, environments or both; WORKSPACE_EXPORT_METRICS keys by models only. The
+// dashboard's key form offers exactly these fields.
+func TestKeyCreateCarriesTheTypesRule(t *testing.T) {
+	admin := snapshot.WorkspaceAPIKey{Type: "PERSONAL", Owner: &snapshot.KeyOwner{UserID: "ada", Role: "ADMIN"}}
+	type scope struct{ team, models, modelsAlone, environments bool }
+	want := map[string]scope{
+		"PERSONAL":                  {},
+		"WORKSPACE_MANAGE_ALL":      {team: true, models: true, environments: true},
+		"WORKSPACE_INVOKE":          {team: true, models: true, modelsAlone: true, environments: true},
+		"WORKSPACE_EXPORT_METRICS":  {team: true, models: true, modelsAlone: true},
+		"WORKSPACE_MANAGE_API_KEYS": {},
+	}
+	got := keyCreate(auth.NewCaller("ws", admin, &snapshot.Snapshot{}))
+	if len(got) != len(want) {
+		t.Fatalf("key_create lists %d types, want %d: %+v", len(got), len(want), got)
+	}
+	for _, kc := range got {
+		if s := (scope{kc.Team, kc.Models, kc.ModelsAlone, kc.Environments}); s != want[kc.Type] {
+			t.Errorf("%s: team, models, models alone, environments = %+v, want %+v", kc.Type, s, want[kc.Type])
+		}
 	}
 }

@@ -99,7 +99,11 @@ export interface Who {
 }
 
 // KeyCreate is where the session's key may create workspace keys of type (gatewayd/authz.Decide, reported by the
-// session): workspace-wide, for any team, or for the teams named.
-export interface KeyCreate { type: string; workspace: boolean; any_team: boolean; teams: string[] }
+// session): workspace-wide, for any team, or for the teams named; and the scope fields such a key takes, from its
+// type's rule (api/v1alpha1.KeyTypeRules): a team, model_ids (alone, or only with environments), environments.
+export interface KeyCreate {
+  type: string; workspace: boolean; any_team: boolean; teams: string[];
+  team: boolean; models: boolean; models_alone: boolean; environments: boolean;
+}
 
 export type { ThrottleCount, Throttles } from "./api-types";

@@ -4,12 +4,24 @@ import { bodyOf, fieldOf, type KeyForm, mayShareModelAPI, splitList, teamChoices
 
 const form = (p: Partial<KeyForm>): KeyForm => ({ type: "WORKSPACE_INVOKE", name: "ci", team: "", sharedModelAPI: false, models: [], environments: "", ...p });
 
+// The scope fields of each type as the session reports them (gatewayd/dashboard: api/v1alpha1.KeyTypeRules).
+const scope = {
+  PERSONAL: { team: false, models: false, models_alone: false, environments: false },
+  WORKSPACE_MANAGE_ALL: { team: true, models: true, models_alone: false, environments: true },
+  WORKSPACE_INVOKE: { team: true, models: true, models_alone: true, environments: true },
+  WORKSPACE_EXPORT_METRICS: { team: true, models: true, models_alone: true, environments: false },
+  WORKSPACE_MANAGE_API_KEYS: { team: false, models: false, models_alone: false, environments: false },
+};
+const kc = (type: keyof typeof scope, where: { workspace: boolean; any_team: boolean; teams: string[] }): KeyCreate => ({ type, ...where, ...scope[type] });
+const anywhere = { workspace: true, any_team: true, teams: [] };
+const everyType = (Object.keys(scope) as (keyof typeof scope)[]).map((t) => kc(t, anywhere));
+
 describe("teamChoices", () => {
   const admin: KeyCreate[] = [
-    { type: "PERSONAL", workspace: true, any_team: false, teams: [] },
-    { type: "WORKSPACE_INVOKE", workspace: true, any_team: true, teams: [] },
+    kc("PERSONAL", { workspace: true, any_team: false, teams: [] }),
+    kc("WORKSPACE_INVOKE", anywhere),
   ];
-  const teamAdmin: KeyCreate[] = [{ type: "WORKSPACE_INVOKE", workspace: false, any_team: false, teams: ["red"] }];
+  const teamAdmin: KeyCreate[] = [kc("WORKSPACE_INVOKE", { workspace: false, any_team: false, teams: ["red"] })];
   it("offers the workspace and every listed team when any team is allowed", () => {
     expect(teamChoices(admin, "WORKSPACE_INVOKE", ["blue", "red"])).toEqual(["", "blue", "red"]);
   });
@@ -22,22 +34,22 @@ describe("teamChoices", () => {
   });
   it("offers the shared model API option only with WORKSPACE_INVOKE", () => {
     expect(mayShareModelAPI(admin)).toBe(true);
-    expect(mayShareModelAPI([{ type: "PERSONAL", workspace: true, any_team: false, teams: [] }])).toBe(false);
+    expect(mayShareModelAPI([kc("PERSONAL", { workspace: true, any_team: false, teams: [] })])).toBe(false);
   });
 });
 
 describe("bodyOf", () => {
   it("sends only the fields the type takes", () => {
-    expect(bodyOf(form({ type: "PERSONAL", name: " me ", team: "red", models: ["m1"], environments: "production" }))).toEqual({ type: "PERSONAL", name: "me" });
-    expect(bodyOf(form({ type: "WORKSPACE_EXPORT_METRICS", team: "red", models: ["m1"], environments: "production" }))).toEqual({
+    expect(bodyOf(form({ type: "PERSONAL", name: " me ", team: "red", models: ["m1"], environments: "production" }), everyType)).toEqual({ type: "PERSONAL", name: "me" });
+    expect(bodyOf(form({ type: "WORKSPACE_EXPORT_METRICS", team: "red", models: ["m1"], environments: "production" }), everyType)).toEqual({
       type: "WORKSPACE_EXPORT_METRICS", name: "ci", team_id: "red", model_ids: ["m1"],
     });
-    expect(bodyOf(form({ type: "WORKSPACE_MANAGE_ALL", team: "red", environments: "production, development,production" }))).toEqual({
+    expect(bodyOf(form({ type: "WORKSPACE_MANAGE_ALL", team: "red", environments: "production, development,production" }), everyType)).toEqual({
       type: "WORKSPACE_MANAGE_ALL", name: "ci", team_id: "red", environments: ["production", "development"],
     });
   });
   it("makes a shared-model-API key an inference key without environments", () => {
-    expect(bodyOf(form({ type: "WORKSPACE_MANAGE_ALL", sharedModelAPI: true, team: "red", models: ["chat"], environments: "production" }))).toEqual({
+    expect(bodyOf(form({ type: "WORKSPACE_MANAGE_ALL", sharedModelAPI: true, team: "red", models: ["chat"], environments: "production" }), everyType)).toEqual({
       type: "WORKSPACE_INVOKE", name: "ci", team_id: "red", model_ids: ["chat"],
     });
   });

@@ -25,21 +25,17 @@ export const TYPE_LABELS: Record<WorkspaceKeyType, string> = {
   WORKSPACE_MANAGE_API_KEYS: "Key management (WORKSPACE_MANAGE_API_KEYS)",
 };
 
-// isTeamType: PERSONAL and WORKSPACE_MANAGE_API_KEYS keys act across the workspace and take no team.
-export const isTeamType = (t: string) => t === "WORKSPACE_MANAGE_ALL" || t === "WORKSPACE_INVOKE" || t === "WORKSPACE_EXPORT_METRICS";
-// takesEnvironments: environments scope WORKSPACE_MANAGE_ALL and WORKSPACE_INVOKE keys only.
-export const takesEnvironments = (t: string) => t === "WORKSPACE_MANAGE_ALL" || t === "WORKSPACE_INVOKE";
-// takesModels: model_ids scope WORKSPACE_INVOKE and WORKSPACE_EXPORT_METRICS keys, and WORKSPACE_MANAGE_ALL keys
-// together with environments.
-export const takesModels = (t: string) => isTeamType(t);
+// ruleOf is what the session says of type t: where a key of that type may be created and which scope fields it
+// takes (the rules live in api/v1alpha1.KeyTypeRules; the form holds no copy). undefined: the key may create none.
+export const ruleOf = (can: KeyCreate[], t: string) => can.find((c) => c.type === t);
 
 // teamChoices is where a key of type t may be created: "" (the whole workspace) and team ids, from the session's
 // key_create: any team of teams (those the caller may list) when it may create for any, else the teams it names.
 export function teamChoices(can: KeyCreate[], t: string, teams: string[]): string[] {
-  const kc = can.find((c) => c.type === t);
+  const kc = ruleOf(can, t);
   if (!kc) return [];
   const out = kc.workspace ? [""] : [];
-  if (!isTeamType(t)) return out;
+  if (!kc.team) return out;
   return [...out, ...(kc.any_team ? teams : kc.teams)];
 }
 
@@ -52,13 +48,14 @@ export function splitList(s: string): string[] {
 
 // bodyOf is what the form sends. A shared-model-API key is a WORKSPACE_INVOKE key without environments (a key
 // scoped to environments cannot call the model API: docs/decisions.md), its models being Endpoint slugs.
-export function bodyOf(f: KeyForm): CreateWorkspaceKey {
+export function bodyOf(f: KeyForm, can: KeyCreate[]): CreateWorkspaceKey {
   const type = (f.sharedModelAPI ? "WORKSPACE_INVOKE" : f.type) as WorkspaceKeyType;
+  const rule = ruleOf(can, type);
   const body: CreateWorkspaceKey = { type, name: f.name.trim() };
-  if (isTeamType(type) && f.team) body.team_id = f.team;
-  if (takesModels(type) && f.models.length) body.model_ids = f.models;
+  if (rule?.team && f.team) body.team_id = f.team;
+  if (rule?.models && f.models.length) body.model_ids = f.models;
   const envs = splitList(f.environments);
-  if (!f.sharedModelAPI && takesEnvironments(type) && envs.length) body.environments = envs;
+  if (!f.sharedModelAPI && rule?.environments && envs.length) body.environments = envs;
   return body;
 }
 

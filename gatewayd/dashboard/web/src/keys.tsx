@@ -5,8 +5,7 @@ import { useState } from "preact/hooks";
 import { api, ApiError, listAll, type KeyCreate, type Who } from "./api";
 import type { Endpoint, ModelList, TeamList, WorkspaceKey, WorkspaceKeyList, WorkspaceKeyType } from "./api-types";
 import {
-  bodyOf, fieldOf, isTeamType, type KeyField, type KeyForm, mayShareModelAPI, splitList, takesEnvironments, takesModels,
-  teamChoices, TYPE_LABELS,
+  bodyOf, fieldOf, type KeyField, type KeyForm, mayShareModelAPI, ruleOf, splitList, teamChoices, TYPE_LABELS,
 } from "./keyform";
 import { Confirm, FieldMsg, Loading, Page, SecretOnce, useAsync, utc } from "./ui";
 
@@ -76,6 +75,7 @@ function KeyCreator(props: { who: Who["can"]; can: KeyCreate[]; onCreated: (secr
   const [formError, setFormError] = useState("");
   const [busy, setBusy] = useState(false);
   const type = f.sharedModelAPI ? "WORKSPACE_INVOKE" : f.type;
+  const rule = ruleOf(props.can, type);
   const teams = choices.data?.teams ?? [];
   const teamIds = teamChoices(props.can, type, teams.map((t) => t.id));
   const teamName = (id: string) => (id === "" ? "The whole workspace (every team)" : teams.find((t) => t.id === id)?.name ?? id);
@@ -90,7 +90,7 @@ function KeyCreator(props: { who: Who["can"]; can: KeyCreate[]; onCreated: (secr
     setFormError("");
     setErrors(new Map());
     try {
-      const body = bodyOf({ ...f, team });
+      const body = bodyOf({ ...f, team }, props.can);
       const created = await api<{ api_key: string }>("POST", "/v1/api_keys", body);
       props.onCreated(created.api_key, body.name);
     } catch (err) {
@@ -135,7 +135,7 @@ function KeyCreator(props: { who: Who["can"]; can: KeyCreate[]; onCreated: (secr
         <p id="key-new-name-hint" class="hint">Lowercase letters, digits and hyphens; unique in its scope (team, user or workspace).</p>
         <FieldMsg id="key-new-name-err" msg={err("name")} />
       </div>
-      {isTeamType(type) && (
+      {rule?.team && (
         <div class="field">
           <label for="key-team">Team</label>
           <select id="key-team" value={team} onChange={(e) => set({ team: (e.target as HTMLSelectElement).value })}
@@ -145,13 +145,13 @@ function KeyCreator(props: { who: Who["can"]; can: KeyCreate[]; onCreated: (secr
           <FieldMsg id="key-team-err" msg={err("team")} />
         </div>
       )}
-      {takesModels(type) && (
+      {rule?.models && (
         <IdPicker
           id="key-models"
           legend={f.sharedModelAPI ? "Model API slugs it may call" : "Models"}
           hint={f.sharedModelAPI
             ? "Endpoint slugs; none chosen: every slug of the shared model API."
-            : type === "WORKSPACE_MANAGE_ALL"
+            : !rule.models_alone
               ? "Model ids, only together with environments; none chosen: every model of its team."
               : "Model ids; none chosen: every model of its team."}
           choices={f.sharedModelAPI ? choices.data.endpoints : choices.data.models}
@@ -160,7 +160,7 @@ function KeyCreator(props: { who: Who["can"]; can: KeyCreate[]; onCreated: (secr
           onChange={(models) => set({ models })}
         />
       )}
-      {takesEnvironments(type) && !f.sharedModelAPI && (
+      {rule?.environments && !f.sharedModelAPI && (
         <div class="field">
           <label for="key-envs">Environments</label>
           <input id="key-envs" value={f.environments} onInput={(e) => set({ environments: (e.target as HTMLInputElement).value })}
