@@ -151,6 +151,41 @@ var _ = Describe("GET /v1/spec", func() {
 			Expect(ops).To(HaveKey(strings.ToLower(m[1])), "%s %s missing from the spec", m[1], m[2])
 		}
 	})
+
+	// api/v1alpha1 states the key types and the limit types and units once; the document, and the dashboard's types
+	// generated from it, list the same values, so a new key type or limit kind cannot reach one and not the other.
+	It("lists the key types and the limit types and units that api/v1alpha1 states", func() {
+		schemas := loadOpenAPI()["components"].(map[string]any)["schemas"].(map[string]any)
+		enum := func(path ...string) []string {
+			var node any = schemas
+			for _, p := range path {
+				node = node.(map[string]any)[p]
+			}
+			var out []string
+			for _, v := range node.(map[string]any)["enum"].([]any) {
+				out = append(out, v.(string))
+			}
+			return out
+		}
+		strs := func(vs ...string) []string { return vs }
+		var keyTypes, limitTypes, units []string
+		for _, t := range gatewayv1.KeyTypes {
+			keyTypes = append(keyTypes, string(t))
+		}
+		for _, t := range gatewayv1.LimitTypes {
+			limitTypes = append(limitTypes, string(t))
+		}
+		for _, u := range gatewayv1.LimitUnits {
+			units = append(units, string(u))
+		}
+		Expect(enum("WorkspaceKeyType")).To(Equal(keyTypes))
+		for _, schema := range strs("Limit", "EffectiveLimit") {
+			Expect(enum(schema, "properties", "type")).To(ConsistOf(limitTypes), schema+".type")
+			Expect(enum(schema, "properties", "unit")).To(ConsistOf(units), schema+".unit")
+		}
+		Expect(enum("ThrottleCount", "properties", "limit_type")).To(ConsistOf(append(limitTypes, "")), "ThrottleCount.limit_type")
+		Expect(enum("ThrottleCount", "properties", "limit_unit")).To(ConsistOf(append(units, "")), "ThrottleCount.limit_unit")
+	})
 })
 
 var _ = Describe("Error answers of every route", func() {
