@@ -2,7 +2,7 @@
 // async_queue_status routes under the model route prefixes, a dispatcher per deployment that claims queued
 // requests and calls the model through the same route step and forwarding core as a sync predict call, and the
 // delivery of results to each request's webhook, signed with the Workspace's asyncWebhook secret by the
-// billing webhook sender. Requests live in a queue.Store (bbolt or Redis, opened by gatewayd/state), so an
+// one webhook sender (gatewayd/stdwebhook). Requests live in a queue.Store (bbolt or Redis, opened by gatewayd/state), so an
 // accepted request survives a crash, a restart and the loss of a replica.
 package async
 

@@ -1,6 +1,6 @@
 // Package billing records one billing event per model call made with a federated key, keeps the events for
 // a retention period, serves them at GET /v1/gateway/events, and delivers them to the workspace's billing
-// webhook from a durable outbox, signed the Standard Webhooks way, at least once. Events are written off the
+// webhook from a durable outbox, through the one Standard Webhooks sender (gatewayd/stdwebhook), at least once. Events are written off the
 // hot path by a Recorder that batches them into the Store (bbolt for the embedded store, Redis streams when
 // several replicas share Redis); receivers deduplicate by idempotencyKey. Beside the events, in the same write,
 // each store keeps a per-minute throttle rollup: the 429s per group, slug and the limit that refused them, which
