@@ -8,8 +8,6 @@ package async
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"os"
@@ -20,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/clock"
 
+	"github.com/modelgate/modelgate/api/ids"
 	"github.com/modelgate/modelgate/api/snapshot"
 
 	"github.com/modelgate/modelgate/api/netguard"
@@ -155,7 +154,7 @@ func New(opts Options) (*Service, error) {
 	}
 	if opts.Owner == "" {
 		host, _ := os.Hostname()
-		opts.Owner = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(4))
+		opts.Owner = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), ids.New(ids.AsyncOwner))
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
@@ -245,12 +244,3 @@ func (s *Service) wake() {
 	default:
 	}
 }
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-// newRequestID is a request id: 32 random hex digits.
-func newRequestID() string { return randomHex(16) }

@@ -11,8 +11,6 @@ package billing
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -108,13 +106,6 @@ type Store interface {
 	// in minute then slug order; minutes without calls are absent. Append writes the rollup in the same write as
 	// the events; it keeps UsageKeep.
 	Usage(ctx context.Context, ns, group string, start, end time.Time) ([]UsageMinute, error)
-}
-
-// NewID returns a random identifier with prefix, for request ids and idempotency keys.
-func NewID(prefix string) string {
-	b := make([]byte, 12)
-	_, _ = rand.Read(b)
-	return prefix + hex.EncodeToString(b)
 }
 
 // DefaultFlushInterval is how long the Recorder gathers events before writing them: with the embedded store it

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/modelgate/modelgate/api/apikey"
+	"github.com/modelgate/modelgate/api/ids"
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/auth"
@@ -141,7 +142,7 @@ func (a *api) createAPIKey(w http.ResponseWriter, r *http.Request, c auth.Caller
 	}
 	prefix := apikey.Prefix(plain)
 	k := &gatewayv1.APIKey{
-		ObjectMeta: metav1.ObjectMeta{Name: kit.NewID("key-"), Namespace: c.Namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: ids.New(ids.FederatedKeyName), Namespace: c.Namespace},
 		Spec: gatewayv1.APIKeySpec{
 			GroupID:     groupID,
 			DisplayName: name,

@@ -1,7 +1,6 @@
 package kit
 
 import (
-	"crypto/rand"
 	"encoding/base64"
 	"net/http"
 	"sort"
@@ -87,30 +86,6 @@ func NewPage[T any](items []T, more bool, keys []string, sel []int) PageJSON[T] 
 	}
 	return out
 }
-
-// base36 is the alphabet of NewID.
-const base36 = "0123456789abcdefghijklmnopqrstuvwxyz"
-
-// RandomString returns n characters of alphabet from crypto/rand, without modulo bias.
-func RandomString(alphabet string, n int) string {
-	out := make([]byte, 0, n)
-	buf := make([]byte, 2*n)
-	limit := 256 - 256%len(alphabet)
-	for len(out) < n {
-		if _, err := rand.Read(buf); err != nil {
-			panic("crypto/rand failed: " + err.Error())
-		}
-		for _, b := range buf {
-			if int(b) < limit && len(out) < n {
-				out = append(out, alphabet[int(b)%len(alphabet)])
-			}
-		}
-	}
-	return string(out)
-}
-
-// NewID is a service-assigned object name: prefix plus 16 lowercase base36 characters (about 82 bits).
-func NewID(prefix string) string { return prefix + RandomString(base36, 16) }
 
 // ValidName is true for a valid Kubernetes object name, the form of every id in a path.
 func ValidName(id string) bool {
