@@ -38,25 +38,40 @@ type PageJSON[T any] struct {
 // ParsePage reads limit and cursor, answering 400 when either is invalid.
 func ParsePage(w http.ResponseWriter, r *http.Request) (Page, bool) {
 	p := Page{limit: defaultPageSize}
-	q := r.URL.Query()
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > maxPageSize {
-			BadRequest(w, "limit", "limit must be an integer from 1 to 1000.")
-			return p, false
-		}
-		p.limit = n
+	var ok bool
+	if p.limit, ok = ParseLimit(w, r); !ok {
+		return p, false
 	}
-	if s := q.Get("cursor"); s != "" {
+	if s := r.URL.Query().Get("cursor"); s != "" {
 		raw, err := base64.RawURLEncoding.DecodeString(s)
 		after, ok := strings.CutPrefix(string(raw), "v1:")
 		if err != nil || !ok || after == "" {
-			BadRequest(w, "cursor", "cursor is not one this API returned; pass the previous page's pagination.cursor unchanged.")
+			BadCursor(w)
 			return p, false
 		}
 		p.after = after
 	}
 	return p, true
+}
+
+// ParseLimit reads the page size of every list route, limit: 1 to 1000, 100 when absent. It answers 400
+// invalid_request naming limit when it is anything else.
+func ParseLimit(w http.ResponseWriter, r *http.Request) (int, bool) {
+	s := r.URL.Query().Get("limit")
+	if s == "" {
+		return defaultPageSize, true
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > maxPageSize {
+		BadRequest(w, "limit", "limit must be an integer from 1 to 1000.")
+		return 0, false
+	}
+	return n, true
+}
+
+// BadCursor answers 400 invalid_request naming cursor: one the route did not hand out.
+func BadCursor(w http.ResponseWriter) {
+	BadRequest(w, "cursor", "cursor is not one this API returned; pass the previous page's pagination.cursor unchanged.")
 }
 
 func encodeCursor(last string) *string {
