@@ -5,37 +5,33 @@ import (
 	"testing"
 )
 
-// TestFormats pins every kind's wire format as clients and stored data know it: a changed row fails here.
+// formats are the wire formats clients and stored data know, by kind: a changed row of the table fails here.
+var formats = map[string]Kind{
+	`^grp-[0-9a-z]{16}$`:    Group,
+	`^key-[0-9a-z]{16}$`:    FederatedKeyName,
+	`^ep-[0-9a-z]{16}$`:     Endpoint,
+	`^wk-[0-9a-z]{16}$`:     WorkspaceKeyName,
+	`^sib-[0-9a-z]{16}$`:    SandboxImageBuild,
+	`^req_[0-9a-f]{24}$`:    Request,
+	`^evt_[0-9a-f]{24}$`:    BillingEvent,
+	`^log_[0-9a-f]{24}$`:    RequestLog,
+	`^[0-9a-f]{32}$`:        AsyncRequest,
+	`^[0-9a-f]{8}$`:         AsyncOwner,
+	`^[A-Za-z0-9_-]{43}$`:   DashboardSession,
+	`^mgk_[0-9A-Za-z]{12}$`: FederatedKey,
+	`^mgw_[0-9A-Za-z]{12}$`: WorkspaceKey,
+	`^[0-9A-Za-z]{32}$`:     KeySecret,
+}
+
+// TestFormats: every kind mints ids of its format, never the same one twice.
 func TestFormats(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		kind Kind
-		re   string
-	}{
-		{"group", Group, `^grp-[0-9a-z]{16}$`},
-		{"federated key object", FederatedKeyName, `^key-[0-9a-z]{16}$`},
-		{"endpoint", Endpoint, `^ep-[0-9a-z]{16}$`},
-		{"workspace key object", WorkspaceKeyName, `^wk-[0-9a-z]{16}$`},
-		{"sandbox image build", SandboxImageBuild, `^sib-[0-9a-z]{16}$`},
-		{"request", Request, `^req_[0-9a-f]{24}$`},
-		{"billing event", BillingEvent, `^evt_[0-9a-f]{24}$`},
-		{"request log", RequestLog, `^log_[0-9a-f]{24}$`},
-		{"async request", AsyncRequest, `^[0-9a-f]{32}$`},
-		{"async owner", AsyncOwner, `^[0-9a-f]{8}$`},
-		{"dashboard session", DashboardSession, `^[A-Za-z0-9_-]{43}$`},
-		{"federated key prefix", FederatedKey, `^mgk_[0-9A-Za-z]{12}$`},
-		{"workspace key prefix", WorkspaceKey, `^mgw_[0-9A-Za-z]{12}$`},
-		{"key secret", KeySecret, `^[0-9A-Za-z]{32}$`},
-	} {
-		re := regexp.MustCompile(tc.re)
+	for format, kind := range formats {
+		re := regexp.MustCompile(format)
 		seen := map[string]bool{}
 		for range 50 {
-			id := New(tc.kind)
-			if !re.MatchString(id) {
-				t.Fatalf("%s: %q does not match %s", tc.name, id, tc.re)
-			}
-			if seen[id] {
-				t.Fatalf("%s: %q minted twice", tc.name, id)
+			id := New(kind)
+			if !re.MatchString(id) || seen[id] {
+				t.Fatalf("kind %+v minted %q: want %s, never twice", kind, id, format)
 			}
 			seen[id] = true
 		}
