@@ -197,17 +197,30 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	}()
 	f.waitListening()
 	// Nothing is published yet, so the gateway cannot be ready.
-	if code := f.get("/readyz"); code != http.StatusServiceUnavailable {
-		t.Fatalf("/readyz before any snapshot = %d, want 503", code)
-	}
+	f.probe("/readyz", http.StatusServiceUnavailable, `"error_code":"unavailable"`)
+	f.probe("/healthz", http.StatusOK, `{"ok":true}`)
 	f.publish()
 	if err := gatewaytest.WaitReady(f.gw, loadDeadline); err != nil {
 		t.Fatal(err)
 	}
-	if code := f.get("/readyz"); code != http.StatusOK {
-		t.Fatalf("/readyz after the first snapshot = %d, want 200", code)
-	}
+	f.probe("/readyz", http.StatusOK, `{"ok":true}`)
 	return f
+}
+
+// probe checks a health route's answer: the status, which is all a kubelet reads, and a JSON body (the envelope
+// of every answer) that holds want.
+func (f *fixture) probe(path string, status int, want string) {
+	f.t.Helper()
+	resp, err := http.Get(f.url + path)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != status || resp.Header.Get("Content-Type") != "application/json" || !json.Valid(b) ||
+		!strings.Contains(string(b), want) {
+		f.t.Fatalf("GET %s = %d %s %s, want %d and JSON holding %s", path, resp.StatusCode, resp.Header.Get("Content-Type"), b, status, want)
+	}
 }
 
 // openQueue opens a bbolt async queue in a temporary directory, closed when the test ends.

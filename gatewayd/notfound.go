@@ -15,9 +15,9 @@ var routeMethods = []string{http.MethodGet, http.MethodPost, http.MethodPut, htt
 // that no other pattern matched and costs nothing on routed calls. Under the model-call prefixes (/models/,
 // /chains/) it answers in the model-call envelope, whose detail is a string.
 func (g *Gateway) unrouted(w http.ResponseWriter, r *http.Request) {
-	write := httperr.Write
+	write := httperr.WriteError
 	if strings.HasPrefix(r.URL.Path, "/models/") || strings.HasPrefix(r.URL.Path, "/chains/") {
-		write = httperr.WriteModelCall
+		write = httperr.WriteModelCallError
 	}
 	var allow []string
 	for _, m := range routeMethods {
@@ -29,9 +29,8 @@ func (g *Gateway) unrouted(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(allow) > 0 {
 		w.Header().Set("Allow", strings.Join(allow, ", "))
-		write(w, http.StatusMethodNotAllowed, httperr.CodeMethodNotAllowed,
-			"Method "+r.Method+" is not allowed on "+r.URL.Path+".", map[string][]string{"allow": allow})
+		write(w, httperr.MethodNotAllowed(r, allow))
 		return
 	}
-	write(w, http.StatusNotFound, httperr.CodeNotFound, "No route for "+r.Method+" "+r.URL.Path+".", nil)
+	write(w, httperr.NoRoute(r))
 }

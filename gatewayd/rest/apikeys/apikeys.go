@@ -132,7 +132,7 @@ func (a *api) registerKey(w http.ResponseWriter, r *http.Request, c auth.Caller)
 	if !a.createAPIKey(w, r, c, g.Name, req.Name, req.Key) {
 		return
 	}
-	httperr.WriteJSON(w, http.StatusOK, map[string]bool{"ok": true})
+	httperr.WriteOK(w)
 }
 
 func (a *api) createAPIKey(w http.ResponseWriter, r *http.Request, c auth.Caller, groupID, name, plain string) bool {
