@@ -326,7 +326,7 @@ func New(opts Options) (*Gateway, error) {
 func (g *Gateway) routes() {
 	g.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { httperr.WriteOK(w) })
 	g.mux.HandleFunc("GET /readyz", g.readyz)
-	g.mux.HandleFunc("/", g.unrouted)
+	g.mux.HandleFunc("/", unrouted(g.mux.ServeMux))
 }
 
 // Routes are the patterns of every route gatewayd serves on Addr, in order of registration.
@@ -427,6 +427,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		// replica's request log, which the logs route of every replica reads.
 		g.calls.Register(mux)
 		mux.Handle("GET "+requestlog.Path, g.requests)
+		mux.HandleFunc("/", unrouted(mux))
 		msrv := &http.Server{Handler: ingress.Guard(mux, g.opts.BodyReadTimeout), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 		go func() { _ = msrv.Serve(g.opts.MetricsListener) }()
 		defer msrv.Close()
