@@ -40,6 +40,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/concurrency"
 	"github.com/modelgate/modelgate/gatewayd/dashboard"
 	"github.com/modelgate/modelgate/gatewayd/discovery"
+	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/inference"
 	"github.com/modelgate/modelgate/gatewayd/ingress"
 	"github.com/modelgate/modelgate/gatewayd/keyuse"
@@ -323,9 +324,9 @@ func New(opts Options) (*Gateway, error) {
 }
 
 func (g *Gateway) routes() {
-	g.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	g.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { httperr.WriteOK(w) })
 	g.mux.HandleFunc("GET /readyz", g.readyz)
-	g.mux.HandleFunc("/", g.unrouted)
+	g.mux.HandleFunc("/", unrouted(g.mux.ServeMux))
 }
 
 // Routes are the patterns of every route gatewayd serves on Addr, in order of registration.
@@ -337,16 +338,18 @@ func (g *Gateway) Ready() <-chan struct{} { return g.loader.Ready() }
 // View returns the runtime view in force, for the management API and tests.
 func (g *Gateway) View() *view.View { return g.loader.View() }
 
+// readyz answers GET /readyz in the envelope of every answer: 200 {"ok": true} once the first snapshot of every
+// served namespace is loaded, 503 unavailable before that and while a stop drains. Probes read the status only.
 func (g *Gateway) readyz(w http.ResponseWriter, _ *http.Request) {
 	if g.draining.Load() {
-		http.Error(w, "stopping: draining connections", http.StatusServiceUnavailable)
+		httperr.Write(w, http.StatusServiceUnavailable, httperr.CodeUnavailable, "Stopping: draining connections.", nil)
 		return
 	}
 	select {
 	case <-g.loader.Ready():
-		_, _ = w.Write([]byte("ok"))
+		httperr.WriteOK(w)
 	default:
-		http.Error(w, "waiting for the first snapshot of every served namespace", http.StatusServiceUnavailable)
+		httperr.Write(w, http.StatusServiceUnavailable, httperr.CodeUnavailable, "Waiting for the first snapshot of every served namespace.", nil)
 	}
 }
 
@@ -424,6 +427,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		// replica's request log, which the logs route of every replica reads.
 		g.calls.Register(mux)
 		mux.Handle("GET "+requestlog.Path, g.requests)
+		mux.HandleFunc("/", unrouted(mux))
 		msrv := &http.Server{Handler: ingress.Guard(mux, g.opts.BodyReadTimeout), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 		go func() { _ = msrv.Serve(g.opts.MetricsListener) }()
 		defer msrv.Close()

@@ -169,17 +169,48 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	}()
 	f.waitListening()
 	// Nothing is published yet, so the gateway cannot be ready.
-	if code := f.get("/readyz"); code != http.StatusServiceUnavailable {
-		t.Fatalf("/readyz before any snapshot = %d, want 503", code)
-	}
+	f.probe(f.url+"/readyz", http.StatusServiceUnavailable, `"error_code":"unavailable"`)
+	f.probe(f.url+"/healthz", http.StatusOK, `{"ok":true}`)
 	f.publish()
 	if err := gatewaytest.WaitReady(f.gw, loadDeadline); err != nil {
 		t.Fatal(err)
 	}
-	if code := f.get("/readyz"); code != http.StatusOK {
-		t.Fatalf("/readyz after the first snapshot = %d, want 200", code)
-	}
+	f.probe(f.url+"/readyz", http.StatusOK, `{"ok":true}`)
 	return f
+}
+
+// probe checks the answer to GET url: the status (all a kubelet reads of a health route) and a JSON body, the
+// envelope of every answer, that holds want.
+func (f *fixture) probe(url string, status int, want string) {
+	f.t.Helper()
+	f.expectJSON(http.MethodGet, url, status, want)
+}
+
+// expectJSON calls method url and checks the status and that the body is JSON holding want.
+func (f *fixture) expectJSON(method, url string, status int, want string) {
+	f.t.Helper()
+	req, _ := http.NewRequest(method, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != status || resp.Header.Get("Content-Type") != "application/json" || !json.Valid(b) ||
+		!strings.Contains(string(b), want) {
+		f.t.Fatalf("%s %s = %d %s %s, want %d and JSON holding %s", method, url, resp.StatusCode, resp.Header.Get("Content-Type"), b, status, want)
+	}
+}
+
+// TestEveryListenerAnswersTheEnvelope: what no route matches is 404 not_found or 405 method_not_allowed in JSON, on
+// the customers' listener and on the metrics listener alike, never ServeMux's plain text.
+func TestEveryListenerAnswersTheEnvelope(t *testing.T) {
+	f := newFixture(t, fixtureOpts{mode: "INDEPENDENT", groups: []gatewaytest.Group{{ID: "root", Models: models(slug)}}})
+	for _, base := range []string{f.url, f.metricsURL} {
+		f.expectJSON(http.MethodGet, base+"/no/such/route", http.StatusNotFound, `"error_code":"not_found"`)
+	}
+	f.expectJSON(http.MethodPost, f.metricsURL+"/metrics", http.StatusMethodNotAllowed, `"allow":["GET"]`)
+	f.expectJSON(http.MethodDelete, f.url+"/readyz", http.StatusMethodNotAllowed, `"error_code":"method_not_allowed"`)
 }
 
 // openQueue opens a bbolt async queue in a temporary directory, closed when the test ends.

@@ -16,10 +16,10 @@ import (
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/auth"
-	"github.com/modelgate/modelgate/gatewayd/billing"
 	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/gatewayd/reload"
 	"github.com/modelgate/modelgate/gatewayd/rest"
+	"github.com/modelgate/modelgate/gatewayd/rest/events"
 	"github.com/modelgate/modelgate/gatewayd/rest/kit"
 	"github.com/modelgate/modelgate/gatewayd/rest/throttles"
 	"github.com/modelgate/modelgate/gatewayd/rest/usage"
@@ -65,7 +65,7 @@ func (g *Gateway) v1Routes() []rest.Route {
 	routes := []rest.Route{{Pattern: "GET /v1/metrics", Access: kit.AccessMetrics, Handler: g.workspaceMetrics}}
 	if b := g.opts.Billing; b != nil {
 		routes = append(routes,
-			rest.Route{Pattern: "GET /v1/gateway/events", Access: kit.AccessGateway, Handler: inNamespace(billing.Handler(b))},
+			rest.Route{Pattern: "GET /v1/gateway/events", Access: kit.AccessGateway, Handler: inNamespace(events.Handler(b))},
 			rest.Route{Pattern: "GET /v1/gateway/throttles", Access: kit.AccessGateway, Handler: inNamespace(throttles.Handler(b, g.opts.Clock.Now))},
 			rest.Route{Pattern: "GET /v1/gateway/usage", Access: kit.AccessGateway, Handler: inNamespace(usage.Handler(b, g.loader.View, g.opts.Clock.Now))},
 		)

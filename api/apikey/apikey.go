@@ -5,23 +5,26 @@
 package apikey
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"math"
+
+	"github.com/modelgate/modelgate/api/ids"
+)
+
+var (
+	// Federated starts the prefix of minted federated keys (ids.FederatedKey).
+	Federated = ids.FederatedKey.Prefix
+	// Workspace starts the prefix of minted workspace keys (ids.WorkspaceKey).
+	Workspace = ids.WorkspaceKey.Prefix
+	// SecretLen is the number of random base62 characters after the dot of a minted key (ids.KeySecret).
+	SecretLen = ids.KeySecret.Len
 )
 
 const (
 	// PrefixLen is the length of the lookup prefix of every key: its first 16 characters.
 	PrefixLen = 16
-	// SecretLen is the number of random base62 characters after the dot of a minted key.
-	SecretLen = 32
-
-	// Federated starts the prefix of minted federated keys.
-	Federated = "mgk_"
-	// Workspace starts the prefix of minted workspace keys.
-	Workspace = "mgw_"
 
 	// MinRegisteredLen and MaxRegisteredLen bound a key registered by its owner.
 	MinRegisteredLen = 32
@@ -30,23 +33,15 @@ const (
 	MinEntropy = 3.0
 )
 
-const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-
 // Mint returns a new key "<kind><random>.<secret>": kind (Federated or Workspace) plus random base62 characters
-// make the 16-character prefix, and the secret is SecretLen base62 characters from crypto/rand (about 190 bits).
+// make the 16-character prefix (ids.FederatedKey, ids.WorkspaceKey), and the secret is ids.KeySecret, SecretLen
+// base62 characters from crypto/rand (about 190 bits).
 func Mint(kind string) (string, error) {
 	if len(kind) >= PrefixLen {
 		return "", fmt.Errorf("key kind %q leaves no room for random prefix characters", kind)
 	}
-	id, err := randomBase62(PrefixLen - len(kind))
-	if err != nil {
-		return "", err
-	}
-	secret, err := randomBase62(SecretLen)
-	if err != nil {
-		return "", err
-	}
-	return kind + id + "." + secret, nil
+	prefix := ids.Kind{Prefix: kind, Alphabet: ids.Base62, Len: PrefixLen - len(kind)}
+	return ids.New(prefix) + "." + ids.New(ids.KeySecret), nil
 }
 
 // Prefix is the lookup prefix of any key, minted or registered: its first PrefixLen characters, or the whole key
@@ -78,21 +73,4 @@ func Entropy(s string) float64 {
 		h -= p * math.Log2(p)
 	}
 	return h
-}
-
-func randomBase62(n int) (string, error) {
-	out := make([]byte, 0, n)
-	buf := make([]byte, 2*n)
-	for len(out) < n {
-		if _, err := rand.Read(buf); err != nil {
-			return "", fmt.Errorf("failed to read random bytes for a key: %w", err)
-		}
-		for _, b := range buf {
-			// 248 = 4*62: rejecting larger bytes keeps every character equally likely.
-			if b < 248 && len(out) < n {
-				out = append(out, base62[b%62])
-			}
-		}
-	}
-	return string(out), nil
 }

@@ -4,6 +4,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/modelgate/modelgate/api/ids"
 )
 
 func TestMint(t *testing.T) {
@@ -28,6 +30,12 @@ func TestMint(t *testing.T) {
 	}
 	if _, err := Mint("0123456789abcdef"); err == nil {
 		t.Error("Mint accepted a kind as long as the whole prefix")
+	}
+	// Mint draws the prefix's random part as the table's key rows write it down.
+	for _, k := range []ids.Kind{ids.FederatedKey, ids.WorkspaceKey} {
+		if len(k.Prefix)+k.Len != PrefixLen || k.Alphabet != ids.Base62 {
+			t.Errorf("ids row %+v disagrees with the %d-character base62 prefix Mint draws", k, PrefixLen)
+		}
 	}
 }
 

@@ -2,14 +2,12 @@
 // async_queue_status routes under the model route prefixes, a dispatcher per deployment that claims queued
 // requests and calls the model through the same route step and forwarding core as a sync predict call, and the
 // delivery of results to each request's webhook, signed with the Workspace's asyncWebhook secret by the
-// billing webhook sender. Requests live in a queue.Store (bbolt or Redis, opened by gatewayd/state), so an
+// one webhook sender (gatewayd/stdwebhook). Requests live in a queue.Store (bbolt or Redis, opened by gatewayd/state), so an
 // accepted request survives a crash, a restart and the loss of a replica.
 package async
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"os"
@@ -20,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/clock"
 
+	"github.com/modelgate/modelgate/api/ids"
 	"github.com/modelgate/modelgate/api/snapshot"
 
 	"github.com/modelgate/modelgate/api/netguard"
@@ -155,7 +154,7 @@ func New(opts Options) (*Service, error) {
 	}
 	if opts.Owner == "" {
 		host, _ := os.Hostname()
-		opts.Owner = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(4))
+		opts.Owner = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), ids.New(ids.AsyncOwner))
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
@@ -245,12 +244,3 @@ func (s *Service) wake() {
 	default:
 	}
 }
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-// newRequestID is a request id: 32 random hex digits.
-func newRequestID() string { return randomHex(16) }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/modelgate/modelgate/api/ids"
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 
@@ -111,7 +112,7 @@ func (s *Service) accept(w http.ResponseWriter, r *http.Request, caller auth.Cal
 		hook = queue.HookPending
 	}
 	req := &queue.Request{
-		ID: newRequestID(), Namespace: caller.Namespace, ModelID: modelID, DeploymentID: d.ID, Environment: environment,
+		ID: ids.New(ids.AsyncRequest), Namespace: caller.Namespace, ModelID: modelID, DeploymentID: d.ID, Environment: environment,
 		Input: body.ModelInput, Webhook: body.WebhookEndpoint, Priority: body.Priority,
 		MaxTimeInQueueSeconds: body.MaxTimeInQueueSeconds, Retry: body.Retry,
 		Status: queue.Queued, WebhookStatus: hook, CreatedAt: now, StatusAt: now, Errors: []queue.Error{},

@@ -11,7 +11,7 @@ import (
 	"github.com/modelgate/modelgate/api/netguard"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/async/queue"
-	"github.com/modelgate/modelgate/gatewayd/billing"
+	"github.com/modelgate/modelgate/gatewayd/stdwebhook"
 )
 
 // webhookBatch is how many due results one scan takes; they are sent concurrently.
@@ -102,7 +102,7 @@ func reason(err error) string {
 	return err.Error()
 }
 
-// post sends r's result, signed with its workspace's asyncWebhook secret by the billing webhook sender.
+// post sends r's result, signed with its workspace's asyncWebhook secret by the one webhook sender (stdwebhook).
 func (s *Service) post(ctx context.Context, r *queue.Request) error {
 	if err := netguard.CheckURL(r.Webhook, s.opts.AllowInternalWebhooks); err != nil {
 		return err
@@ -134,5 +134,5 @@ func (s *Service) post(ctx context.Context, r *queue.Request) error {
 		return err
 	}
 	// The message id is the request id, so a receiver deduplicates retries of one result.
-	return billing.PostSigned(ctx, s.opts.WebhookClient, s.opts.WebhookTimeout, r.Webhook, secret, "msg_"+r.ID, now.Unix(), body)
+	return stdwebhook.Post(ctx, s.opts.WebhookClient, s.opts.WebhookTimeout, r.Webhook, secret, "msg_"+r.ID, now.Unix(), body)
 }

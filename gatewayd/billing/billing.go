@@ -1,18 +1,17 @@
-// Package billing records one billing event per model call made with a federated key, keeps the events for
-// a retention period, serves them at GET /v1/gateway/events, and delivers them to the workspace's billing
-// webhook from a durable outbox, signed the Standard Webhooks way, at least once. Events are written off the
-// hot path by a Recorder that batches them into the Store (bbolt for the embedded store, Redis streams when
-// several replicas share Redis); receivers deduplicate by idempotencyKey. Beside the events, in the same write,
-// each store keeps a per-minute throttle rollup: the 429s per group, slug and the limit that refused them, which
-// GET /v1/gateway/throttles serves (throttles.go), and a per-minute usage rollup: the calls, 429s and tokens per
-// group and slug, which GET /v1/gateway/usage charts (usage.go).
+// Package billing records one billing event per model call made with a federated key, keeps the events for a
+// retention period, answers the queries of GET /v1/gateway/events (served by gatewayd/rest/events), and delivers
+// them to the workspace's billing webhook from a durable outbox, through the one Standard Webhooks sender
+// (gatewayd/stdwebhook), at least once. Events are written off the hot path by a Recorder that batches them into
+// the Store (bbolt for the embedded store, Redis streams when several replicas share Redis); receivers
+// deduplicate by idempotencyKey. Beside the events, in the same write, each store keeps a per-minute throttle
+// rollup: the 429s per group, slug and the limit that refused them, which GET /v1/gateway/throttles serves
+// (throttles.go), and a per-minute usage rollup: the calls, 429s and tokens per group and slug, which
+// GET /v1/gateway/usage charts (usage.go).
 package billing
 
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,6 +52,9 @@ type Record struct {
 	// It goes to the throttle rollup, not into the event.
 	Refusal *Refusal `json:",omitempty"`
 }
+
+// DefaultLimit is List's page size when Query.Limit is not positive.
+const DefaultLimit = 100
 
 // Query selects events of one namespace. Zero fields select everything.
 type Query struct {
@@ -110,12 +112,8 @@ type Store interface {
 	Usage(ctx context.Context, ns, group string, start, end time.Time) ([]UsageMinute, error)
 }
 
-// NewID returns a random identifier with prefix, for request ids and idempotency keys.
-func NewID(prefix string) string {
-	b := make([]byte, 12)
-	_, _ = rand.Read(b)
-	return prefix + hex.EncodeToString(b)
-}
+// ErrCursor is List's answer to a cursor it did not hand out.
+var ErrCursor = errors.New("cursor: not one this server issued")
 
 // DefaultFlushInterval is how long the Recorder gathers events before writing them: with the embedded store it
 // bounds, like the DAY counters' flush, what a crash can lose.

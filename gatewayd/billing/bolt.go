@@ -97,7 +97,7 @@ func (s *Bolt) List(_ context.Context, ns string, q Query) ([]Event, string, err
 	if q.Cursor != "" {
 		c, err := hex.DecodeString(q.Cursor)
 		if err != nil || len(c) != 16 {
-			return nil, "", fmt.Errorf("cursor: not one this server issued")
+			return nil, "", ErrCursor
 		}
 		// Resume strictly after the cursor: append a byte so Seek lands past it.
 		c = append(c, 0)

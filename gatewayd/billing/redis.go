@@ -3,7 +3,6 @@ package billing
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -119,7 +118,7 @@ func (s *Redis) List(ctx context.Context, ns string, q Query) ([]Event, string, 
 	}
 	if q.Cursor != "" {
 		if _, _, ok := parseStreamID(q.Cursor); !ok {
-			return nil, "", errors.New("cursor: not one this server issued")
+			return nil, "", ErrCursor
 		}
 		start = "(" + q.Cursor
 	}

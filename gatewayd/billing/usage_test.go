@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelgate/modelgate/api/ids"
 	"github.com/modelgate/modelgate/gatewayd/state/redistest"
 )
 
@@ -16,7 +17,7 @@ func withUsageStores(t *testing.T, fn func(t *testing.T, s Store)) {
 }
 
 func usageRecord(ns, group, slug string, status int, at time.Time, in, out int64) Record {
-	return Record{Namespace: ns, Event: Event{IdempotencyKey: NewID("evt_"), Timestamp: at, GroupID: group,
+	return Record{Namespace: ns, Event: Event{IdempotencyKey: ids.New(ids.BillingEvent), Timestamp: at, GroupID: group,
 		ModelSlug: slug, StatusCode: status, Tokens: Tokens{InputTokens: in, OutputTokens: out}}}
 }
 

@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"path"
 	"strings"
+
+	"github.com/modelgate/modelgate/gatewayd/httperr"
 )
 
 //go:embed all:dist
@@ -41,8 +43,9 @@ func Handler() http.Handler {
 	index, _ := fs.ReadFile(files, "index.html")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "Method not allowed.", http.StatusMethodNotAllowed)
+			allow := []string{http.MethodGet, http.MethodHead}
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			httperr.WriteError(w, httperr.MethodNotAllowed(r, allow))
 			return
 		}
 		setSecurityHeaders(w.Header())
@@ -50,13 +53,13 @@ func Handler() http.Handler {
 		name = strings.TrimPrefix(name, "/")
 		if name == "api" || strings.HasPrefix(name, "api/") {
 			// The session routes are not pages: an unknown one is a 404, never the app.
-			http.NotFound(w, r)
+			httperr.WriteError(w, httperr.NoRoute(r))
 			return
 		}
 		if strings.HasPrefix(name, "assets/") {
 			b, err := fs.ReadFile(files, name)
 			if err != nil {
-				http.NotFound(w, r)
+				httperr.WriteError(w, httperr.NoRoute(r))
 				return
 			}
 			w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
@@ -68,7 +71,7 @@ func Handler() http.Handler {
 			// A file name outside assets/ (favicon.ico, a stale asset): no fallback, so a missing file is a 404.
 			b, err := fs.ReadFile(files, name)
 			if err != nil {
-				http.NotFound(w, r)
+				httperr.WriteError(w, httperr.NoRoute(r))
 				return
 			}
 			w.Header().Set("Cache-Control", "no-cache")

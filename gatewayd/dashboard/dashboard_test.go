@@ -1,11 +1,14 @@
 package dashboard
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/modelgate/modelgate/gatewayd/httperr"
 )
 
 // newServer serves the dashboard as gatewayd mounts it: GET /dashboard/ and, beside it, a /v1 route and the
@@ -144,5 +147,33 @@ func TestOnlyGetAndHead(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode == http.StatusOK {
 		t.Errorf("POST /dashboard/: status %d", resp.StatusCode)
+	}
+	// Mounted on its own, the handler refuses another method itself, in the envelope of every answer.
+	rec := httptest.NewRecorder()
+	Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodDelete, Prefix, nil))
+	var env struct {
+		ErrorCode string              `json:"error_code"`
+		Detail    map[string][]string `json:"detail"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &env); err != nil || rec.Code != http.StatusMethodNotAllowed ||
+		env.ErrorCode != httperr.CodeMethodNotAllowed || rec.Header().Get("Allow") != "GET, HEAD" ||
+		strings.Join(env.Detail["allow"], ",") != "GET,HEAD" {
+		t.Errorf("DELETE %s: %d, Allow %q, %s", Prefix, rec.Code, rec.Header().Get("Allow"), rec.Body)
+	}
+}
+
+// TestNotFoundIsTheEnvelope: a path under the dashboard that names nothing is 404 not_found in the envelope of
+// every answer, not plain text.
+func TestNotFoundIsTheEnvelope(t *testing.T) {
+	srv := newServer(t)
+	for _, p := range []string{"/dashboard/api/nope", "/dashboard/assets/index-missing.js", "/dashboard/missing.ico"} {
+		resp, body := get(t, srv.URL+p)
+		var env struct {
+			ErrorCode string `json:"error_code"`
+		}
+		if err := json.Unmarshal([]byte(body), &env); err != nil || resp.StatusCode != http.StatusNotFound ||
+			env.ErrorCode != httperr.CodeNotFound || resp.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("%s: %d %s %q", p, resp.StatusCode, resp.Header.Get("Content-Type"), body)
+		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/modelgate/modelgate/api/ids"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/authz"
@@ -268,9 +269,7 @@ func (s *Sessions) login(w http.ResponseWriter, r *http.Request) {
 	}
 	s.opts.Logger.Info("Dashboard sign-in", "namespace", c.Namespace, "keyPrefix", c.Key.Prefix, "keyType", c.Key.Type)
 	now := s.opts.Now()
-	id := make([]byte, 32)
-	_, _ = rand.Read(id)
-	sess := session{ID: base64.RawURLEncoding.EncodeToString(id), Key: key, IssuedAt: now.Unix(), SeenAt: now.Unix()}
+	sess := session{ID: ids.New(ids.DashboardSession), Key: key, IssuedAt: now.Unix(), SeenAt: now.Unix()}
 	if err := s.opts.Store.Start(r.Context(), storeID(sess.ID), now, s.opts.AbsoluteTimeout); err != nil {
 		s.opts.Logger.Error(err, "Dashboard sign-in refused: the session store is unavailable")
 		storeUnavailable(w)

@@ -1,7 +1,9 @@
 // Package httperr is the one error envelope of every gatewayd answer, {"error", "error_code", "detail"}, with the
-// codes and the writers that send it. Model calls, the management API and billing all answer through it, so a
-// client parses one shape whatever route refused it. The management 429 is the one exception SPEC.md fixes:
-// {"error", "retry_after"}, written by RateLimited.
+// codes and the writers that send it: the model calls, the management API, billing events, the health probes,
+// the dashboard's files and the replicas' internal routes all answer through it, so a client parses one shape
+// whatever route refused it. When fields are at fault, detail is a list of FieldError, whichever route refused.
+// The management 429 is the one exception the API fixes: {"error", "retry_after"}, written by RateLimited. The
+// model routes keep detail a string and any structure in fields (WriteModelCall, docs/rest-api.md).
 package httperr
 
 import (
@@ -13,8 +15,8 @@ import (
 	"strings"
 )
 
-// Error codes. Model-call codes follow DESIGN.md "REST API decisions"; the management codes name the rule a
-// request broke.
+// Error codes. The model-call codes are those of docs/rest-api.md "Model-call errors"; the management codes name
+// the rule a request broke.
 const (
 	CodeClientError        = "client_error"
 	CodeUnauthorized       = "unauthorized"
@@ -43,17 +45,19 @@ const (
 // CodePayloadTooLarge answers a body over its cap (413), on every route.
 const CodePayloadTooLarge = "payload_too_large"
 
-// MsgRateLimited is the exact error of a management 429 (SPEC.md "Errors").
+// MsgRateLimited is the exact error of a management 429 (docs/rest-api.md "Management rate limits").
 const MsgRateLimited = "Rate limit exceeded. Please try again later."
 
-// Body is the error envelope.
+// Body is the error envelope. Detail is a []FieldError when fields are at fault, else nil or what the route
+// documents (the allowed methods of a 405, the key type of a 403).
 type Body struct {
 	Error     string `json:"error"`
 	ErrorCode string `json:"error_code"`
 	Detail    any    `json:"detail"`
 }
 
-// FieldError names one refused field and the rule it broke.
+// FieldError names one refused field and the rule it broke. An envelope always carries them as a list
+// ([]FieldError), even for one field.
 type FieldError struct {
 	Field   string `json:"field"`
 	Message string `json:"message"`
@@ -77,6 +81,18 @@ func New(status int, code, msg string, detail any) *Error {
 	return &Error{Status: status, Code: code, Message: msg, Detail: detail}
 }
 
+// NoRoute is the 404 of a path no route serves.
+func NoRoute(r *http.Request) *Error {
+	return New(http.StatusNotFound, CodeNotFound, "No route for "+r.Method+" "+r.URL.Path+".", nil)
+}
+
+// MethodNotAllowed is the 405 of a path whose routes take only the methods allow; the caller sets the Allow
+// header to the same list.
+func MethodNotAllowed(r *http.Request, allow []string) *Error {
+	return New(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "Method "+r.Method+" is not allowed on "+r.URL.Path+".",
+		map[string][]string{"allow": allow})
+}
+
 // WriteJSON writes v as the JSON answer with status.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
@@ -87,6 +103,10 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
 }
+
+// WriteOK writes 200 {"ok": true}, the answer of a call that has nothing else to say (a health probe, a key's
+// registration).
+func WriteOK(w http.ResponseWriter) { WriteJSON(w, http.StatusOK, map[string]bool{"ok": true}) }
 
 // Write writes the envelope with status.
 func Write(w http.ResponseWriter, status int, code, msg string, detail any) {
@@ -101,7 +121,7 @@ func WriteError(w http.ResponseWriter, e *Error) {
 	Write(w, e.Status, e.Code, e.Message, e.Detail)
 }
 
-// RateLimited writes the management 429 of SPEC.md with its Retry-After header.
+// RateLimited writes the management 429 with its Retry-After header.
 func RateLimited(w http.ResponseWriter, retryAfter int) {
 	w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
 	WriteJSON(w, http.StatusTooManyRequests, struct {
@@ -112,7 +132,8 @@ func RateLimited(w http.ResponseWriter, retryAfter int) {
 
 // ModelCallBody is the envelope of a model-call error (docs/rest-api.md "Model-call errors"): detail is always a
 // string, so a client of the model routes reads one type; what a refusal knows in structure (the refused field,
-// the limit that fired, the upstream's status) is in fields as well, when there is any.
+// the limit that fired, the upstream's status) is in fields as well, when there is any: a refused field is its
+// {field, message} object, as a model call is refused for one field at a time.
 type ModelCallBody struct {
 	Error     string `json:"error"`
 	ErrorCode string `json:"error_code"`
@@ -121,13 +142,17 @@ type ModelCallBody struct {
 }
 
 // WriteModelCall writes the model-call envelope with status: a string detail as it is, any other as its
-// DetailString, kept whole in fields.
+// DetailString, kept whole in fields; a list of one FieldError (the envelope's shape of a refused field) is that
+// field's object in fields.
 func WriteModelCall(w http.ResponseWriter, status int, code, msg string, detail any) {
 	b := ModelCallBody{Error: msg, ErrorCode: code}
 	if s, ok := detail.(string); ok {
 		b.Detail = s
 	} else if detail != nil {
 		b.Detail, b.Fields = DetailString(detail), detail
+		if fe, ok := detail.([]FieldError); ok && len(fe) == 1 {
+			b.Fields = fe[0]
+		}
 	}
 	WriteJSON(w, status, b)
 }

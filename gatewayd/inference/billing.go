@@ -3,13 +3,14 @@ package inference
 import (
 	"strings"
 
+	"github.com/modelgate/modelgate/api/ids"
 	"github.com/modelgate/modelgate/gatewayd/billing"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 	"github.com/modelgate/modelgate/gatewayd/view"
 )
 
 // newRequestID is the request id gatewayd gives a model call on the OpenAI routes.
-func newRequestID() string { return billing.NewID("req_") }
+func newRequestID() string { return ids.New(ids.Request) }
 
 // recordBilling queues the billing event of one call; it goes to the webhook outbox when the workspace names
 // a billing webhook.

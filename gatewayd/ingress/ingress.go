@@ -151,11 +151,11 @@ func Limit(w http.ResponseWriter, r *http.Request, max int64) *httperr.Error {
 }
 
 // TooLarge is the one answer to a body over its route family's cap: 413 payload_too_large whose detail names the
-// body and the cap, {"field": "body", "message": "must be at most <max> bytes"}.
+// body and the cap, [{"field": "body", "message": "must be at most <max> bytes"}].
 func TooLarge(max int64) *httperr.Error {
 	return httperr.New(http.StatusRequestEntityTooLarge, httperr.CodePayloadTooLarge,
 		fmt.Sprintf("The request body exceeds %d bytes.", max),
-		httperr.FieldError{Field: "body", Message: fmt.Sprintf("must be at most %d bytes", max)})
+		[]httperr.FieldError{{Field: "body", Message: fmt.Sprintf("must be at most %d bytes", max)}})
 }
 
 // ReadFailed is the answer to a body whose read failed with err: 413 past the cap (Limit), 408 when it did not
@@ -168,10 +168,10 @@ func ReadFailed(err error) *httperr.Error {
 		return TooLarge(tooBig.Limit)
 	case errors.Is(err, os.ErrDeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
 		return httperr.New(http.StatusRequestTimeout, httperr.CodeTimeout, "The request body did not arrive in time.",
-			httperr.FieldError{Field: "body", Message: "must arrive within the body read deadline"})
+			[]httperr.FieldError{{Field: "body", Message: "must arrive within the body read deadline"}})
 	}
 	return httperr.New(http.StatusBadRequest, httperr.CodeClientError, "Failed to read the request body.",
-		httperr.FieldError{Field: "body", Message: err.Error()})
+		[]httperr.FieldError{{Field: "body", Message: err.Error()}})
 }
 
 // Extend moves the read deadline of r's body to until, for a route whose body may take longer than Guard's

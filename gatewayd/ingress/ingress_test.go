@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -166,5 +167,20 @@ func TestRoutesKeepsPatterns(t *testing.T) {
 	m.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/a", nil))
 	if rec.Code != http.StatusTeapot {
 		t.Fatalf("GET /a: %d", rec.Code)
+	}
+}
+
+// TestBodyRefusalsNameTheBody: each refusal of a body names it in the list of {field, message} that every
+// envelope carries for a refused field.
+func TestBodyRefusalsNameTheBody(t *testing.T) {
+	for name, e := range map[string]*httperr.Error{
+		"too large": ingress.TooLarge(8),
+		"too slow":  ingress.ReadFailed(os.ErrDeadlineExceeded),
+		"cut":       ingress.ReadFailed(io.ErrUnexpectedEOF),
+	} {
+		fields, ok := e.Detail.([]httperr.FieldError)
+		if !ok || len(fields) != 1 || fields[0].Field != "body" || fields[0].Message == "" {
+			t.Errorf("%s: detail %#v, want one FieldError naming body", name, e.Detail)
+		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/modelgate/modelgate/gatewayd/httperr"
 )
 
 // Path is the route, on gatewayd's metrics listener (never on the address customers reach), that answers one
@@ -26,12 +28,17 @@ type Answer struct {
 // ServeHTTP answers Path.
 func (l *Log) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ns, deployment := r.URL.Query().Get("namespace"), r.URL.Query().Get("deployment")
-	if ns == "" || deployment == "" {
-		http.Error(w, "namespace and deployment are required query parameters", http.StatusBadRequest)
+	var missing []httperr.FieldError
+	for _, p := range []struct{ name, value string }{{"namespace", ns}, {"deployment", deployment}} {
+		if p.value == "" {
+			missing = append(missing, httperr.FieldError{Field: p.name, Message: "is a required query parameter"})
+		}
+	}
+	if len(missing) > 0 {
+		httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidRequest, "namespace and deployment are required query parameters.", missing)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(l.answer(ns, deployment))
+	httperr.WriteJSON(w, http.StatusOK, l.answer(ns, deployment))
 }
 
 // answer is this replica's lines of one deployment.

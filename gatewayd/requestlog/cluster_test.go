@@ -2,6 +2,7 @@ package requestlog
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelgate/modelgate/gatewayd/httperr"
 )
 
 // TestClusterReadsEveryReplica: a Cluster answers its own lines and those of every other replica it lists, read
@@ -55,12 +58,23 @@ func TestClusterReadsEveryReplica(t *testing.T) {
 	}
 }
 
+// TestServeHTTPNeedsBothParameters: a peer's request without namespace or deployment is 400 invalid_request in
+// the envelope of every answer, naming each missing parameter.
 func TestServeHTTPNeedsBothParameters(t *testing.T) {
-	for _, q := range []string{"", "?namespace=ws", "?deployment=v1"} {
+	for q, want := range map[string]string{"": "namespace,deployment", "?namespace=ws": "deployment", "?deployment=v1": "namespace"} {
 		rec := httptest.NewRecorder()
 		New("r", 0, 0).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, Path+q, nil))
-		if rec.Code != http.StatusBadRequest {
-			t.Errorf("GET %s%s: %d, want 400", Path, q, rec.Code)
+		var env struct {
+			ErrorCode string               `json:"error_code"`
+			Detail    []httperr.FieldError `json:"detail"`
+		}
+		err := json.Unmarshal(rec.Body.Bytes(), &env)
+		var named []string
+		for _, f := range env.Detail {
+			named = append(named, f.Field)
+		}
+		if err != nil || rec.Code != http.StatusBadRequest || env.ErrorCode != httperr.CodeInvalidRequest || strings.Join(named, ",") != want {
+			t.Errorf("GET %s%s: %d %s, want 400 invalid_request naming %s", Path, q, rec.Code, rec.Body, want)
 		}
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/modelgate/modelgate/gatewayd/billing"
+	"github.com/modelgate/modelgate/api/ids"
 )
 
 // Levels of a line, by the answer's status: the level names of the logs route.
@@ -76,7 +76,7 @@ func New(replica string, perDeployment, maxDeployments int) *Log {
 	if maxDeployments <= 0 {
 		maxDeployments = DefaultMaxDeployments
 	}
-	return &Log{replica: replica, instance: billing.NewID("log_"), perDeployment: perDeployment, maxDeployments: maxDeployments,
+	return &Log{replica: replica, instance: ids.New(ids.RequestLog), perDeployment: perDeployment, maxDeployments: maxDeployments,
 		rings: map[key]*ring{}}
 }
 
@@ -156,12 +156,12 @@ const maxIDLength = 128
 // ".-_:", so that it is safe to echo and to log; otherwise a new id in the format of the OpenAI routes' ids.
 func ID(given string) string {
 	if len(given) == 0 || len(given) > maxIDLength {
-		return billing.NewID("req_")
+		return ids.New(ids.Request)
 	}
 	for i := 0; i < len(given); i++ {
 		c := given[i]
 		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == '_' || c == ':') {
-			return billing.NewID("req_")
+			return ids.New(ids.Request)
 		}
 	}
 	return given

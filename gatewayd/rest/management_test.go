@@ -317,7 +317,9 @@ var _ = Describe("Bad input", func() {
 		Expect(r.body["error"]).To(ContainSubstring("threshold"))
 
 		huge := `{"metadata":{"name":"` + strings.Repeat("x", 2<<20) + `","external_entity_id":"x"},"models":[{"slug":"a"}]}`
-		expectError(post(huge), http.StatusRequestEntityTooLarge, "payload_too_large")
+		r = post(huge)
+		expectError(r, http.StatusRequestEntityTooLarge, "payload_too_large")
+		Expect(r.body["detail"]).To(ConsistOf(HaveKeyWithValue("field", "body")), "the body is named as every refused field is")
 
 		expectError(call(server, admin, http.MethodPatch, "/v1/gateway/groups/UPPER_case", map[string]any{"models": []any{}}), http.StatusBadRequest, "invalid_request")
 		expectError(call(server, admin, http.MethodDelete, "/v1/gateway/endpoints/-bad-", nil), http.StatusBadRequest, "invalid_request")

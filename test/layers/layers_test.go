@@ -1,7 +1,7 @@
 // Package layers checks that imports in the module only point down the layers of docs/architecture.md:
 //
 //	api -> controllers, webhooks -> gatewayd/{httperr, ingress, limits, view, reload, auth, authz, discovery, billing, keyuse, state, wake,
-//	    requestlog, podlogs, sessions}
+//	    requestlog, podlogs, sessions, stdwebhook}
 //	    -> gatewayd/upstream
 //	    -> gatewayd/route
 //	    -> gatewayd/inference, gatewayd/rest, gatewayd/async -> gatewayd -> cmd
@@ -46,10 +46,12 @@ var layers = []layer{
 		"gatewayd/httperr", "gatewayd/limits", "gatewayd/view", "gatewayd/reload", "gatewayd/auth", "gatewayd/concurrency",
 		"gatewayd/authz", "gatewayd/discovery", "gatewayd/billing", "gatewayd/keyuse", "gatewayd/state", "gatewayd/version",
 		"gatewayd/async/queue", "gatewayd/requestlog", "gatewayd/podlogs", "gatewayd/wake", "gatewayd/ingress", "gatewayd/sessions",
+		"gatewayd/stdwebhook",
 	}, peers: []string{
 		"gatewayd/httperr", "gatewayd/limits", "gatewayd/view", "gatewayd/reload", "gatewayd/auth", "gatewayd/concurrency",
 		"gatewayd/authz", "gatewayd/discovery", "gatewayd/billing", "gatewayd/keyuse", "gatewayd/state", "gatewayd/version",
 		"gatewayd/async/queue", "gatewayd/requestlog", "gatewayd/podlogs", "gatewayd/wake", "gatewayd/ingress", "gatewayd/sessions",
+		"gatewayd/stdwebhook",
 	}, dataPlane: true},
 	{name: "forwarding core", prefixes: []string{"gatewayd/upstream"}, dataPlane: true},
 	// The route step: which deployment or Endpoint a model call names, and its upstream target. The sync and the

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/modelgate/modelgate/api/apikey"
+	"github.com/modelgate/modelgate/api/ids"
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/auth"
@@ -131,7 +132,7 @@ func (a *api) registerKey(w http.ResponseWriter, r *http.Request, c auth.Caller)
 	if !a.createAPIKey(w, r, c, g.Name, req.Name, req.Key) {
 		return
 	}
-	httperr.WriteJSON(w, http.StatusOK, map[string]bool{"ok": true})
+	httperr.WriteOK(w)
 }
 
 func (a *api) createAPIKey(w http.ResponseWriter, r *http.Request, c auth.Caller, groupID, name, plain string) bool {
@@ -141,7 +142,7 @@ func (a *api) createAPIKey(w http.ResponseWriter, r *http.Request, c auth.Caller
 	}
 	prefix := apikey.Prefix(plain)
 	k := &gatewayv1.APIKey{
-		ObjectMeta: metav1.ObjectMeta{Name: kit.NewID("key-"), Namespace: c.Namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: ids.New(ids.FederatedKeyName), Namespace: c.Namespace},
 		Spec: gatewayv1.APIKeySpec{
 			GroupID:     groupID,
 			DisplayName: name,

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/modelgate/modelgate/api/ids"
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/auth"
@@ -80,7 +81,7 @@ func (a *api) createEndpoint(w http.ResponseWriter, r *http.Request, c auth.Call
 		return
 	}
 	e := &gatewayv1.Endpoint{
-		ObjectMeta: metav1.ObjectMeta{Name: kit.NewID("ep-"), Namespace: c.Namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: ids.New(ids.Endpoint), Namespace: c.Namespace},
 		Spec:       gatewayv1.EndpointSpec{Slug: req.Slug, Targets: targets, Timeout: timeoutOf(req.TimeoutMS)},
 	}
 	if err := a.Opts.Client.Create(r.Context(), e); err != nil {

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/modelgate/modelgate/api/ids"
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/api/v1alpha1/hierarchy"
@@ -119,7 +120,7 @@ func (a *api) createGroup(w http.ResponseWriter, r *http.Request, c auth.Caller)
 		return
 	}
 	g := &gatewayv1.Group{
-		ObjectMeta: metav1.ObjectMeta{Name: kit.NewID("grp-"), Namespace: c.Namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: ids.New(ids.Group), Namespace: c.Namespace},
 		Spec: gatewayv1.GroupSpec{
 			DisplayName:      req.Metadata.Name,
 			ExternalEntityID: req.Metadata.ExternalEntityID,

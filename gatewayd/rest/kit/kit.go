@@ -1,6 +1,6 @@
 // Package kit is the plumbing every /v1 management route shares: the request wrapper (authenticate, rate limit,
 // check the key type, cap the body), strict JSON decoding, the mapping of API-server refusals onto the error
-// envelope, paging, ids, the management rate limiter and the read-your-writes wait. Each resource lives in a
+// envelope, paging, the management rate limiter and the read-your-writes wait. Each resource lives in a
 // package of its own under gatewayd/rest that registers its routes with a Kit; gatewayd/rest assembles them.
 package kit
 

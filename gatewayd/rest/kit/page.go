@@ -1,7 +1,6 @@
 package kit
 
 import (
-	"crypto/rand"
 	"encoding/base64"
 	"net/http"
 	"sort"
@@ -39,25 +38,40 @@ type PageJSON[T any] struct {
 // ParsePage reads limit and cursor, answering 400 when either is invalid.
 func ParsePage(w http.ResponseWriter, r *http.Request) (Page, bool) {
 	p := Page{limit: defaultPageSize}
-	q := r.URL.Query()
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > maxPageSize {
-			BadRequest(w, "limit", "limit must be an integer from 1 to 1000.")
-			return p, false
-		}
-		p.limit = n
+	var ok bool
+	if p.limit, ok = ParseLimit(w, r); !ok {
+		return p, false
 	}
-	if s := q.Get("cursor"); s != "" {
+	if s := r.URL.Query().Get("cursor"); s != "" {
 		raw, err := base64.RawURLEncoding.DecodeString(s)
 		after, ok := strings.CutPrefix(string(raw), "v1:")
 		if err != nil || !ok || after == "" {
-			BadRequest(w, "cursor", "cursor is not one this API returned; pass the previous page's pagination.cursor unchanged.")
+			BadCursor(w)
 			return p, false
 		}
 		p.after = after
 	}
 	return p, true
+}
+
+// ParseLimit reads the page size of every list route, limit: 1 to 1000, 100 when absent. It answers 400
+// invalid_request naming limit when it is anything else.
+func ParseLimit(w http.ResponseWriter, r *http.Request) (int, bool) {
+	s := r.URL.Query().Get("limit")
+	if s == "" {
+		return defaultPageSize, true
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > maxPageSize {
+		BadRequest(w, "limit", "limit must be an integer from 1 to 1000.")
+		return 0, false
+	}
+	return n, true
+}
+
+// BadCursor answers 400 invalid_request naming cursor: one the route did not hand out.
+func BadCursor(w http.ResponseWriter) {
+	BadRequest(w, "cursor", "cursor is not one this API returned; pass the previous page's pagination.cursor unchanged.")
 }
 
 func encodeCursor(last string) *string {
@@ -87,30 +101,6 @@ func NewPage[T any](items []T, more bool, keys []string, sel []int) PageJSON[T] 
 	}
 	return out
 }
-
-// base36 is the alphabet of NewID.
-const base36 = "0123456789abcdefghijklmnopqrstuvwxyz"
-
-// RandomString returns n characters of alphabet from crypto/rand, without modulo bias.
-func RandomString(alphabet string, n int) string {
-	out := make([]byte, 0, n)
-	buf := make([]byte, 2*n)
-	limit := 256 - 256%len(alphabet)
-	for len(out) < n {
-		if _, err := rand.Read(buf); err != nil {
-			panic("crypto/rand failed: " + err.Error())
-		}
-		for _, b := range buf {
-			if int(b) < limit && len(out) < n {
-				out = append(out, alphabet[int(b)%len(alphabet)])
-			}
-		}
-	}
-	return string(out)
-}
-
-// NewID is a service-assigned object name: prefix plus 16 lowercase base36 characters (about 82 bits).
-func NewID(prefix string) string { return prefix + RandomString(base36, 16) }
 
 // ValidName is true for a valid Kubernetes object name, the form of every id in a path.
 func ValidName(id string) bool {

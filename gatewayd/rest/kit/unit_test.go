@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/modelgate/modelgate/api/apikey"
+	"github.com/modelgate/modelgate/api/ids"
 )
 
 // TestManagementRow walks the pure core of the management rate limits: which row of the table a call belongs to,
@@ -63,7 +64,7 @@ func TestMintedKeysAndIDs(t *testing.T) {
 	if err != nil || !ValidPrefix(apikey.Prefix(k)) {
 		t.Fatalf("minted key prefix %q is not a valid path prefix (err %v)", apikey.Prefix(k), err)
 	}
-	if a, b := NewID("grp-"), NewID("grp-"); a == b || !ValidName(a) || len(a) != 20 {
+	if a, b := ids.New(ids.Group), ids.New(ids.Group); a == b || !ValidName(a) || len(a) != 20 {
 		t.Fatalf("ids %q and %q: want distinct valid names of 20 characters", a, b)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/modelgate/modelgate/api/ids"
 	"github.com/modelgate/modelgate/api/netguard"
 	"github.com/modelgate/modelgate/api/sandbox"
 	"github.com/modelgate/modelgate/api/snapshot"
@@ -210,7 +211,7 @@ func (s *service) push(w http.ResponseWriter, r *http.Request, c auth.Caller) {
 	}
 	build := &gatewayv1.SandboxImageBuild{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: c.Namespace, Name: kit.NewID("sib-"),
+			Namespace: c.Namespace, Name: ids.New(ids.SandboxImageBuild),
 			Labels: map[string]string{gatewayv1.LabelSandboxImage: img.Name, gatewayv1.LabelSandboxTeam: team},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: gatewayv1.GroupVersion.String(), Kind: "SandboxImage",
 				Name: img.Name, UID: img.UID}},

@@ -13,7 +13,7 @@ import (
 // CodeTeamRequired answers a caller with several accessible teams that selected none.
 const CodeTeamRequired = "team_required"
 
-// SelectTeam is DESIGN.md's team table for the sandbox routes, as a pure function. header is X-Team-Id, query is
+// SelectTeam is the team table of the sandbox routes (docs/rest-api.md "Sandbox images"), as a pure function. header is X-Team-Id, query is
 // team_id, teams returns the workspace's team ids (sorted; called only once the selectors agree) and decide is
 // authz.Decide(ActionSandbox) for a team.
 //
@@ -56,5 +56,5 @@ func SelectTeam(header, query string, teams func() []string, decide func(team st
 	}
 	return "", httperr.New(http.StatusBadRequest, CodeTeamRequired,
 		"This key can act for several teams; select one with the header X-Team-Id or the query parameter team_id.",
-		map[string]any{"field": "team_id", "teams": accessible})
+		[]httperr.FieldError{{Field: "team_id", Message: "must name one of the teams this key acts for: " + strings.Join(accessible, ", ")}})
 }

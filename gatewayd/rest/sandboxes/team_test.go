@@ -1,6 +1,7 @@
 package sandboxes
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/modelgate/modelgate/gatewayd/authz"
@@ -73,5 +74,17 @@ func TestSelectTeam(t *testing.T) {
 				t.Errorf("a refusal returned team %q", got)
 			}
 		})
+	}
+}
+
+// TestTeamRequiredNamesTheTeams: with several accessible teams and none selected, the refusal names team_id in
+// the list of {field, message} of every refused field, and its message lists the teams the key may choose.
+func TestTeamRequiredNamesTheTeams(t *testing.T) {
+	_, err := SelectTeam("", "", func() []string { return []string{"blue", "green", "red"} },
+		func(team string) authz.Decision { return authz.Decision{Allowed: team != "blue"} })
+	fields, ok := err.Detail.([]httperr.FieldError)
+	if err == nil || err.Code != CodeTeamRequired || !ok || len(fields) != 1 || fields[0].Field != "team_id" ||
+		!strings.HasSuffix(fields[0].Message, ": green, red") {
+		t.Fatalf("SelectTeam = %#v, want team_required naming team_id and the teams green, red", err)
 	}
 }

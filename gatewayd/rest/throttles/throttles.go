@@ -43,7 +43,7 @@ type Answer struct {
 }
 
 // Handler serves GET /v1/gateway/throttles for workspace ns, whose key the management API's wrapper authenticated
-// and allowed to manage the gateway, as billing.Handler does; optionally narrowed to one group with ?group_id=.
+// and allowed to manage the gateway, as events.Handler does; optionally narrowed to one group with ?group_id=.
 func Handler(store billing.Store, now func() time.Time) func(w http.ResponseWriter, r *http.Request, ns string) {
 	return func(w http.ResponseWriter, r *http.Request, ns string) {
 		ans, err := Count429(r.Context(), store, ns, r.URL.Query().Get("group_id"), now().UTC())

@@ -11,6 +11,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/modelgate/modelgate/api/ids"
 	"github.com/modelgate/modelgate/gatewayd/billing"
 	"github.com/modelgate/modelgate/gatewayd/state/redistest"
 )
@@ -47,7 +48,7 @@ func testCounts(t *testing.T, store billing.Store) {
 	var recs []billing.Record
 	add := func(ns, group, slug string, status int, at time.Time, why *billing.Refusal) {
 		recs = append(recs, billing.Record{Namespace: ns, Refusal: why, Event: billing.Event{
-			IdempotencyKey: billing.NewID("evt_"), RequestID: billing.NewID("req_"), Timestamp: at,
+			IdempotencyKey: ids.New(ids.BillingEvent), RequestID: ids.New(ids.Request), Timestamp: at,
 			GroupID: group, ExternalEntityID: "ext-" + group, ModelSlug: slug, StatusCode: status,
 		}})
 	}
@@ -151,7 +152,7 @@ func TestBoltRollupDropsOldMinutes(t *testing.T) {
 	at := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	rec := func(ts time.Time) billing.Record {
 		return billing.Record{Namespace: "ws", Refusal: rootMinute, Event: billing.Event{
-			IdempotencyKey: billing.NewID("evt_"), Timestamp: ts, GroupID: "g1", ModelSlug: "a", StatusCode: 429}}
+			IdempotencyKey: ids.New(ids.BillingEvent), Timestamp: ts, GroupID: "g1", ModelSlug: "a", StatusCode: 429}}
 	}
 	ctx := context.Background()
 	if err := store.Append(ctx, []billing.Record{rec(at)}); err != nil {

@@ -12,6 +12,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/modelgate/modelgate/api/ids"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/billing"
 	"github.com/modelgate/modelgate/gatewayd/gatewaytest"
@@ -102,7 +103,7 @@ func testRoute(t *testing.T, store billing.Store) {
 	v := view.Empty().With(ns)
 	now := time.Date(2026, 11, 25, 12, 0, 30, 0, time.UTC)
 	ev := func(group, slug string, status int, at time.Time, in, out int64) billing.Record {
-		return billing.Record{Namespace: "ws", Event: billing.Event{IdempotencyKey: billing.NewID("evt_"), Timestamp: at,
+		return billing.Record{Namespace: "ws", Event: billing.Event{IdempotencyKey: ids.New(ids.BillingEvent), Timestamp: at,
 			GroupID: group, ModelSlug: slug, StatusCode: status, Tokens: billing.Tokens{InputTokens: in, OutputTokens: out}}}
 	}
 	if err := store.Append(context.Background(), []billing.Record{

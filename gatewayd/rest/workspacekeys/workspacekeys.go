@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/modelgate/modelgate/api/apikey"
+	"github.com/modelgate/modelgate/api/ids"
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/auth"
@@ -157,7 +158,7 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, c auth.Caller, req 
 	}
 	prefix := apikey.Prefix(plain)
 	k := &gatewayv1.WorkspaceAPIKey{
-		ObjectMeta: metav1.ObjectMeta{Name: kit.NewID("wk-"), Namespace: c.Namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: ids.New(ids.WorkspaceKeyName), Namespace: c.Namespace},
 		Spec: gatewayv1.WorkspaceAPIKeySpec{
 			Type:         t,
 			DisplayName:  req.Name,

@@ -211,6 +211,7 @@ export interface EnvironmentList {
 export interface Error {
   error: string;
   error_code: string;
+  /** When fields are at fault, a list of {field, message} naming each one as the API names it (even for one field); otherwise null or an object the route documents, such as {key_type} on a 403 or {allow} on a 405. */
   detail?: unknown;
 }
 

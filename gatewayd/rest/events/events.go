@@ -1,86 +1,71 @@
-package billing
+// Package events serves GET /v1/gateway/events: the workspace's billing events (one per model call made with a
+// federated key, refusals included) in ascending time order, read from the billing store (billing.Store.List),
+// filtered by time, key prefixes and external entity ids, paged in the {items, pagination} envelope of the other
+// list routes. gatewayd mounts it beside the throttles and usage routes, behind the management wrapper.
+package events
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/modelgate/modelgate/gatewayd/billing"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
+	"github.com/modelgate/modelgate/gatewayd/rest/kit"
 )
-
-// Page sizes of GET /v1/gateway/events.
-const (
-	DefaultLimit = 100
-	MaxLimit     = 1000
-)
-
-type page struct {
-	Items      []Event    `json:"items"`
-	Pagination pagination `json:"pagination"`
-}
-
-type pagination struct {
-	HasMore bool    `json:"has_more"`
-	Cursor  *string `json:"cursor"`
-}
-
-func badRequest(w http.ResponseWriter, field, msg string) {
-	httperr.Write(w, http.StatusBadRequest, httperr.CodeClientError, field+": "+msg, map[string]string{"field": field})
-}
 
 // Handler serves GET /v1/gateway/events for workspace ns, whose key the management API's wrapper authenticated
 // and allowed to manage the gateway: the workspace's events in ascending time order, filtered by start_time
 // (inclusive) and end_time (exclusive), both RFC 3339 or Unix seconds, by api_keys (key prefixes) and
-// external_entity_ids (comma-separated or repeated), paged by limit and cursor in the
-// {items, pagination{has_more, cursor}} envelope of the other list routes.
-func Handler(store Store) func(w http.ResponseWriter, r *http.Request, ns string) {
+// external_entity_ids (comma-separated or repeated), paged by limit (kit.ParseLimit, as every list route) and
+// cursor (the store's own). A refused parameter is 400 invalid_request naming it, as on every route.
+func Handler(store billing.Store) func(w http.ResponseWriter, r *http.Request, ns string) {
 	return func(w http.ResponseWriter, r *http.Request, ns string) {
 		qv := r.URL.Query()
-		var q Query
+		var q billing.Query
 		var err error
 		if q.Start, err = parseTime(qv.Get("start_time")); err != nil {
-			badRequest(w, "start_time", "must be RFC 3339 or Unix seconds")
+			kit.BadRequest(w, "start_time", "start_time must be RFC 3339 or Unix seconds.")
 			return
 		}
 		if q.End, err = parseTime(qv.Get("end_time")); err != nil {
-			badRequest(w, "end_time", "must be RFC 3339 or Unix seconds")
+			kit.BadRequest(w, "end_time", "end_time must be RFC 3339 or Unix seconds.")
 			return
 		}
 		if !q.Start.IsZero() && !q.End.IsZero() && !q.End.After(q.Start) {
-			badRequest(w, "end_time", "must be after start_time")
+			kit.BadRequest(w, "end_time", "end_time must be after start_time.")
 			return
 		}
-		q.Limit = DefaultLimit
-		if s := qv.Get("limit"); s != "" {
-			if q.Limit, err = strconv.Atoi(s); err != nil || q.Limit < 1 || q.Limit > MaxLimit {
-				badRequest(w, "limit", "must be an integer from 1 to "+strconv.Itoa(MaxLimit))
-				return
-			}
+		var ok bool
+		if q.Limit, ok = kit.ParseLimit(w, r); !ok {
+			return
 		}
 		q.Cursor = qv.Get("cursor")
 		q.APIKeyPrefixes = list(qv["api_keys"])
 		q.ExternalEntityIDs = list(qv["external_entity_ids"])
 		events, next, err := store.List(r.Context(), ns, q)
+		if errors.Is(err, billing.ErrCursor) {
+			kit.BadCursor(w)
+			return
+		}
 		if err != nil {
-			if strings.HasPrefix(err.Error(), "cursor:") {
-				badRequest(w, "cursor", "not one this server issued")
-				return
-			}
 			httperr.Write(w, http.StatusServiceUnavailable, httperr.CodeUnavailable, "Billing events could not be read; retry shortly.", nil)
 			return
 		}
-		p := page{Items: events}
+		p := kit.PageJSON[billing.Event]{Items: events}
 		if p.Items == nil {
-			p.Items = []Event{}
+			p.Items = []billing.Event{}
 		}
 		if next != "" {
-			p.Pagination = pagination{HasMore: true, Cursor: &next}
+			p.Pagination = kit.PaginationJSON{HasMore: true, Cursor: &next}
 		}
 		httperr.WriteJSON(w, http.StatusOK, p)
 	}
 }
 
+// parseTime reads RFC 3339 or Unix seconds; the zero time for "".
 func parseTime(s string) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
@@ -91,6 +76,7 @@ func parseTime(s string) (time.Time, error) {
 	return time.Parse(time.RFC3339Nano, s)
 }
 
+// list splits comma-separated and repeated values, dropping empty items.
 func list(vals []string) []string {
 	var out []string
 	for _, v := range vals {
