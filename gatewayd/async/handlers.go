@@ -86,7 +86,7 @@ func (s *Service) accept(w http.ResponseWriter, r *http.Request, caller auth.Cal
 	}
 	body, ferr := ParseBody(b)
 	if ferr != nil {
-		httperr.WriteModelCall(w, http.StatusBadRequest, httperr.CodeClientError, "Invalid "+ferr.Field+": it "+ferr.Message+".", ferr)
+		httperr.WriteModelCall(w, http.StatusBadRequest, httperr.CodeClientError, "Invalid "+ferr.Field+": it "+ferr.Message+".", []httperr.FieldError{*ferr})
 		return
 	}
 	var secret *snapshot.SecretRef
@@ -95,12 +95,12 @@ func (s *Service) accept(w http.ResponseWriter, r *http.Request, caller auth.Cal
 	}
 	if body.WebhookEndpoint != "" {
 		if err := netguard.CheckURL(body.WebhookEndpoint, s.opts.AllowInternalWebhooks); err != nil {
-			fe := httperr.FieldError{Field: "webhook_endpoint", Message: err.Error()}
+			fe := []httperr.FieldError{{Field: "webhook_endpoint", Message: err.Error()}}
 			httperr.WriteModelCall(w, http.StatusBadRequest, httperr.CodeClientError, "Invalid webhook_endpoint: it "+err.Error()+".", fe)
 			return
 		}
 		if secret == nil {
-			fe := httperr.FieldError{Field: "webhook_endpoint", Message: "needs the workspace's signing secret: set Workspace spec.asyncWebhook.secretRef"}
+			fe := []httperr.FieldError{{Field: "webhook_endpoint", Message: "needs the workspace's signing secret: set Workspace spec.asyncWebhook.secretRef"}}
 			httperr.WriteModelCall(w, http.StatusBadRequest, httperr.CodeClientError,
 				"Invalid webhook_endpoint: results are signed with the workspace's asyncWebhook secret, and the Workspace sets none.", fe)
 			return
