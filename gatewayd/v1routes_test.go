@@ -19,6 +19,7 @@ import (
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/billing"
 	"github.com/modelgate/modelgate/gatewayd/gatewaytest"
+	"github.com/modelgate/modelgate/gatewayd/route"
 )
 
 // gatewaydV1Routes are the /v1 routes gatewayd serves from its own parts (v1Routes in management.go).
@@ -179,5 +180,20 @@ func TestEveryV1RouteIsWrapped(t *testing.T) {
 	}
 	if checked < 40 {
 		t.Fatalf("only %d /v1 routes checked", checked)
+	}
+}
+
+// TestEveryRouteFamilyIsServed: every route of gatewayd/route's families (a verb under the four ways of naming a
+// deployment) is served, the async ones when async inference is on, so a family added to the table and left without
+// a handler fails here rather than answering 404 in production.
+func TestEveryRouteFamilyIsServed(t *testing.T) {
+	f := newFixture(t, fixtureOpts{async: true})
+	served := f.gw.Routes()
+	for _, fam := range route.Families {
+		for _, p := range fam.Patterns() {
+			if !slices.Contains(served, p) {
+				t.Errorf("%s is in the route table (gatewayd/route) but gatewayd serves no such route: register the family's handler", p)
+			}
+		}
 	}
 }
