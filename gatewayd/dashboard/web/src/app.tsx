@@ -109,6 +109,11 @@ export function App() {
     case "models": page = <ModelsPage />; break;
     case "tree": page = <GroupTree query={query} />; break;
     case "none": page = <main id="main"><h1>Nothing to show</h1><p>This key ({who.key_type}) may not use any dashboard screen.</p></main>; break;
+    default: {
+      // Every screen of router.tsx's Route has its case: a new one without it does not compile.
+      const unhandled: never = route;
+      return unhandled;
+    }
   }
   return (
     <>
