@@ -334,8 +334,7 @@ func TestGoldenCoversEveryInput(t *testing.T) {
 			t.Errorf("no row for action %s", a)
 		}
 	}
-	for _, k := range []gatewayv1.WorkspaceKeyType{gatewayv1.KeyTypePersonal, gatewayv1.KeyTypeManageAll,
-		gatewayv1.KeyTypeInvoke, gatewayv1.KeyTypeExportMetrics, gatewayv1.KeyTypeManageAPIKeys} {
+	for _, k := range gatewayv1.KeyTypes {
 		if !types[k] {
 			t.Errorf("no row for key type %s", k)
 		}
