@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gatewayd/rest/resttest"
 	"github.com/modelgate/modelgate/test/apibody"
 )
 
@@ -19,7 +20,7 @@ var _ = Describe("Group dry runs", Ordered, func() {
 
 	groupsWithExt := func(ext string) []gatewayv1.Group {
 		var list gatewayv1.GroupList
-		Expect(k8s.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{gatewayv1.FieldGroupExternalID: ext})).To(Succeed())
+		Expect(resttest.Client.List(resttest.Ctx, &list, client.InNamespace(ns), client.MatchingFields{gatewayv1.FieldGroupExternalID: ext})).To(Succeed())
 		return list.Items
 	}
 	rpm := func(n int) map[string]any {
@@ -27,44 +28,44 @@ var _ = Describe("Group dry runs", Ordered, func() {
 	}
 
 	BeforeAll(func() {
-		ns, admin = workspace(gatewayv1.KeyTypeManageAll, "")
-		r := call(server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("dry-root", "CASCADING", nil, rpm(100)))
-		Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
-		root = r.body
+		ns, admin = resttest.Workspace(gatewayv1.KeyTypeManageAll, "")
+		r := resttest.Call(resttest.Server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("dry-root", "CASCADING", nil, rpm(100)))
+		Expect(r.Code).To(Equal(http.StatusCreated), "%s", r)
+		root = r.Body
 	})
 
 	It("refuses a child above its parent in the webhook's words, and stores nothing", func() {
-		r := call(server, admin, http.MethodPost, "/v1/gateway/groups?dry_run=true", apibody.Group("dry-child", "", root["id"], rpm(200)))
-		Expect(r.code).To(Equal(http.StatusBadRequest), "%s", r)
-		Expect(r.body["error"]).To(Equal(cascadeMsg))
-		Expect(r.body["error_code"]).To(Equal("child_exceeds_parent_limit"))
-		Expect(r.body["detail"]).To(ContainElement(HaveKeyWithValue("field", "models[0].rate_limits[0].threshold")))
+		r := resttest.Call(resttest.Server, admin, http.MethodPost, "/v1/gateway/groups?dry_run=true", apibody.Group("dry-child", "", root["id"], rpm(200)))
+		Expect(r.Code).To(Equal(http.StatusBadRequest), "%s", r)
+		Expect(r.Body["error"]).To(Equal(cascadeMsg))
+		Expect(r.Body["error_code"]).To(Equal("child_exceeds_parent_limit"))
+		Expect(r.Body["detail"]).To(ContainElement(HaveKeyWithValue("field", "models[0].rate_limits[0].threshold")))
 		Expect(groupsWithExt("dry-child")).To(BeEmpty())
 	})
 
 	It("answers the group a valid create would make, without making it", func() {
-		r := call(server, admin, http.MethodPost, "/v1/gateway/groups?dry_run=true", apibody.Group("dry-child", "", root["id"], rpm(50)))
-		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
-		conform("Group", r.raw)
-		Expect(r.body["hierarchy"]).To(HaveKeyWithValue("parent_group_id", root["id"]))
+		r := resttest.Call(resttest.Server, admin, http.MethodPost, "/v1/gateway/groups?dry_run=true", apibody.Group("dry-child", "", root["id"], rpm(50)))
+		Expect(r.Code).To(Equal(http.StatusOK), "%s", r)
+		resttest.Conform("Group", r.Raw)
+		Expect(r.Body["hierarchy"]).To(HaveKeyWithValue("parent_group_id", root["id"]))
 		Expect(groupsWithExt("dry-child")).To(BeEmpty())
 	})
 
 	It("answers a PATCH as it would be, and leaves the group as it was", func() {
 		id := root["id"].(string)
-		r := call(server, admin, http.MethodPatch, "/v1/gateway/groups/"+id+"?dry_run=true", map[string]any{"models": []map[string]any{rpm(300)}})
-		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
-		Expect(r.body["models"].([]any)[0].(map[string]any)["rate_limits"]).To(ConsistOf(HaveKeyWithValue("threshold", 300.0)))
+		r := resttest.Call(resttest.Server, admin, http.MethodPatch, "/v1/gateway/groups/"+id+"?dry_run=true", map[string]any{"models": []map[string]any{rpm(300)}})
+		Expect(r.Code).To(Equal(http.StatusOK), "%s", r)
+		Expect(r.Body["models"].([]any)[0].(map[string]any)["rate_limits"]).To(ConsistOf(HaveKeyWithValue("threshold", 300.0)))
 		var g gatewayv1.Group
-		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: id}, &g)).To(Succeed())
+		Expect(resttest.Client.Get(resttest.Ctx, client.ObjectKey{Namespace: ns, Name: id}, &g)).To(Succeed())
 		Expect(g.Spec.Models[0].RateLimits[0].Threshold).To(Equal(int64(100)))
-		got := call(server, admin, http.MethodGet, "/v1/gateway/groups/"+id, nil)
-		Expect(got.body["models"].([]any)[0].(map[string]any)["rate_limits"]).To(ConsistOf(HaveKeyWithValue("threshold", 100.0)))
+		got := resttest.Call(resttest.Server, admin, http.MethodGet, "/v1/gateway/groups/"+id, nil)
+		Expect(got.Body["models"].([]any)[0].(map[string]any)["rate_limits"]).To(ConsistOf(HaveKeyWithValue("threshold", 100.0)))
 	})
 
 	It("refuses a dry_run that is neither true nor false", func() {
-		r := call(server, admin, http.MethodPatch, "/v1/gateway/groups/"+root["id"].(string)+"?dry_run=yes", map[string]any{"models": []map[string]any{rpm(300)}})
-		Expect(r.code).To(Equal(http.StatusBadRequest), "%s", r)
-		Expect(r.body["detail"]).To(ContainElement(HaveKeyWithValue("field", "dry_run")))
+		r := resttest.Call(resttest.Server, admin, http.MethodPatch, "/v1/gateway/groups/"+root["id"].(string)+"?dry_run=yes", map[string]any{"models": []map[string]any{rpm(300)}})
+		Expect(r.Code).To(Equal(http.StatusBadRequest), "%s", r)
+		Expect(r.Body["detail"]).To(ContainElement(HaveKeyWithValue("field", "dry_run")))
 	})
 })
