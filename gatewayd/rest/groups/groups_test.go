@@ -1,4 +1,4 @@
-package rest_test
+package groups_test
 
 import (
 	"context"
@@ -302,12 +302,6 @@ var _ = Describe("Group pagination", func() {
 	})
 })
 
-type fixedUsage struct{ n int64 }
-
-func (u fixedUsage) DailyUsage(_ context.Context, _, _, _, _ string, _ time.Time) (int64, error) {
-	return u.n, nil
-}
-
 // usageByGroup answers each group's counters from a table, so a test sees which group's counter was read.
 type usageByGroup map[string]int64
 
@@ -318,7 +312,7 @@ func (u usageByGroup) DailyUsage(_ context.Context, _, group, _, _ string, _ tim
 var _ = Describe("Group usage", func() {
 	It("reports the group's own DAY limits with current usage and the next UTC midnight", func() {
 		now := time.Date(2026, 3, 14, 15, 9, 26, 0, time.UTC)
-		srv := resttest.Serve(rest.Options{Usage: fixedUsage{n: 42}, Clock: func() time.Time { return now }})
+		srv := resttest.Serve(rest.Options{Usage: resttest.FixedUsage{N: 42}, Clock: func() time.Time { return now }})
 		_, admin := resttest.Workspace(gatewayv1.KeyTypeManageAll, "")
 		r := resttest.Call(srv, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-usage", "", nil,
 			apibody.Model("demo/echo", []map[string]any{apibody.Limit("REQUEST", "MINUTE", 10)}, []map[string]any{apibody.Limit("TOKEN", "DAY", 5000), apibody.Limit("REQUEST", "DAY", 100)}),

@@ -1,4 +1,4 @@
-package rest_test
+package groups_test
 
 import (
 	"context"
