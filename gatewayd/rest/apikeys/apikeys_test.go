@@ -1,4 +1,4 @@
-package rest_test
+package apikeys_test
 
 import (
 	"crypto/ed25519"
