@@ -1,4 +1,4 @@
-package rest_test
+package chains_test
 
 import (
 	"net/http"
