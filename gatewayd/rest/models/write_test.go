@@ -1,4 +1,4 @@
-package rest_test
+package models_test
 
 import (
 	"net/http"
