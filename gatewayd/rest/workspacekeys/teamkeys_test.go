@@ -1,4 +1,4 @@
-package rest_test
+package workspacekeys_test
 
 import (
 	"crypto/sha256"
