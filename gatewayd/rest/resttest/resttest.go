@@ -113,7 +113,7 @@ func Serve(opts rest.Options) *httptest.Server {
 	return srv
 }
 
-// Clock is a settable clock for rest.Options.Clock.
+// Clock is a settable time source for rest.Options.Clock.
 type Clock struct {
 	mu  sync.Mutex
 	now time.Time
