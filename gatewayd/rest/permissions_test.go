@@ -18,7 +18,7 @@ import (
 	"github.com/modelgate/modelgate/test/kubetest"
 )
 
-// The workspace-key permission model over real sockets, against the real API resttest.Server, webhooks and materializer:
+// The workspace-key permission model over real sockets, against the real API server, webhooks and materializer:
 // the Workspace lists its members (ada is an organization ADMIN; tia and mo are MEMBERs), tia is ADMIN of team ml,
 // mo is MEMBER of ml and ADMIN of team ops. Every PERSONAL key acts with these roles as the snapshot holds them.
 var _ = Describe("Workspace-key permissions", Ordered, func() {

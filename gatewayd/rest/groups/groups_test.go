@@ -460,7 +460,7 @@ func (l *countingLister) List(ctx context.Context, list client.ObjectList, opts 
 }
 
 var _ = Describe("Listing groups", func() {
-	It("reads the namespace through the Lister (gatewayd's informer cache), not the API resttest.Server, page after page", func() {
+	It("reads the namespace through the Lister (gatewayd's informer cache), not the API server, page after page", func() {
 		lister := &countingLister{Reader: resttest.Client}
 		srv := resttest.Serve(rest.Options{Lister: lister})
 		_, admin := resttest.Workspace(gatewayv1.KeyTypeManageAll, "")
