@@ -20,9 +20,9 @@ import (
 
 var openAPI map[string]any
 
-// OpenAPIPath is the path of the API's OpenAPI document, gatewayd/rest/openapi.json, found from this package's
+// openAPIPath is the path of the API's OpenAPI document, gatewayd/rest/openapi.json, found from this package's
 // source so that a suite reads it from any directory.
-func OpenAPIPath() string {
+func openAPIPath() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "openapi.json")
 }
@@ -30,7 +30,7 @@ func OpenAPIPath() string {
 // OpenAPI is the API's OpenAPI document, decoded once.
 func OpenAPI() map[string]any {
 	if openAPI == nil {
-		raw, err := os.ReadFile(OpenAPIPath())
+		raw, err := os.ReadFile(openAPIPath())
 		Expect(err).NotTo(HaveOccurred())
 		Expect(json.Unmarshal(raw, &openAPI)).To(Succeed())
 	}
