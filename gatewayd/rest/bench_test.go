@@ -21,6 +21,7 @@ import (
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/rest"
+	"github.com/modelgate/modelgate/gatewayd/rest/resttest"
 )
 
 // BenchmarkApplyToEnforced measures apply-to-enforced latency through the real control plane (envtest, webhooks,
@@ -37,18 +38,18 @@ func BenchmarkApplyToEnforced(b *testing.B) {
 	logf.SetLogger(logr.Discard())
 	bctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	env, err := startControlPlane(bctx)
+	env, err := resttest.StartControlPlane(bctx)
 	defer func() { _ = env.Stop() }()
 	if err != nil {
 		b.Fatal(err)
 	}
 	c := env.Client
-	d := &snapshotDirectory{c: c}
+	d := resttest.NewDirectory(c)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "bench-"}}
 	if err := c.Create(bctx, ns); err != nil {
 		b.Fatal(err)
 	}
-	d.add(ns.Name)
+	d.Add(ns.Name)
 	key := "mgw_benchbenchbe.S3cr3tS3cr3tS3cr3tS3cr3tS3cr3tAb"
 	sum := sha256.Sum256([]byte(key))
 	if err := c.Create(bctx, &gatewayv1.WorkspaceAPIKey{

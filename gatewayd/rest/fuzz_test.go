@@ -19,6 +19,7 @@ import (
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/rest"
+	"github.com/modelgate/modelgate/gatewayd/rest/resttest"
 )
 
 // fixedDirectory authenticates one admin key and reports every snapshot wait as satisfied.
@@ -70,7 +71,7 @@ func FuzzHandlers(f *testing.F) {
 	c := fake.NewClientBuilder().WithScheme(scheme).WithRuntimeObjects(seed...).Build()
 	mux := http.NewServeMux()
 	rest.New(rest.Options{
-		Client: c, Directory: fixedDirectory{key: key}, Usage: fixedUsage{n: 1},
+		Client: c, Directory: fixedDirectory{key: key}, Usage: resttest.FixedUsage{N: 1},
 		// A clock that moves a second per reading keeps the management rate limit out of the fuzzer's way.
 		Clock: func() time.Time { return time.Unix(tick.Add(1), 0) },
 	}).Register(mux)

@@ -3,239 +3,44 @@ package rest_test
 import (
 	"encoding/json"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/rest"
-	"github.com/modelgate/modelgate/test/apibody"
+	"github.com/modelgate/modelgate/gatewayd/rest/resttest"
 )
-
-var _ = Describe("Endpoints", func() {
-	It("creates, lists, gets, updates and deletes endpoints; a taken slug is a 409", func() {
-		ns, admin := workspace(gatewayv1.KeyTypeManageAll, "")
-		body := map[string]any{"slug": "demo/echo", "targets": []any{map[string]any{
-			"provider": "OPENAI", "base_url": "http://127.0.0.1:9999/v1", "target_model": "echo",
-			"api_key_secret_ref": map[string]any{"name": "upstream", "key": "api_key"},
-		}}}
-		r := call(server, admin, http.MethodPost, "/v1/gateway/endpoints", body)
-		Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
-		conform("Endpoint", r.raw)
-		id := r.body["id"].(string)
-		Expect(id).To(MatchRegexp(`^ep-[0-9a-z]{16}$`))
-		Expect(r.body["slug"]).To(Equal("demo/echo"))
-		Expect(slices.ContainsFunc(mustSnapshot(ns).Endpoints, func(e snapshot.Endpoint) bool { return e.ID == id })).To(BeTrue())
-
-		expectError(call(server, admin, http.MethodPost, "/v1/gateway/endpoints", body), http.StatusConflict, "conflict")
-
-		r = call(server, admin, http.MethodGet, "/v1/gateway/endpoints", nil)
-		Expect(r.code).To(Equal(http.StatusOK))
-		conform("EndpointPage", r.raw)
-		Expect(r.body["items"]).To(HaveLen(1))
-
-		r = call(server, admin, http.MethodPatch, "/v1/gateway/endpoints/"+id, map[string]any{"targets": []any{map[string]any{
-			"provider": "OPENAI", "base_url": "http://127.0.0.1:9998/v1",
-		}}, "timeout_ms": 1500})
-		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
-		conform("Endpoint", r.raw)
-		Expect(r.body["targets"]).To(Equal([]any{map[string]any{"provider": "OPENAI", "base_url": "http://127.0.0.1:9998/v1"}}))
-		Expect(r.body["timeout_ms"]).To(Equal(1500.0))
-		s := mustSnapshot(ns)
-		Expect(s.Endpoints).To(HaveLen(1))
-		Expect(s.Endpoints[0].Targets[0].BaseURL).To(Equal("http://127.0.0.1:9998/v1"))
-
-		expectError(call(server, admin, http.MethodPatch, "/v1/gateway/endpoints/"+id, map[string]any{"slug": "x"}), http.StatusBadRequest, "invalid_request")
-		r = call(server, admin, http.MethodPatch, "/v1/gateway/endpoints/"+id, map[string]any{"targets": []any{map[string]any{
-			"provider": "OPENAI", "base_url": "ftp://nope",
-		}}})
-		expectError(r, http.StatusBadRequest, "invalid_request")
-		Expect(r.body["error"]).To(ContainSubstring("base_url"))
-
-		r = call(server, admin, http.MethodDelete, "/v1/gateway/endpoints/"+id, nil)
-		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
-		conform("DeletedEndpoint", r.raw)
-		Expect(mustSnapshot(ns).Endpoints).To(BeEmpty())
-		expectError(call(server, admin, http.MethodGet, "/v1/gateway/endpoints/"+id, nil), http.StatusNotFound, "not_found")
-	})
-})
-
-var _ = Describe("Endpoint upstream hosts", func() {
-	It("refuses a base_url whose host the upstream Secret does not list, naming targets[0].base_url and the rule", func() {
-		ns, admin := workspace(gatewayv1.KeyTypeManageAll, "")
-		Expect(k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "provider",
-			Labels:      map[string]string{gatewayv1.LabelUpstreamCredential: "true"},
-			Annotations: map[string]string{gatewayv1.AnnotationUpstreamHosts: "api.example.com"}},
-			StringData: map[string]string{"api_key": "sk-provider"}})).To(Succeed())
-		target := func(base string) []any {
-			return []any{map[string]any{"provider": "OPENAI", "base_url": base, "api_key_secret_ref": map[string]any{"name": "provider"}}}
-		}
-		const rule = "may be sent only to the hosts its annotation " + gatewayv1.AnnotationUpstreamHosts + " lists"
-		r := call(server, admin, http.MethodPost, "/v1/gateway/endpoints", map[string]any{"slug": "x/stolen", "targets": target("https://attacker.example.org/v1")})
-		expectError(r, http.StatusBadRequest, "invalid_request")
-		Expect(r.raw).To(ContainSubstring(`"field":"targets[0].base_url"`))
-		Expect(r.raw).To(ContainSubstring(rule))
-
-		r = call(server, admin, http.MethodPost, "/v1/gateway/endpoints", map[string]any{"slug": "x/home", "targets": target("https://api.example.com/v1")})
-		Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
-		r = call(server, admin, http.MethodPatch, "/v1/gateway/endpoints/"+r.body["id"].(string), map[string]any{"targets": target("https://attacker.example.org/v1")})
-		expectError(r, http.StatusBadRequest, "invalid_request")
-		Expect(r.raw).To(ContainSubstring(`"field":"targets[0].base_url"`))
-		Expect(r.raw).To(ContainSubstring(rule))
-	})
-})
-
-var _ = Describe("Authentication and workspace keys", Ordered, func() {
-	var ns, admin, member, manager string
-
-	BeforeAll(func() {
-		ns, admin = workspace(gatewayv1.KeyTypePersonal, gatewayv1.OrgRoleAdmin)
-		member = seedKey(ns, gatewayv1.KeyTypePersonal, gatewayv1.OrgRoleMember, "user-2")
-	})
-
-	It("answers 401 without a key or with an unknown one, and accepts both Bearer and Api-Key", func() {
-		expectError(call(server, "", http.MethodGet, "/v1/gateway/groups", nil), http.StatusUnauthorized, "unauthorized")
-		expectError(call(server, "mgw_unknown00000.nope", http.MethodGet, "/v1/gateway/groups", nil), http.StatusUnauthorized, "unauthorized")
-		expectError(call(server, "", http.MethodGet, "/v1/gateway/groups", nil, "Authorization", "Basic "+admin), http.StatusUnauthorized, "unauthorized")
-		Expect(call(server, admin, http.MethodGet, "/v1/gateway/groups", nil).code).To(Equal(http.StatusOK))
-		Expect(call(server, "", http.MethodGet, "/v1/gateway/groups", nil, "Authorization", "Api-Key "+admin).code).To(Equal(http.StatusOK))
-	})
-
-	It("refuses federated keys on management routes", func() {
-		r := call(server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-auth", "", nil, apibody.Model("demo/echo", nil, nil)))
-		Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
-		r = call(server, admin, http.MethodPost, "/v1/gateway/groups/"+r.body["id"].(string)+"/api_keys", nil)
-		Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
-		expectError(call(server, r.body["api_key"].(string), http.MethodGet, "/v1/gateway/groups", nil), http.StatusUnauthorized, "unauthorized")
-	})
-
-	It("lets an admin create a key-management key that works at once", func() {
-		r := call(server, admin, http.MethodPost, "/v1/api_keys", map[string]any{"type": "WORKSPACE_MANAGE_API_KEYS", "name": "key-admin"})
-		Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
-		conform("CreatedWorkspaceKey", r.raw)
-		manager = r.body["api_key"].(string)
-		Expect(manager).To(MatchRegexp(`^mgw_[0-9A-Za-z]{12}\.[0-9A-Za-z]{32}$`))
-		Expect(call(server, manager, http.MethodGet, "/v1/api_keys", nil).code).To(Equal(http.StatusOK))
-	})
-
-	It("gives each key type only its routes", func() {
-		expectError(call(server, manager, http.MethodGet, "/v1/gateway/groups", nil), http.StatusForbidden, "forbidden")
-		expectError(call(server, member, http.MethodGet, "/v1/gateway/groups", nil), http.StatusForbidden, "forbidden")
-		for _, typ := range []gatewayv1.WorkspaceKeyType{gatewayv1.KeyTypeInvoke, gatewayv1.KeyTypeExportMetrics} {
-			k := seedKey(ns, typ, "", "")
-			expectError(call(server, k, http.MethodGet, "/v1/gateway/groups", nil), http.StatusForbidden, "forbidden")
-			expectError(call(server, k, http.MethodGet, "/v1/api_keys", nil), http.StatusForbidden, "forbidden")
-		}
-		manageAll := seedKey(ns, gatewayv1.KeyTypeManageAll, "", "")
-		expectError(call(server, manageAll, http.MethodGet, "/v1/api_keys", nil), http.StatusForbidden, "forbidden")
-	})
-
-	It("lets a key-management key create team keys only, and see and revoke team and personal keys", func() {
-		Expect(k8s.Create(ctx, &gatewayv1.Team{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Namespace: ns},
-			Spec: gatewayv1.TeamSpec{DisplayName: "Team A"}})).To(Succeed())
-		r := call(server, manager, http.MethodPost, "/v1/api_keys", map[string]any{"type": "WORKSPACE_INVOKE", "name": "inference", "team_id": "team-a", "model_ids": []string{"demo/echo"}})
-		Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
-		invoke := r.body["api_key"].(string)
-		expectError(call(server, manager, http.MethodPost, "/v1/api_keys", map[string]any{"type": "PERSONAL", "name": "p"}), http.StatusForbidden, "forbidden")
-		expectError(call(server, manager, http.MethodPost, "/v1/api_keys", map[string]any{"type": "WORKSPACE_MANAGE_API_KEYS", "name": "m"}), http.StatusForbidden, "forbidden")
-		expectError(call(server, manager, http.MethodPost, "/v1/api_keys", map[string]any{"type": "ROOT", "name": "m"}), http.StatusBadRequest, "invalid_request")
-		expectError(call(server, manager, http.MethodPost, "/v1/api_keys", map[string]any{"type": "WORKSPACE_INVOKE", "name": "Not Valid"}), http.StatusBadRequest, "invalid_request")
-
-		r = call(server, manager, http.MethodGet, "/v1/api_keys", nil)
-		Expect(r.code).To(Equal(http.StatusOK))
-		conform("WorkspaceKeyList", r.raw)
-		types := keyTypes(r)
-		Expect(types).To(ContainElements("WORKSPACE_INVOKE", "PERSONAL"))
-		var managers []string
-		for _, k := range r.body["keys"].([]any) {
-			if k.(map[string]any)["type"] == "WORKSPACE_MANAGE_API_KEYS" {
-				managers = append(managers, k.(map[string]any)["prefix"].(string))
-			}
-		}
-		Expect(managers).To(Equal([]string{manager[:16]}), "of the management keys, a key-management key sees only itself")
-		for _, k := range r.body["keys"].([]any) {
-			if k.(map[string]any)["type"] == "PERSONAL" {
-				Expect(k.(map[string]any)["owner"]).To(HaveKey("user_id"))
-			}
-		}
-
-		r = call(server, manager, http.MethodDelete, "/v1/api_keys/"+invoke[:16], nil)
-		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
-		Expect(r.body).To(Equal(map[string]any{"prefix": invoke[:16]}))
-		expectError(call(server, invoke, http.MethodGet, "/v1/api_keys", nil), http.StatusUnauthorized, "unauthorized")
-		expectError(call(server, manager, http.MethodDelete, "/v1/api_keys/"+invoke[:16], nil), http.StatusNotFound, "not_found")
-		// It sees its own record, but only organization admins revoke management keys.
-		expectError(call(server, manager, http.MethodDelete, "/v1/api_keys/"+manager[:16], nil), http.StatusForbidden, "forbidden")
-	})
-
-	It("lets a member see only their own personal keys and the keys they created", func() {
-		r := call(server, member, http.MethodPost, "/v1/api_keys", map[string]any{"type": "PERSONAL", "name": "laptop"})
-		Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
-		expectError(call(server, member, http.MethodPost, "/v1/api_keys", map[string]any{"type": "WORKSPACE_MANAGE_ALL", "name": "team"}), http.StatusForbidden, "forbidden")
-		r = call(server, member, http.MethodGet, "/v1/api_keys", nil)
-		Expect(r.code).To(Equal(http.StatusOK))
-		Expect(r.body["keys"]).To(HaveLen(2), "the seeded key and the new one: %s", r)
-		for _, k := range r.body["keys"].([]any) {
-			Expect(k.(map[string]any)["owner"].(map[string]any)["user_id"]).To(Equal("user-2"))
-		}
-		r = call(server, admin, http.MethodGet, "/v1/api_keys", nil)
-		Expect(keyTypes(r)).To(ContainElement("WORKSPACE_MANAGE_API_KEYS"), "admins see every key")
-		expectError(call(server, member, http.MethodDelete, "/v1/api_keys/"+admin[:16], nil), http.StatusNotFound, "not_found")
-	})
-})
-
-func keyTypes(r response) []string {
-	var out []string
-	for _, k := range r.body["keys"].([]any) {
-		out = append(out, k.(map[string]any)["type"].(string))
-	}
-	return out
-}
-
-// clock is a settable time source for rate-limit specs.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *clock) Add(d time.Duration) { c.mu.Lock(); defer c.mu.Unlock(); c.now = c.now.Add(d) }
 
 var _ = Describe("Management rate limits", func() {
 	It("refuses the 101st call of a key on a route within a second with the exact body, and only that", func() {
-		clk := &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 250_000_000, time.UTC)}
-		srv := serve(rest.Options{Clock: clk.Now})
-		ns, admin := workspace(gatewayv1.KeyTypeManageAll, "")
-		other := seedKey(ns, gatewayv1.KeyTypeManageAll, "", "")
+		clk := resttest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 250_000_000, time.UTC))
+		srv := resttest.Serve(rest.Options{Clock: clk.Now})
+		ns, admin := resttest.Workspace(gatewayv1.KeyTypeManageAll, "")
+		other := resttest.SeedKey(ns, gatewayv1.KeyTypeManageAll, "", "")
 		for i := range 100 {
-			r := call(srv, admin, http.MethodGet, "/v1/gateway/groups/grp-missing0000000", nil)
-			Expect(r.code).To(Equal(http.StatusNotFound), "call %d", i+1)
+			r := resttest.Call(srv, admin, http.MethodGet, "/v1/gateway/groups/grp-missing0000000", nil)
+			Expect(r.Code).To(Equal(http.StatusNotFound), "call %d", i+1)
 		}
-		r := call(srv, admin, http.MethodGet, "/v1/gateway/groups/grp-missing0000000", nil)
-		Expect(r.code).To(Equal(http.StatusTooManyRequests))
-		Expect(r.header.Get("Retry-After")).To(Equal("1"))
+		r := resttest.Call(srv, admin, http.MethodGet, "/v1/gateway/groups/grp-missing0000000", nil)
+		Expect(r.Code).To(Equal(http.StatusTooManyRequests))
+		Expect(r.Header.Get("Retry-After")).To(Equal("1"))
 		var body map[string]any
-		Expect(json.Unmarshal(r.raw, &body)).To(Succeed())
+		Expect(json.Unmarshal(r.Raw, &body)).To(Succeed())
 		Expect(body).To(Equal(map[string]any{"error": "Rate limit exceeded. Please try again later.", "retry_after": 1.0}))
-		conform("RateLimited", r.raw)
+		resttest.Conform("RateLimited", r.Raw)
 
 		By("counting per route pattern, not per path")
-		Expect(call(srv, admin, http.MethodGet, "/v1/gateway/groups/grp-other000000000", nil).code).To(Equal(http.StatusTooManyRequests))
+		Expect(resttest.Call(srv, admin, http.MethodGet, "/v1/gateway/groups/grp-other000000000", nil).Code).To(Equal(http.StatusTooManyRequests))
 		By("leaving other routes and other keys alone")
-		Expect(call(srv, admin, http.MethodGet, "/v1/gateway/endpoints", nil).code).To(Equal(http.StatusOK))
-		Expect(call(srv, other, http.MethodGet, "/v1/gateway/groups/grp-missing0000000", nil).code).To(Equal(http.StatusNotFound))
+		Expect(resttest.Call(srv, admin, http.MethodGet, "/v1/gateway/endpoints", nil).Code).To(Equal(http.StatusOK))
+		Expect(resttest.Call(srv, other, http.MethodGet, "/v1/gateway/groups/grp-missing0000000", nil).Code).To(Equal(http.StatusNotFound))
 		By("freeing the window when the second is over")
 		clk.Add(750 * time.Millisecond)
-		Expect(call(srv, admin, http.MethodGet, "/v1/gateway/groups/grp-missing0000000", nil).code).To(Equal(http.StatusNotFound))
+		Expect(resttest.Call(srv, admin, http.MethodGet, "/v1/gateway/groups/grp-missing0000000", nil).Code).To(Equal(http.StatusNotFound))
 	})
 
 	It("walks the table row by row: each row is its own bucket per key, and its 429 is exact", func() {
@@ -263,66 +68,68 @@ var _ = Describe("Management rate limits", func() {
 			{"DELETE", deployments + "production", 100, time.Second},
 			{"POST", "/v1/models/rl-model/environments/production/activate", 100, time.Second},
 		}
-		clk := &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 250_000_000, time.UTC)}
-		srv := serve(rest.Options{Clock: clk.Now})
-		ns, key := workspace(gatewayv1.KeyTypeManageAll, "")
-		other := seedKey(ns, gatewayv1.KeyTypeManageAll, "", "")
+		clk := resttest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 250_000_000, time.UTC))
+		srv := resttest.Serve(rest.Options{Clock: clk.Now})
+		ns, key := resttest.Workspace(gatewayv1.KeyTypeManageAll, "")
+		other := resttest.SeedKey(ns, gatewayv1.KeyTypeManageAll, "", "")
 		for _, rw := range table {
 			By(rw.method + " " + rw.path)
 			// A new minute: every window of the previous row is over.
 			clk.Add(time.Minute)
 			for i := range rw.n {
-				r := call(srv, key, rw.method, rw.path, nil)
-				Expect(r.code).NotTo(Equal(http.StatusTooManyRequests), "%s %s: call %d of %d refused", rw.method, rw.path, i+1, rw.n)
+				r := resttest.Call(srv, key, rw.method, rw.path, nil)
+				Expect(r.Code).NotTo(Equal(http.StatusTooManyRequests), "%s %s: call %d of %d refused", rw.method, rw.path, i+1, rw.n)
 			}
-			r := call(srv, key, rw.method, rw.path, nil)
+			r := resttest.Call(srv, key, rw.method, rw.path, nil)
 			wait := clk.Now().Truncate(rw.window).Add(rw.window).Sub(clk.Now())
 			secs := int((wait + time.Second - 1) / time.Second)
-			Expect(r.code).To(Equal(http.StatusTooManyRequests), "%s %s: call %d: %s", rw.method, rw.path, rw.n+1, r)
-			Expect(r.header.Get("Retry-After")).To(Equal(strconv.Itoa(secs)))
-			Expect(r.body).To(Equal(map[string]any{"error": "Rate limit exceeded. Please try again later.", "retry_after": float64(secs)}))
-			conform("RateLimited", r.raw)
+			Expect(r.Code).To(Equal(http.StatusTooManyRequests), "%s %s: call %d: %s", rw.method, rw.path, rw.n+1, r)
+			Expect(r.Header.Get("Retry-After")).To(Equal(strconv.Itoa(secs)))
+			Expect(r.Body).To(Equal(map[string]any{"error": "Rate limit exceeded. Please try again later.", "retry_after": float64(secs)}))
+			resttest.Conform("RateLimited", r.Raw)
 
 			for _, neighbour := range table {
 				if neighbour != rw {
-					r := call(srv, key, neighbour.method, neighbour.path, nil)
-					Expect(r.code).NotTo(Equal(http.StatusTooManyRequests), "%s %s shares the bucket of %s %s", neighbour.method, neighbour.path, rw.method, rw.path)
+					r := resttest.Call(srv, key, neighbour.method, neighbour.path, nil)
+					Expect(r.Code).NotTo(Equal(http.StatusTooManyRequests), "%s %s shares the bucket of %s %s", neighbour.method, neighbour.path, rw.method, rw.path)
 				}
 			}
-			r = call(srv, other, rw.method, rw.path, nil)
-			Expect(r.code).NotTo(Equal(http.StatusTooManyRequests), "another key shares the bucket of %s %s", rw.method, rw.path)
+			r = resttest.Call(srv, other, rw.method, rw.path, nil)
+			Expect(r.Code).NotTo(Equal(http.StatusTooManyRequests), "another key shares the bucket of %s %s", rw.method, rw.path)
 		}
 	})
 })
 
 var _ = Describe("Bad input", func() {
 	It("answers a clear 4xx for malformed JSON, unknown fields, wrong types, huge bodies and invalid ids", func() {
-		_, admin := workspace(gatewayv1.KeyTypeManageAll, "")
-		post := func(body any) response { return call(server, admin, http.MethodPost, "/v1/gateway/groups", body) }
+		_, admin := resttest.Workspace(gatewayv1.KeyTypeManageAll, "")
+		post := func(body any) resttest.Response {
+			return resttest.Call(resttest.Server, admin, http.MethodPost, "/v1/gateway/groups", body)
+		}
 
-		expectError(post(`{"metadata":`), http.StatusBadRequest, "malformed_json")
-		expectError(post(`not json`), http.StatusBadRequest, "malformed_json")
-		expectError(post(``), http.StatusBadRequest, "malformed_json")
-		expectError(post(`{"models":[]} {"again":1}`), http.StatusBadRequest, "malformed_json")
+		resttest.ExpectError(post(`{"metadata":`), http.StatusBadRequest, "malformed_json")
+		resttest.ExpectError(post(`not json`), http.StatusBadRequest, "malformed_json")
+		resttest.ExpectError(post(``), http.StatusBadRequest, "malformed_json")
+		resttest.ExpectError(post(`{"models":[]} {"again":1}`), http.StatusBadRequest, "malformed_json")
 
 		r := post(`{"metadata":{"external_entity_id":"x"},"models":[{"slug":"a"}],"colour":"red"}`)
-		expectError(r, http.StatusBadRequest, "unknown_field")
-		Expect(r.body["error"]).To(ContainSubstring("colour"))
+		resttest.ExpectError(r, http.StatusBadRequest, "unknown_field")
+		Expect(r.Body["error"]).To(ContainSubstring("colour"))
 
 		r = post(`{"metadata":{"external_entity_id":"x"},"models":"all"}`)
-		expectError(r, http.StatusBadRequest, "invalid_type")
-		Expect(r.body["error"]).To(ContainSubstring("models"))
+		resttest.ExpectError(r, http.StatusBadRequest, "invalid_type")
+		Expect(r.Body["error"]).To(ContainSubstring("models"))
 		r = post(`{"metadata":{"external_entity_id":"x"},"models":[{"slug":"a","rate_limits":[{"type":"REQUEST","unit":"SECOND","threshold":"ten"}]}]}`)
-		expectError(r, http.StatusBadRequest, "invalid_type")
-		Expect(r.body["error"]).To(ContainSubstring("threshold"))
+		resttest.ExpectError(r, http.StatusBadRequest, "invalid_type")
+		Expect(r.Body["error"]).To(ContainSubstring("threshold"))
 
 		huge := `{"metadata":{"name":"` + strings.Repeat("x", 2<<20) + `","external_entity_id":"x"},"models":[{"slug":"a"}]}`
 		r = post(huge)
-		expectError(r, http.StatusRequestEntityTooLarge, "payload_too_large")
-		Expect(r.body["detail"]).To(ConsistOf(HaveKeyWithValue("field", "body")), "the body is named as every refused field is")
+		resttest.ExpectError(r, http.StatusRequestEntityTooLarge, "payload_too_large")
+		Expect(r.Body["detail"]).To(ConsistOf(HaveKeyWithValue("field", "body")), "the body is named as every refused field is")
 
-		expectError(call(server, admin, http.MethodPatch, "/v1/gateway/groups/UPPER_case", map[string]any{"models": []any{}}), http.StatusBadRequest, "invalid_request")
-		expectError(call(server, admin, http.MethodDelete, "/v1/gateway/endpoints/-bad-", nil), http.StatusBadRequest, "invalid_request")
-		expectError(call(server, admin, http.MethodGet, "/v1/gateway/groups/"+strings.Repeat("a", 300), nil), http.StatusBadRequest, "invalid_request")
+		resttest.ExpectError(resttest.Call(resttest.Server, admin, http.MethodPatch, "/v1/gateway/groups/UPPER_case", map[string]any{"models": []any{}}), http.StatusBadRequest, "invalid_request")
+		resttest.ExpectError(resttest.Call(resttest.Server, admin, http.MethodDelete, "/v1/gateway/endpoints/-bad-", nil), http.StatusBadRequest, "invalid_request")
+		resttest.ExpectError(resttest.Call(resttest.Server, admin, http.MethodGet, "/v1/gateway/groups/"+strings.Repeat("a", 300), nil), http.StatusBadRequest, "invalid_request")
 	})
 })

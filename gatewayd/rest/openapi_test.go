@@ -2,12 +2,10 @@ package rest_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -15,118 +13,18 @@ import (
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/rest"
+	"github.com/modelgate/modelgate/gatewayd/rest/resttest"
 )
 
 // The OpenAPI document is checked two ways: every route the API registers is in it, and real responses of the
-// suite conform to its schemas (conform is called by the other specs on the bodies they receive). The validator
-// covers the subset of JSON Schema the document uses: $ref, type, nullable, required, properties,
-// additionalProperties, items, enum, minimum, minItems/maxItems.
-
-var openAPI map[string]any
-
-func loadOpenAPI() map[string]any {
-	if openAPI == nil {
-		raw, err := os.ReadFile("openapi.json")
-		Expect(err).NotTo(HaveOccurred())
-		Expect(json.Unmarshal(raw, &openAPI)).To(Succeed())
-	}
-	return openAPI
-}
-
-// conform asserts that raw is valid against the named component schema.
-func conform(schema string, raw []byte) {
-	GinkgoHelper()
-	var v any
-	Expect(json.Unmarshal(raw, &v)).To(Succeed())
-	errs := validate(map[string]any{"$ref": "#/components/schemas/" + schema}, v, "$")
-	Expect(errs).To(BeEmpty(), "body %s does not conform to %s", raw, schema)
-}
-
-func validate(schema map[string]any, v any, path string) []string {
-	doc := loadOpenAPI()
-	if v == nil && schema["nullable"] == true {
-		return nil
-	}
-	if ref, ok := schema["$ref"].(string); ok {
-		name := strings.TrimPrefix(ref, "#/components/schemas/")
-		s, ok := doc["components"].(map[string]any)["schemas"].(map[string]any)[name].(map[string]any)
-		if !ok {
-			return []string{path + ": unknown schema " + ref}
-		}
-		return validate(s, v, path)
-	}
-	if v == nil {
-		if schema["nullable"] == true || schema["type"] == nil {
-			return nil
-		}
-		return []string{path + ": null is not allowed"}
-	}
-	var errs []string
-	if enum, ok := schema["enum"].([]any); ok && !slices.Contains(enum, v) {
-		errs = append(errs, fmt.Sprintf("%s: %v is not one of %v", path, v, enum))
-	}
-	switch schema["type"] {
-	case "object":
-		obj, ok := v.(map[string]any)
-		if !ok {
-			return append(errs, path+": want an object")
-		}
-		props, _ := schema["properties"].(map[string]any)
-		for _, r := range asSlice(schema["required"]) {
-			if _, ok := obj[r.(string)]; !ok {
-				errs = append(errs, path+": missing required "+r.(string))
-			}
-		}
-		for k, val := range obj {
-			if ps, ok := props[k].(map[string]any); ok {
-				errs = append(errs, validate(ps, val, path+"."+k)...)
-			} else if ap, ok := schema["additionalProperties"].(map[string]any); ok {
-				errs = append(errs, validate(ap, val, path+"."+k)...)
-			} else if schema["additionalProperties"] == false {
-				errs = append(errs, path+": unexpected property "+k)
-			}
-		}
-	case "array":
-		arr, ok := v.([]any)
-		if !ok {
-			return append(errs, path+": want an array")
-		}
-		items, _ := schema["items"].(map[string]any)
-		for i, it := range arr {
-			errs = append(errs, validate(items, it, fmt.Sprintf("%s[%d]", path, i))...)
-		}
-	case "string":
-		s, ok := v.(string)
-		if !ok {
-			return append(errs, path+": want a string")
-		}
-		if schema["format"] == "date-time" && !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$`).MatchString(s) {
-			errs = append(errs, path+": not an RFC 3339 UTC timestamp: "+s)
-		}
-	case "integer":
-		f, ok := v.(float64)
-		if !ok || f != float64(int64(f)) {
-			return append(errs, path+": want an integer")
-		}
-		if m, ok := schema["minimum"].(float64); ok && f < m {
-			errs = append(errs, fmt.Sprintf("%s: %v below minimum %v", path, f, m))
-		}
-	case "boolean":
-		if _, ok := v.(bool); !ok {
-			errs = append(errs, path+": want a boolean")
-		}
-	}
-	return errs
-}
-
-func asSlice(v any) []any { s, _ := v.([]any); return s }
+// suites conform to its schemas (resttest.Conform, called by the specs on the bodies they receive).
 
 var _ = Describe("GET /v1/spec", func() {
 	It("serves an OpenAPI 3 document naming every registered route, without authentication", func() {
-		r := call(server, "", http.MethodGet, "/v1/spec", nil)
-		Expect(r.code).To(Equal(http.StatusOK))
-		Expect(r.body["openapi"]).To(HavePrefix("3."))
-		paths := r.body["paths"].(map[string]any)
+		r := resttest.Call(resttest.Server, "", http.MethodGet, "/v1/spec", nil)
+		Expect(r.Code).To(Equal(http.StatusOK))
+		Expect(r.Body["openapi"]).To(HavePrefix("3."))
+		paths := r.Body["paths"].(map[string]any)
 		// Every route is registered in api.go or in a resource package's Register.
 		files, err := filepath.Glob("*/*.go")
 		Expect(err).NotTo(HaveOccurred())
@@ -155,7 +53,7 @@ var _ = Describe("GET /v1/spec", func() {
 	// api/v1alpha1 states the key types and the limit types and units once; the document, and the dashboard's types
 	// generated from it, list the same values, so a new key type or limit kind cannot reach one and not the other.
 	It("lists the key types and the limit types and units that api/v1alpha1 states", func() {
-		schemas := loadOpenAPI()["components"].(map[string]any)["schemas"].(map[string]any)
+		schemas := resttest.OpenAPI()["components"].(map[string]any)["schemas"].(map[string]any)
 		enum := func(path ...string) []string {
 			var node any = schemas
 			for _, p := range path {
@@ -196,8 +94,8 @@ var _ = Describe("Error answers of every route", func() {
 		raw, err := os.ReadFile("openapi.json")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(json.Unmarshal(raw, &spec)).To(Succeed())
-		_, admin := workspace(gatewayv1.KeyTypeManageAll, "")
-		_, personal := workspace(gatewayv1.KeyTypePersonal, gatewayv1.OrgRoleAdmin)
+		_, admin := resttest.Workspace(gatewayv1.KeyTypeManageAll, "")
+		_, personal := resttest.Workspace(gatewayv1.KeyTypePersonal, gatewayv1.OrgRoleAdmin)
 		param := regexp.MustCompile(`\{[a-z_]+\}`)
 		walked := 0
 		for path, ops := range spec.Paths {
@@ -225,28 +123,28 @@ var _ = Describe("Error answers of every route", func() {
 				if strings.HasPrefix(path, "/v1/api_keys") {
 					key = personal
 				}
-				expectEnvelope := func(r response, want int, what string) {
+				expectEnvelope := func(r resttest.Response, want int, what string) {
 					GinkgoHelper()
-					Expect(r.code).To(Equal(want), "%s %s, %s: %s", method, url, what, r)
-					conform("Error", r.raw)
-					Expect(r.body).To(HaveKey("detail"), "%s %s, %s: detail is always present", method, url, what)
-					if d, ok := r.body["detail"].([]any); ok {
+					Expect(r.Code).To(Equal(want), "%s %s, %s: %s", method, url, what, r)
+					resttest.Conform("Error", r.Raw)
+					Expect(r.Body).To(HaveKey("detail"), "%s %s, %s: detail is always present", method, url, what)
+					if d, ok := r.Body["detail"].([]any); ok {
 						for _, f := range d {
 							Expect(f.(map[string]any)["field"]).NotTo(BeElementOf("", "<nil>"), "%s %s: a field entry names no field", method, url)
 						}
 					}
 				}
-				expectEnvelope(call(server, "", method, url, nil), http.StatusUnauthorized, "no key")
-				expectEnvelope(call(server, "mgw_NoSuchKey000.abcdefghijklmnopqrstuvwxyz012345", method, url, nil), http.StatusUnauthorized, "unknown key")
+				expectEnvelope(resttest.Call(resttest.Server, "", method, url, nil), http.StatusUnauthorized, "no key")
+				expectEnvelope(resttest.Call(resttest.Server, "mgw_NoSuchKey000.abcdefghijklmnopqrstuvwxyz012345", method, url, nil), http.StatusUnauthorized, "unknown key")
 				if strings.Contains(path, "{") {
-					r := call(server, key, method, url, nil)
-					Expect(r.code).To(BeNumerically(">=", 400), "%s %s of a missing object: %s", method, url, r)
-					expectEnvelope(r, r.code, "missing object")
+					r := resttest.Call(resttest.Server, key, method, url, nil)
+					Expect(r.Code).To(BeNumerically(">=", 400), "%s %s of a missing object: %s", method, url, r)
+					expectEnvelope(r, r.Code, "missing object")
 				}
 				if method == http.MethodPost || method == http.MethodPatch {
-					r := call(server, key, method, url, []byte(`{"oops"`))
-					Expect(r.code).To(BeNumerically(">=", 400), "%s %s with malformed JSON: %s", method, url, r)
-					expectEnvelope(r, r.code, "malformed body")
+					r := resttest.Call(resttest.Server, key, method, url, []byte(`{"oops"`))
+					Expect(r.Code).To(BeNumerically(">=", 400), "%s %s with malformed JSON: %s", method, url, r)
+					expectEnvelope(r, r.Code, "malformed body")
 				}
 				walked++
 			}

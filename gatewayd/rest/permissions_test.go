@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gatewayd/rest/resttest"
 	"github.com/modelgate/modelgate/test/kubetest"
 )
 
@@ -26,38 +27,38 @@ var _ = Describe("Workspace-key permissions", Ordered, func() {
 	// keysOf lists the caller's keys and returns them by prefix.
 	keysOf := func(key string) map[string]map[string]any {
 		GinkgoHelper()
-		r := call(server, key, http.MethodGet, "/v1/api_keys", nil)
-		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
-		conform("WorkspaceKeyList", r.raw)
+		r := resttest.Call(resttest.Server, key, http.MethodGet, "/v1/api_keys", nil)
+		Expect(r.Code).To(Equal(http.StatusOK), "%s", r)
+		resttest.Conform("WorkspaceKeyList", r.Raw)
 		out := map[string]map[string]any{}
-		for _, k := range r.body["keys"].([]any) {
+		for _, k := range r.Body["keys"].([]any) {
 			out[k.(map[string]any)["prefix"].(string)] = k.(map[string]any)
 		}
 		return out
 	}
-	create := func(caller, path string, body map[string]any) response {
+	create := func(caller, path string, body map[string]any) resttest.Response {
 		GinkgoHelper()
-		return call(server, caller, http.MethodPost, path, body)
+		return resttest.Call(resttest.Server, caller, http.MethodPost, path, body)
 	}
 	mustCreate := func(caller, path string, body map[string]any) string {
 		GinkgoHelper()
 		r := create(caller, path, body)
-		Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
-		conform("CreatedWorkspaceKey", r.raw)
-		return r.body["api_key"].(string)
+		Expect(r.Code).To(Equal(http.StatusCreated), "%s", r)
+		resttest.Conform("CreatedWorkspaceKey", r.Raw)
+		return r.Body["api_key"].(string)
 	}
 	team := func(id, name string, def bool, members ...gatewayv1.TeamMember) {
 		GinkgoHelper()
-		Expect(k8s.Create(ctx, &gatewayv1.Team{ObjectMeta: metav1.ObjectMeta{Name: id, Namespace: ns},
+		Expect(resttest.Client.Create(resttest.Ctx, &gatewayv1.Team{ObjectMeta: metav1.ObjectMeta{Name: id, Namespace: ns},
 			Spec: gatewayv1.TeamSpec{DisplayName: name, Default: def, Members: members}})).To(Succeed())
 	}
 
 	BeforeAll(func() {
 		var err error
-		ns, err = kubetest.NewNamespace(ctx, k8s, "perm-")
+		ns, err = kubetest.NewNamespace(resttest.Ctx, resttest.Client, "perm-")
 		Expect(err).NotTo(HaveOccurred())
-		dir.add(ns)
-		Expect(k8s.Create(ctx, &gatewayv1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns},
+		resttest.Dir.Add(ns)
+		Expect(resttest.Client.Create(resttest.Ctx, &gatewayv1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns},
 			Spec: gatewayv1.WorkspaceSpec{Members: []gatewayv1.WorkspaceMember{
 				{UserID: "ada", Email: "ada@example.com", Name: "Ada", Role: gatewayv1.OrgRoleAdmin},
 				{UserID: "mo", Email: "mo@example.com", Name: "Mo", Role: gatewayv1.OrgRoleMember},
@@ -67,21 +68,21 @@ var _ = Describe("Workspace-key permissions", Ordered, func() {
 			gatewayv1.TeamMember{UserID: "tia", Role: gatewayv1.TeamRoleAdmin})
 		team("ops", "Operations", false, gatewayv1.TeamMember{UserID: "mo", Role: gatewayv1.TeamRoleAdmin})
 		Eventually(func() int {
-			s, err := readSnapshot(ctx, k8s, ns)
+			s, err := resttest.ReadSnapshot(resttest.Ctx, resttest.Client, ns)
 			if err != nil || !s.Workspace.MembershipManaged {
 				return 0
 			}
 			return len(s.Teams)
 		}).WithTimeout(30e9).Should(Equal(2), "the snapshot carries the members and both teams")
 		// The role on each key is deliberately not the member's: the Workspace's list decides.
-		ada = seedKey(ns, gatewayv1.KeyTypePersonal, gatewayv1.OrgRoleMember, "ada")
-		tia = seedKey(ns, gatewayv1.KeyTypePersonal, gatewayv1.OrgRoleAdmin, "tia")
-		mo = seedKey(ns, gatewayv1.KeyTypePersonal, gatewayv1.OrgRoleMember, "mo")
+		ada = resttest.SeedKey(ns, gatewayv1.KeyTypePersonal, gatewayv1.OrgRoleMember, "ada")
+		tia = resttest.SeedKey(ns, gatewayv1.KeyTypePersonal, gatewayv1.OrgRoleAdmin, "tia")
+		mo = resttest.SeedKey(ns, gatewayv1.KeyTypePersonal, gatewayv1.OrgRoleMember, "mo")
 	})
 
 	It("lets the organization admin create a key-management key, recording who created it in spec.createdBy", func() {
 		manager = mustCreate(ada, "/v1/api_keys", map[string]any{"type": "WORKSPACE_MANAGE_API_KEYS", "name": "keys-admin"})
-		expectError(create(tia, "/v1/api_keys", map[string]any{"type": "WORKSPACE_MANAGE_API_KEYS", "name": "mine"}), http.StatusForbidden, "forbidden")
+		resttest.ExpectError(create(tia, "/v1/api_keys", map[string]any{"type": "WORKSPACE_MANAGE_API_KEYS", "name": "mine"}), http.StatusForbidden, "forbidden")
 
 		k := workspaceKeyObject(ns, manager[:16])
 		Expect(k.Spec.CreatedBy).To(Equal(&gatewayv1.KeyCreator{UserID: "ada"}))
@@ -99,24 +100,24 @@ var _ = Describe("Workspace-key permissions", Ordered, func() {
 		// Names are unique per team: a second "by-manager-0" in ml is a 409 naming the REST field, while the same
 		// name in another team is fine.
 		dup := create(manager, "/v1/teams/ml/api_keys", map[string]any{"type": "WORKSPACE_INVOKE", "name": "by-manager-0"})
-		expectError(dup, http.StatusConflict, "conflict")
-		Expect(dup.body["detail"]).To(ContainElement(HaveKeyWithValue("field", "name")), "the refusal names the field: %s", dup)
+		resttest.ExpectError(dup, http.StatusConflict, "conflict")
+		Expect(dup.Body["detail"]).To(ContainElement(HaveKeyWithValue("field", "name")), "the refusal names the field: %s", dup)
 		mustCreate(manager, "/v1/teams/ops/api_keys", map[string]any{"type": "WORKSPACE_INVOKE", "name": "by-manager-0"})
 		r := create(manager, "/v1/api_keys", map[string]any{"type": "PERSONAL", "name": "p"})
-		expectError(r, http.StatusForbidden, "forbidden")
-		Expect(r.body["error"]).To(ContainSubstring("PERSONAL"), "the refusal names the rule: %s", r)
-		expectError(create(manager, "/v1/api_keys", map[string]any{"type": "WORKSPACE_MANAGE_API_KEYS", "name": "m"}), http.StatusForbidden, "forbidden")
+		resttest.ExpectError(r, http.StatusForbidden, "forbidden")
+		Expect(r.Body["error"]).To(ContainSubstring("PERSONAL"), "the refusal names the rule: %s", r)
+		resttest.ExpectError(create(manager, "/v1/api_keys", map[string]any{"type": "WORKSPACE_MANAGE_API_KEYS", "name": "m"}), http.StatusForbidden, "forbidden")
 
 		By("refusing PERSONAL and management keys on the team route as input, naming the field")
 		r = create(manager, "/v1/teams/ml/api_keys", map[string]any{"type": "PERSONAL", "name": "p"})
-		expectError(r, http.StatusBadRequest, "invalid_request")
-		Expect(r.body["detail"]).To(ContainElement(HaveKeyWithValue("field", "type")))
+		resttest.ExpectError(r, http.StatusBadRequest, "invalid_request")
+		Expect(r.Body["detail"]).To(ContainElement(HaveKeyWithValue("field", "type")))
 	})
 
 	It("answers 404 for an unknown team, and refuses the scope rules by field", func() {
 		r := create(manager, "/v1/teams/nope/api_keys", map[string]any{"type": "WORKSPACE_INVOKE", "name": "x"})
-		expectError(r, http.StatusNotFound, "not_found")
-		expectError(create(manager, "/v1/api_keys", map[string]any{"type": "WORKSPACE_INVOKE", "name": "x", "team_id": "nope"}), http.StatusNotFound, "not_found")
+		resttest.ExpectError(r, http.StatusNotFound, "not_found")
+		resttest.ExpectError(create(manager, "/v1/api_keys", map[string]any{"type": "WORKSPACE_INVOKE", "name": "x", "team_id": "nope"}), http.StatusNotFound, "not_found")
 		for field, body := range map[string]map[string]any{
 			"team_id":      {"type": "PERSONAL", "name": "x", "team_id": "ml"},
 			"environments": {"type": "WORKSPACE_EXPORT_METRICS", "name": "x", "environments": []string{"staging"}},
@@ -129,11 +130,11 @@ var _ = Describe("Workspace-key permissions", Ordered, func() {
 			"environments[0]": {"type": "WORKSPACE_INVOKE", "name": "x", "environments": []string{"../x"}},
 		} {
 			r := create(ada, "/v1/api_keys", body)
-			expectError(r, http.StatusBadRequest, "invalid_request")
-			Expect(r.body["detail"]).To(ContainElement(HaveKeyWithValue("field", field)), "%v: %s", body, r)
+			resttest.ExpectError(r, http.StatusBadRequest, "invalid_request")
+			Expect(r.Body["detail"]).To(ContainElement(HaveKeyWithValue("field", field)), "%v: %s", body, r)
 		}
 		r = create(ada, "/v1/api_keys", map[string]any{"type": "WORKSPACE_INVOKE", "name": "x", "environments": []string{"../x"}})
-		Expect(r.body["error"]).To(Equal(`environments[0]: must be an environment name (lowercase RFC 1123 label) (got "../x").`))
+		Expect(r.Body["error"]).To(Equal(`environments[0]: must be an environment name (lowercase RFC 1123 label) (got "../x").`))
 		By("allowing a WORKSPACE_MANAGE_ALL key scoped by environments, with models")
 		mustCreate(ada, "/v1/teams/ml/api_keys", map[string]any{"type": "WORKSPACE_MANAGE_ALL", "name": "ml-staging",
 			"environments": []string{"staging"}, "model_ids": []string{"m1"}})
@@ -142,14 +143,14 @@ var _ = Describe("Workspace-key permissions", Ordered, func() {
 	It("lets a Team Admin create keys of their team only, and see exactly their team's keys and their own", func() {
 		own := mustCreate(tia, "/v1/teams/ml/api_keys", map[string]any{"type": "WORKSPACE_INVOKE", "name": "tia-ml", "model_ids": []string{"m1"}})
 		r := create(tia, "/v1/teams/ops/api_keys", map[string]any{"type": "WORKSPACE_INVOKE", "name": "x"})
-		expectError(r, http.StatusNotFound, "not_found")
+		resttest.ExpectError(r, http.StatusNotFound, "not_found")
 		r = create(mo, "/v1/teams/ml/api_keys", map[string]any{"type": "WORKSPACE_INVOKE", "name": "x"})
-		expectError(r, http.StatusForbidden, "forbidden")
-		Expect(r.body["error"]).To(ContainSubstring("admins of the key's team"))
+		resttest.ExpectError(r, http.StatusForbidden, "forbidden")
+		Expect(r.Body["error"]).To(ContainSubstring("admins of the key's team"))
 		opsKey := mustCreate(mo, "/v1/teams/ops/api_keys", map[string]any{"type": "WORKSPACE_INVOKE", "name": "mo-ops"})
 
 		var all gatewayv1.WorkspaceAPIKeyList
-		Expect(k8s.List(ctx, &all, client.InNamespace(ns))).To(Succeed())
+		Expect(resttest.Client.List(resttest.Ctx, &all, client.InNamespace(ns))).To(Succeed())
 		var want []string
 		for _, k := range all.Items {
 			if k.Spec.TeamID == "ml" || (k.Spec.Owner != nil && k.Spec.Owner.UserID == "tia") {
@@ -167,8 +168,8 @@ var _ = Describe("Workspace-key permissions", Ordered, func() {
 		Expect(got[tia[:16]]["owner"]).To(Equal(map[string]any{"user_id": "tia", "email": "tia@example.com", "name": "tia"}))
 
 		By("hiding another team's key on the single-key routes")
-		expectError(call(server, tia, http.MethodDelete, "/v1/api_keys/"+opsKey[:16], nil), http.StatusNotFound, "not_found")
-		expectError(call(server, tia, http.MethodPatch, "/v1/api_keys/"+opsKey[:16], map[string]any{"name": "mine"}), http.StatusNotFound, "not_found")
+		resttest.ExpectError(resttest.Call(resttest.Server, tia, http.MethodDelete, "/v1/api_keys/"+opsKey[:16], nil), http.StatusNotFound, "not_found")
+		resttest.ExpectError(resttest.Call(resttest.Server, tia, http.MethodPatch, "/v1/api_keys/"+opsKey[:16], map[string]any{"name": "mine"}), http.StatusNotFound, "not_found")
 
 		By("letting a member see their own keys and the keys they created, not their team's")
 		got = keysOf(mo)
@@ -185,43 +186,43 @@ var _ = Describe("Workspace-key permissions", Ordered, func() {
 		Expect(keysOf(mo)[moLaptop[:16]]["can"]).To(Equal(map[string]any{"rename": true, "revoke": true}))
 		Expect(keysOf(manager)[moLaptop[:16]]["can"]).To(Equal(map[string]any{"rename": false, "revoke": true}))
 
-		r := call(server, ada, http.MethodPatch, "/v1/api_keys/"+moLaptop[:16], map[string]any{"name": "renamed"})
-		expectError(r, http.StatusForbidden, "forbidden")
-		Expect(r.body["error"]).To(ContainSubstring("may not rename other members' PERSONAL keys"))
+		r := resttest.Call(resttest.Server, ada, http.MethodPatch, "/v1/api_keys/"+moLaptop[:16], map[string]any{"name": "renamed"})
+		resttest.ExpectError(r, http.StatusForbidden, "forbidden")
+		Expect(r.Body["error"]).To(ContainSubstring("may not rename other members' PERSONAL keys"))
 
 		By("a rename round trip by the owner, with the name rule named")
-		r = call(server, mo, http.MethodPatch, "/v1/api_keys/"+moLaptop[:16], map[string]any{"name": "work-laptop"})
-		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
-		conform("WorkspaceKey", r.raw)
-		Expect(r.body["name"]).To(Equal("work-laptop"))
+		r = resttest.Call(resttest.Server, mo, http.MethodPatch, "/v1/api_keys/"+moLaptop[:16], map[string]any{"name": "work-laptop"})
+		Expect(r.Code).To(Equal(http.StatusOK), "%s", r)
+		resttest.Conform("WorkspaceKey", r.Raw)
+		Expect(r.Body["name"]).To(Equal("work-laptop"))
 		Expect(keysOf(mo)[moLaptop[:16]]["name"]).To(Equal("work-laptop"))
-		r = call(server, mo, http.MethodPatch, "/v1/api_keys/"+moLaptop[:16], map[string]any{"name": "Work Laptop"})
-		expectError(r, http.StatusBadRequest, "invalid_request")
-		Expect(r.body["detail"]).To(ContainElement(HaveKeyWithValue("field", "name")))
-		expectError(call(server, mo, http.MethodPatch, "/v1/api_keys/"+moLaptop[:16], map[string]any{}), http.StatusBadRequest, "invalid_request")
+		r = resttest.Call(resttest.Server, mo, http.MethodPatch, "/v1/api_keys/"+moLaptop[:16], map[string]any{"name": "Work Laptop"})
+		resttest.ExpectError(r, http.StatusBadRequest, "invalid_request")
+		Expect(r.Body["detail"]).To(ContainElement(HaveKeyWithValue("field", "name")))
+		resttest.ExpectError(resttest.Call(resttest.Server, mo, http.MethodPatch, "/v1/api_keys/"+moLaptop[:16], map[string]any{}), http.StatusBadRequest, "invalid_request")
 
 		By("revocation by the admin, a delete round trip")
-		r = call(server, ada, http.MethodDelete, "/v1/api_keys/"+moLaptop[:16], nil)
-		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
-		Expect(r.body).To(Equal(map[string]any{"prefix": moLaptop[:16]}))
-		expectError(call(server, moLaptop, http.MethodGet, "/v1/api_keys", nil), http.StatusUnauthorized, "unauthorized")
+		r = resttest.Call(resttest.Server, ada, http.MethodDelete, "/v1/api_keys/"+moLaptop[:16], nil)
+		Expect(r.Code).To(Equal(http.StatusOK), "%s", r)
+		Expect(r.Body).To(Equal(map[string]any{"prefix": moLaptop[:16]}))
+		resttest.ExpectError(resttest.Call(resttest.Server, moLaptop, http.MethodGet, "/v1/api_keys", nil), http.StatusUnauthorized, "unauthorized")
 		Expect(keysOf(mo)).NotTo(HaveKey(moLaptop[:16]))
-		expectError(call(server, ada, http.MethodDelete, "/v1/api_keys/"+moLaptop[:16], nil), http.StatusNotFound, "not_found")
+		resttest.ExpectError(resttest.Call(resttest.Server, ada, http.MethodDelete, "/v1/api_keys/"+moLaptop[:16], nil), http.StatusNotFound, "not_found")
 
 		By("key-management keys revoke team keys but rename nothing")
 		victim := mustCreate(ada, "/v1/teams/ops/api_keys", map[string]any{"type": "WORKSPACE_EXPORT_METRICS", "name": "victim"})
-		expectError(call(server, manager, http.MethodPatch, "/v1/api_keys/"+victim[:16], map[string]any{"name": "x"}), http.StatusForbidden, "forbidden")
-		Expect(call(server, manager, http.MethodDelete, "/v1/api_keys/"+victim[:16], nil).code).To(Equal(http.StatusOK))
+		resttest.ExpectError(resttest.Call(resttest.Server, manager, http.MethodPatch, "/v1/api_keys/"+victim[:16], map[string]any{"name": "x"}), http.StatusForbidden, "forbidden")
+		Expect(resttest.Call(resttest.Server, manager, http.MethodDelete, "/v1/api_keys/"+victim[:16], nil).Code).To(Equal(http.StatusOK))
 	})
 
 	It("lists the teams each caller may list", func() {
 		teamIDs := func(key string) []string {
 			GinkgoHelper()
-			r := call(server, key, http.MethodGet, "/v1/teams", nil)
-			Expect(r.code).To(Equal(http.StatusOK), "%s", r)
-			conform("TeamList", r.raw)
+			r := resttest.Call(resttest.Server, key, http.MethodGet, "/v1/teams", nil)
+			Expect(r.Code).To(Equal(http.StatusOK), "%s", r)
+			resttest.Conform("TeamList", r.Raw)
 			var ids []string
-			for _, t := range r.body["teams"].([]any) {
+			for _, t := range r.Body["teams"].([]any) {
 				ids = append(ids, t.(map[string]any)["id"].(string))
 			}
 			return ids
@@ -230,33 +231,33 @@ var _ = Describe("Workspace-key permissions", Ordered, func() {
 		Expect(teamIDs(manager)).To(Equal([]string{"ml", "ops"}))
 		Expect(teamIDs(tia)).To(Equal([]string{"ml"}))
 		Expect(teamIDs(mo)).To(Equal([]string{"ml", "ops"}))
-		r := call(server, ada, http.MethodGet, "/v1/teams", nil)
-		Expect(r.body["teams"].([]any)[0]).To(SatisfyAll(HaveKeyWithValue("name", "Machine Learning"), HaveKeyWithValue("default", true), HaveKey("created_at")))
+		r := resttest.Call(resttest.Server, ada, http.MethodGet, "/v1/teams", nil)
+		Expect(r.Body["teams"].([]any)[0]).To(SatisfyAll(HaveKeyWithValue("name", "Machine Learning"), HaveKeyWithValue("default", true), HaveKey("created_at")))
 
 		mlInvoke := mustCreate(ada, "/v1/teams/ml/api_keys", map[string]any{"type": "WORKSPACE_MANAGE_ALL", "name": "ml-all"})
-		Eventually(func() bool { _, ok := dir.lookup(mlInvoke); return ok }).WithTimeout(30e9).Should(BeTrue())
+		Eventually(func() bool { _, ok := resttest.Dir.Lookup(mlInvoke); return ok }).WithTimeout(30e9).Should(BeTrue())
 		Expect(teamIDs(mlInvoke)).To(Equal([]string{"ml"}), "a team key lists its own team")
-		invoke := seedKey(ns, gatewayv1.KeyTypeInvoke, "", "")
-		expectError(call(server, invoke, http.MethodGet, "/v1/teams", nil), http.StatusForbidden, "forbidden")
+		invoke := resttest.SeedKey(ns, gatewayv1.KeyTypeInvoke, "", "")
+		resttest.ExpectError(resttest.Call(resttest.Server, invoke, http.MethodGet, "/v1/teams", nil), http.StatusForbidden, "forbidden")
 	})
 
 	It("deprovisions with the next snapshot: a member removed from the Workspace acts no more", func() {
 		// The manager writes the Workspace's status meanwhile: read and write again on a conflict, as kubectl edit would.
 		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			var ws gatewayv1.Workspace
-			if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "default"}, &ws); err != nil {
+			if err := resttest.Client.Get(resttest.Ctx, client.ObjectKey{Namespace: ns, Name: "default"}, &ws); err != nil {
 				return err
 			}
 			ws.Spec.Members = slices.DeleteFunc(ws.Spec.Members, func(m gatewayv1.WorkspaceMember) bool { return m.UserID == "tia" })
-			return k8s.Update(ctx, &ws)
+			return resttest.Client.Update(resttest.Ctx, &ws)
 		})).To(Succeed())
 		Eventually(func() bool {
-			s, err := readSnapshot(ctx, k8s, ns)
+			s, err := resttest.ReadSnapshot(resttest.Ctx, resttest.Client, ns)
 			return err == nil && !slices.ContainsFunc(s.Workspace.Members, func(m snapshot.Member) bool { return m.UserID == "tia" })
 		}).WithTimeout(30e9).Should(BeTrue())
 		// Until the manager deletes the key, it may still authenticate, but it is no one's.
-		r := call(server, tia, http.MethodGet, "/v1/api_keys", nil)
-		Expect(r.code).To(BeElementOf(http.StatusForbidden, http.StatusUnauthorized), "%s", r)
+		r := resttest.Call(resttest.Server, tia, http.MethodGet, "/v1/api_keys", nil)
+		Expect(r.Code).To(BeElementOf(http.StatusForbidden, http.StatusUnauthorized), "%s", r)
 	})
 })
 
@@ -264,7 +265,7 @@ var _ = Describe("Workspace-key permissions", Ordered, func() {
 func workspaceKeyObject(ns, prefix string) gatewayv1.WorkspaceAPIKey {
 	GinkgoHelper()
 	var list gatewayv1.WorkspaceAPIKeyList
-	Expect(k8s.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{gatewayv1.FieldSpecPrefix: prefix})).To(Succeed())
+	Expect(resttest.Client.List(resttest.Ctx, &list, client.InNamespace(ns), client.MatchingFields{gatewayv1.FieldSpecPrefix: prefix})).To(Succeed())
 	Expect(list.Items).To(HaveLen(1))
 	return list.Items[0]
 }

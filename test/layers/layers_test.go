@@ -59,7 +59,8 @@ var layers = []layer{
 	{name: "route step", prefixes: []string{"gatewayd/route"}, dataPlane: true},
 	{name: "handlers", prefixes: []string{"gatewayd/inference", "gatewayd/rest", "gatewayd/async"}, dataPlane: true},
 	{name: "data-plane assembly", prefixes: []string{"gatewayd"}, dataPlane: true},
-	{name: "mains and test harnesses", prefixes: []string{"cmd", "test"}, peers: []string{"cmd", "test"}},
+	// gatewayd/rest/resttest, the fixture of the REST suites, starts the manager and envtest: a test harness.
+	{name: "mains and test harnesses", prefixes: []string{"cmd", "test", "gatewayd/rest/resttest"}, peers: []string{"cmd", "test"}},
 }
 
 func under(pkg, prefix string) bool { return pkg == prefix || strings.HasPrefix(pkg, prefix+"/") }
@@ -167,6 +168,9 @@ func TestTableRefusesUpwardAndSidewaysEdges(t *testing.T) {
 		{"api/v1alpha1", "gatewayd/view", false},
 		{"gatewayd", "test/upstream", false},
 		{"gatewayd", "cmd/gatewayd", false},
+		{"gatewayd/rest/resttest", "controllers", true},
+		{"gatewayd/rest/resttest", "test/kubetest", true},
+		{"gatewayd/rest", "gatewayd/rest/resttest", false},
 	} {
 		if got := allowed(tc.from, tc.to); got != tc.ok {
 			t.Errorf("%s -> %s: allowed %v, want %v", tc.from, tc.to, got, tc.ok)

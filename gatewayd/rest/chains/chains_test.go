@@ -1,4 +1,4 @@
-package rest_test
+package chains_test
 
 import (
 	"net/http"
@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gatewayd/rest/resttest"
 )
 
 // chainWorkspace is a workspace with a Chain "pipe" whose ChainDeployments c1 (production and development) and
@@ -18,11 +19,11 @@ import (
 // 127.0.0.1 that answers /health, so the manager reports them ACTIVE. "staging" points at nothing.
 func chainWorkspace() (ns, admin string) {
 	GinkgoHelper()
-	ns, admin = workspace(gatewayv1.KeyTypeManageAll, "")
+	ns, admin = resttest.Workspace(gatewayv1.KeyTypeManageAll, "")
 	health := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
 	DeferCleanup(health.Close)
 	for _, id := range []string{"c1", "c2"} {
-		Expect(k8s.Create(ctx, &gatewayv1.ChainDeployment{
+		Expect(resttest.Client.Create(resttest.Ctx, &gatewayv1.ChainDeployment{
 			ObjectMeta: metav1.ObjectMeta{Name: id, Namespace: ns},
 			Spec: gatewayv1.ChainDeploymentSpec{ChainID: "pipe", Entrypoint: "front", Chainlets: []gatewayv1.Chainlet{
 				{Name: "front", Source: gatewayv1.DeploymentSource{URL: health.URL}},
@@ -30,7 +31,7 @@ func chainWorkspace() (ns, admin string) {
 			}},
 		})).To(Succeed())
 	}
-	Expect(k8s.Create(ctx, &gatewayv1.Chain{
+	Expect(resttest.Client.Create(resttest.Ctx, &gatewayv1.Chain{
 		ObjectMeta: metav1.ObjectMeta{Name: "pipe", Namespace: ns},
 		Spec: gatewayv1.ChainSpec{DisplayName: "Pipe", Development: "c1", Environments: []gatewayv1.ChainEnvironment{
 			{Name: "production", Deployment: "c1"}, {Name: "staging"}}},
@@ -38,7 +39,7 @@ func chainWorkspace() (ns, admin string) {
 	for _, id := range []string{"c1", "c2"} {
 		Eventually(func() gatewayv1.DeploymentStatus {
 			cd := &gatewayv1.ChainDeployment{}
-			_ = k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: id}, cd)
+			_ = resttest.Client.Get(resttest.Ctx, client.ObjectKey{Namespace: ns, Name: id}, cd)
 			return cd.Status.Status
 		}).WithTimeout(30 * time.Second).Should(Equal(gatewayv1.StatusActive))
 	}
@@ -48,31 +49,31 @@ func chainWorkspace() (ns, admin string) {
 func chainletAnnotations(ns, name string) (active bool, annotations map[string]string) {
 	GinkgoHelper()
 	md := &gatewayv1.ModelDeployment{}
-	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, md)).To(Succeed())
+	Expect(resttest.Client.Get(resttest.Ctx, client.ObjectKey{Namespace: ns, Name: name}, md)).To(Succeed())
 	return md.Spec.IsActive(), md.Annotations
 }
 
 var _ = Describe("Chain routes", func() {
 	It("list and get chains, deployments and environments in the documented shapes", func() {
 		_, admin := chainWorkspace()
-		r := call(server, admin, http.MethodGet, "/v1/chains", nil)
-		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
-		conform("ChainList", r.raw)
-		Expect(r.body["chains"]).To(ConsistOf(And(
+		r := resttest.Call(resttest.Server, admin, http.MethodGet, "/v1/chains", nil)
+		Expect(r.Code).To(Equal(http.StatusOK), "%s", r)
+		resttest.Conform("ChainList", r.Raw)
+		Expect(r.Body["chains"]).To(ConsistOf(And(
 			HaveKeyWithValue("id", "pipe"), HaveKeyWithValue("name", "Pipe"), HaveKeyWithValue("team_name", ""),
 			HaveKeyWithValue("deployments_count", BeNumerically("==", 2)),
 			HaveKeyWithValue("production_deployment_id", "c1"), HaveKeyWithValue("development_deployment_id", "c1"))))
 
-		r = call(server, admin, http.MethodGet, "/v1/chains/pipe", nil)
-		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
-		conform("Chain", r.raw)
-		Expect(r.body).To(HaveLen(7))
-		Expect(r.body).To(HaveKeyWithValue("deployments_count", BeNumerically("==", 2)))
+		r = resttest.Call(resttest.Server, admin, http.MethodGet, "/v1/chains/pipe", nil)
+		Expect(r.Code).To(Equal(http.StatusOK), "%s", r)
+		resttest.Conform("Chain", r.Raw)
+		Expect(r.Body).To(HaveLen(7))
+		Expect(r.Body).To(HaveKeyWithValue("deployments_count", BeNumerically("==", 2)))
 
-		r = call(server, admin, http.MethodGet, "/v1/chains/pipe/deployments", nil)
-		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
-		conform("ChainDeploymentList", r.raw)
-		deps := r.body["deployments"].([]any)
+		r = resttest.Call(resttest.Server, admin, http.MethodGet, "/v1/chains/pipe/deployments", nil)
+		Expect(r.Code).To(Equal(http.StatusOK), "%s", r)
+		resttest.Conform("ChainDeploymentList", r.Raw)
+		deps := r.Body["deployments"].([]any)
 		Expect(deps).To(HaveLen(2))
 		Expect(deps[0]).To(And(HaveKeyWithValue("id", "c1"), HaveKeyWithValue("chain_id", "pipe"), HaveKeyWithValue("environment", "production"),
 			HaveKeyWithValue("is_production", true), HaveKeyWithValue("is_development", true), HaveKeyWithValue("entrypoint", "front")))
@@ -83,10 +84,10 @@ var _ = Describe("Chain routes", func() {
 		Expect(deps[1]).To(And(HaveKeyWithValue("id", "c2"), HaveKeyWithValue("environment", BeNil()), HaveKeyWithValue("is_production", false)))
 
 		// Environments in spec order, development last; one that serves nothing has no current deployment.
-		r = call(server, admin, http.MethodGet, "/v1/chains/pipe/environments", nil)
-		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
-		conform("ChainEnvironmentList", r.raw)
-		envs := r.body["environments"].([]any)
+		r = resttest.Call(resttest.Server, admin, http.MethodGet, "/v1/chains/pipe/environments", nil)
+		Expect(r.Code).To(Equal(http.StatusOK), "%s", r)
+		resttest.Conform("ChainEnvironmentList", r.Raw)
+		envs := r.Body["environments"].([]any)
 		Expect(envs).To(HaveLen(3))
 		for i, want := range []struct{ name, current any }{{"production", "c1"}, {"staging", nil}, {"development", "c1"}} {
 			Expect(envs[i]).To(And(HaveKeyWithValue("name", want.name), HaveKeyWithValue("chain_id", "pipe"), HaveLen(4)))
@@ -96,62 +97,62 @@ var _ = Describe("Chain routes", func() {
 				Expect(envs[i].(map[string]any)["current_deployment"]).To(HaveKeyWithValue("id", want.current))
 			}
 		}
-		r = call(server, admin, http.MethodGet, "/v1/chains/pipe/environments/development", nil)
-		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
-		conform("ChainEnvironment", r.raw)
-		r = call(server, admin, http.MethodGet, "/v1/chains/pipe/environments/nope", nil)
-		Expect(r.code).To(Equal(http.StatusNotFound), "%s", r)
-		Expect(r.body).To(HaveKeyWithValue("error", `Chain "pipe" has no environment "nope".`))
-		r = call(server, admin, http.MethodGet, "/v1/chains/other", nil)
-		Expect(r.code).To(Equal(http.StatusNotFound), "%s", r)
+		r = resttest.Call(resttest.Server, admin, http.MethodGet, "/v1/chains/pipe/environments/development", nil)
+		Expect(r.Code).To(Equal(http.StatusOK), "%s", r)
+		resttest.Conform("ChainEnvironment", r.Raw)
+		r = resttest.Call(resttest.Server, admin, http.MethodGet, "/v1/chains/pipe/environments/nope", nil)
+		Expect(r.Code).To(Equal(http.StatusNotFound), "%s", r)
+		Expect(r.Body).To(HaveKeyWithValue("error", `Chain "pipe" has no environment "nope".`))
+		r = resttest.Call(resttest.Server, admin, http.MethodGet, "/v1/chains/other", nil)
+		Expect(r.Code).To(Equal(http.StatusNotFound), "%s", r)
 	})
 
 	It("activate and deactivate every chainlet of the environment's deployment, answering the entrypoint's no_op", func() {
 		ns, admin := chainWorkspace()
-		r := call(server, admin, http.MethodPost, "/v1/chains/pipe/environments/production/activate", nil)
-		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
-		conform("Activation", r.raw)
-		Expect(r.body).To(Equal(map[string]any{"success": true, "no_op": true}))
+		r := resttest.Call(resttest.Server, admin, http.MethodPost, "/v1/chains/pipe/environments/production/activate", nil)
+		Expect(r.Code).To(Equal(http.StatusOK), "%s", r)
+		resttest.Conform("Activation", r.Raw)
+		Expect(r.Body).To(Equal(map[string]any{"success": true, "no_op": true}))
 
-		r = call(server, admin, http.MethodPost, "/v1/chains/pipe/environments/production/deactivate", nil)
-		Expect(r.body).To(Equal(map[string]any{"success": true, "no_op": false}), "%s", r)
+		r = resttest.Call(resttest.Server, admin, http.MethodPost, "/v1/chains/pipe/environments/production/deactivate", nil)
+		Expect(r.Body).To(Equal(map[string]any{"success": true, "no_op": false}), "%s", r)
 		for _, md := range []string{"c1-front", "c1-back"} {
 			active, _ := chainletAnnotations(ns, md)
 			Expect(active).To(BeFalse(), "%s is deactivated", md)
 		}
-		r = call(server, admin, http.MethodPost, "/v1/chains/pipe/environments/development/deactivate", nil)
-		Expect(r.body).To(Equal(map[string]any{"success": true, "no_op": true}), "development serves the same deployment: %s", r)
+		r = resttest.Call(resttest.Server, admin, http.MethodPost, "/v1/chains/pipe/environments/development/deactivate", nil)
+		Expect(r.Body).To(Equal(map[string]any{"success": true, "no_op": true}), "development serves the same deployment: %s", r)
 
-		r = call(server, admin, http.MethodPost, "/v1/chains/pipe/environments/staging/activate", nil)
-		Expect(r.code).To(Equal(http.StatusNotFound), "%s", r)
-		Expect(r.body).To(HaveKeyWithValue("error", `No chain deployment is promoted to environment "staging" yet.`))
-		r = call(server, admin, http.MethodPost, "/v1/chains/pipe/environments/nope/activate", nil)
-		Expect(r.code).To(Equal(http.StatusNotFound), "%s", r)
-		Expect(r.body).To(HaveKeyWithValue("error", `Chain "pipe" has no environment "nope".`))
+		r = resttest.Call(resttest.Server, admin, http.MethodPost, "/v1/chains/pipe/environments/staging/activate", nil)
+		Expect(r.Code).To(Equal(http.StatusNotFound), "%s", r)
+		Expect(r.Body).To(HaveKeyWithValue("error", `No chain deployment is promoted to environment "staging" yet.`))
+		r = resttest.Call(resttest.Server, admin, http.MethodPost, "/v1/chains/pipe/environments/nope/activate", nil)
+		Expect(r.Code).To(Equal(http.StatusNotFound), "%s", r)
+		Expect(r.Body).To(HaveKeyWithValue("error", `Chain "pipe" has no environment "nope".`))
 	})
 
 	It("promote points the environment at another deployment and scales the previous one down only when nothing else serves it", func() {
 		ns, admin := chainWorkspace()
-		r := call(server, admin, http.MethodPost, "/v1/chains/pipe/environments/production/promote", map[string]any{"deployment_id": "c2"})
-		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
-		conform("ChainEnvironment", r.raw)
-		Expect(r.body).To(And(HaveKeyWithValue("name", "production"), HaveKeyWithValue("chain_id", "pipe")))
-		Expect(r.body["current_deployment"]).To(And(HaveKeyWithValue("id", "c2"), HaveKeyWithValue("is_production", true)))
-		Expect(mustSnapshot(ns).Chains[0].Environments).To(ContainElement(HaveField("Deployment", "c2")))
+		r := resttest.Call(resttest.Server, admin, http.MethodPost, "/v1/chains/pipe/environments/production/promote", map[string]any{"deployment_id": "c2"})
+		Expect(r.Code).To(Equal(http.StatusOK), "%s", r)
+		resttest.Conform("ChainEnvironment", r.Raw)
+		Expect(r.Body).To(And(HaveKeyWithValue("name", "production"), HaveKeyWithValue("chain_id", "pipe")))
+		Expect(r.Body["current_deployment"]).To(And(HaveKeyWithValue("id", "c2"), HaveKeyWithValue("is_production", true)))
+		Expect(resttest.MustSnapshot(ns).Chains[0].Environments).To(ContainElement(HaveField("Deployment", "c2")))
 		// c1 still serves development, so its chainlets are not scaled down.
 		_, ann := chainletAnnotations(ns, "c1-front")
 		Expect(ann).NotTo(HaveKey(gatewayv1.AnnotationScaledDownAt))
 
-		r = call(server, admin, http.MethodPost, "/v1/chains/pipe/environments/development/promote",
+		r = resttest.Call(resttest.Server, admin, http.MethodPost, "/v1/chains/pipe/environments/development/promote",
 			map[string]any{"deployment_id": "c2", "scale_down_previous_deployment": false})
-		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
+		Expect(r.Code).To(Equal(http.StatusOK), "%s", r)
 		_, ann = chainletAnnotations(ns, "c1-back")
 		Expect(ann).NotTo(HaveKey(gatewayv1.AnnotationScaledDownAt), "asked not to scale down")
 
-		r = call(server, admin, http.MethodPost, "/v1/chains/pipe/environments/staging/promote", map[string]any{"deployment_id": "c1"})
-		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
-		r = call(server, admin, http.MethodPost, "/v1/chains/pipe/environments/staging/promote", map[string]any{"deployment_id": "c2"})
-		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
+		r = resttest.Call(resttest.Server, admin, http.MethodPost, "/v1/chains/pipe/environments/staging/promote", map[string]any{"deployment_id": "c1"})
+		Expect(r.Code).To(Equal(http.StatusOK), "%s", r)
+		r = resttest.Call(resttest.Server, admin, http.MethodPost, "/v1/chains/pipe/environments/staging/promote", map[string]any{"deployment_id": "c2"})
+		Expect(r.Code).To(Equal(http.StatusOK), "%s", r)
 		for _, md := range []string{"c1-front", "c1-back"} {
 			_, ann = chainletAnnotations(ns, md)
 			Expect(ann).To(HaveKey(gatewayv1.AnnotationScaledDownAt), "%s: c1 serves nothing now", md)
@@ -164,10 +165,10 @@ var _ = Describe("Chain routes", func() {
 			{map[string]any{}, "deployment_id is required: the id of a deployment of this chain."},
 			{map[string]any{"deployment_id": "nope"}, `Chain "pipe" has no deployment "nope".`},
 		} {
-			r = call(server, admin, http.MethodPost, "/v1/chains/pipe/environments/production/promote", tc.body)
-			Expect(r.code).To(Equal(http.StatusBadRequest), "%s", r)
-			conform("Error", r.raw)
-			Expect(r.body["detail"]).To(ContainElement(And(HaveKeyWithValue("field", "deployment_id"), HaveKeyWithValue("message", tc.msg))))
+			r = resttest.Call(resttest.Server, admin, http.MethodPost, "/v1/chains/pipe/environments/production/promote", tc.body)
+			Expect(r.Code).To(Equal(http.StatusBadRequest), "%s", r)
+			resttest.Conform("Error", r.Raw)
+			Expect(r.Body["detail"]).To(ContainElement(And(HaveKeyWithValue("field", "deployment_id"), HaveKeyWithValue("message", tc.msg))))
 		}
 	})
 })

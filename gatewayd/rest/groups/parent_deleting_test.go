@@ -1,4 +1,4 @@
-package rest_test
+package groups_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/ingress"
 	"github.com/modelgate/modelgate/gatewayd/rest"
+	"github.com/modelgate/modelgate/gatewayd/rest/resttest"
 	"github.com/modelgate/modelgate/test/apibody"
 )
 
@@ -35,44 +36,44 @@ func (c readBeforeDeletion) Get(ctx context.Context, key client.ObjectKey, obj c
 // (issue 29, item 6).
 var _ = Describe("A child of a parent being deleted", func() {
 	It("is 404 not_found, also when the parent's deletion began after REST read it", func() {
-		ns, admin := workspace(gatewayv1.KeyTypeManageAll, "")
-		r := call(server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("doomed-parent", "", nil, apibody.Model("a", nil, nil)))
-		Expect(r.code).To(Equal(http.StatusCreated), string(r.raw))
-		parentID := r.body["id"].(string)
+		ns, admin := resttest.Workspace(gatewayv1.KeyTypeManageAll, "")
+		r := resttest.Call(resttest.Server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("doomed-parent", "", nil, apibody.Model("a", nil, nil)))
+		Expect(r.Code).To(Equal(http.StatusCreated), string(r.Raw))
+		parentID := r.Body["id"].(string)
 		// A finalizer of the test's own keeps the parent in deletion for as long as the spec needs. The group's
 		// controller writes it too, so each write reads it again on a conflict.
 		const hold = "test.modelgate.io/hold"
 		key := client.ObjectKey{Namespace: ns, Name: parentID}
 		var parent gatewayv1.Group
 		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			if err := k8s.Get(ctx, key, &parent); err != nil {
+			if err := resttest.Client.Get(resttest.Ctx, key, &parent); err != nil {
 				return err
 			}
 			parent.Finalizers = append(parent.Finalizers, hold)
-			return k8s.Update(ctx, &parent)
+			return resttest.Client.Update(resttest.Ctx, &parent)
 		})).To(Succeed())
 		DeferCleanup(func() {
 			_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 				var g gatewayv1.Group
-				if err := k8s.Get(ctx, key, &g); err != nil {
+				if err := resttest.Client.Get(resttest.Ctx, key, &g); err != nil {
 					return client.IgnoreNotFound(err)
 				}
 				g.Finalizers = slices.DeleteFunc(g.Finalizers, func(f string) bool { return f == hold })
-				return k8s.Update(ctx, &g)
+				return resttest.Client.Update(resttest.Ctx, &g)
 			})
 		})
-		Expect(k8s.Delete(ctx, &parent)).To(Succeed())
+		Expect(resttest.Client.Delete(resttest.Ctx, &parent)).To(Succeed())
 
-		expectError(call(server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("child-seen", "", parentID, apibody.Model("a", nil, nil))),
+		resttest.ExpectError(resttest.Call(resttest.Server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("child-seen", "", parentID, apibody.Model("a", nil, nil))),
 			http.StatusNotFound, "not_found")
 
 		mux := ingress.NewRoutes()
-		rest.New(rest.Options{Client: readBeforeDeletion{k8s}, Directory: dir, ReadYourWritesTimeout: 30 * time.Second,
+		rest.New(rest.Options{Client: readBeforeDeletion{resttest.Client}, Directory: resttest.Dir, ReadYourWritesTimeout: 30 * time.Second,
 			Logger: logf.Log.WithName("rest")}).Register(mux)
 		stale := httptest.NewServer(mux)
 		DeferCleanup(stale.Close)
-		r = call(stale, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("child-admitted", "", parentID, apibody.Model("a", nil, nil)))
-		expectError(r, http.StatusNotFound, "not_found")
-		Expect(r.body["error"]).To(ContainSubstring(parentID))
+		r = resttest.Call(stale, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("child-admitted", "", parentID, apibody.Model("a", nil, nil)))
+		resttest.ExpectError(r, http.StatusNotFound, "not_found")
+		Expect(r.Body["error"]).To(ContainSubstring(parentID))
 	})
 })

@@ -1,4 +1,4 @@
-package rest_test
+package groups_test
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/rest"
+	"github.com/modelgate/modelgate/gatewayd/rest/resttest"
 	"github.com/modelgate/modelgate/test/apibody"
 )
 
@@ -30,11 +31,11 @@ var _ = Describe("Groups", Ordered, func() {
 	var root, child, grandchild map[string]any
 
 	BeforeAll(func() {
-		ns, admin = workspace(gatewayv1.KeyTypeManageAll, "")
+		ns, admin = resttest.Workspace(gatewayv1.KeyTypeManageAll, "")
 	})
 
 	groupInSnapshot := func(id string) *snapshot.Group {
-		for _, g := range mustSnapshot(ns).Groups {
+		for _, g := range resttest.MustSnapshot(ns).Groups {
 			if g.ID == id {
 				return &g
 			}
@@ -43,11 +44,11 @@ var _ = Describe("Groups", Ordered, func() {
 	}
 
 	It("creates a CASCADING root with a service-assigned id and resolved effective models", func() {
-		r := call(server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-root", "CASCADING", nil,
+		r := resttest.Call(resttest.Server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-root", "CASCADING", nil,
 			apibody.Model("demo/echo", []map[string]any{apibody.Limit("REQUEST", "MINUTE", 100)}, []map[string]any{apibody.Limit("TOKEN", "DAY", 1000)})))
-		Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
-		conform("Group", r.raw)
-		root = r.body
+		Expect(r.Code).To(Equal(http.StatusCreated), "%s", r)
+		resttest.Conform("Group", r.Raw)
+		root = r.Body
 		Expect(root["id"]).To(MatchRegexp(`^grp-[0-9a-z]{16}$`))
 		Expect(root["metadata"]).To(Equal(map[string]any{"name": "Name cust-root", "external_entity_id": "cust-root"}))
 		Expect(root["hierarchy"]).To(Equal(map[string]any{"limit_enforcement": "CASCADING", "parent_group_id": nil}))
@@ -62,16 +63,16 @@ var _ = Describe("Groups", Ordered, func() {
 
 		By("being the same custom resource kubectl would create")
 		var g gatewayv1.Group
-		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: root["id"].(string)}, &g)).To(Succeed())
+		Expect(resttest.Client.Get(resttest.Ctx, client.ObjectKey{Namespace: ns, Name: root["id"].(string)}, &g)).To(Succeed())
 		Expect(g.Spec.ExternalEntityID).To(Equal("cust-root"))
 		Expect(g.Spec.DisplayName).To(Equal("Name cust-root"))
 	})
 
 	It("creates a child that inherits the root's mode, and a grandchild; cascading lists every ancestor limit", func() {
-		r := call(server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-child", "", root["id"],
+		r := resttest.Call(resttest.Server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-child", "", root["id"],
 			apibody.Model("demo/echo", []map[string]any{apibody.Limit("REQUEST", "MINUTE", 50)}, nil)))
-		Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
-		child = r.body
+		Expect(r.Code).To(Equal(http.StatusCreated), "%s", r)
+		child = r.Body
 		Expect(child["hierarchy"]).To(Equal(map[string]any{"limit_enforcement": "CASCADING", "parent_group_id": root["id"]}))
 		eff := child["effective_models"].([]any)[0].(map[string]any)
 		Expect(eff["rate_limits"]).To(ConsistOf(
@@ -80,167 +81,167 @@ var _ = Describe("Groups", Ordered, func() {
 		))
 		Expect(eff["usage_limits"]).To(ConsistOf(map[string]any{"type": "TOKEN", "unit": "DAY", "threshold": 1000.0, "source_group": root["id"]}))
 
-		r = call(server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-grandchild", "CASCADING", child["id"],
+		r = resttest.Call(resttest.Server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-grandchild", "CASCADING", child["id"],
 			apibody.Model("demo/echo", nil, nil)))
-		Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
-		grandchild = r.body
+		Expect(r.Code).To(Equal(http.StatusCreated), "%s", r)
+		grandchild = r.Body
 		Expect(grandchild["effective_models"].([]any)[0].(map[string]any)["usage_limits"]).To(HaveLen(1))
 		Expect(grandchild["models"].([]any)[0]).To(Equal(map[string]any{"slug": "demo/echo", "rate_limits": []any{}, "usage_limits": []any{}}))
 	})
 
 	It("refuses a child above its ancestor's threshold, and an ancestor lowered below a child, with the exact message", func() {
-		r := call(server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-greedy", "CASCADING", root["id"],
+		r := resttest.Call(resttest.Server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-greedy", "CASCADING", root["id"],
 			apibody.Model("demo/echo", []map[string]any{apibody.Limit("REQUEST", "MINUTE", 500)}, nil)))
-		expectError(r, http.StatusBadRequest, "child_exceeds_parent_limit")
-		Expect(r.body["error"]).To(Equal(cascadeMsg))
-		Expect(r.raw).To(ContainSubstring("models[0].rate_limits[0].threshold"))
+		resttest.ExpectError(r, http.StatusBadRequest, "child_exceeds_parent_limit")
+		Expect(r.Body["error"]).To(Equal(cascadeMsg))
+		Expect(r.Raw).To(ContainSubstring("models[0].rate_limits[0].threshold"))
 
-		r = call(server, admin, http.MethodPatch, "/v1/gateway/groups/"+root["id"].(string), map[string]any{
+		r = resttest.Call(resttest.Server, admin, http.MethodPatch, "/v1/gateway/groups/"+root["id"].(string), map[string]any{
 			"models": []any{apibody.Model("demo/echo", []map[string]any{apibody.Limit("REQUEST", "MINUTE", 10)}, nil)},
 		})
-		expectError(r, http.StatusBadRequest, "child_exceeds_parent_limit")
-		Expect(r.body["error"]).To(Equal(cascadeMsg))
+		resttest.ExpectError(r, http.StatusBadRequest, "child_exceeds_parent_limit")
+		Expect(r.Body["error"]).To(Equal(cascadeMsg))
 	})
 
 	It("refuses a sixth level", func() {
 		parent := grandchild["id"]
 		for i := 4; i <= 5; i++ {
-			r := call(server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group(fmt.Sprintf("cust-level%d", i), "CASCADING", parent, apibody.Model("demo/echo", nil, nil)))
-			Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
-			parent = r.body["id"]
+			r := resttest.Call(resttest.Server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group(fmt.Sprintf("cust-level%d", i), "CASCADING", parent, apibody.Model("demo/echo", nil, nil)))
+			Expect(r.Code).To(Equal(http.StatusCreated), "%s", r)
+			parent = r.Body["id"]
 		}
-		r := call(server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-level6", "CASCADING", parent, apibody.Model("demo/echo", nil, nil)))
-		expectError(r, http.StatusBadRequest, "invalid_request")
-		Expect(r.body["error"]).To(ContainSubstring("hierarchy.parent_group_id"))
-		Expect(r.body["error"]).To(ContainSubstring("at most 5 levels"))
+		r := resttest.Call(resttest.Server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-level6", "CASCADING", parent, apibody.Model("demo/echo", nil, nil)))
+		resttest.ExpectError(r, http.StatusBadRequest, "invalid_request")
+		Expect(r.Body["error"]).To(ContainSubstring("hierarchy.parent_group_id"))
+		Expect(r.Body["error"]).To(ContainSubstring("at most 5 levels"))
 	})
 
 	It("refuses a mode different from the root's", func() {
-		r := call(server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-indep", "INDEPENDENT", root["id"], apibody.Model("demo/echo", nil, nil)))
-		expectError(r, http.StatusBadRequest, "invalid_request")
-		Expect(r.body["error"]).To(ContainSubstring("hierarchy.limit_enforcement"))
+		r := resttest.Call(resttest.Server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-indep", "INDEPENDENT", root["id"], apibody.Model("demo/echo", nil, nil)))
+		resttest.ExpectError(r, http.StatusBadRequest, "invalid_request")
+		Expect(r.Body["error"]).To(ContainSubstring("hierarchy.limit_enforcement"))
 	})
 
 	It("answers 404 for an unknown parent, 400 for missing models or external id, 409 for a taken external id", func() {
-		expectError(call(server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-orphan", "", "grp-doesnotexist00", apibody.Model("a", nil, nil))),
+		resttest.ExpectError(resttest.Call(resttest.Server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-orphan", "", "grp-doesnotexist00", apibody.Model("a", nil, nil))),
 			http.StatusNotFound, "not_found")
-		r := call(server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-empty", "", nil))
-		expectError(r, http.StatusBadRequest, "invalid_request")
-		Expect(r.raw).To(ContainSubstring(`"field":"models"`))
-		r = call(server, admin, http.MethodPost, "/v1/gateway/groups", map[string]any{"models": []any{apibody.Model("a", nil, nil)}})
-		expectError(r, http.StatusBadRequest, "invalid_request")
-		Expect(r.raw).To(ContainSubstring("metadata.external_entity_id"))
-		r = call(server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-root", "", nil, apibody.Model("a", nil, nil)))
-		expectError(r, http.StatusConflict, "conflict")
-		Expect(r.body["error"]).To(ContainSubstring("metadata.external_entity_id"))
-		r = call(server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-bad-unit", "", nil,
+		r := resttest.Call(resttest.Server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-empty", "", nil))
+		resttest.ExpectError(r, http.StatusBadRequest, "invalid_request")
+		Expect(r.Raw).To(ContainSubstring(`"field":"models"`))
+		r = resttest.Call(resttest.Server, admin, http.MethodPost, "/v1/gateway/groups", map[string]any{"models": []any{apibody.Model("a", nil, nil)}})
+		resttest.ExpectError(r, http.StatusBadRequest, "invalid_request")
+		Expect(r.Raw).To(ContainSubstring("metadata.external_entity_id"))
+		r = resttest.Call(resttest.Server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-root", "", nil, apibody.Model("a", nil, nil)))
+		resttest.ExpectError(r, http.StatusConflict, "conflict")
+		Expect(r.Body["error"]).To(ContainSubstring("metadata.external_entity_id"))
+		r = resttest.Call(resttest.Server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-bad-unit", "", nil,
 			apibody.Model("a", []map[string]any{apibody.Limit("REQUEST", "DAY", 5)}, nil)))
-		expectError(r, http.StatusBadRequest, "invalid_request")
-		Expect(r.body["error"]).To(ContainSubstring("rate_limits"))
+		resttest.ExpectError(r, http.StatusBadRequest, "invalid_request")
+		Expect(r.Body["error"]).To(ContainSubstring("rate_limits"))
 	})
 
 	It("looks a group up by external id", func() {
-		r := call(server, admin, http.MethodGet, "/v1/gateway/groups?external_entity_id=cust-child", nil)
-		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
-		conform("GroupPage", r.raw)
-		Expect(r.body["items"]).To(HaveLen(1))
-		Expect(r.body["items"].([]any)[0].(map[string]any)["id"]).To(Equal(child["id"]))
-		Expect(r.body["pagination"]).To(Equal(map[string]any{"has_more": false, "cursor": nil}))
+		r := resttest.Call(resttest.Server, admin, http.MethodGet, "/v1/gateway/groups?external_entity_id=cust-child", nil)
+		Expect(r.Code).To(Equal(http.StatusOK), "%s", r)
+		resttest.Conform("GroupPage", r.Raw)
+		Expect(r.Body["items"]).To(HaveLen(1))
+		Expect(r.Body["items"].([]any)[0].(map[string]any)["id"]).To(Equal(child["id"]))
+		Expect(r.Body["pagination"]).To(Equal(map[string]any{"has_more": false, "cursor": nil}))
 
-		r = call(server, admin, http.MethodGet, "/v1/gateway/groups?external_entity_id=nobody", nil)
-		Expect(r.body["items"]).To(BeEmpty())
+		r = resttest.Call(resttest.Server, admin, http.MethodGet, "/v1/gateway/groups?external_entity_id=nobody", nil)
+		Expect(r.Body["items"]).To(BeEmpty())
 	})
 
 	It("PATCHes models with set semantics and revokes removed slugs from the snapshot at once", func() {
 		path := "/v1/gateway/groups/" + child["id"].(string)
-		r := call(server, admin, http.MethodPatch, path, map[string]any{"models": []any{
+		r := resttest.Call(resttest.Server, admin, http.MethodPatch, path, map[string]any{"models": []any{
 			apibody.Model("demo/echo", []map[string]any{apibody.Limit("REQUEST", "MINUTE", 40)}, nil), apibody.Model("other/slug", nil, nil),
 		}})
-		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
-		conform("Group", r.raw)
-		Expect(slugs(r.body["models"])).To(Equal([]string{"demo/echo", "other/slug"}))
-		Expect(slugs(r.body["effective_models"])).To(Equal([]string{"demo/echo", "other/slug"}))
+		Expect(r.Code).To(Equal(http.StatusOK), "%s", r)
+		resttest.Conform("Group", r.Raw)
+		Expect(slugs(r.Body["models"])).To(Equal([]string{"demo/echo", "other/slug"}))
+		Expect(slugs(r.Body["effective_models"])).To(Equal([]string{"demo/echo", "other/slug"}))
 
-		r = call(server, admin, http.MethodPatch, path, map[string]any{"models": []any{apibody.Model("other/slug", nil, nil)}})
-		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
-		Expect(slugs(r.body["models"])).To(Equal([]string{"other/slug"}))
+		r = resttest.Call(resttest.Server, admin, http.MethodPatch, path, map[string]any{"models": []any{apibody.Model("other/slug", nil, nil)}})
+		Expect(r.Code).To(Equal(http.StatusOK), "%s", r)
+		Expect(slugs(r.Body["models"])).To(Equal([]string{"other/slug"}))
 		g := groupInSnapshot(child["id"].(string))
 		Expect(g).NotTo(BeNil())
 		Expect(g.Models).To(HaveLen(1))
 		Expect(g.Models[0].Slug).To(Equal("other/slug"))
 
-		r = call(server, admin, http.MethodPatch, path, map[string]any{"metadata": map[string]any{"name": "Renamed"}})
-		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
-		Expect(r.body["metadata"].(map[string]any)["name"]).To(Equal("Renamed"))
-		Expect(slugs(r.body["models"])).To(Equal([]string{"other/slug"}), "a name-only PATCH keeps the models")
+		r = resttest.Call(resttest.Server, admin, http.MethodPatch, path, map[string]any{"metadata": map[string]any{"name": "Renamed"}})
+		Expect(r.Code).To(Equal(http.StatusOK), "%s", r)
+		Expect(r.Body["metadata"].(map[string]any)["name"]).To(Equal("Renamed"))
+		Expect(slugs(r.Body["models"])).To(Equal([]string{"other/slug"}), "a name-only PATCH keeps the models")
 
-		r = call(server, admin, http.MethodPatch, path, map[string]any{"models": []any{}})
-		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
-		Expect(r.body["models"]).To(BeEmpty())
-		Expect(r.body["effective_models"]).To(BeEmpty())
+		r = resttest.Call(resttest.Server, admin, http.MethodPatch, path, map[string]any{"models": []any{}})
+		Expect(r.Code).To(Equal(http.StatusOK), "%s", r)
+		Expect(r.Body["models"]).To(BeEmpty())
+		Expect(r.Body["effective_models"]).To(BeEmpty())
 		Expect(groupInSnapshot(child["id"].(string)).Models).To(BeEmpty())
 	})
 
 	It("refuses a PATCH without metadata.name or models, and any change of hierarchy", func() {
 		path := "/v1/gateway/groups/" + child["id"].(string)
-		expectError(call(server, admin, http.MethodPatch, path, map[string]any{}), http.StatusBadRequest, "invalid_request")
-		expectError(call(server, admin, http.MethodPatch, path, map[string]any{"metadata": map[string]any{}}), http.StatusBadRequest, "invalid_request")
-		r := call(server, admin, http.MethodPatch, path, map[string]any{"hierarchy": map[string]any{"parent_group_id": nil}, "models": []any{}})
-		expectError(r, http.StatusBadRequest, "invalid_request")
-		Expect(r.body["error"]).To(ContainSubstring("hierarchy is immutable"))
-		expectError(call(server, admin, http.MethodPatch, "/v1/gateway/groups/grp-missing0000000", map[string]any{"models": []any{}}),
+		resttest.ExpectError(resttest.Call(resttest.Server, admin, http.MethodPatch, path, map[string]any{}), http.StatusBadRequest, "invalid_request")
+		resttest.ExpectError(resttest.Call(resttest.Server, admin, http.MethodPatch, path, map[string]any{"metadata": map[string]any{}}), http.StatusBadRequest, "invalid_request")
+		r := resttest.Call(resttest.Server, admin, http.MethodPatch, path, map[string]any{"hierarchy": map[string]any{"parent_group_id": nil}, "models": []any{}})
+		resttest.ExpectError(r, http.StatusBadRequest, "invalid_request")
+		Expect(r.Body["error"]).To(ContainSubstring("hierarchy is immutable"))
+		resttest.ExpectError(resttest.Call(resttest.Server, admin, http.MethodPatch, "/v1/gateway/groups/grp-missing0000000", map[string]any{"models": []any{}}),
 			http.StatusNotFound, "not_found")
 	})
 
 	It("gets one group, and answers 404 for an unknown id and 400 for an invalid one", func() {
-		r := call(server, admin, http.MethodGet, "/v1/gateway/groups/"+root["id"].(string), nil)
-		Expect(r.code).To(Equal(http.StatusOK))
-		conform("Group", r.raw)
-		expectError(call(server, admin, http.MethodGet, "/v1/gateway/groups/grp-missing0000000", nil), http.StatusNotFound, "not_found")
-		expectError(call(server, admin, http.MethodGet, "/v1/gateway/groups/Not_A_Valid_ID", nil), http.StatusBadRequest, "invalid_request")
+		r := resttest.Call(resttest.Server, admin, http.MethodGet, "/v1/gateway/groups/"+root["id"].(string), nil)
+		Expect(r.Code).To(Equal(http.StatusOK))
+		resttest.Conform("Group", r.Raw)
+		resttest.ExpectError(resttest.Call(resttest.Server, admin, http.MethodGet, "/v1/gateway/groups/grp-missing0000000", nil), http.StatusNotFound, "not_found")
+		resttest.ExpectError(resttest.Call(resttest.Server, admin, http.MethodGet, "/v1/gateway/groups/Not_A_Valid_ID", nil), http.StatusBadRequest, "invalid_request")
 	})
 
 	It("deletes a group with its subtree and keys, and frees the external id at once", func() {
-		r := call(server, admin, http.MethodPost, "/v1/gateway/groups/"+grandchild["id"].(string)+"/api_keys", map[string]any{"name": "gc"})
-		Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
+		r := resttest.Call(resttest.Server, admin, http.MethodPost, "/v1/gateway/groups/"+grandchild["id"].(string)+"/api_keys", map[string]any{"name": "gc"})
+		Expect(r.Code).To(Equal(http.StatusCreated), "%s", r)
 
-		r = call(server, admin, http.MethodDelete, "/v1/gateway/groups/"+root["id"].(string), nil)
-		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
-		conform("DeletedGroup", r.raw)
-		Expect(r.body["id"]).To(Equal(root["id"]))
-		Expect(r.body["metadata"]).To(Equal(map[string]any{"name": "Name cust-root", "external_entity_id": "cust-root"}))
+		r = resttest.Call(resttest.Server, admin, http.MethodDelete, "/v1/gateway/groups/"+root["id"].(string), nil)
+		Expect(r.Code).To(Equal(http.StatusOK), "%s", r)
+		resttest.Conform("DeletedGroup", r.Raw)
+		Expect(r.Body["id"]).To(Equal(root["id"]))
+		Expect(r.Body["metadata"]).To(Equal(map[string]any{"name": "Name cust-root", "external_entity_id": "cust-root"}))
 		Expect(groupInSnapshot(root["id"].(string))).To(BeNil())
 
 		By("freeing the external id for immediate reuse")
-		r = call(server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-root", "", nil, apibody.Model("demo/echo", nil, nil)))
-		Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
+		r = resttest.Call(resttest.Server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-root", "", nil, apibody.Model("demo/echo", nil, nil)))
+		Expect(r.Code).To(Equal(http.StatusCreated), "%s", r)
 
 		By("removing descendants and their keys")
 		for _, id := range []any{child["id"], grandchild["id"]} {
 			Eventually(func() int {
-				return call(server, admin, http.MethodGet, "/v1/gateway/groups/"+id.(string), nil).code
+				return resttest.Call(resttest.Server, admin, http.MethodGet, "/v1/gateway/groups/"+id.(string), nil).Code
 			}).WithTimeout(30 * time.Second).Should(Equal(http.StatusNotFound))
 		}
 		Eventually(func() []gatewayv1.APIKey {
 			var keys gatewayv1.APIKeyList
-			Expect(k8s.List(ctx, &keys, client.InNamespace(ns))).To(Succeed())
+			Expect(resttest.Client.List(resttest.Ctx, &keys, client.InNamespace(ns))).To(Succeed())
 			return keys.Items
 		}).WithTimeout(30 * time.Second).Should(BeEmpty())
-		expectError(call(server, admin, http.MethodDelete, "/v1/gateway/groups/"+root["id"].(string), nil), http.StatusNotFound, "not_found")
+		resttest.ExpectError(resttest.Call(resttest.Server, admin, http.MethodDelete, "/v1/gateway/groups/"+root["id"].(string), nil), http.StatusNotFound, "not_found")
 	})
 })
 
 var _ = Describe("Group pagination", func() {
 	It("returns every group that exists for the whole drain exactly once while others come and go", func() {
-		ns, admin := workspace(gatewayv1.KeyTypeManageAll, "")
+		ns, admin := resttest.Workspace(gatewayv1.KeyTypeManageAll, "")
 		mk := func(name string) {
 			g := &gatewayv1.Group{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 			g.Spec.ExternalEntityID = "ext-" + name
 			g.Spec.Models = []gatewayv1.ModelConfig{{Slug: "demo/echo"}}
-			Expect(k8s.Create(ctx, g)).To(Succeed())
+			Expect(resttest.Client.Create(resttest.Ctx, g)).To(Succeed())
 		}
 		del := func(name string) {
-			Expect(k8s.Delete(ctx, &gatewayv1.Group{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})).To(Succeed())
+			Expect(resttest.Client.Delete(resttest.Ctx, &gatewayv1.Group{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})).To(Succeed())
 		}
 		var stable []string
 		for i := range 30 {
@@ -258,14 +259,14 @@ var _ = Describe("Group pagination", func() {
 			if cursor != "" {
 				q.Set("cursor", cursor)
 			}
-			r := call(server, admin, http.MethodGet, "/v1/gateway/groups?"+q.Encode(), nil)
-			Expect(r.code).To(Equal(http.StatusOK), "%s", r)
-			conform("GroupPage", r.raw)
-			for _, it := range r.body["items"].([]any) {
+			r := resttest.Call(resttest.Server, admin, http.MethodGet, "/v1/gateway/groups?"+q.Encode(), nil)
+			Expect(r.Code).To(Equal(http.StatusOK), "%s", r)
+			resttest.Conform("GroupPage", r.Raw)
+			for _, it := range r.Body["items"].([]any) {
 				seen[it.(map[string]any)["id"].(string)]++
 			}
-			Expect(len(r.body["items"].([]any))).To(BeNumerically("<=", 7))
-			p := r.body["pagination"].(map[string]any)
+			Expect(len(r.Body["items"].([]any))).To(BeNumerically("<=", 7))
+			p := r.Body["pagination"].(map[string]any)
 			// Churn between pages: new groups before and after the cursor, deletions on both sides.
 			mk(fmt.Sprintf("a-new-%d", pages))
 			mk(fmt.Sprintf("z-new-%d", pages))
@@ -290,22 +291,16 @@ var _ = Describe("Group pagination", func() {
 	})
 
 	It("refuses a bad limit or cursor", func() {
-		_, admin := workspace(gatewayv1.KeyTypeManageAll, "")
+		_, admin := resttest.Workspace(gatewayv1.KeyTypeManageAll, "")
 		for _, q := range []string{"limit=0", "limit=1001", "limit=abc", "cursor=not-a-cursor", "cursor=" + url.QueryEscape("!!!")} {
-			expectError(call(server, admin, http.MethodGet, "/v1/gateway/groups?"+q, nil), http.StatusBadRequest, "invalid_request")
+			resttest.ExpectError(resttest.Call(resttest.Server, admin, http.MethodGet, "/v1/gateway/groups?"+q, nil), http.StatusBadRequest, "invalid_request")
 		}
-		r := call(server, admin, http.MethodGet, "/v1/gateway/groups?limit=1000", nil)
-		Expect(r.code).To(Equal(http.StatusOK))
-		Expect(r.body["items"]).To(BeEmpty())
-		Expect(r.body["pagination"]).To(Equal(map[string]any{"has_more": false, "cursor": nil}))
+		r := resttest.Call(resttest.Server, admin, http.MethodGet, "/v1/gateway/groups?limit=1000", nil)
+		Expect(r.Code).To(Equal(http.StatusOK))
+		Expect(r.Body["items"]).To(BeEmpty())
+		Expect(r.Body["pagination"]).To(Equal(map[string]any{"has_more": false, "cursor": nil}))
 	})
 })
-
-type fixedUsage struct{ n int64 }
-
-func (u fixedUsage) DailyUsage(_ context.Context, _, _, _, _ string, _ time.Time) (int64, error) {
-	return u.n, nil
-}
 
 // usageByGroup answers each group's counters from a table, so a test sees which group's counter was read.
 type usageByGroup map[string]int64
@@ -317,23 +312,23 @@ func (u usageByGroup) DailyUsage(_ context.Context, _, group, _, _ string, _ tim
 var _ = Describe("Group usage", func() {
 	It("reports the group's own DAY limits with current usage and the next UTC midnight", func() {
 		now := time.Date(2026, 3, 14, 15, 9, 26, 0, time.UTC)
-		srv := serve(rest.Options{Usage: fixedUsage{n: 42}, Clock: func() time.Time { return now }})
-		_, admin := workspace(gatewayv1.KeyTypeManageAll, "")
-		r := call(srv, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-usage", "", nil,
+		srv := resttest.Serve(rest.Options{Usage: resttest.FixedUsage{N: 42}, Clock: func() time.Time { return now }})
+		_, admin := resttest.Workspace(gatewayv1.KeyTypeManageAll, "")
+		r := resttest.Call(srv, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-usage", "", nil,
 			apibody.Model("demo/echo", []map[string]any{apibody.Limit("REQUEST", "MINUTE", 10)}, []map[string]any{apibody.Limit("TOKEN", "DAY", 5000), apibody.Limit("REQUEST", "DAY", 100)}),
 			apibody.Model("no/usage", nil, nil)))
-		Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
-		id := r.body["id"].(string)
+		Expect(r.Code).To(Equal(http.StatusCreated), "%s", r)
+		id := r.Body["id"].(string)
 
-		r = call(srv, admin, http.MethodGet, "/v1/gateway/groups/"+id+"/usage", nil)
-		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
-		conform("GroupUsage", r.raw)
+		r = resttest.Call(srv, admin, http.MethodGet, "/v1/gateway/groups/"+id+"/usage", nil)
+		Expect(r.Code).To(Equal(http.StatusOK), "%s", r)
+		resttest.Conform("GroupUsage", r.Raw)
 		var got struct {
 			GroupID          string                      `json:"group_id"`
 			ExternalEntityID string                      `json:"external_entity_id"`
 			Usage            map[string][]map[string]any `json:"usage"`
 		}
-		Expect(json.Unmarshal(r.raw, &got)).To(Succeed())
+		Expect(json.Unmarshal(r.Raw, &got)).To(Succeed())
 		Expect(got.GroupID).To(Equal(id))
 		Expect(got.ExternalEntityID).To(Equal("cust-usage"))
 		Expect(got.Usage).To(HaveLen(1), "only slugs with usage limits appear")
@@ -345,26 +340,26 @@ var _ = Describe("Group usage", func() {
 
 	It("reports inherited DAY limits with their source group and the counter each one charges", func() {
 		now := time.Date(2026, 3, 14, 15, 9, 26, 0, time.UTC)
-		_, admin := workspace(gatewayv1.KeyTypeManageAll, "")
+		_, admin := resttest.Workspace(gatewayv1.KeyTypeManageAll, "")
 		create := func(srv *httptest.Server, ext, mode string, parent any, models ...map[string]any) string {
 			GinkgoHelper()
-			r := call(srv, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group(ext, mode, parent, models...))
-			Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
-			return r.body["id"].(string)
+			r := resttest.Call(srv, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group(ext, mode, parent, models...))
+			Expect(r.Code).To(Equal(http.StatusCreated), "%s", r)
+			return r.Body["id"].(string)
 		}
 		usageOf := func(srv *httptest.Server, id string) []map[string]any {
 			GinkgoHelper()
-			r := call(srv, admin, http.MethodGet, "/v1/gateway/groups/"+id+"/usage", nil)
-			Expect(r.code).To(Equal(http.StatusOK), "%s", r)
-			conform("GroupUsage", r.raw)
+			r := resttest.Call(srv, admin, http.MethodGet, "/v1/gateway/groups/"+id+"/usage", nil)
+			Expect(r.Code).To(Equal(http.StatusOK), "%s", r)
+			resttest.Conform("GroupUsage", r.Raw)
 			var got struct {
 				Usage map[string][]map[string]any `json:"usage"`
 			}
-			Expect(json.Unmarshal(r.raw, &got)).To(Succeed())
+			Expect(json.Unmarshal(r.Raw, &got)).To(Succeed())
 			return got.Usage["demo/echo"]
 		}
 		counters := usageByGroup{}
-		srv := serve(rest.Options{Usage: counters, Clock: func() time.Time { return now }})
+		srv := resttest.Serve(rest.Options{Usage: counters, Clock: func() time.Time { return now }})
 		daily := apibody.Model("demo/echo", nil, []map[string]any{apibody.Limit("REQUEST", "DAY", 20)})
 
 		By("INDEPENDENT: the child meters its own counter against the parent's threshold")
@@ -396,26 +391,26 @@ func slugs(v any) []string {
 
 var _ = Describe("Concurrent PATCHes of one group", func() {
 	It("apply every one and answer 200, never a conflict in the API server's words, over 20 races", func() {
-		_, admin := workspace(gatewayv1.KeyTypeManageAll, "")
-		r := call(server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-patch-race", "", nil, apibody.Model("demo/echo", nil, nil)))
-		Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
-		id := r.body["id"].(string)
+		_, admin := resttest.Workspace(gatewayv1.KeyTypeManageAll, "")
+		r := resttest.Call(resttest.Server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-patch-race", "", nil, apibody.Model("demo/echo", nil, nil)))
+		Expect(r.Code).To(Equal(http.StatusCreated), "%s", r)
+		id := r.Body["id"].(string)
 		for trial := range 20 {
-			codes := make(chan response, 20)
+			codes := make(chan resttest.Response, 20)
 			var wg sync.WaitGroup
 			for i := range 20 {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					defer GinkgoRecover()
-					codes <- call(server, admin, http.MethodPatch, "/v1/gateway/groups/"+id,
+					codes <- resttest.Call(resttest.Server, admin, http.MethodPatch, "/v1/gateway/groups/"+id,
 						map[string]any{"metadata": map[string]any{"name": fmt.Sprintf("name %d-%d", trial, i)}})
 				}()
 			}
 			wg.Wait()
 			close(codes)
 			for r := range codes {
-				Expect(r.code).To(Equal(http.StatusOK), "trial %d: %s", trial, r)
+				Expect(r.Code).To(Equal(http.StatusOK), "trial %d: %s", trial, r)
 			}
 		}
 	})
@@ -423,27 +418,27 @@ var _ = Describe("Concurrent PATCHes of one group", func() {
 
 var _ = Describe("Concurrent creates with one external id", func() {
 	It("answer one 201 and 409 to every other caller, so no answered group goes unserved", func() {
-		_, admin := workspace(gatewayv1.KeyTypeManageAll, "")
-		codes := make(chan response, 20)
+		_, admin := resttest.Workspace(gatewayv1.KeyTypeManageAll, "")
+		codes := make(chan resttest.Response, 20)
 		var wg sync.WaitGroup
 		for range 20 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				defer GinkgoRecover()
-				codes <- call(server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-contested", "", nil, apibody.Model("demo/echo", nil, nil)))
+				codes <- resttest.Call(resttest.Server, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group("cust-contested", "", nil, apibody.Model("demo/echo", nil, nil)))
 			}()
 		}
 		wg.Wait()
 		close(codes)
 		created, conflicts := 0, 0
 		for r := range codes {
-			switch r.code {
+			switch r.Code {
 			case http.StatusCreated:
 				created++
 			case http.StatusConflict:
 				conflicts++
-				Expect(r.body["error_code"]).To(Equal("conflict"), "%s", r)
+				Expect(r.Body["error_code"]).To(Equal("conflict"), "%s", r)
 			default:
 				Fail(fmt.Sprintf("unexpected answer %s", r))
 			}
@@ -466,19 +461,19 @@ func (l *countingLister) List(ctx context.Context, list client.ObjectList, opts 
 
 var _ = Describe("Listing groups", func() {
 	It("reads the namespace through the Lister (gatewayd's informer cache), not the API server, page after page", func() {
-		lister := &countingLister{Reader: k8s}
-		srv := serve(rest.Options{Lister: lister})
-		_, admin := workspace(gatewayv1.KeyTypeManageAll, "")
+		lister := &countingLister{Reader: resttest.Client}
+		srv := resttest.Serve(rest.Options{Lister: lister})
+		_, admin := resttest.Workspace(gatewayv1.KeyTypeManageAll, "")
 		for i := range 3 {
-			r := call(srv, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group(fmt.Sprintf("cust-listed-%d", i), "", nil, apibody.Model("demo/echo", nil, nil)))
-			Expect(r.code).To(Equal(http.StatusCreated), "%s", r)
+			r := resttest.Call(srv, admin, http.MethodPost, "/v1/gateway/groups", apibody.Group(fmt.Sprintf("cust-listed-%d", i), "", nil, apibody.Model("demo/echo", nil, nil)))
+			Expect(r.Code).To(Equal(http.StatusCreated), "%s", r)
 		}
 		before := lister.lists.Load()
-		r := call(srv, admin, http.MethodGet, "/v1/gateway/groups?limit=2", nil)
-		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
-		cursor := r.body["pagination"].(map[string]any)["cursor"].(string)
-		r = call(srv, admin, http.MethodGet, "/v1/gateway/groups?limit=2&cursor="+cursor, nil)
-		Expect(r.code).To(Equal(http.StatusOK), "%s", r)
+		r := resttest.Call(srv, admin, http.MethodGet, "/v1/gateway/groups?limit=2", nil)
+		Expect(r.Code).To(Equal(http.StatusOK), "%s", r)
+		cursor := r.Body["pagination"].(map[string]any)["cursor"].(string)
+		r = resttest.Call(srv, admin, http.MethodGet, "/v1/gateway/groups?limit=2&cursor="+cursor, nil)
+		Expect(r.Code).To(Equal(http.StatusOK), "%s", r)
 		Expect(lister.lists.Load()-before).To(Equal(int64(2)), "one Lister read per page")
 	})
 })
