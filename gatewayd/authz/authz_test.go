@@ -13,7 +13,7 @@ import (
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 )
 
-// The rules the rows check, word for word from docs/rest-api.md, "Key types and permission rules". Every one is
+// The rules the rows check, word for word from docs/rest-api.md "Key types and permission rules". Every one is
 // cited by a row.
 const (
 	s4Types          = "Rule 1: A workspace key has one of five types: PERSONAL, WORKSPACE_MANAGE_ALL, WORKSPACE_INVOKE, WORKSPACE_EXPORT_METRICS, WORKSPACE_MANAGE_API_KEYS."
