@@ -195,7 +195,7 @@ func TestRejectedCallChargesNothing(t *testing.T) {
 }
 
 // TestForwarding: the upstream gets the Secret's key as Bearer, the target model, and the rest of the body
-// unchanged; errors map as DESIGN.md says.
+// unchanged; errors map as docs/rest-api.md "Model-call errors" says.
 func TestForwarding(t *testing.T) {
 	slow := upstream.New(upstream.Options{Delay: 30 * time.Second})
 	t.Cleanup(slow.Close)
@@ -627,7 +627,8 @@ func TestStopDrainsFirst(t *testing.T) {
 	}
 }
 
-// TestMetrics: the SPEC.md series carry the snapshot's external id and slug, and unknown slugs get no label.
+// TestMetrics: the series of docs/operations.md "Metrics" carry the snapshot's external id and slug, and unknown
+// slugs get no label.
 func TestMetrics(t *testing.T) {
 	f := newFixture(t, fixtureOpts{mode: "INDEPENDENT", groups: []gatewaytest.Group{{ID: "root", Models: []gatewayv1.ModelConfig{
 		limited(slug, "REQUEST", "MINUTE", 1)}}}})

@@ -168,7 +168,8 @@ func TestPredictBodiesUnchanged(t *testing.T) {
 	}
 }
 
-// TestPredictErrors: the model-call errors of DESIGN.md, exactly, with the key scoping of SPEC.md.
+// TestPredictErrors: the model-call errors of docs/rest-api.md, exactly, with the key scoping of its "Key types and
+// permission rules".
 func TestPredictErrors(t *testing.T) {
 	f := newModelFixture(t, 300*time.Millisecond)
 	down, _ := net.Listen("tcp", "127.0.0.1:0")

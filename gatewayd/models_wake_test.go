@@ -457,8 +457,8 @@ func TestWakeRouteURLDeployment(t *testing.T) {
 	}
 }
 
-// TestAsyncRequestWakesDeployment: a queued async request for a deployment scaled to zero asks for a wake (DESIGN:
-// "A queued request wakes a deployment scaled to zero"), as a held sync call does; once the workload runs, the
+// TestAsyncRequestWakesDeployment: a queued async request for a deployment scaled to zero asks for a wake
+// (docs/decisions.md "Async inference"), as a held sync call does; once the workload runs, the
 // request is dispatched and succeeds with the model's answer.
 func TestAsyncRequestWakesDeployment(t *testing.T) {
 	ip := kubetest.EndpointAddress(t)

@@ -111,7 +111,7 @@ var _ = Describe("Group webhook", func() {
 		patch := client.RawPatch(client.Merge.Type(), []byte(`{"spec":{"models":[{"slug":"m","rateLimits":[{"type":"REQUEST","unit":"MINUTE","threshold":50}]}]}}`))
 		expectRefused(k8s.Patch(ctx, root.DeepCopy(), patch), "spec.models[0].rateLimits[0].threshold", exceeds)
 
-		By("lowering the descendant first, as the spec tells the user to")
+		By("lowering the descendant first, as docs/limits.md \"The rules\" 6 tells the user to")
 		leaf.Spec.Models[0].RateLimits[0].Threshold = 50
 		Expect(k8s.Update(ctx, leaf)).To(Succeed())
 		Expect(k8s.Patch(ctx, root.DeepCopy(), patch)).To(Succeed())

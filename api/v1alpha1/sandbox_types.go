@@ -7,7 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// SandboxStatus is where a sandbox image push is (SPEC.md "Sandbox image push"). Only BUILT images are ready.
+// SandboxStatus is where a sandbox image push is (docs/rest-api.md "Sandbox images"). Only BUILT images are ready.
 // +kubebuilder:validation:Enum=UPLOADING;BUILDING;BUILT;FAILED
 type SandboxStatus string
 

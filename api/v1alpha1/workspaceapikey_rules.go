@@ -125,8 +125,8 @@ func KnownKeyType(t WorkspaceKeyType) bool {
 // a team key): WORKSPACE_MANAGE_ALL, WORKSPACE_INVOKE and WORKSPACE_EXPORT_METRICS.
 func IsTeamKey(t WorkspaceKeyType) bool { return KeyTypeRules[t].Team }
 
-// NameScope is the scope within which the key's spec.displayName must be unique (DESIGN.md "Teams and
-// workspace-key permissions"): its team for a team key ("team:<teamID>", the empty team being the workspace's
+// NameScope is the scope within which the key's spec.displayName must be unique (docs/rest-api.md
+// "Workspace keys and teams"): its team for a team key ("team:<teamID>", the empty team being the workspace's
 // team keys), its owner for a PERSONAL key ("user:<userID>"), the workspace for a WORKSPACE_MANAGE_API_KEYS key
 // ("workspace"). Two keys with the same displayName conflict exactly when their scopes are equal.
 func (k *WorkspaceAPIKey) NameScope() string {

@@ -26,7 +26,7 @@ const (
 	AnnotationScaledUpAt = "gateway.modelgate.io/scaled-up-at"
 )
 
-// Defaults of the autoscaling fields, as the CRD defaults them (DESIGN.md "Details pinned for the serving half").
+// Defaults of the autoscaling fields, as the CRD defaults them (docs/operations.md "Scale to zero: the autoscaler").
 const (
 	DefaultMinReplica            = 0
 	DefaultMaxReplica            = 1

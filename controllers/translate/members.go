@@ -38,7 +38,7 @@ func NewMembers(ws *gatewayv1.Workspace) Members {
 
 // Deprovisioned reports whether k is a PERSONAL key whose owner the workspace no longer lists. Such a key is
 // left out of the snapshot at once and deleted by the manager. Team keys never are: a key a person created
-// outlives their membership, as SPEC.md revokes only personal keys.
+// outlives their membership (docs/rest-api.md "Key types and permission rules").
 func (m Members) Deprovisioned(k *gatewayv1.WorkspaceAPIKey) bool {
 	if !m.managed || k.Spec.Type != gatewayv1.KeyTypePersonal {
 		return false

@@ -1,5 +1,5 @@
-// Package async serves async inference (DESIGN.md "Async inference"): the async_predict, async_request and
-// async_queue_status routes under the model route prefixes, a dispatcher per deployment that claims queued
+// Package async serves async inference (docs/rest-api.md "Async inference"): the async_predict, async_request
+// and async_queue_status routes under the model route prefixes, a dispatcher per deployment that claims queued
 // requests and calls the model through the same route step and forwarding core as a sync predict call, and the
 // delivery of results to each request's webhook, signed with the Workspace's asyncWebhook secret by the
 // one webhook sender (gatewayd/stdwebhook). Requests live in a queue.Store (bbolt or Redis, opened by gatewayd/state), so an

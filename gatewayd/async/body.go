@@ -11,7 +11,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 )
 
-// Body limits and defaults of async_predict (DESIGN.md "Async inference").
+// Body limits and defaults of async_predict (docs/rest-api.md "Async inference").
 const (
 	MaxBodyBytes = 256 << 10
 

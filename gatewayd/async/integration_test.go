@@ -380,8 +380,8 @@ func backends(t *testing.T, f func(t *testing.T, backend string)) {
 }
 
 // TestSucceeded: with and without a webhook, on both backends. The model gets model_input as its JSON body; the
-// webhook gets DESIGN.md's payload with the model's answer as data, signed; the output is dropped once
-// delivered.
+// webhook gets the payload of docs/rest-api.md ("Async inference") with the model's answer as data, signed;
+// the output is dropped once delivered.
 func TestSucceeded(t *testing.T) {
 	backends(t, func(t *testing.T, backend string) {
 		f := newFx(t, fxOpts{backend: backend, config: async.Config{AllowInternalWebhooks: true}})
@@ -410,7 +410,7 @@ func TestSucceeded(t *testing.T) {
 			string(p.Data) != `{"echo":{"text":"hook"}}` || len(p.Errors) != 0 || p.Time.IsZero() {
 			t.Fatalf("webhook payload %+v (bad signatures %d)", p, bad)
 		}
-		// The raw GET answer carries exactly SPEC's fields.
+		// The raw GET answer carries exactly the status object's fields (docs/rest-api.md "Async inference").
 		a := f.do(http.MethodGet, "/models/sentiment/async_request/"+plain, "Api-Key "+f.keys["invoke"], nil)
 		var raw map[string]json.RawMessage
 		_ = json.Unmarshal(a.body, &raw)

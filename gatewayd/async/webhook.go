@@ -17,7 +17,7 @@ import (
 // webhookBatch is how many due results one scan takes; they are sent concurrently.
 const webhookBatch = 32
 
-// WebhookPayload is the body POSTed to a request's webhook_endpoint (DESIGN.md "Async inference").
+// WebhookPayload is the body POSTed to a request's webhook_endpoint (docs/rest-api.md "Async inference").
 type WebhookPayload struct {
 	RequestID string `json:"request_id"`
 	// ModelID is the model's id; a chain's request carries ChainID instead.

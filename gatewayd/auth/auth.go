@@ -1,8 +1,9 @@
 // Package auth reads the credential of every gatewayd call and checks it against the loaded view. It is the one
-// parser of the Authorization header: federated keys use the Api-Key scheme only (SPEC.md "Authentication"),
-// workspace keys Bearer or the legacy Api-Key, and the scheme is case-insensitive. Refusals come back as
-// *httperr.Error for the handler to write. An authenticated workspace key is a Caller, whose Principal (the key
-// with its owner's current roles) is what gatewayd/authz.Decide judges; this package decides nothing itself.
+// parser of the Authorization header: federated keys use the Api-Key scheme only, workspace keys Bearer or the
+// legacy Api-Key (docs/rest-api.md "Authentication and who may call what"), and the scheme is
+// case-insensitive. Refusals come back as *httperr.Error for the handler to write. An authenticated workspace key
+// is a Caller, whose Principal (the key with its owner's current roles) is what gatewayd/authz.Decide judges; this
+// package decides nothing itself.
 package auth
 
 import (

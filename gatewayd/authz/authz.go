@@ -1,6 +1,6 @@
-// Package authz decides every workspace-key permission question in one pure function, Decide, from SPEC.md
-// "Authentication" (the key-type table, environment scoping, management keys, visibility) and DESIGN.md "Teams and
-// workspace-key permissions". It reads no cluster state and writes no answer: the caller resolves the key, its
+// Package authz decides every workspace-key permission question in one pure function, Decide, by the numbered
+// rules of docs/rest-api.md "Key types and permission rules" (key types, environment scoping, management keys,
+// visibility). It reads no cluster state and writes no answer: the caller resolves the key, its
 // owner's current roles and the resource, and the HTTP layer turns a Decision into 403 or 404. Its golden table test
 // renders the permission table of docs/rest-api.md.
 package authz
@@ -112,7 +112,7 @@ type Decision struct {
 	// Allowed is true when the principal may act.
 	Allowed bool
 	// Hidden is true when the principal must not learn that the resource exists: the HTTP layer answers 404, not
-	// 403 (DESIGN.md: "Invisible is 404").
+	// 403 (docs/rest-api.md "Key types and permission rules" 24).
 	Hidden bool
 	// Reason is a sentence naming the rule that decided, fit for a 403 body.
 	Reason string
@@ -231,7 +231,7 @@ func decideList(p Principal, r Resource, route bool) Decision {
 }
 
 // decideSandbox: PERSONAL and WORKSPACE_MANAGE_ALL keys push images for the teams they act for. The team is a
-// selector, not an object, so a team the caller cannot act for is 403 (SPEC.md: "forbidden").
+// selector, not an object, so a team the caller cannot act for is 403 (docs/rest-api.md "Sandbox images").
 func decideSandbox(p Principal, r Resource) Decision {
 	if !p.is(gatewayv1.KeyTypePersonal) && !p.is(gatewayv1.KeyTypeManageAll) {
 		return deny(p.typeReason())

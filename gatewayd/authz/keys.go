@@ -2,7 +2,7 @@ package authz
 
 import gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 
-// Rules of the workspace-key routes (SPEC.md "Authentication" 4, 7 and 8).
+// Rules of the workspace-key routes (docs/rest-api.md "Key types and permission rules" 9 to 22).
 const (
 	reasonKeysCreate      = "Key-management keys create team keys of any permission level, for any team."
 	reasonOwnPersonal     = "Members create their own PERSONAL keys."
@@ -25,7 +25,8 @@ const (
 )
 
 // decideKeyCreate: organization admins create any type; members their own PERSONAL keys and, as team admins, keys
-// of their teams; key-management keys team keys of any type and team (SPEC.md "Authentication" 4 and 7).
+// of their teams; key-management keys team keys of any type and team (docs/rest-api.md "Key types and
+// permission rules" 10, 13, 15 and 16).
 func decideKeyCreate(p Principal, r Resource) Decision {
 	switch {
 	case !p.is(gatewayv1.KeyTypePersonal) && !p.is(gatewayv1.KeyTypeManageAPIKeys):
@@ -48,9 +49,10 @@ func decideKeyCreate(p Principal, r Resource) Decision {
 	return deny(reasonNotTeamAdmin)
 }
 
-// decideKeyTarget: a caller revokes and renames only keys it sees, and a key it does not see is 404 (SPEC.md
-// "Authentication" 8). Management keys are the organization admins' alone to rename or revoke (7); organization
-// admins may not rename other members' PERSONAL keys, and key-management keys rename nothing (4 gives them no rename).
+// decideKeyTarget: a caller revokes and renames only keys it sees, and a key it does not see is 404 (docs/rest-api.md
+// "Key types and permission rules" 17 to 24). Management keys are the organization admins' alone to rename or
+// revoke (15); organization admins may not rename other members' PERSONAL keys (18), and key-management keys rename
+// nothing (9 to 13 give them no rename).
 func decideKeyTarget(p Principal, a Action, r Resource) Decision {
 	if !p.is(gatewayv1.KeyTypePersonal) && !p.is(gatewayv1.KeyTypeManageAPIKeys) {
 		return deny(p.typeReason())

@@ -29,7 +29,7 @@ type Tokens struct {
 	OutputTokens int64 `json:"outputTokens"`
 }
 
-// Event is one billing event, in the public shape of DESIGN.md.
+// Event is one billing event, in its public shape (docs/limits.md "Billing events").
 type Event struct {
 	IdempotencyKey   string    `json:"idempotencyKey"`
 	Timestamp        time.Time `json:"timestamp"`

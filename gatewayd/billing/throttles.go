@@ -19,7 +19,8 @@ const (
 )
 
 // Refusal names the limit that refused a call with 429. It travels beside the event, never inside it: the event
-// is the signed webhook's payload, whose fields DESIGN.md pins, so the refusal only feeds the throttle rollup.
+// is the signed webhook's payload, whose fields are fixed (docs/limits.md "Billing events"), so the refusal
+// only feeds the throttle rollup.
 type Refusal struct {
 	// By is RefusedByGroup, RefusedByTier or RefusedByOther.
 	By string `json:"by"`

@@ -12,7 +12,8 @@ import (
 )
 
 // writeForwardError answers a call whose upstream failed before answering, in the model-call errors of
-// DESIGN.md: 504 timeout, 502 model_unavailable, and a 499 recorded (not sent) when the client left.
+// docs/rest-api.md ("Model-call errors"): 504 timeout, 502 model_unavailable, and a 499 recorded (not sent) when
+// the client left.
 func writeForwardError(w http.ResponseWriter, r *http.Request, name string, err error) {
 	log := logr.FromContextOrDiscard(r.Context())
 	var ue *upstream.Error

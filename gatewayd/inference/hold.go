@@ -17,7 +17,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 )
 
-// Holding a call while its deployment starts (DESIGN.md "Scale from zero"): a predict call to an active
+// Holding a call while its deployment starts (docs/rest-api.md "Model calls: wake"): a predict call to an active
 // deployment behind a Service with no ready address asks for a wake (gatewayd/wake, one patch per deployment
 // however many calls wait) and waits on the EndpointSlice watch's change signal, never polling, until an address
 // is ready or min(startupTimeoutSeconds, the hold timeout) has passed.

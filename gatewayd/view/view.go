@@ -585,8 +585,8 @@ func parseKeyInto[T string | []byte](out *[sha256.Size]byte, prefix, hash T) err
 }
 
 // planFor turns the effective limits of one (group, slug) into a plan. The metering group is the caller's own
-// in INDEPENDENT mode and the declaring group in CASCADING mode (DESIGN.md "Limits"). Limits are ordered
-// nearest declaring group first, so a 429 names the closest limit hit.
+// in INDEPENDENT mode and the declaring group in CASCADING mode (docs/limits.md "Buckets and plans"). Limits
+// are ordered nearest declaring group first, so a 429 names the closest limit hit.
 func planFor(namespace string, g snapshot.Group, m snapshot.Model, depth map[string]int) (*limits.Plan, error) {
 	all := slices.Concat(m.RateLimits, m.UsageLimits)
 	plan := &limits.Plan{Limits: make([]limits.Limit, 0, len(all))}

@@ -57,8 +57,9 @@ func grandchildModels(extra ...map[string]any) []any {
 	return out
 }
 
-// TestLifecycle walks SPEC.md's lifecycle in order, through gatewayd's /v1 management API and its inference
-// route only. Each step depends on the ones before it, so the first failure stops the walk.
+// TestLifecycle walks a gateway customer's lifecycle in order (docs/rest-api.md "Groups" and "Federated keys";
+// docs/limits.md "The rules"), through gatewayd's /v1 management API and its inference route only. Each step
+// depends on the ones before it, so the first failure stops the walk.
 func TestLifecycle(t *testing.T) {
 	l := &lifecycle{s: theStack(t), run: strconv.FormatInt(time.Now().UnixNano()%(1<<40), 36)}
 	steps := []struct {

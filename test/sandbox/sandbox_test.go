@@ -298,7 +298,7 @@ func pushZip(t *testing.T, image string, files map[string]string, registered str
 	}
 	// Until this push is BUILT (it cannot be before its upload), image_ref is what is registered already.
 	wantRefs(t, "GET before the upload", g, image, registered)
-	// SPEC's literal path answers the same.
+	// The path without /v1 answers the same (docs/rest-api.md "Sandbox images").
 	if g := call(t, adminKey, "GET", "/sandboxes/images/"+url.PathEscape(image), nil, red); g.body["status"] != "UPLOADING" {
 		t.Fatalf("GET %s right after the POST: %v", "/sandboxes/images", g)
 	}

@@ -375,8 +375,8 @@ func (s *Stack) startGatewayd(ctx context.Context, opts Options) error {
 	gopts := opts.Gatewayd
 	gopts.RESTConfig = s.Config
 	gopts.Addr = opts.GatewayAddr
-	// A development stack: async result webhooks may go to a receiver on this machine (DESIGN.md "Details
-	// pinned for the serving half").
+	// A development stack: async result webhooks may go to a receiver on this machine (docs/decisions.md
+	// "The local stack").
 	gopts.AsyncConfig.AllowInternalWebhooks = true
 	// ... and sandbox images may come from this machine's registries (the in-process one included).
 	gopts.Sandboxes.AllowInternalImages = true

@@ -138,9 +138,9 @@ func (ix *Index) Chain(g *gatewayv1.Group) (Chain, ChainStatus) {
 // Root is the topmost group of the chain.
 func (c Chain) Root() *gatewayv1.Group { return c[len(c)-1] }
 
-// Resolve returns the effective models of chain[0], the limits the runtime enforces, for both modes as the
-// product spec defines them. The slugs are exactly chain[0]'s own models; the limits of each slug come from the
-// chain:
+// Resolve returns the effective models of chain[0], the limits the runtime enforces, for both modes as
+// docs/limits.md "The rules" 5 and 6 define them. The slugs are exactly chain[0]'s own models; the limits of
+// each slug come from the chain:
 //   - INDEPENDENT: each (type, unit) resolves to the closest group that declares it, self included.
 //   - CASCADING: every limit that any group on the chain declares for the slug applies, each anchored to its
 //     declaring group, nearest first.

@@ -10,7 +10,7 @@ import (
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 )
 
-// TestResolve covers SPEC.md "Gateway limit semantics" rules 5 (INDEPENDENT) and 6 (CASCADING), one case per
+// TestResolve covers docs/limits.md "The rules" 5 (INDEPENDENT) and 6 (CASCADING), one case per
 // rule, on the effective models of the group named by target.
 func TestResolve(t *testing.T) {
 	tests := []struct {

@@ -175,7 +175,7 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// TestValidateCascadingMessage pins the exact sentence that SPEC.md "Errors" requires: the refusal begins with it.
+// TestValidateCascadingMessage pins the exact sentence of docs/rest-api.md "Errors": the refusal begins with it.
 func TestValidateCascadingMessage(t *testing.T) {
 	root := grp("root", "", cascade, mdl("m", lim(req, minute, 100)))
 	child := grp("child", "root", cascade, mdl("m", lim(req, minute, 101)))

@@ -1,5 +1,5 @@
-// Package queue is the durable store of async inference requests (DESIGN.md "Async inference"): one Store
-// interface with two backends, bbolt in the embedded store (one replica) and Redis (several replicas). It owns
+// Package queue is the durable store of async inference requests (docs/rest-api.md "Async inference"): one
+// Store interface with two backends, bbolt in the embedded store (one replica) and Redis (several replicas). It owns
 // the request records, the per-deployment priority queues, worker leases, the retry delays, expiry, the result
 // webhook outbox and retention. Every transition is one bbolt transaction or one Lua script, so a crash between
 // two steps never leaves a request both queued and running, and two replicas never run one request at once.
@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// Status is a request's status (SPEC.md "Async request status").
+// Status is a request's status (docs/rest-api.md "Async inference", States).
 type Status = string
 
 // Statuses.
@@ -38,7 +38,7 @@ const (
 	HookCanceled  = "CANCELED"
 )
 
-// Error codes of a request's errors[] (DESIGN.md "Async inference").
+// Error codes of a request's errors[] (docs/rest-api.md "Async inference", Errors).
 const (
 	CodePredictError   = "MODEL_PREDICT_ERROR"
 	CodePredictTimeout = "MODEL_PREDICT_TIMEOUT"

@@ -72,8 +72,9 @@ func (a *api) mintKey(w http.ResponseWriter, r *http.Request, c auth.Caller) {
 	httperr.WriteJSON(w, http.StatusCreated, map[string]string{"api_key": plain, "prefix": apikey.Prefix(plain), "name": req.Name})
 }
 
-// registerKey stores a caller-supplied key, checked in the order of SPEC.md: the workspace's public key and the
-// body's signature, length, entropy, then prefix uniqueness. The key is never echoed or logged.
+// registerKey stores a caller-supplied key, checked in the order of docs/rest-api.md "Federated keys": the
+// workspace's public key and the body's signature, length, entropy, then prefix uniqueness. The key is never
+// echoed or logged.
 func (a *api) registerKey(w http.ResponseWriter, r *http.Request, c auth.Caller) {
 	raw, ok := kit.ReadBody(w, r)
 	if !ok {

@@ -1,4 +1,4 @@
-// Package chains serves the chain management routes of DESIGN.md "Chains": chains, their deployments and
+// Package chains serves the chain management routes of docs/rest-api.md "Chains": chains, their deployments and
 // environments, and chain deletion. The routes a model has too (the list, one chain, its deployments, its
 // environments) are gatewayd/rest/envroutes over the Kind below; this package keeps what is a chain's alone: the
 // wire shape of a chain deployment with its chainlets, activation of every chainlet, and deletion. Every write is

@@ -1,5 +1,5 @@
-// Package envroutes serves the management routes that models and chains share (DESIGN.md "Models, deployments
-// and environments" and "Chains"): the list with deployment counts, one object, its deployments, and its
+// Package envroutes serves the management routes that models and chains share (docs/rest-api.md "Models,
+// deployments and environments", "Chains"): the list with deployment counts, one object, its deployments, and its
 // environments (list, get, activate, deactivate, promote). A Kind says what differs between the two: the custom
 // resources, the wire shape of a deployment and an environment, and what activating an environment and scaling
 // a deployment down touch. gatewayd/rest/models and gatewayd/rest/chains each hold a Kind and serve only the

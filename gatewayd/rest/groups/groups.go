@@ -37,7 +37,7 @@ func Register(mux ingress.Mux, k *kit.Kit) {
 	k.Handle(mux, "GET /v1/gateway/groups/{group_id}/usage", kit.AccessGateway, a.groupUsage)
 }
 
-// JSON shapes of SPEC.md "Group".
+// JSON shapes of docs/rest-api.md "Groups".
 
 type limitJSON struct {
 	Type      string `json:"type"`

@@ -1,5 +1,5 @@
-// Package models serves the model management routes of DESIGN.md "Models, deployments and environments": models,
-// their deployments and environments, activation, promotion, retry and logs. The routes a chain has too (the
+// Package models serves the model management routes of docs/rest-api.md "Models, deployments and environments":
+// models, their deployments and environments, activation, promotion, retry and logs. The routes a chain has too (the
 // list, one model, its deployments, its environments) are gatewayd/rest/envroutes over the Kind below; this
 // package keeps what is a model's alone. Every write is a change to the Model or ModelDeployment custom
 // resource, as kubectl would make it; the manager does the rest. Who may read or change a model is decided by
@@ -105,7 +105,8 @@ type (
 	}
 )
 
-// autoscalingOf is what a deployment's autoscaling amounts to, defaults filled in (DESIGN.md "Details pinned").
+// autoscalingOf is what a deployment's autoscaling amounts to, defaults filled in (docs/operations.md "Scale to
+// zero: the autoscaler").
 func autoscalingOf(a *gatewayv1.Autoscaling) autoscalingJSON {
 	out := autoscalingJSON{MinReplica: 0, MaxReplica: 1, ConcurrencyTarget: 1, ScaleDownDelay: 900, AutoscalingWindow: 60}
 	if a == nil {

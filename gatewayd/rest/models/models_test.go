@@ -140,7 +140,7 @@ var _ = Describe("Model routes", func() {
 		Expect(deploymentActive(ns, "v1")).To(BeTrue())
 	})
 
-	It("answer the 21st activation in a minute with SPEC's exact 429 body", func() {
+	It("answer the 21st activation in a minute with the exact 429 body of docs/rest-api.md", func() {
 		clk := resttest.NewClock(time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC))
 		srv := resttest.Serve(rest.Options{Clock: clk.Now})
 		_, admin := modelWorkspace()

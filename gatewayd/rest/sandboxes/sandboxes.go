@@ -1,4 +1,4 @@
-// Package sandboxes serves the sandbox image routes (SPEC.md "Sandbox image push", DESIGN.md "Sandbox images"):
+// Package sandboxes serves the sandbox image routes (docs/rest-api.md "Sandbox images"):
 // POST /v1/sandboxes/images creates the SandboxImage of (team, name) if missing and one SandboxImageBuild per push
 // before it answers; GET reads the latest build's status and the tags; DELETE removes the record. The upload URL
 // (PUT /v1/sandboxes/uploads/{build}, upload.go) streams a ZIP into the workspace registry. gatewayd only accepts:
@@ -52,7 +52,7 @@ type Options struct {
 	RegistryTransport http.RoundTripper
 }
 
-// DefaultMaxUploadBytes is SPEC's 5 GB.
+// DefaultMaxUploadBytes is the 5 GB cap of an upload (docs/rest-api.md "Sandbox images").
 const DefaultMaxUploadBytes = 5_000_000_000
 
 type service struct {
@@ -74,11 +74,11 @@ func Register(mux ingress.Mux, k *kit.Kit, opts Options) {
 	s := &service{k: k, opts: opts}
 	k.Handle(mux, "POST /v1/sandboxes/images", kit.AccessSandbox, s.push)
 	k.Handle(mux, "GET /v1/sandboxes/images/{image_name}", kit.AccessSandbox, s.get)
-	// SPEC.md's literal polling path, without /v1.
+	// The polling path without /v1 (docs/rest-api.md "Sandbox images").
 	k.Handle(mux, "GET /sandboxes/images/{image_name}", kit.AccessSandbox, s.get)
 	k.Handle(mux, "GET /v1/sandboxes/images/{image_name}/tags", kit.AccessSandbox, s.tags)
 	k.Handle(mux, "DELETE /v1/sandboxes/images/{image_name}", kit.AccessSandbox, s.remove)
-	// The upload is authenticated by its signature, not by an API key (SPEC.md: "separate from the API endpoints").
+	// The upload is authenticated by its signature, not by an API key (docs/rest-api.md "Sandbox images").
 	mux.HandleFunc("PUT /v1/sandboxes/uploads/{build}", s.upload)
 }
 

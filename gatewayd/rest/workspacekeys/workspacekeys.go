@@ -41,7 +41,8 @@ func Register(mux ingress.Mux, k *kit.Kit) {
 	k.Handle(mux, "DELETE /v1/api_keys/{prefix}", kit.AccessKeys, a.deleteWorkspaceKey)
 }
 
-// keyNamePattern is SPEC.md's name rule (lowercase letters, numbers and hyphens), within the CRD's 128 characters.
+// keyNamePattern is the name rule of docs/rest-api.md "Workspace keys and teams": 1 to 128 lowercase letters,
+// digits and hyphens, the CRD's length.
 var keyNamePattern = regexp.MustCompile(`^[a-z0-9-]{1,128}$`)
 
 const nameRule = "name must be 1 to 128 lowercase letters, digits and hyphens."
@@ -64,7 +65,7 @@ type ownerJSON struct {
 	Name   string `json:"name"`
 }
 
-// workspaceKeyJSON is a listed key. team_id is kept next to DESIGN.md's team_name for clients of the earlier list.
+// workspaceKeyJSON is a listed key. team_id is kept next to team_name for clients of the earlier list.
 type workspaceKeyJSON struct {
 	Prefix       string     `json:"prefix"`
 	Name         string     `json:"name"`

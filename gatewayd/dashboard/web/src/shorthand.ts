@@ -1,9 +1,9 @@
-// Shorthand limit inputs (DESIGN.md "Dashboard"): `1k`, `60k`, `1.5M`, `1B`. The suffix is k or K (thousand), M
-// (million) or B (billion); lowercase m is refused as ambiguous (milli? mega?). A decimal part has at most two
-// digits and the result must be whole, so `1.5M` is 1,500,000 while `1.005k` is refused (write 1005). Plain
-// integers, with or without thousands commas, are accepted too. Parsing is done on digit strings with BigInt:
-// no floating point, so no 1.005 * 1000 = 1004.999… surprise. formatShorthand writes what parseShorthand reads
-// back to the same number.
+// Shorthand limit inputs (docs/decisions.md, "Dashboard", Shorthand): `1k`, `60k`, `1.5M`, `1B`. The suffix is k or K
+// (thousand), M (million) or B (billion); lowercase m is refused as ambiguous (milli? mega?). A decimal part has at
+// most two digits and the result must be whole, so `1.5M` is 1,500,000 while `1.005k` is refused (write 1005). Plain
+// integers, with or without thousands commas, are accepted too. Parsing is done on digit strings with BigInt: no
+// floating point, so no 1.005 * 1000 = 1004.999… surprise. formatShorthand writes what parseShorthand reads back to the
+// same number.
 
 export type Parsed = { ok: true; value: number } | { ok: false; error: string };
 
