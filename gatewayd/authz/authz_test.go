@@ -4,6 +4,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -16,38 +17,38 @@ import (
 // The rules the rows check, word for word from docs/rest-api.md "Key types and permission rules". Every one is
 // cited by a row.
 const (
-	s4Types          = "Rule 1: A workspace key has one of five types: PERSONAL, WORKSPACE_MANAGE_ALL, WORKSPACE_INVOKE, WORKSPACE_EXPORT_METRICS, WORKSPACE_MANAGE_API_KEYS."
-	s4Personal       = "Rule 2: A PERSONAL key belongs to one user and may do what that user may do."
-	s4Deprovisioned  = "Rule 4: A PERSONAL key whose owner has left the workspace may do nothing; the manager then deletes it."
-	s4ManageAll      = "Rule 5: A WORKSPACE_MANAGE_ALL key deploys, calls and manages models and the other resources of the workspace."
-	s4ManageAllBound = "Rule 6: A WORKSPACE_MANAGE_ALL key acts for one team, or for the whole workspace."
-	s4Invoke         = "Rule 7: A WORKSPACE_INVOKE key calls models and does nothing else."
-	s4Metrics        = "Rule 8: A WORKSPACE_EXPORT_METRICS key reads metrics and does nothing else."
-	s4KeysList       = "Rule 9: A WORKSPACE_MANAGE_API_KEYS key lists teams and models, to find the ids that scope keys."
-	s4KeysCreate     = "Rule 10: A WORKSPACE_MANAGE_API_KEYS key creates team keys of every type, for any team."
-	s4KeysSee        = "Rule 11: A WORKSPACE_MANAGE_API_KEYS key sees the team keys and the members' PERSONAL keys."
-	s4KeysRevoke     = "Rule 12: A WORKSPACE_MANAGE_API_KEYS key revokes team keys and PERSONAL keys."
-	s4KeysCannot     = "Rule 13: A WORKSPACE_MANAGE_API_KEYS key neither calls nor manages models, and creates neither PERSONAL keys nor other key-management keys."
-	s6               = "Rule 14: A WORKSPACE_MANAGE_ALL or WORKSPACE_INVOKE key may be limited to some environments, or to some models in some environments, and then calls only those."
-	s7Management     = "Rule 15: Only organization admins create, rename or revoke key-management keys."
-	s7TeamAdmins     = "Rule 16: A team admin creates keys for their own teams."
-	s8Admins         = "Rule 17: Organization admins see every team key and every member's PERSONAL key, and may revoke any of them."
-	s8AdminsRename   = "Rule 18: Organization admins may not rename another member's PERSONAL key."
-	s8TeamAdmins     = "Rule 19: Team admins also see every key of their teams."
-	s8Others         = "Rule 20: Everyone else sees their own PERSONAL keys and the team keys they created."
-	s8List           = "Rule 21: The key list shows each caller exactly the keys these rules let it see."
-	s8Management     = "Rule 22: Key-management keys see and revoke team keys and PERSONAL keys across the workspace."
-	dRoles           = "Rule 3: A PERSONAL key acts with the roles its owner holds when the call is made."
-	dScope           = "Rule 23: A key's effective scope is its team's intersected with its own model and environment scope; an empty scope means all."
-	dInvisible       = "Rule 24: Whatever the caller may not learn of (a model, team or key it does not act for) is answered 404, not 403."
-	dWorkspaceKey    = "Rule 25: A team key with no team acts for every team of its workspace."
-	dInvokers        = "Rule 26: PERSONAL, WORKSPACE_MANAGE_ALL and WORKSPACE_INVOKE keys call the model routes."
+	ruleTypes          = "Rule 1: A workspace key has one of five types: PERSONAL, WORKSPACE_MANAGE_ALL, WORKSPACE_INVOKE, WORKSPACE_EXPORT_METRICS, WORKSPACE_MANAGE_API_KEYS."
+	rulePersonal       = "Rule 2: A PERSONAL key belongs to one user and may do what that user may do."
+	ruleDeprovisioned  = "Rule 4: A PERSONAL key whose owner has left the workspace may do nothing; the manager then deletes it."
+	ruleManageAll      = "Rule 5: A WORKSPACE_MANAGE_ALL key deploys, calls and manages models and the other resources of the workspace."
+	ruleManageAllBound = "Rule 6: A WORKSPACE_MANAGE_ALL key acts for one team, or for the whole workspace."
+	ruleInvoke         = "Rule 7: A WORKSPACE_INVOKE key calls models and does nothing else."
+	ruleMetrics        = "Rule 8: A WORKSPACE_EXPORT_METRICS key reads metrics and does nothing else."
+	ruleKeysList       = "Rule 9: A WORKSPACE_MANAGE_API_KEYS key lists teams and models, to find the ids that scope keys."
+	ruleKeysCreate     = "Rule 10: A WORKSPACE_MANAGE_API_KEYS key creates team keys of every type, for any team."
+	ruleKeysSee        = "Rule 11: A WORKSPACE_MANAGE_API_KEYS key sees the team keys and the members' PERSONAL keys."
+	ruleKeysRevoke     = "Rule 12: A WORKSPACE_MANAGE_API_KEYS key revokes team keys and PERSONAL keys."
+	ruleKeysCannot     = "Rule 13: A WORKSPACE_MANAGE_API_KEYS key neither calls nor manages models, and creates neither PERSONAL keys nor other key-management keys."
+	ruleScoped         = "Rule 14: A WORKSPACE_MANAGE_ALL or WORKSPACE_INVOKE key may be limited to some environments, or to some models in some environments, and then calls only those."
+	ruleMgmtKeys       = "Rule 15: Only organization admins create, rename or revoke key-management keys."
+	ruleTeamAdmins     = "Rule 16: A team admin creates keys for their own teams."
+	ruleAdmins         = "Rule 17: Organization admins see every team key and every member's PERSONAL key, and may revoke any of them."
+	ruleAdminsRename   = "Rule 18: Organization admins may not rename another member's PERSONAL key."
+	ruleTeamAdminsSee  = "Rule 19: Team admins also see every key of their teams."
+	ruleOthers         = "Rule 20: Everyone else sees their own PERSONAL keys and the team keys they created."
+	ruleList           = "Rule 21: The key list shows each caller exactly the keys these rules let it see."
+	ruleMgmtSee        = "Rule 22: Key-management keys see and revoke team keys and PERSONAL keys across the workspace."
+	ruleRoles          = "Rule 3: A PERSONAL key acts with the roles its owner holds when the call is made."
+	ruleScope          = "Rule 23: A key's effective scope is its team's intersected with its own model and environment scope; an empty scope means all."
+	ruleInvisible      = "Rule 24: Whatever the caller may not learn of (a model, team or key it does not act for) is answered 404, not 403."
+	ruleWorkspaceKey   = "Rule 25: A team key with no team acts for every team of its workspace."
+	ruleInvokers       = "Rule 26: PERSONAL, WORKSPACE_MANAGE_ALL and WORKSPACE_INVOKE keys call the model routes."
 )
 
 var sentences = []string{
-	s4Types, s4Personal, s4Deprovisioned, s4ManageAll, s4ManageAllBound, s4Invoke, s4Metrics, s4KeysList,
-	s4KeysCreate, s4KeysSee, s4KeysRevoke, s4KeysCannot, s6, s7Management, s7TeamAdmins, s8Admins, s8AdminsRename,
-	s8TeamAdmins, s8Others, s8List, s8Management, dRoles, dScope, dInvisible, dWorkspaceKey, dInvokers,
+	ruleTypes, rulePersonal, ruleDeprovisioned, ruleManageAll, ruleManageAllBound, ruleInvoke, ruleMetrics, ruleKeysList,
+	ruleKeysCreate, ruleKeysSee, ruleKeysRevoke, ruleKeysCannot, ruleScoped, ruleMgmtKeys, ruleTeamAdmins, ruleAdmins, ruleAdminsRename,
+	ruleTeamAdminsSee, ruleOthers, ruleList, ruleMgmtSee, ruleRoles, ruleScope, ruleInvisible, ruleWorkspaceKey, ruleInvokers,
 }
 
 // answer is what the HTTP layer makes of a Decision.
@@ -134,160 +135,160 @@ var (
 // golden is the permission table: key type × action × scope × role. docs/rest-api.md renders it.
 var golden = []row{
 	// PERSONAL keys act with their owner's current roles.
-	{s4Personal, admin, ActionInvoke, model("m1", "red", "prod"), allowed},
-	{s4Personal, admin, ActionManageModels, model("ws", "", "prod"), allowed},
-	{s4Personal, admin, ActionManageGateway, Resource{}, allowed},
-	{s4Personal, admin, ActionExportMetrics, team(""), allowed},
-	{s4Personal, admin, ActionSandbox, team("blue"), allowed},
-	{s4Personal, admin, ActionListTeams, team("blue"), allowed},
-	{s4Personal, admin, ActionListModels, model("m3", "blue", ""), allowed},
-	{dRoles, member, ActionInvoke, model("m1", "red", "prod"), allowed},
-	{dInvisible, member, ActionInvoke, model("m3", "blue", "prod"), notFound},
-	{dRoles, teamAdmin, ActionInvoke, model("m3", "blue", "prod"), allowed},
-	{dRoles, member, ActionInvoke, model("ws", "", "prod"), allowed},
-	{dRoles, member, ActionManageModels, model("m1", "red", "prod"), allowed},
-	{dInvisible, member, ActionManageModels, model("m3", "blue", "prod"), notFound},
-	{dRoles, member, ActionManageModels, model("ws", "", "prod"), forbidden},
-	{dRoles, member, ActionManageGateway, Resource{}, forbidden},
-	{dRoles, member, ActionExportMetrics, team(""), forbidden},
-	{dRoles, member, ActionSandbox, team("red"), allowed},
-	{dRoles, member, ActionSandbox, team("blue"), forbidden},
-	{dRoles, member, ActionSandbox, team(""), forbidden},
-	{dRoles, member, ActionListTeams, Resource{}, allowed},
-	{dRoles, member, ActionListTeams, team("red"), allowed},
-	{dInvisible, member, ActionListTeams, team("blue"), notFound},
-	{dRoles, member, ActionListModels, Resource{}, allowed},
-	{dRoles, member, ActionListModels, model("ws", "", ""), allowed},
-	{dInvisible, member, ActionListModels, model("m3", "blue", ""), notFound},
-	{s4Deprovisioned, departed, ActionInvoke, model("m1", "red", "prod"), forbidden},
-	{s4Deprovisioned, departed, ActionKeySee, personalKey("gus"), forbidden},
+	{rulePersonal, admin, ActionInvoke, model("m1", "red", "prod"), allowed},
+	{rulePersonal, admin, ActionManageModels, model("ws", "", "prod"), allowed},
+	{rulePersonal, admin, ActionManageGateway, Resource{}, allowed},
+	{rulePersonal, admin, ActionExportMetrics, team(""), allowed},
+	{rulePersonal, admin, ActionSandbox, team("blue"), allowed},
+	{rulePersonal, admin, ActionListTeams, team("blue"), allowed},
+	{rulePersonal, admin, ActionListModels, model("m3", "blue", ""), allowed},
+	{ruleRoles, member, ActionInvoke, model("m1", "red", "prod"), allowed},
+	{ruleInvisible, member, ActionInvoke, model("m3", "blue", "prod"), notFound},
+	{ruleRoles, teamAdmin, ActionInvoke, model("m3", "blue", "prod"), allowed},
+	{ruleRoles, member, ActionInvoke, model("ws", "", "prod"), allowed},
+	{ruleRoles, member, ActionManageModels, model("m1", "red", "prod"), allowed},
+	{ruleInvisible, member, ActionManageModels, model("m3", "blue", "prod"), notFound},
+	{ruleRoles, member, ActionManageModels, model("ws", "", "prod"), forbidden},
+	{ruleRoles, member, ActionManageGateway, Resource{}, forbidden},
+	{ruleRoles, member, ActionExportMetrics, team(""), forbidden},
+	{ruleRoles, member, ActionSandbox, team("red"), allowed},
+	{ruleRoles, member, ActionSandbox, team("blue"), forbidden},
+	{ruleRoles, member, ActionSandbox, team(""), forbidden},
+	{ruleRoles, member, ActionListTeams, Resource{}, allowed},
+	{ruleRoles, member, ActionListTeams, team("red"), allowed},
+	{ruleInvisible, member, ActionListTeams, team("blue"), notFound},
+	{ruleRoles, member, ActionListModels, Resource{}, allowed},
+	{ruleRoles, member, ActionListModels, model("ws", "", ""), allowed},
+	{ruleInvisible, member, ActionListModels, model("m3", "blue", ""), notFound},
+	{ruleDeprovisioned, departed, ActionInvoke, model("m1", "red", "prod"), forbidden},
+	{ruleDeprovisioned, departed, ActionKeySee, personalKey("gus"), forbidden},
 
 	// WORKSPACE_MANAGE_ALL: deploy, call endpoints, manage resources, within its team.
-	{s4ManageAll, manageAllRed, ActionInvoke, model("m1", "red", "prod"), allowed},
-	{s4ManageAll, manageAllRed, ActionManageModels, model("m1", "red", "dev"), allowed},
-	{s4ManageAll, manageAllRed, ActionManageGateway, Resource{}, allowed},
-	{s4ManageAll, manageAllRed, ActionExportMetrics, team(""), allowed},
-	{s4ManageAll, manageAllRed, ActionSandbox, team("red"), allowed},
-	{s4ManageAll, manageAllRed, ActionListTeams, team("red"), allowed},
-	{s4ManageAll, manageAllRed, ActionListModels, model("m1", "red", ""), allowed},
-	{s4ManageAll, manageAllRed, ActionKeyCreate, newKey(gatewayv1.KeyTypeInvoke, "red"), forbidden},
-	{s4ManageAll, manageAllRed, ActionKeySee, invokeKeyRedByTia, forbidden},
-	{s4ManageAllBound, manageAllRed, ActionManageModels, model("m3", "blue", "prod"), notFound},
-	{s4ManageAllBound, manageAllRed, ActionManageModels, model("ws", "", "prod"), notFound},
-	{s4ManageAllBound, manageAllRed, ActionExportMetrics, team("blue"), forbidden},
-	{s4ManageAllBound, manageAllRed, ActionSandbox, team("blue"), forbidden},
-	{s4ManageAllBound, manageAllRed, ActionListTeams, team("blue"), notFound},
-	{s4ManageAllBound, manageAllRed, ActionListModels, model("ws", "", ""), notFound},
-	{dWorkspaceKey, manageAllWS, ActionManageModels, model("ws", "", "prod"), allowed},
-	{dWorkspaceKey, manageAllWS, ActionSandbox, team("blue"), allowed},
-	{dWorkspaceKey, manageAllWS, ActionListModels, model("ws", "", ""), allowed},
+	{ruleManageAll, manageAllRed, ActionInvoke, model("m1", "red", "prod"), allowed},
+	{ruleManageAll, manageAllRed, ActionManageModels, model("m1", "red", "dev"), allowed},
+	{ruleManageAll, manageAllRed, ActionManageGateway, Resource{}, allowed},
+	{ruleManageAll, manageAllRed, ActionExportMetrics, team(""), allowed},
+	{ruleManageAll, manageAllRed, ActionSandbox, team("red"), allowed},
+	{ruleManageAll, manageAllRed, ActionListTeams, team("red"), allowed},
+	{ruleManageAll, manageAllRed, ActionListModels, model("m1", "red", ""), allowed},
+	{ruleManageAll, manageAllRed, ActionKeyCreate, newKey(gatewayv1.KeyTypeInvoke, "red"), forbidden},
+	{ruleManageAll, manageAllRed, ActionKeySee, invokeKeyRedByTia, forbidden},
+	{ruleManageAllBound, manageAllRed, ActionManageModels, model("m3", "blue", "prod"), notFound},
+	{ruleManageAllBound, manageAllRed, ActionManageModels, model("ws", "", "prod"), notFound},
+	{ruleManageAllBound, manageAllRed, ActionExportMetrics, team("blue"), forbidden},
+	{ruleManageAllBound, manageAllRed, ActionSandbox, team("blue"), forbidden},
+	{ruleManageAllBound, manageAllRed, ActionListTeams, team("blue"), notFound},
+	{ruleManageAllBound, manageAllRed, ActionListModels, model("ws", "", ""), notFound},
+	{ruleWorkspaceKey, manageAllWS, ActionManageModels, model("ws", "", "prod"), allowed},
+	{ruleWorkspaceKey, manageAllWS, ActionSandbox, team("blue"), allowed},
+	{ruleWorkspaceKey, manageAllWS, ActionListModels, model("ws", "", ""), allowed},
 
 	// WORKSPACE_INVOKE: call model endpoints only.
-	{s4Invoke, invokeRed, ActionInvoke, model("m1", "red", "prod"), allowed},
-	{s4Invoke, invokeRed, ActionManageModels, model("m1", "red", "prod"), forbidden},
-	{s4Invoke, invokeRed, ActionManageGateway, Resource{}, forbidden},
-	{s4Invoke, invokeRed, ActionExportMetrics, team(""), forbidden},
-	{s4Invoke, invokeRed, ActionListTeams, Resource{}, forbidden},
-	{s4Invoke, invokeRed, ActionListModels, Resource{}, forbidden},
-	{s4Invoke, invokeRed, ActionSandbox, team("red"), forbidden},
-	{s4Invoke, invokeRed, ActionKeyCreate, newKey(gatewayv1.KeyTypeInvoke, "red"), forbidden},
-	{s4Invoke, invokeRed, ActionKeyRevoke, invokeKeyRedByTia, forbidden},
-	{dWorkspaceKey, invokeWS, ActionInvoke, model("ws", "", "prod"), allowed},
-	{dWorkspaceKey, invokeWS, ActionInvoke, model("m3", "blue", "dev"), allowed},
-	{dInvokers, invokeRed, ActionInvoke, model("m2", "red", "dev"), allowed},
+	{ruleInvoke, invokeRed, ActionInvoke, model("m1", "red", "prod"), allowed},
+	{ruleInvoke, invokeRed, ActionManageModels, model("m1", "red", "prod"), forbidden},
+	{ruleInvoke, invokeRed, ActionManageGateway, Resource{}, forbidden},
+	{ruleInvoke, invokeRed, ActionExportMetrics, team(""), forbidden},
+	{ruleInvoke, invokeRed, ActionListTeams, Resource{}, forbidden},
+	{ruleInvoke, invokeRed, ActionListModels, Resource{}, forbidden},
+	{ruleInvoke, invokeRed, ActionSandbox, team("red"), forbidden},
+	{ruleInvoke, invokeRed, ActionKeyCreate, newKey(gatewayv1.KeyTypeInvoke, "red"), forbidden},
+	{ruleInvoke, invokeRed, ActionKeyRevoke, invokeKeyRedByTia, forbidden},
+	{ruleWorkspaceKey, invokeWS, ActionInvoke, model("ws", "", "prod"), allowed},
+	{ruleWorkspaceKey, invokeWS, ActionInvoke, model("m3", "blue", "dev"), allowed},
+	{ruleInvokers, invokeRed, ActionInvoke, model("m2", "red", "dev"), allowed},
 
 	// WORKSPACE_EXPORT_METRICS: export metrics only.
-	{s4Metrics, metricsRed, ActionExportMetrics, team(""), allowed},
-	{s4Metrics, metricsRed, ActionExportMetrics, team("red"), allowed},
-	{s4Metrics, metricsRed, ActionExportMetrics, team("blue"), forbidden},
-	{s4Metrics, metricsRed, ActionInvoke, model("m1", "red", "prod"), forbidden},
-	{s4Metrics, metricsRed, ActionManageModels, model("m1", "red", "prod"), forbidden},
-	{s4Metrics, metricsRed, ActionManageGateway, Resource{}, forbidden},
-	{s4Metrics, metricsRed, ActionListModels, Resource{}, forbidden},
-	{s4Metrics, metricsRed, ActionSandbox, team("red"), forbidden},
-	{s4Metrics, metricsRed, ActionKeySee, invokeKeyRedByTia, forbidden},
+	{ruleMetrics, metricsRed, ActionExportMetrics, team(""), allowed},
+	{ruleMetrics, metricsRed, ActionExportMetrics, team("red"), allowed},
+	{ruleMetrics, metricsRed, ActionExportMetrics, team("blue"), forbidden},
+	{ruleMetrics, metricsRed, ActionInvoke, model("m1", "red", "prod"), forbidden},
+	{ruleMetrics, metricsRed, ActionManageModels, model("m1", "red", "prod"), forbidden},
+	{ruleMetrics, metricsRed, ActionManageGateway, Resource{}, forbidden},
+	{ruleMetrics, metricsRed, ActionListModels, Resource{}, forbidden},
+	{ruleMetrics, metricsRed, ActionSandbox, team("red"), forbidden},
+	{ruleMetrics, metricsRed, ActionKeySee, invokeKeyRedByTia, forbidden},
 
 	// WORKSPACE_MANAGE_API_KEYS: manage team and personal keys across the organization, and nothing else.
-	{s4KeysList, keyManager, ActionListTeams, Resource{}, allowed},
-	{s4KeysList, keyManager, ActionListTeams, team("blue"), allowed},
-	{s4KeysList, keyManager, ActionListModels, Resource{}, allowed},
-	{s4KeysList, keyManager, ActionListModels, model("m3", "blue", ""), allowed},
-	{s4KeysCreate, keyManager, ActionKeyCreate, newKey(gatewayv1.KeyTypeManageAll, "red"), allowed},
-	{s4KeysCreate, keyManager, ActionKeyCreate, newKey(gatewayv1.KeyTypeInvoke, "blue"), allowed},
-	{s4KeysCreate, keyManager, ActionKeyCreate, newKey(gatewayv1.KeyTypeExportMetrics, ""), allowed},
-	{s4KeysSee, keyManager, ActionKeySee, invokeKeyRedByMo, allowed},
-	{s4KeysSee, keyManager, ActionKeySee, personalKey("mo"), allowed},
-	{s4KeysRevoke, keyManager, ActionKeyRevoke, invokeKeyBlue, allowed},
-	{s4KeysRevoke, keyManager, ActionKeyRevoke, personalKey("tia"), allowed},
-	{s4KeysCannot, keyManager, ActionInvoke, model("m1", "red", "prod"), forbidden},
-	{s4KeysCannot, keyManager, ActionManageModels, model("m1", "red", "prod"), forbidden},
-	{s4KeysCannot, keyManager, ActionKeyCreate, newKey(gatewayv1.KeyTypePersonal, ""), forbidden},
-	{s4KeysCannot, keyManager, ActionKeyCreate, newKey(gatewayv1.KeyTypeManageAPIKeys, ""), forbidden},
-	{s4KeysCannot, keyManager, ActionManageGateway, Resource{}, forbidden},
-	{s4KeysCannot, keyManager, ActionExportMetrics, team(""), forbidden},
-	{s4KeysCannot, keyManager, ActionSandbox, team("red"), forbidden},
-	{s4KeysCannot, keyManager, ActionKeyRename, invokeKeyRedByMo, forbidden},
+	{ruleKeysList, keyManager, ActionListTeams, Resource{}, allowed},
+	{ruleKeysList, keyManager, ActionListTeams, team("blue"), allowed},
+	{ruleKeysList, keyManager, ActionListModels, Resource{}, allowed},
+	{ruleKeysList, keyManager, ActionListModels, model("m3", "blue", ""), allowed},
+	{ruleKeysCreate, keyManager, ActionKeyCreate, newKey(gatewayv1.KeyTypeManageAll, "red"), allowed},
+	{ruleKeysCreate, keyManager, ActionKeyCreate, newKey(gatewayv1.KeyTypeInvoke, "blue"), allowed},
+	{ruleKeysCreate, keyManager, ActionKeyCreate, newKey(gatewayv1.KeyTypeExportMetrics, ""), allowed},
+	{ruleKeysSee, keyManager, ActionKeySee, invokeKeyRedByMo, allowed},
+	{ruleKeysSee, keyManager, ActionKeySee, personalKey("mo"), allowed},
+	{ruleKeysRevoke, keyManager, ActionKeyRevoke, invokeKeyBlue, allowed},
+	{ruleKeysRevoke, keyManager, ActionKeyRevoke, personalKey("tia"), allowed},
+	{ruleKeysCannot, keyManager, ActionInvoke, model("m1", "red", "prod"), forbidden},
+	{ruleKeysCannot, keyManager, ActionManageModels, model("m1", "red", "prod"), forbidden},
+	{ruleKeysCannot, keyManager, ActionKeyCreate, newKey(gatewayv1.KeyTypePersonal, ""), forbidden},
+	{ruleKeysCannot, keyManager, ActionKeyCreate, newKey(gatewayv1.KeyTypeManageAPIKeys, ""), forbidden},
+	{ruleKeysCannot, keyManager, ActionManageGateway, Resource{}, forbidden},
+	{ruleKeysCannot, keyManager, ActionExportMetrics, team(""), forbidden},
+	{ruleKeysCannot, keyManager, ActionSandbox, team("red"), forbidden},
+	{ruleKeysCannot, keyManager, ActionKeyRename, invokeKeyRedByMo, forbidden},
 
 	// Environment- and model-scoped team keys call only their scope, inside their team.
-	{s6, invokeScoped, ActionInvoke, model("m1", "red", "prod"), allowed},
-	{s6, invokeScoped, ActionInvoke, model("m2", "red", "prod"), forbidden},
-	{s6, invokeScoped, ActionInvoke, model("m1", "red", "dev"), forbidden},
-	{s6, invokeProd, ActionInvoke, model("m2", "red", "prod"), allowed},
-	{s6, invokeProd, ActionInvoke, model("m2", "red", "dev"), forbidden},
-	{s6, manageAllScoped, ActionInvoke, model("m1", "red", "dev"), forbidden},
-	{dScope, manageAllScoped, ActionManageModels, model("m1", "red", "prod"), allowed},
-	{dScope, manageAllScoped, ActionManageModels, model("m2", "red", "prod"), forbidden},
-	{dScope, invokeScoped, ActionInvoke, model("m1", "blue", "prod"), notFound},
-	{dScope, invokeRed, ActionInvoke, model("ws", "", "prod"), notFound},
+	{ruleScoped, invokeScoped, ActionInvoke, model("m1", "red", "prod"), allowed},
+	{ruleScoped, invokeScoped, ActionInvoke, model("m2", "red", "prod"), forbidden},
+	{ruleScoped, invokeScoped, ActionInvoke, model("m1", "red", "dev"), forbidden},
+	{ruleScoped, invokeProd, ActionInvoke, model("m2", "red", "prod"), allowed},
+	{ruleScoped, invokeProd, ActionInvoke, model("m2", "red", "dev"), forbidden},
+	{ruleScoped, manageAllScoped, ActionInvoke, model("m1", "red", "dev"), forbidden},
+	{ruleScope, manageAllScoped, ActionManageModels, model("m1", "red", "prod"), allowed},
+	{ruleScope, manageAllScoped, ActionManageModels, model("m2", "red", "prod"), forbidden},
+	{ruleScope, invokeScoped, ActionInvoke, model("m1", "blue", "prod"), notFound},
+	{ruleScope, invokeRed, ActionInvoke, model("ws", "", "prod"), notFound},
 
 	// Management keys are the organization admins'; team admins create their team's keys.
-	{s7Management, admin, ActionKeyCreate, newKey(gatewayv1.KeyTypeManageAPIKeys, ""), allowed},
-	{s7Management, admin, ActionKeyRename, managerKeyOther, allowed},
-	{s7Management, admin, ActionKeyRevoke, managerKeyOther, allowed},
-	{s7Management, teamAdmin, ActionKeyCreate, newKey(gatewayv1.KeyTypeManageAPIKeys, ""), forbidden},
-	{s7Management, member, ActionKeyCreate, newKey(gatewayv1.KeyTypeManageAPIKeys, ""), forbidden},
-	{s7Management, teamAdmin, ActionKeyRevoke, managerKeyByTia, forbidden},
-	{s7Management, teamAdmin, ActionKeyRename, managerKeyByTia, forbidden},
-	{s7Management, keyManager, ActionKeyRevoke, managerKeySelf, forbidden},
-	{s7Management, keyManager, ActionKeyRename, managerKeySelf, forbidden},
-	{s7TeamAdmins, teamAdmin, ActionKeyCreate, newKey(gatewayv1.KeyTypeInvoke, "red"), allowed},
-	{s7TeamAdmins, teamAdmin, ActionKeyCreate, newKey(gatewayv1.KeyTypeManageAll, "blue"), forbidden},
-	{s7TeamAdmins, teamAdmin, ActionKeyCreate, newKey(gatewayv1.KeyTypeExportMetrics, ""), forbidden},
-	{s7TeamAdmins, member, ActionKeyCreate, newKey(gatewayv1.KeyTypeInvoke, "red"), forbidden},
-	{s4Personal, member, ActionKeyCreate, newKey(gatewayv1.KeyTypePersonal, ""), allowed},
-	{s4Personal, admin, ActionKeyCreate, newKey(gatewayv1.KeyTypeInvoke, "blue"), allowed},
-	{s4Types, admin, ActionKeyCreate, newKey("ROOT", ""), forbidden},
-	{s4Types, unknownType, ActionInvoke, model("m1", "red", "prod"), forbidden},
+	{ruleMgmtKeys, admin, ActionKeyCreate, newKey(gatewayv1.KeyTypeManageAPIKeys, ""), allowed},
+	{ruleMgmtKeys, admin, ActionKeyRename, managerKeyOther, allowed},
+	{ruleMgmtKeys, admin, ActionKeyRevoke, managerKeyOther, allowed},
+	{ruleMgmtKeys, teamAdmin, ActionKeyCreate, newKey(gatewayv1.KeyTypeManageAPIKeys, ""), forbidden},
+	{ruleMgmtKeys, member, ActionKeyCreate, newKey(gatewayv1.KeyTypeManageAPIKeys, ""), forbidden},
+	{ruleMgmtKeys, teamAdmin, ActionKeyRevoke, managerKeyByTia, forbidden},
+	{ruleMgmtKeys, teamAdmin, ActionKeyRename, managerKeyByTia, forbidden},
+	{ruleMgmtKeys, keyManager, ActionKeyRevoke, managerKeySelf, forbidden},
+	{ruleMgmtKeys, keyManager, ActionKeyRename, managerKeySelf, forbidden},
+	{ruleTeamAdmins, teamAdmin, ActionKeyCreate, newKey(gatewayv1.KeyTypeInvoke, "red"), allowed},
+	{ruleTeamAdmins, teamAdmin, ActionKeyCreate, newKey(gatewayv1.KeyTypeManageAll, "blue"), forbidden},
+	{ruleTeamAdmins, teamAdmin, ActionKeyCreate, newKey(gatewayv1.KeyTypeExportMetrics, ""), forbidden},
+	{ruleTeamAdmins, member, ActionKeyCreate, newKey(gatewayv1.KeyTypeInvoke, "red"), forbidden},
+	{rulePersonal, member, ActionKeyCreate, newKey(gatewayv1.KeyTypePersonal, ""), allowed},
+	{rulePersonal, admin, ActionKeyCreate, newKey(gatewayv1.KeyTypeInvoke, "blue"), allowed},
+	{ruleTypes, admin, ActionKeyCreate, newKey("ROOT", ""), forbidden},
+	{ruleTypes, unknownType, ActionInvoke, model("m1", "red", "prod"), forbidden},
 
 	// Visibility: a key the caller may not see is 404 for see, rename and revoke.
-	{s8Admins, admin, ActionKeySee, invokeKeyBlue, allowed},
-	{s8Admins, admin, ActionKeySee, personalKey("mo"), allowed},
-	{s8Admins, admin, ActionKeyRevoke, personalKey("mo"), allowed},
-	{s8Admins, admin, ActionKeyRevoke, invokeKeyRedByMo, allowed},
-	{s8AdminsRename, admin, ActionKeyRename, personalKey("mo"), forbidden},
-	{s8AdminsRename, admin, ActionKeyRename, personalKey("ada"), allowed},
-	{s8AdminsRename, admin, ActionKeyRename, invokeKeyRedByMo, allowed},
-	{s8TeamAdmins, teamAdmin, ActionKeySee, invokeKeyRedByMo, allowed},
-	{s8TeamAdmins, teamAdmin, ActionKeyRevoke, invokeKeyRedByMo, allowed},
-	{s8TeamAdmins, teamAdmin, ActionKeyRename, invokeKeyRedByMo, allowed},
-	{s8TeamAdmins, teamAdmin, ActionKeySee, invokeKeyBlue, notFound},
-	{s8TeamAdmins, teamAdmin, ActionKeySee, personalKey("mo"), notFound},
-	{s8List, teamAdmin, ActionKeySee, invokeKeyRedByKey, allowed},
-	{s8List, member, ActionKeySee, Resource{}, allowed},
-	{s8List, keyManager, ActionKeySee, Resource{}, allowed},
-	{s8List, manageAllRed, ActionKeySee, Resource{}, forbidden},
-	{s8Others, member, ActionKeySee, personalKey("mo"), allowed},
-	{s8Others, member, ActionKeyRename, personalKey("mo"), allowed},
-	{s8Others, member, ActionKeyRevoke, personalKey("mo"), allowed},
-	{s8Others, member, ActionKeySee, invokeKeyRedByMo, allowed},
-	{s8Others, member, ActionKeyRevoke, invokeKeyRedByMo, allowed},
-	{s8Others, member, ActionKeySee, invokeKeyRedByTia, notFound},
-	{s8Others, member, ActionKeySee, personalKey("tia"), notFound},
-	{s8Others, member, ActionKeyRevoke, personalKey("tia"), notFound},
-	{s8Others, member, ActionKeyRename, personalKey("tia"), notFound},
-	{s8Management, keyManager, ActionKeySee, managerKeySelf, allowed},
-	{s8Management, keyManager, ActionKeySee, managerKeyOther, notFound},
-	{s8Management, keyManager, ActionKeyRevoke, managerKeyOther, notFound},
+	{ruleAdmins, admin, ActionKeySee, invokeKeyBlue, allowed},
+	{ruleAdmins, admin, ActionKeySee, personalKey("mo"), allowed},
+	{ruleAdmins, admin, ActionKeyRevoke, personalKey("mo"), allowed},
+	{ruleAdmins, admin, ActionKeyRevoke, invokeKeyRedByMo, allowed},
+	{ruleAdminsRename, admin, ActionKeyRename, personalKey("mo"), forbidden},
+	{ruleAdminsRename, admin, ActionKeyRename, personalKey("ada"), allowed},
+	{ruleAdminsRename, admin, ActionKeyRename, invokeKeyRedByMo, allowed},
+	{ruleTeamAdminsSee, teamAdmin, ActionKeySee, invokeKeyRedByMo, allowed},
+	{ruleTeamAdminsSee, teamAdmin, ActionKeyRevoke, invokeKeyRedByMo, allowed},
+	{ruleTeamAdminsSee, teamAdmin, ActionKeyRename, invokeKeyRedByMo, allowed},
+	{ruleTeamAdminsSee, teamAdmin, ActionKeySee, invokeKeyBlue, notFound},
+	{ruleTeamAdminsSee, teamAdmin, ActionKeySee, personalKey("mo"), notFound},
+	{ruleList, teamAdmin, ActionKeySee, invokeKeyRedByKey, allowed},
+	{ruleList, member, ActionKeySee, Resource{}, allowed},
+	{ruleList, keyManager, ActionKeySee, Resource{}, allowed},
+	{ruleList, manageAllRed, ActionKeySee, Resource{}, forbidden},
+	{ruleOthers, member, ActionKeySee, personalKey("mo"), allowed},
+	{ruleOthers, member, ActionKeyRename, personalKey("mo"), allowed},
+	{ruleOthers, member, ActionKeyRevoke, personalKey("mo"), allowed},
+	{ruleOthers, member, ActionKeySee, invokeKeyRedByMo, allowed},
+	{ruleOthers, member, ActionKeyRevoke, invokeKeyRedByMo, allowed},
+	{ruleOthers, member, ActionKeySee, invokeKeyRedByTia, notFound},
+	{ruleOthers, member, ActionKeySee, personalKey("tia"), notFound},
+	{ruleOthers, member, ActionKeyRevoke, personalKey("tia"), notFound},
+	{ruleOthers, member, ActionKeyRename, personalKey("tia"), notFound},
+	{ruleMgmtSee, keyManager, ActionKeySee, managerKeySelf, allowed},
+	{ruleMgmtSee, keyManager, ActionKeySee, managerKeyOther, notFound},
+	{ruleMgmtSee, keyManager, ActionKeyRevoke, managerKeyOther, notFound},
 }
 
 // TestDecide checks every row of the golden table.
@@ -418,4 +419,23 @@ func reasonConstants(t *testing.T) map[string]string {
 		t.Fatal("found no reason constants")
 	}
 	return out
+}
+
+// TestRulesAreTheDocs: each rule a row cites is, word for word, the numbered rule of docs/rest-api.md "Key types and
+// permission rules", so the page and the golden table cannot drift apart.
+func TestRulesAreTheDocs(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/rest-api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sentences {
+		n, text, ok := strings.Cut(strings.TrimPrefix(s, "Rule "), ": ")
+		if !ok {
+			t.Errorf("%q is not of the form \"Rule N: text\"", s)
+			continue
+		}
+		if !strings.Contains(string(doc), "\n"+n+". "+text+"\n") {
+			t.Errorf("docs/rest-api.md has no rule %s. %s", n, text)
+		}
+	}
 }
