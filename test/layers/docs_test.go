@@ -130,3 +130,24 @@ func TestUndocumentedFindsMissingAndStaleRows(t *testing.T) {
 		t.Errorf("stale %q, want [gatewayd/gone]", stale)
 	}
 }
+
+// TestCitesOnlyItsOwnDocs: the code, tests and docs cite the project's docs/, never a document a clone of the
+// repository does not have. The names are built so that this file does not hold them.
+func TestCitesOnlyItsOwnDocs(t *testing.T) {
+	out, err := exec.Command("git", "-C", "../..", "ls-files", "-z").Output()
+	if err != nil {
+		t.Skipf("not a git checkout: %v", err)
+	}
+	outside := []string{"SPEC" + ".md", "DESIGN" + ".md"}
+	for _, name := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+		b, err := os.ReadFile(filepath.Join("..", "..", name))
+		if err != nil {
+			continue // listed but gone from the work tree
+		}
+		for _, o := range outside {
+			if strings.Contains(string(b), o) {
+				t.Errorf("%s cites %s, which is not in the repository: cite the section of docs/ that states it", name, o)
+			}
+		}
+	}
+}
