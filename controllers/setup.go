@@ -102,8 +102,8 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		}},
 		{"APIKey", func() error { return gateway.NewAPIKeyReconciler(mgr).SetupWithManager(mgr, copts) }},
 		{"WorkspaceAPIKey", func() error { return gateway.NewWorkspaceAPIKeyReconciler(mgr).SetupWithManager(mgr, copts) }},
-		{"Endpoint", func() error { return (&gateway.EndpointReconciler{Client: c}).SetupWithManager(mgr, copts) }},
-		{"Workspace", func() error { return (&workspace.WorkspaceReconciler{Client: c}).SetupWithManager(mgr, copts) }},
+		{"Endpoint", func() error { return gateway.NewEndpointReconciler(c).SetupWithManager(mgr, copts) }},
+		{"Workspace", func() error { return workspace.NewWorkspaceReconciler(c).SetupWithManager(mgr, copts) }},
 		{"Model", func() error { return (&models.ModelReconciler{Client: c}).SetupWithManager(mgr, copts) }},
 		{"ModelDeployment", func() error {
 			return (&models.ModelDeploymentReconciler{Client: c, Recorder: mgr.GetEventRecorderFor("modelgate-manager"),
@@ -125,7 +125,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 			}
 			return mgr.Add(a)
 		}},
-		{"Team", func() error { return (&workspace.TeamReconciler{Client: c}).SetupWithManager(mgr, copts) }},
+		{"Team", func() error { return workspace.NewTeamReconciler(c).SetupWithManager(mgr, copts) }},
 		{"Chain", func() error { return (&models.ChainReconciler{Client: c}).SetupWithManager(mgr, copts) }},
 		{"ChainDeployment", func() error {
 			return (&models.ChainDeploymentReconciler{Client: c, Recorder: mgr.GetEventRecorderFor("modelgate-manager")}).SetupWithManager(mgr, copts)

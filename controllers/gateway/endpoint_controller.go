@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	ctrl "sigs.k8s.io/controller-runtime"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
@@ -15,47 +13,34 @@ import (
 	"github.com/modelgate/modelgate/controllers/translate"
 )
 
-// EndpointReconciler reports whether an Endpoint routes its slug: it does unless an older Endpoint holds it.
-type EndpointReconciler struct {
-	client.Client
+// NewEndpointReconciler reports whether an Endpoint routes its slug: it does unless an older Endpoint holds it.
+// Deleting the Endpoint that holds a slug hands it to the next oldest.
+func NewEndpointReconciler(c client.Client) *kit.ReadyReconciler[*gatewayv1.Endpoint] {
+	return &kit.ReadyReconciler[*gatewayv1.Endpoint]{Client: c, Kind: "Endpoint",
+		Status: func(e *gatewayv1.Endpoint) (*[]metav1.Condition, *int64) {
+			return &e.Status.Conditions, &e.Status.ObservedGeneration
+		},
+		Check: endpointRoutesSlug, Peers: sameSlug}
 }
 
-// SetupWithManager registers the reconciler and its watches on mgr.
-func (r *EndpointReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
-	return ctrl.NewControllerManagedBy(mgr).
-		For(&gatewayv1.Endpoint{}).
-		// Deleting the Endpoint that holds a slug hands it to the next oldest.
-		Watches(&gatewayv1.Endpoint{}, handler.EnqueueRequestsFromMapFunc(r.sameSlug)).
-		WithOptions(opts).
-		Complete(kit.RequeueOnConflict{Reconciler: r})
-}
-
-// Reconcile writes the Endpoint's Ready condition.
-func (r *EndpointReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	return kit.Prelude[*gatewayv1.Endpoint]{Kind: "Endpoint", Status: func(e *gatewayv1.Endpoint) any { return e.Status }}.
-		Run(ctx, r.Client, req, r.reconcileStatus)
-}
-
-func (r *EndpointReconciler) reconcileStatus(ctx context.Context, e *gatewayv1.Endpoint) (ctrl.Result, error) {
+func endpointRoutesSlug(ctx context.Context, c client.Reader, e *gatewayv1.Endpoint) (kit.Check, error) {
 	var same gatewayv1.EndpointList
-	if err := r.List(ctx, &same, client.InNamespace(e.Namespace), client.MatchingFields{gatewayv1.FieldEndpointSlug: e.Spec.Slug}, kit.UnsafeNoCopy); err != nil {
-		return ctrl.Result{}, fmt.Errorf("failed to list Endpoints by slug: %w", err)
+	if err := c.List(ctx, &same, client.InNamespace(e.Namespace), client.MatchingFields{gatewayv1.FieldEndpointSlug: e.Spec.Slug}, kit.UnsafeNoCopy); err != nil {
+		return kit.Check{}, fmt.Errorf("failed to list Endpoints by slug: %w", err)
 	}
-	c := kit.Ready(fmt.Sprintf("Endpoint routes slug %s.", e.Spec.Slug))
 	if owner := translate.NewSlugs(append(same.Items, *e)).Owner(e.Spec.Slug); owner != e.Name {
-		c = kit.Check{Reason: gatewayv1.ReasonDuplicateSlug, Failed: true,
-			Message: fmt.Sprintf("Slug %s is already routed by the older Endpoint %s; slugs are unique within the workspace.", e.Spec.Slug, owner)}
+		return kit.Check{Reason: gatewayv1.ReasonDuplicateSlug, Failed: true,
+			Message: fmt.Sprintf("Slug %s is already routed by the older Endpoint %s; slugs are unique within the workspace.", e.Spec.Slug, owner)}, nil
 	}
-	e.Status.ObservedGeneration = e.Generation
-	kit.SetReady(&e.Status.Conditions, c, e.Generation)
-	return ctrl.Result{}, nil
+	return kit.Ready(fmt.Sprintf("Endpoint routes slug %s.", e.Spec.Slug)), nil
 }
 
-func (r *EndpointReconciler) sameSlug(ctx context.Context, obj client.Object) []reconcile.Request {
+// sameSlug maps a change of an Endpoint to the others with its slug.
+func sameSlug(ctx context.Context, c client.Reader, obj client.Object) []reconcile.Request {
 	e, ok := obj.(*gatewayv1.Endpoint)
 	if !ok {
 		return nil
 	}
-	return kit.ListRequests(ctx, r, &gatewayv1.EndpointList{}, kit.Others(e),
+	return kit.ListRequests(ctx, c, &gatewayv1.EndpointList{}, kit.Others(e),
 		client.InNamespace(e.Namespace), client.MatchingFields{gatewayv1.FieldEndpointSlug: e.Spec.Slug})
 }

@@ -1,5 +1,6 @@
 // Package kit is what every reconciler of the manager shares: the reconcile prelude (Prelude: get the object,
-// leave it while it is being deleted, one deferred status patch), the Ready condition from an ordered check, the
+// leave it while it is being deleted, one deferred status patch), the Ready condition from an ordered check and
+// the reconciler of a kind whose status is only that (ReadyReconciler), the
 // predicates and map helpers of their watches, the quiet requeue on a conflict, and the field-index type the
 // concern packages declare their indexes with. It knows no kind: the concern packages (gateway, models,
 // workspace, sandboximage) sit above it.
@@ -8,7 +9,6 @@ package kit
 import (
 	"context"
 	"fmt"
-	"reflect"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -48,7 +48,7 @@ type Prelude[T client.Object] struct {
 
 // Run reads the object req names with c and runs the prelude around pass.
 func (p Prelude[T]) Run(ctx context.Context, c client.Client, req ctrl.Request, pass func(context.Context, T) (ctrl.Result, error)) (_ ctrl.Result, retErr error) {
-	obj := reflect.New(reflect.TypeFor[T]().Elem()).Interface().(T)
+	obj := newObject[T]()
 	if err := c.Get(ctx, req.NamespacedName, obj); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
