@@ -51,28 +51,34 @@ type Addresses interface {
 // release ends the call's count on that address. 503 model_not_ready when no address is ready (the predict route
 // then holds a call to a Service instead; the async dispatcher leaves the request queued).
 func Deployment(namespace string, d *snapshot.Deployment, addrs Addresses) (t upstream.Target, release func(), err *httperr.Error) {
-	notReady := httperr.New(http.StatusServiceUnavailable, httperr.CodeModelNotReady, "The model is not ready yet; retry shortly.", "deployment_id: "+d.ID)
-	notReady.RetryAfter = 1
 	t = upstream.Target{Name: d.ModelID, Namespace: namespace}
 	switch d.Kind {
 	case snapshot.DeploymentURL:
 		if !d.Ready {
-			return t, nil, notReady
+			return t, nil, notReady(d)
 		}
 		t.URL = strings.TrimRight(d.URL, "/") + d.PredictPath
 		return t, func() {}, nil
 	case snapshot.DeploymentService:
 		if addrs == nil {
-			return t, nil, notReady
+			return t, nil, notReady(d)
 		}
 		addr, release, ok := addrs.Pick(namespace, d.Service, d.PortName)
 		if !ok {
-			return t, nil, notReady
+			return t, nil, notReady(d)
 		}
 		t.URL = "http://" + addr + d.PredictPath
 		return t, release, nil
 	}
-	return t, nil, notReady
+	return t, nil, notReady(d)
+}
+
+// notReady is the 503 of a call to d while no address of it is ready. It is built only when a call is refused:
+// a routed call allocates no error.
+func notReady(d *snapshot.Deployment) *httperr.Error {
+	e := httperr.New(http.StatusServiceUnavailable, httperr.CodeModelNotReady, "The model is not ready yet; retry shortly.", "deployment_id: "+d.ID)
+	e.RetryAfter = 1
+	return e
 }
 
 // WakeTarget is what gatewayd/wake needs to wake deployment d of namespace and time its cold start.
