@@ -7,22 +7,30 @@ import (
 	"testing"
 	"time"
 
+	"fmt"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/test/kubetest"
 )
 
 // TestPrelude: the object is read (gone: nothing runs), one being deleted goes to Deleting or is left alone,
 // Prepare may end the pass or give the result the pass does not override, and the status is patched once, only
-// when the pass changed it, even when the pass fails.
+// when the pass changed it, even when the pass fails. The objects live on a real API server (envtest).
 func TestPrelude(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := gatewayv1.AddToScheme(scheme); err != nil {
+	env := kubetest.StartTest(t, kubetest.Options{CRDs: true})
+	ctx := context.Background()
+	ns, err := kubetest.NewNamespace(ctx, env.Client, "prelude")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The interceptor that counts status patches wraps a client that can watch.
+	watching, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
 		t.Fatal(err)
 	}
 	later := ctrl.Result{RequeueAfter: time.Minute}
@@ -31,9 +39,9 @@ func TestPrelude(t *testing.T) {
 		tm.Status.ObservedGeneration = 7
 		return ctrl.Result{}, nil
 	}
-	for _, tc := range []struct {
+	for i, tc := range []struct {
 		name     string
-		team     *gatewayv1.Team // nil: absent
+		team     func(ns, name string) *gatewayv1.Team // nil: absent
 		prelude  Prelude[*gatewayv1.Team]
 		pass     func(context.Context, *gatewayv1.Team) (ctrl.Result, error)
 		wantRes  ctrl.Result
@@ -43,25 +51,25 @@ func TestPrelude(t *testing.T) {
 		observed int64
 	}{
 		{name: "gone", wantRan: nil},
-		{name: "deleting, left alone", team: deleting(), wantRan: nil},
-		{name: "deleting, finalized", team: deleting(),
+		{name: "deleting, left alone", team: deleting, wantRan: nil},
+		{name: "deleting, finalized", team: deleting,
 			prelude: Prelude[*gatewayv1.Team]{Deleting: func(context.Context, *gatewayv1.Team) (ctrl.Result, error) { return later, nil }},
 			wantRes: later, wantRan: []string{"deleting"}},
-		{name: "prepare ends the pass", team: team(),
+		{name: "prepare ends the pass", team: team,
 			prelude: Prelude[*gatewayv1.Team]{Prepare: func(context.Context, *gatewayv1.Team) (ctrl.Result, bool, error) { return later, true, nil }},
 			wantRes: later, wantRan: []string{"prepare"}},
-		{name: "prepare's result stands", team: team(),
+		{name: "prepare's result stands", team: team,
 			prelude: Prelude[*gatewayv1.Team]{Prepare: func(context.Context, *gatewayv1.Team) (ctrl.Result, bool, error) { return later, false, nil }},
 			wantRes: later, wantRan: []string{"prepare", "pass"}},
-		{name: "the pass's own result wins", team: team(),
+		{name: "the pass's own result wins", team: team,
 			prelude: Prelude[*gatewayv1.Team]{Prepare: func(context.Context, *gatewayv1.Team) (ctrl.Result, bool, error) { return later, false, nil }},
 			pass: func(context.Context, *gatewayv1.Team) (ctrl.Result, error) {
 				return ctrl.Result{RequeueAfter: time.Second}, nil
 			},
 			wantRes: ctrl.Result{RequeueAfter: time.Second}, wantRan: []string{"prepare", "pass"}},
-		{name: "unchanged status, no patch", team: team(), wantRan: []string{"pass"}},
-		{name: "changed status, one patch", team: team(), pass: setObserved, wantRan: []string{"pass"}, patches: 1, observed: 7},
-		{name: "changed status of a failed pass, patched", team: team(),
+		{name: "unchanged status, no patch", team: team, wantRan: []string{"pass"}},
+		{name: "changed status, one patch", team: team, pass: setObserved, wantRan: []string{"pass"}, patches: 1, observed: 7},
+		{name: "changed status of a failed pass, patched", team: team,
 			pass: func(ctx context.Context, tm *gatewayv1.Team) (ctrl.Result, error) {
 				_, _ = setObserved(ctx, tm)
 				return ctrl.Result{}, failed
@@ -69,17 +77,30 @@ func TestPrelude(t *testing.T) {
 			wantErr: failed, wantRan: []string{"pass"}, patches: 1, observed: 7},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&gatewayv1.Team{})
+			name := fmt.Sprintf("t%d", i)
+			var stored *gatewayv1.Team
 			if tc.team != nil {
-				b = b.WithObjects(tc.team)
+				stored = tc.team(ns, name)
+				if err := env.Client.Create(ctx, stored); err != nil {
+					t.Fatal(err)
+				}
+				if len(stored.Finalizers) > 0 {
+					// Deleting an object that holds a finalizer leaves it, being deleted, until the finalizer goes.
+					if err := env.Client.Delete(ctx, stored); err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() {
+						_ = env.Client.Patch(ctx, stored, client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`)))
+					})
+				}
 			}
 			patches := 0
-			c := b.WithInterceptorFuncs(interceptor.Funcs{
+			c := interceptor.NewClient(watching, interceptor.Funcs{
 				SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
 					patches++
 					return c.SubResource(sub).Patch(ctx, obj, p, opts...)
 				},
-			}).Build()
+			})
 			var ran []string
 			p := tc.prelude
 			p.Kind, p.Status = "Team", func(tm *gatewayv1.Team) any { return tm.Status }
@@ -99,7 +120,7 @@ func TestPrelude(t *testing.T) {
 			if pass == nil {
 				pass = func(context.Context, *gatewayv1.Team) (ctrl.Result, error) { return ctrl.Result{}, nil }
 			}
-			res, err := p.Run(context.Background(), c, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ws", Name: "t"}},
+			res, err := p.Run(ctx, c, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: name}},
 				func(ctx context.Context, tm *gatewayv1.Team) (ctrl.Result, error) {
 					ran = append(ran, "pass")
 					return pass(ctx, tm)
@@ -113,26 +134,26 @@ func TestPrelude(t *testing.T) {
 			if patches != tc.patches {
 				t.Errorf("%d status patches, want %d", patches, tc.patches)
 			}
-			if tc.team != nil && tc.team.DeletionTimestamp.IsZero() {
-				var stored gatewayv1.Team
-				if err := c.Get(context.Background(), client.ObjectKeyFromObject(tc.team), &stored); err != nil {
+			if stored != nil && len(stored.Finalizers) == 0 {
+				var got gatewayv1.Team
+				if err := env.Client.Get(ctx, client.ObjectKeyFromObject(stored), &got); err != nil {
 					t.Fatal(err)
 				}
-				if stored.Status.ObservedGeneration != tc.observed {
-					t.Errorf("stored observedGeneration %d, want %d", stored.Status.ObservedGeneration, tc.observed)
+				if got.Status.ObservedGeneration != tc.observed {
+					t.Errorf("stored observedGeneration %d, want %d", got.Status.ObservedGeneration, tc.observed)
 				}
 			}
 		})
 	}
 }
 
-func team() *gatewayv1.Team {
-	return &gatewayv1.Team{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "t"}}
+func team(ns, name string) *gatewayv1.Team {
+	return &gatewayv1.Team{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: gatewayv1.TeamSpec{DisplayName: name}}
 }
 
-func deleting() *gatewayv1.Team {
-	t := team()
-	t.Finalizers = []string{"test/hold"}
-	t.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+// deleting is a team that a finalizer holds, deleted once created.
+func deleting(ns, name string) *gatewayv1.Team {
+	t := team(ns, name)
+	t.Finalizers = []string{"test.modelgate.io/hold"}
 	return t
 }
