@@ -64,9 +64,6 @@ type Env struct {
 	Clientset kubernetes.Interface
 }
 
-// CRDDir is the absolute path of config/crd/bases.
-func CRDDir() string { return crdDir(root()) }
-
 func crdDir(root string) string { return filepath.Join(root, "config", "crd", "bases") }
 
 // root is the repository root, two directories above this file.
