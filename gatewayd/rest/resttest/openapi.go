@@ -3,10 +3,8 @@ package resttest
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
+	"net/http"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
 
@@ -20,19 +18,13 @@ import (
 
 var openAPI map[string]any
 
-// openAPIPath is the path of the API's OpenAPI document, gatewayd/rest/openapi.json, found from this package's
-// source so that a suite reads it from any directory.
-func openAPIPath() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "openapi.json")
-}
-
-// OpenAPI is the API's OpenAPI document, decoded once.
+// OpenAPI is the OpenAPI document the API serves (GET /v1/spec on Server, the file embedded in the binary),
+// decoded once.
 func OpenAPI() map[string]any {
 	if openAPI == nil {
-		raw, err := os.ReadFile(openAPIPath())
-		Expect(err).NotTo(HaveOccurred())
-		Expect(json.Unmarshal(raw, &openAPI)).To(Succeed())
+		r := Call(Server, "", http.MethodGet, "/v1/spec", nil)
+		Expect(r.Code).To(Equal(http.StatusOK))
+		Expect(json.Unmarshal(r.Raw, &openAPI)).To(Succeed())
 	}
 	return openAPI
 }
