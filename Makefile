@@ -135,6 +135,12 @@ bench-syscalls: bench-peers ## System calls per request of nginx and of gatewayd
 	go build -o $(LOCALBIN)/loadbench ./test/loadbench/cmd/loadbench
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" $(LOCALBIN)/loadbench -syscalls -throughput-duration 4s $(LOADBENCH_FLAGS)
 
+.PHONY: bench-servers
+bench-servers: bench-peers ## The server evaluation: the load rounds with gatewayd in its own process also served by fasthttp (about 2 minutes), then the per-call counts of all three; leaves docs alone.
+	go build -o $(LOCALBIN)/loadbench ./test/loadbench/cmd/loadbench
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" $(LOCALBIN)/loadbench -skip-propagation -skip-scale -stream-duration 200ms -server-eval $(LOADBENCH_FLAGS)
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" $(LOCALBIN)/loadbench -syscalls -throughput-duration 4s $(LOADBENCH_FLAGS)
+
 .PHONY: bench-load
 bench-load: bench-peers ## Only the harness's load rounds (OpenAI route, /production/predict, bare proxy, direct): about 1 minute, prints the table, leaves docs alone.
 	go build -o $(LOCALBIN)/loadbench ./test/loadbench/cmd/loadbench

@@ -411,7 +411,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	callCtx, cutCalls := context.WithCancel(context.WithoutCancel(ctx))
 	defer cutCalls()
 	srv := &http.Server{
-		Handler:           g.closeWhileDraining(g.handler),
+		Handler:           g.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		// A client that holds an idle keep-alive connection open costs a goroutine and a socket; bodies have
 		// their own read deadline (ingress.Guard, Options.BodyReadTimeout), since uploads may legitimately be long.
@@ -488,6 +488,11 @@ func (g *Gateway) drain(log logr.Logger, serveDone <-chan error) {
 	case <-serveDone:
 	}
 }
+
+// Handler is the handler Serve serves its customer-side listener with, for a harness that serves it through
+// another HTTP server to compare servers side by side (docs/decisions.md "gatewayd's HTTP server and garbage
+// collector"). It answers only while Serve runs, which keeps the snapshot and everything else it reads current.
+func (g *Gateway) Handler() http.Handler { return g.closeWhileDraining(g.handler) }
 
 // closeWhileDraining answers with Connection: close once a stop began, so the client closes the connection after
 // this answer rather than reusing it while the server closes it (a request caught in that race fails).

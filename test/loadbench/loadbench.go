@@ -51,6 +51,9 @@ type Config struct {
 	// Peers locates nginx, node and Portkey; SkipPeers leaves the peer rows out.
 	Peers     PeerPaths
 	SkipPeers bool
+	// ServerEval also drives, with the peers, gatewayd in its own process served by fasthttp (fasthttp.go): the
+	// server evaluation's throughput, latency and streaming rows.
+	ServerEval bool
 	// ChildCPUProfile, when set, is where gatewayd in its own process (the peers' like-for-like target) writes a
 	// CPU profile of its whole life.
 	ChildCPUProfile string
@@ -169,6 +172,16 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		} else {
 			defer c.stop()
 			peers = append([]*peer{{name: ownProcess, plain: ownProcessTarget(c, ws), stream: ownProcessTarget(c, ws), stop: func() {}}}, peers...)
+		}
+		if cfg.ServerEval {
+			fc, err := startChildOn(ctx, st.KubeconfigPath, ws.ns, "", serverFastHTTP)
+			if err != nil {
+				return nil, fmt.Errorf("gatewayd on fasthttp: %w", err)
+			}
+			defer fc.stop()
+			t := ownProcessTarget(fc, ws)
+			t.Name = ownProcessFastHTTP
+			peers = append(peers, &peer{name: ownProcessFastHTTP, plain: t, stream: t, stop: func() {}})
 		}
 	}
 	// Peers come last, so the fixed indexes (direct, proxy, embedded, withRedis) keep their meaning.
@@ -337,6 +350,7 @@ func (c Config) Override(o Config) Config {
 	c.SkipPropagation = c.SkipPropagation || o.SkipPropagation
 	c.SkipScale = c.SkipScale || o.SkipScale
 	c.SkipPeers = c.SkipPeers || o.SkipPeers
+	c.ServerEval = c.ServerEval || o.ServerEval
 	set(&c.Peers.Nginx, o.Peers.Nginx)
 	set(&c.Peers.Node, o.Peers.Node)
 	set(&c.Peers.PortkeyDir, o.Peers.PortkeyDir)

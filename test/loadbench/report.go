@@ -426,6 +426,38 @@ func (r *Report) addPredict(cfg Config, rs *rounds) {
 	r.Notes = append(r.Notes, "/production/predict: a WORKSPACE_INVOKE key calls the production environment of a model whose url deployment is the zero-delay upstream with predict path /chat/completions, so the call carries the OpenAI target's body to the same server and the answer (usage included, checked) streams back unchanged. It pays for workspace-key auth, authz, the route step, the request log line and the forward; predict has no limits and no token accounting. Its runs take a place in each round's rotation of the plain targets, and each figure is taken against direct, the bare proxy and the OpenAI route of the same round. CPU per call is the harness process's user and system time over a throughput run divided by its calls (load generator, target and upstream together, so the difference between two targets is their own cost); on a shared machine it moves far less than the wall-time figures.")
 }
 
+// addServerEval reports gatewayd in its own process served by fasthttp (ServerEval) against nginx and against
+// gatewayd on net/http, in the same rounds: information for the evaluation, never a pass or a fail.
+func (r *Report) addServerEval(cfg Config, rs *rounds, index map[string]int, peerV map[int]*Violations) {
+	fast, ok := index[ownProcessFastHTTP]
+	if !ok {
+		return
+	}
+	own, hasOwn := index[ownProcess]
+	ngx, hasNginx := index["nginx"]
+	if !hasOwn || !hasNginx {
+		return
+	}
+	tput := func(i, of int) float64 {
+		return perRound(rs.throughput, func(round []Result) float64 { return round[i].Throughput() / round[of].Throughput() })
+	}
+	rps := perRound(rs.throughput, func(round []Result) float64 { return round[fast].Throughput() })
+	r.info(fmt.Sprintf("throughput gatewayd (own process) on fasthttp ÷ nginx; ÷ on net/http, concurrency %d", cfg.Concurrency),
+		fmt.Sprintf("%.2f; %.2f (fasthttp: %.0f req/s)", tput(fast, ngx), tput(fast, own), rps))
+	p50 := func(i int) float64 {
+		return perRound(rs.latency, func(round []Result) float64 { return float64(p(.5)(round[i]) - p(.5)(round[ngx])) })
+	}
+	r.info("added latency p50, concurrency 1, − nginx: gatewayd (own process) on fasthttp / on net/http", us(p50(fast))+" / "+us(p50(own)))
+	gap := func(i int) float64 {
+		return perRound(rs.stream, func(round []Result) float64 {
+			return float64(testutil.Percentile(round[i].GapGrowth, .99) - testutil.Percentile(round[direct].GapGrowth, .99))
+		})
+	}
+	r.info("added p99 gap growth between chunks, streaming, − direct: gatewayd (own process) on fasthttp / on net/http", us(gap(fast))+" / "+us(gap(own)))
+	pv := peerV[fast]
+	r.info("correctness violations of gatewayd (own process) on fasthttp", fmt.Sprintf("%d (%s)", pv.Total(), pv.String()))
+}
+
 // ownProcess names the target of gatewayd in its own process, driven with the peers.
 const ownProcess = "gatewayd (own process)"
 
@@ -443,6 +475,7 @@ func (r *Report) addPeers(cfg Config, rs *rounds, index map[string]int, notRun m
 	if !hasOwn && len(index) > 0 {
 		r.notRun("throughput gatewayd (own process) ÷ nginx", "", fmt.Sprint(notRun[ownProcess]))
 	}
+	defer r.addServerEval(cfg, rs, index, peerV)
 	for _, g := range []goal{{"nginx", 0.90}, {"Portkey", 4}} {
 		tput := fmt.Sprintf("throughput gatewayd ÷ %s, concurrency %d", g.name, c)
 		lat := fmt.Sprintf("added latency p50 / p99, concurrency 1: %s (gatewayd: see above)", g.name)

@@ -37,6 +37,9 @@ const (
 	childKubeconfig   = "LOADBENCH_KUBECONFIG"
 	childNamespace    = "LOADBENCH_NAMESPACE"
 	childCPUProfile   = "LOADBENCH_CHILD_CPUPROFILE"
+	// childServer picks the HTTP server of the child's customer side: empty for gatewayd's own (net/http),
+	// serverFastHTTP for the evaluation's alternative (fasthttp.go).
+	childServer       = "LOADBENCH_CHILD_SERVER"
 	childReadyPrefix  = "loadbench-child-ready "
 	scaleSettle       = 3 * time.Second
 	childReadyTimeout = 3 * time.Minute
@@ -296,6 +299,12 @@ func runChild() error {
 	}
 	if err := gatewaytest.WaitReady(g, childReadyTimeout); err != nil {
 		return err
+	}
+	if os.Getenv(childServer) == serverFastHTTP {
+		// Serve keeps running (the snapshot, the billing recorder), and its net/http listener idles.
+		if base, err = serveFastHTTP(ctx, g.Handler()); err != nil {
+			return err
+		}
 	}
 	fmt.Println(childReadyPrefix + base)
 	<-ctx.Done()

@@ -387,12 +387,17 @@ type child struct {
 
 // startChild starts a child gatewayd serving ns; with cpuProfile set, it writes a CPU profile there as it stops.
 func startChild(ctx context.Context, kubeconfig, ns, cpuProfile string) (*child, error) {
+	return startChildOn(ctx, kubeconfig, ns, cpuProfile, "")
+}
+
+// startChildOn is startChild with the child's customer side served by server (childServer).
+func startChildOn(ctx context.Context, kubeconfig, ns, cpuProfile, server string) (*child, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, self)
-	cmd.Env = childEnviron(childEnv+"=gatewayd", childKubeconfig+"="+kubeconfig, childNamespace+"="+ns, childCPUProfile+"="+cpuProfile)
+	cmd.Env = childEnviron(childEnv+"=gatewayd", childKubeconfig+"="+kubeconfig, childNamespace+"="+ns, childCPUProfile+"="+cpuProfile, childServer+"="+server)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -43,6 +43,10 @@ type SyscallRow struct {
 	// Total counts every system call of the process during the run; Groups the calls of each syscallGroups entry.
 	Total  int64
 	Groups map[string]int64
+	// CPU is the CPU time (user and kernel) the process spent during the run.
+	CPU time.Duration
+	// Duration is how long the load ran.
+	Duration time.Duration
 }
 
 // PerRequest is n divided by the row's requests.
@@ -78,7 +82,7 @@ func CountSyscalls(ctx context.Context, t SyscallTarget, concurrency, streamConc
 		if err != nil {
 			return nil, err
 		}
-		row := SyscallRow{Target: target.Name, Shape: shape.name, Requests: res.Requests, Total: counts["raw_syscalls:sys_enter"], Groups: map[string]int64{}}
+		row := SyscallRow{Target: target.Name, Shape: shape.name, Requests: res.Requests, Total: counts["raw_syscalls:sys_enter"], Groups: map[string]int64{}, CPU: time.Duration(counts["task-clock"]), Duration: d}
 		if shape.stream {
 			row.Requests = len(res.Chunks)
 			for _, c := range res.Chunks {
@@ -101,7 +105,8 @@ func countDuring(ctx context.Context, pids []int, run func()) (map[string]int64,
 	if err != nil {
 		return nil, fmt.Errorf("perf %w (Debian: apt-get install linux-perf)", errNotInstalled)
 	}
-	events := []string{"raw_syscalls:sys_enter"}
+	// task-clock is the CPU time the processes spent, user and kernel, in every thread.
+	events := []string{"raw_syscalls:sys_enter", "task-clock"}
 	for _, g := range syscallGroups {
 		for _, c := range g.calls {
 			events = append(events, "syscalls:sys_enter_"+c)
@@ -141,12 +146,20 @@ func countDuring(ctx context.Context, pids []int, run func()) (map[string]int64,
 }
 
 // parsePerfStat reads perf stat's CSV output (-x,): count,unit,event,... per line; comments and events perf
-// could not count are left out.
+// could not count are left out. A time counted in milliseconds (task-clock's "msec") is returned in nanoseconds.
 func parsePerfStat(b []byte) map[string]int64 {
 	counts := map[string]int64{}
 	for line := range strings.Lines(string(b)) {
 		f := strings.Split(strings.TrimSpace(line), ",")
 		if len(f) < 3 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		if f[1] == "msec" {
+			ms, err := strconv.ParseFloat(f[0], 64)
+			if err != nil {
+				continue
+			}
+			counts[f[2]] += int64(ms * 1e6)
 			continue
 		}
 		n, err := strconv.ParseInt(f[0], 10, 64)
@@ -173,8 +186,8 @@ func processTree(pid int) []int {
 	return pids
 }
 
-// RunSyscalls starts what the per-call phase needs (the control plane, the fake upstreams, nginx and gatewayd in
-// its own process) and counts each one's system calls per request at concurrency 1, at cfg.Concurrency and
+// RunSyscalls starts what the per-call phase needs (the control plane, the fake upstreams, nginx, gatewayd in its
+// own process, and gatewayd in its own process served by fasthttp for the server evaluation) and counts each one's system calls per request at concurrency 1, at cfg.Concurrency and
 // streaming, for cfg.ThroughputDuration each.
 func RunSyscalls(ctx context.Context, cfg Config) (rows []SyscallRow, err error) {
 	cfg.progress("starting the control plane (test/stack)")
@@ -193,11 +206,22 @@ func RunSyscalls(ctx context.Context, cfg Config) (rows []SyscallRow, err error)
 		return nil, err
 	}
 	defer c.stop()
+	fc, err := startChildOn(ctx, ls.st.KubeconfigPath, ls.ws.ns, "", serverFastHTTP)
+	if err != nil {
+		return nil, err
+	}
+	defer fc.stop()
+	fast := func() *Target {
+		t := ownProcessTarget(fc, ls.ws)
+		t.Name = ownProcessFastHTTP
+		return t
+	}
 	want := expect(cfg)
 	var v Violations
 	targets := []SyscallTarget{
 		{Plain: ngx.plain, Stream: ngx.stream, Pids: processTree(ngx.pid)},
 		{Plain: ownProcessTarget(c, ls.ws), Stream: ownProcessTarget(c, ls.ws), Pids: []int{c.pid}},
+		{Plain: fast(), Stream: fast(), Pids: []int{fc.pid}},
 	}
 	for _, t := range targets {
 		cfg.progress("warming up %s", t.Plain.Name)
@@ -220,18 +244,18 @@ func RunSyscalls(ctx context.Context, cfg Config) (rows []SyscallRow, err error)
 
 // PrintSyscalls writes rows as a markdown table of calls per request (per stream and per chunk when streaming).
 func PrintSyscalls(w io.Writer, rows []SyscallRow) {
-	fmt.Fprint(w, "| target | load | requests | system calls / request |")
+	fmt.Fprint(w, "| target | load | requests | requests / s | CPU µs / request | system calls / request |")
 	for _, g := range syscallGroups {
 		fmt.Fprintf(w, " %s / request |", g.name)
 	}
 	fmt.Fprintln(w, " per chunk (streams): all, write |")
-	fmt.Fprint(w, "|---|---|---|---|")
+	fmt.Fprint(w, "|---|---|---|---|---|---|")
 	for range syscallGroups {
 		fmt.Fprint(w, "---|")
 	}
 	fmt.Fprintln(w, "---|")
 	for _, r := range rows {
-		fmt.Fprintf(w, "| %s | %s | %d | %.1f |", r.Target, r.Shape, r.Requests, r.PerRequest(r.Total))
+		fmt.Fprintf(w, "| %s | %s | %d | %.0f | %.1f | %.1f |", r.Target, r.Shape, r.Requests, float64(r.Requests)/r.Duration.Seconds(), r.PerRequest(r.CPU.Nanoseconds())/1e3, r.PerRequest(r.Total))
 		for _, g := range syscallGroups {
 			fmt.Fprintf(w, " %.2f |", r.PerRequest(r.Groups[g.name]))
 		}

@@ -11,10 +11,11 @@ func TestParsePerfStat(t *testing.T) {
 	out := "# started on Fri Nov 27 16:27:04 2026\n\n" +
 		"1234,,raw_syscalls:sys_enter,4000712345,100.00,,\n" +
 		"200,,syscalls:sys_enter_write,4000712345,100.00,,\n" +
+		"3999.75,msec,task-clock,3999750123,100.00,1.998,CPUs utilized\n" +
 		"<not counted>,,syscalls:sys_enter_sendmsg,0,0.00,,\n" +
 		"<not supported>,,syscalls:sys_enter_epoll_pwait,0,0.00,,\n"
 	got := parsePerfStat([]byte(out))
-	want := map[string]int64{"raw_syscalls:sys_enter": 1234, "syscalls:sys_enter_write": 200}
+	want := map[string]int64{"raw_syscalls:sys_enter": 1234, "syscalls:sys_enter_write": 200, "task-clock": 3999750000}
 	if !maps.Equal(got, want) {
 		t.Errorf("parsePerfStat = %v, want %v", got, want)
 	}

@@ -46,6 +46,7 @@ func main() {
 	flag.BoolVar(&set.SkipScale, "skip-scale", false, "Leave out the memory measurement.")
 	flag.StringVar(&set.RedisServer, "redis-server", "", "redis-server binary for the Redis rows; default from PATH.")
 	flag.BoolVar(&set.SkipPeers, "skip-peers", false, "Leave out the nginx and Portkey rows.")
+	flag.BoolVar(&set.ServerEval, "server-eval", false, "Also drive gatewayd in its own process served by fasthttp, beside the peers (the server evaluation of docs/decisions.md).")
 	flag.StringVar(&set.ChildCPUProfile, "child-cpuprofile", "", "Write a CPU profile of gatewayd in its own process (run with the peers) to this file.")
 	flag.StringVar(&set.Peers.Nginx, "nginx", "", "nginx binary of the nginx rows; default from PATH or /usr/sbin/nginx.")
 	flag.StringVar(&set.Peers.Node, "node", "", "node binary that runs Portkey; default from PATH.")
