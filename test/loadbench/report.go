@@ -508,6 +508,15 @@ func (r *Report) addPeers(cfg Config, rs *rounds, index map[string]int, notRun m
 			orps := perRound(rs.throughput, func(round []Result) float64 { return round[own].Throughput() })
 			r.add(fmt.Sprintf("throughput gatewayd (own process) ÷ %s, concurrency %d", g.name, c),
 				fmt.Sprintf("%.2f (gatewayd: %.0f req/s)", o, orps), fmt.Sprintf("≥ %.2f", g.ratio), o >= g.ratio)
+			if g.name == "nginx" {
+				// The harness's own CPU per call (load generator and upstreams; both proxies are other
+				// processes): what the rest of the machine spends on a call to each, which the ratio shares.
+				h := func(i int) float64 {
+					return perRound(rs.throughput, func(round []Result) float64 { return float64(round[i].CPUPerRequest()) })
+				}
+				r.info(fmt.Sprintf("harness CPU per call (load generator and upstreams), concurrency %d: nginx / gatewayd (own process)", c),
+					fmt.Sprintf("%.1f / %.1f µs", h(i)/1e3, h(own)/1e3))
+			}
 		}
 		added := func(q float64) float64 {
 			return perRound(rs.latency, func(round []Result) float64 { return float64(p(q)(round[i]) - p(q)(round[direct])) })
