@@ -54,6 +54,9 @@ type Config struct {
 	// ServerEval also drives, with the peers, gatewayd in its own process served by fasthttp (fasthttp.go): the
 	// server evaluation's throughput, latency and streaming rows.
 	ServerEval bool
+	// SyscallShapes, when set, are the only loads of the per-call phase ("c=1", "c=32", "stream"), for a
+	// profile of one load alone (-child-cpuprofile).
+	SyscallShapes []string
 	// ChildCPUProfile, when set, is where gatewayd in its own process (the peers' like-for-like target) writes a
 	// CPU profile of its whole life.
 	ChildCPUProfile string

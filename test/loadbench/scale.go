@@ -33,10 +33,10 @@ import (
 
 // Environment of the child gatewayd process.
 const (
-	childEnv          = "LOADBENCH_CHILD"
-	childKubeconfig   = "LOADBENCH_KUBECONFIG"
-	childNamespace    = "LOADBENCH_NAMESPACE"
-	childCPUProfile   = "LOADBENCH_CHILD_CPUPROFILE"
+	childEnv        = "LOADBENCH_CHILD"
+	childKubeconfig = "LOADBENCH_KUBECONFIG"
+	childNamespace  = "LOADBENCH_NAMESPACE"
+	childCPUProfile = "LOADBENCH_CHILD_CPUPROFILE"
 	// childServer picks the HTTP server of the child's customer side: empty for gatewayd's own (net/http),
 	// serverFastHTTP for the evaluation's alternative (fasthttp.go).
 	childServer       = "LOADBENCH_CHILD_SERVER"

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -65,14 +66,18 @@ type SyscallTarget struct {
 }
 
 // CountSyscalls drives t once per shape (concurrency 1 and concurrency for d, then streamConcurrency streams for
-// d) with perf counting the system calls of t.Pids, and returns one row per shape.
-func CountSyscalls(ctx context.Context, t SyscallTarget, concurrency, streamConcurrency int, d time.Duration, want Expect, v *Violations) ([]SyscallRow, error) {
+// d) with perf counting the system calls of t.Pids, and returns one row per shape. With only, it drives only
+// the shapes named there ("c=1", "c=32", "stream").
+func CountSyscalls(ctx context.Context, t SyscallTarget, concurrency, streamConcurrency int, d time.Duration, only []string, want Expect, v *Violations) ([]SyscallRow, error) {
 	var rows []SyscallRow
 	for _, shape := range []struct {
 		name        string
 		concurrency int
 		stream      bool
 	}{{"c=1", 1, false}, {fmt.Sprintf("c=%d", concurrency), concurrency, false}, {"stream", streamConcurrency, true}} {
+		if len(only) > 0 && !slices.Contains(only, shape.name) {
+			continue
+		}
 		target := t.Plain
 		if shape.stream {
 			target = t.Stream
@@ -230,7 +235,7 @@ func RunSyscalls(ctx context.Context, cfg Config) (rows []SyscallRow, err error)
 	}
 	for _, t := range targets {
 		cfg.progress("counting the system calls of %s (pids %v)", t.Plain.Name, t.Pids)
-		r, err := CountSyscalls(ctx, t, cfg.Concurrency, cfg.StreamConcurrency, cfg.ThroughputDuration, want, &v)
+		r, err := CountSyscalls(ctx, t, cfg.Concurrency, cfg.StreamConcurrency, cfg.ThroughputDuration, cfg.SyscallShapes, want, &v)
 		if err != nil {
 			return nil, err
 		}

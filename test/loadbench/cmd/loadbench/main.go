@@ -56,6 +56,7 @@ func main() {
 	seriesChanges := flag.Int("series-changes", 6, "Single-group changes timed per size and layout in the scale series.")
 	seriesBudget := flag.Duration("series-budget", time.Minute, "Time per size for creating the workspace through admission.")
 	seriesPlot := flag.String("series-plot", "", "Write the scale series' plot (PNG) to this file.")
+	shapes := flag.String("syscalls-loads", "", "With -syscalls, only these loads, comma-separated (c=1, c=<concurrency>, stream): for a -child-cpuprofile of one load alone.")
 	syscalls := flag.Bool("syscalls", false, "Run only the per-call phase: perf counts the system calls of nginx and of gatewayd in its own process per request (concurrency 1, -concurrency, streaming; -throughput-duration each) and prints the table.")
 	asyncResults := flag.String("async-results", "", "Only write the async inference table of -docs from this file of `go test -bench Async ./gatewayd/async/` output, then exit.")
 	asyncCommand := flag.String("async-command", "", "The command that produced -async-results, quoted in the docs.")
@@ -94,6 +95,9 @@ func main() {
 		os.Exit(runSeries(ctx, *seriesSizes, *seriesChanges, *seriesBudget, *docs, *seriesPlot))
 	}
 	if *syscalls {
+		if *shapes != "" {
+			cfg.SyscallShapes = strings.Split(*shapes, ",")
+		}
 		rows, err := loadbench.RunSyscalls(ctx, cfg)
 		loadbench.PrintSyscalls(os.Stdout, rows)
 		if err != nil {
