@@ -327,6 +327,8 @@ func (a *api) renameWorkspaceKey(w http.ResponseWriter, r *http.Request, c auth.
 		kit.WriteKubeError(w, r, "rename workspace api key", err)
 		return
 	}
+	// A name is not in the snapshot, so nothing else waits: the list right after this answer shows the new name.
+	a.AwaitListed(r.Context(), k)
 	var teams []gatewayv1.Team
 	if k.Spec.TeamID != "" {
 		if teams, err = kit.Teams(r.Context(), a.ListReader(), c.Namespace); err != nil {

@@ -1,0 +1,51 @@
+package kit
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// listedPoll is how often AwaitListed looks at the list cache: an informer applies a watch event within
+// milliseconds of the write.
+const listedPoll = 2 * time.Millisecond
+
+// AwaitListed waits, up to the read-your-writes timeout, until the list routes' cache (Options.Lister) holds obj
+// as it was written (its resourceVersion or a later one), so a list right after a write's answer shows the write.
+// A route calls it after a write whose answer waits for nothing else (a key's rename: a name is not in the
+// snapshot). Without a Lister the lists read the API server, and there is nothing to wait for. On timeout it
+// answers anyway, as AwaitSnapshot does.
+func (k *Kit) AwaitListed(ctx context.Context, obj client.Object) {
+	if k.Opts.Lister == nil {
+		return
+	}
+	written, ok := resourceVersion(obj)
+	if !ok {
+		return
+	}
+	cached := obj.DeepCopyObject().(client.Object)
+	wctx, cancel := context.WithTimeout(ctx, k.Opts.ReadYourWritesTimeout)
+	defer cancel()
+	err := wait.PollUntilContextCancel(wctx, listedPoll, true, func(ctx context.Context) (bool, error) {
+		if err := k.Opts.Lister.Get(ctx, client.ObjectKeyFromObject(obj), cached); err != nil {
+			return false, nil
+		}
+		rv, ok := resourceVersion(cached)
+		return ok && rv >= written, nil
+	})
+	if err != nil {
+		logr.FromContextOrDiscard(ctx).Info("The list cache did not reflect the write in time; answering anyway",
+			"object", client.ObjectKeyFromObject(obj).String(), "timeout", k.Opts.ReadYourWritesTimeout)
+	}
+}
+
+// resourceVersion reads obj's resourceVersion as the number the API server's storage gives it (etcd's revision),
+// and false when it is not one.
+func resourceVersion(obj client.Object) (uint64, bool) {
+	rv, err := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)
+	return rv, err == nil
+}
