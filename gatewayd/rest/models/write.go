@@ -71,6 +71,8 @@ func (a *api) createModel(w http.ResponseWriter, r *http.Request, c auth.Caller)
 		kit.WriteKubeError(w, r, "create model", err)
 		return
 	}
+	// Nothing else waits before this answer: the list right after it shows the model.
+	a.AwaitListed(r.Context(), m)
 	a.WriteOwner(w, http.StatusCreated, m, 0)
 }
 
@@ -132,6 +134,7 @@ func (a *api) patchModel(w http.ResponseWriter, r *http.Request, c auth.Caller) 
 		kit.WriteKubeError(w, r, "update model", err)
 		return
 	}
+	a.AwaitListed(r.Context(), m)
 	deps, err := a.Deployments(r, c, m.Name)
 	if err != nil {
 		kit.WriteKubeError(w, r, "list deployments", err)
