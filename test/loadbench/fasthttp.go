@@ -22,6 +22,13 @@ const serverFastHTTP = "fasthttp"
 // ownProcessFastHTTP names the target of gatewayd in its own process served by fasthttp.
 const ownProcessFastHTTP = "gatewayd (own process, fasthttp)"
 
+// fastHTTPTarget is ownProcessTarget for the child c that serves its customer side with fasthttp.
+func fastHTTPTarget(c *child, ws *loadWorkspace) *Target {
+	t := ownProcessTarget(c, ws)
+	t.Name = ownProcessFastHTTP
+	return t
+}
+
 // serveFastHTTP serves h with fasthttp on a loopback port until ctx ends and returns its base URL. The server is
 // set as close to gatewayd's net/http server as fasthttp allows: the body streamed to the handler rather than
 // read before it (so credentials are still checked first), 10 s for a request to arrive, 2 min idle.

@@ -182,8 +182,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 				return nil, fmt.Errorf("gatewayd on fasthttp: %w", err)
 			}
 			defer fc.stop()
-			t := ownProcessTarget(fc, ws)
-			t.Name = ownProcessFastHTTP
+			t := fastHTTPTarget(fc, ws)
 			peers = append(peers, &peer{name: ownProcessFastHTTP, plain: t, stream: t, stop: func() {}})
 		}
 	}

@@ -216,17 +216,12 @@ func RunSyscalls(ctx context.Context, cfg Config) (rows []SyscallRow, err error)
 		return nil, err
 	}
 	defer fc.stop()
-	fast := func() *Target {
-		t := ownProcessTarget(fc, ls.ws)
-		t.Name = ownProcessFastHTTP
-		return t
-	}
 	want := expect(cfg)
 	var v Violations
 	targets := []SyscallTarget{
 		{Plain: ngx.plain, Stream: ngx.stream, Pids: processTree(ngx.pid)},
 		{Plain: ownProcessTarget(c, ls.ws), Stream: ownProcessTarget(c, ls.ws), Pids: []int{c.pid}},
-		{Plain: fast(), Stream: fast(), Pids: []int{fc.pid}},
+		{Plain: fastHTTPTarget(fc, ls.ws), Stream: fastHTTPTarget(fc, ls.ws), Pids: []int{fc.pid}},
 	}
 	for _, t := range targets {
 		cfg.progress("warming up %s", t.Plain.Name)

@@ -17,8 +17,8 @@ const listedPoll = 2 * time.Millisecond
 // AwaitListed waits, up to the read-your-writes timeout, until the list routes' cache (Options.Lister) holds obj
 // as it was written (its resourceVersion or a later one), so a list right after a write's answer shows the write.
 // A route calls it after a write whose answer waits for nothing else (a key's rename, since a name is not in
-// the snapshot; a model's create and PATCH). Without a Lister the lists read the API server, and there is nothing to wait for. On timeout it
-// answers anyway, as AwaitSnapshot does.
+// the snapshot; a model's create and PATCH). Without a Lister the lists read the API server, and there is
+// nothing to wait for. On timeout it answers anyway, as AwaitSnapshot does.
 func (k *Kit) AwaitListed(ctx context.Context, obj client.Object) {
 	if k.Opts.Lister == nil {
 		return
