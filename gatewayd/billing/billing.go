@@ -131,16 +131,33 @@ type RecorderOptions struct {
 	Spool string
 }
 
-// Recorder writes events to a Store in batches, so a model call never waits for a disk or network write.
+// Recorder writes events to a Store in batches, so a model call never waits for a disk or network write. Record
+// appends to a queue under a mutex and wakes nobody: the writing goroutine takes the whole queue at each tick,
+// or as soon as it holds flushAt events, so a call costs no hand-over to another goroutine (a channel send to a
+// waiting receiver is one, and on a loaded gateway it was one per call; docs/benchmarks.md).
 type Recorder struct {
 	store Store
 	opts  RecorderOptions
 
-	mu     sync.RWMutex
+	// gate is held (read) by every Record for its whole call, and (write) by Close before it marks the Recorder
+	// closed, so an event whose Record began before Close is always written or spooled.
+	gate   sync.RWMutex
 	closed bool
-	ch     chan Record
-	done   chan struct{}
+
+	mu    sync.Mutex
+	room  *sync.Cond // broadcast when the writer takes the queue: a Record waiting for room may go on
+	queue []Record   // recorded, not yet taken by the writer; at most queueCap
+	// full wakes the writer when the queue reaches flushAt; closing when Close was called.
+	full, closing chan struct{}
+	done          chan struct{}
 }
+
+const (
+	// queueCap is how many events wait for the writer before Record blocks: back-pressure, never a dropped event.
+	queueCap = 4096
+	// flushAt is how many queued events make the writer write before its tick.
+	flushAt = 512
+)
 
 // closingAttempts is how many times Close tries to write what is left before it spools it.
 const closingAttempts = 5
@@ -151,7 +168,8 @@ func NewRecorder(store Store, opts RecorderOptions) *Recorder {
 	if opts.Interval <= 0 {
 		opts.Interval = DefaultFlushInterval
 	}
-	r := &Recorder{store: store, opts: opts, ch: make(chan Record, 4096), done: make(chan struct{})}
+	r := &Recorder{store: store, opts: opts, full: make(chan struct{}, 1), closing: make(chan struct{}), done: make(chan struct{})}
+	r.room = sync.NewCond(&r.mu)
 	spooled, err := readSpool(opts.Spool)
 	if err != nil {
 		r.report(err)
@@ -173,21 +191,45 @@ func (r *Recorder) report(err error) {
 // Record queues one event. It blocks only when the queue is full, which applies back-pressure rather than
 // dropping billable usage.
 func (r *Recorder) Record(rec Record) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if !r.closed {
-		r.ch <- rec
+	r.gate.RLock()
+	defer r.gate.RUnlock()
+	if r.closed {
+		return
 	}
+	r.mu.Lock()
+	for len(r.queue) >= queueCap {
+		r.room.Wait()
+	}
+	r.queue = append(r.queue, rec)
+	n := len(r.queue)
+	r.mu.Unlock()
+	if n == flushAt {
+		select {
+		case r.full <- struct{}{}:
+		default: // the writer already has a wake-up pending
+		}
+	}
+}
+
+// take moves the queue to the end of batch and lets waiting Records go on.
+func (r *Recorder) take(batch []Record) []Record {
+	r.mu.Lock()
+	batch = append(batch, r.queue...)
+	clear(r.queue) // the strings of events already taken are not kept alive by the queue's array
+	r.queue = r.queue[:0]
+	r.room.Broadcast()
+	r.mu.Unlock()
+	return batch
 }
 
 // Close writes everything queued and stops. Call it after the server stopped serving calls.
 func (r *Recorder) Close() {
-	r.mu.Lock()
+	r.gate.Lock()
 	if !r.closed {
 		r.closed = true
-		close(r.ch)
+		close(r.closing)
 	}
-	r.mu.Unlock()
+	r.gate.Unlock()
 	<-r.done
 }
 
@@ -197,7 +239,7 @@ func (r *Recorder) loop(batch []Record) {
 	defer t.Stop()
 	// spooled is true while the spool file holds events that are also in batch.
 	spooled := len(batch) > 0
-	// write stores the batch; on failure it keeps the batch for the next tick (Record keeps appending to it).
+	// write stores the batch; on failure it keeps the batch for the next tick (take keeps appending to it).
 	write := func() {
 		if len(batch) == 0 {
 			return
@@ -216,22 +258,21 @@ func (r *Recorder) loop(batch []Record) {
 	}
 	for {
 		select {
-		case rec, ok := <-r.ch:
-			if !ok {
-				for range closingAttempts {
-					if write(); len(batch) == 0 {
-						return
-					}
-					time.Sleep(r.opts.Interval)
+		case <-r.closing:
+			// Close holds no Record back any more: every event recorded is in the queue.
+			batch = r.take(batch)
+			for range closingAttempts {
+				if write(); len(batch) == 0 {
+					return
 				}
-				r.spool(batch)
-				return
+				time.Sleep(r.opts.Interval)
 			}
-			batch = append(batch, rec)
-			if len(batch) >= 512 {
-				write()
-			}
+			r.spool(batch)
+			return
+		case <-r.full:
 		case <-t.C:
+		}
+		if batch = r.take(batch); len(batch) > 0 {
 			write()
 		}
 	}

@@ -43,13 +43,22 @@ func nested(tx *bolt.Tx, top []byte, ns string) (*bolt.Bucket, error) {
 	return b.CreateBucketIfNotExists([]byte(ns))
 }
 
-// Append implements Store.
+// Append implements Store. The rollups are summed over the batch first, as the Redis store does, so each
+// (minute, group, slug) counter and each throttle counter the batch touches is read and written once, however
+// many of its events add to it.
 func (s *Bolt) Append(_ context.Context, recs []Record) error {
+	var sums boltRollups
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		for _, r := range recs {
-			ev, err := nested(tx, bucketEvents, r.Namespace)
-			if err != nil {
-				return err
+		var ns string
+		var ev, ob *bolt.Bucket // of ns
+		for i := range recs {
+			r := &recs[i]
+			if ev == nil || r.Namespace != ns {
+				var err error
+				if ev, err = nested(tx, bucketEvents, r.Namespace); err != nil {
+					return err
+				}
+				ns, ob = r.Namespace, nil
 			}
 			seq, _ := ev.NextSequence()
 			k := eventKey(r.Event.Timestamp, seq)
@@ -61,31 +70,135 @@ func (s *Bolt) Append(_ context.Context, recs []Record) error {
 				return err
 			}
 			if r.Deliver {
-				ob, err := nested(tx, bucketOutbox, r.Namespace)
-				if err != nil {
-					return err
+				if ob == nil {
+					if ob, err = nested(tx, bucketOutbox, r.Namespace); err != nil {
+						return err
+					}
 				}
 				if err := ob.Put(k, v); err != nil {
 					return err
 				}
 			}
-			if tk, ok := throttleOf(&r); ok {
-				if err := addThrottle(tx, r.Namespace, r.Event.Timestamp, tk); err != nil {
-					return err
-				}
-			}
-			for _, g := range usageGroups(&r) {
-				if err := addUsage(tx, r.Namespace, g, r.Event.Timestamp, r.Event.ModelSlug, usageOf(&r)); err != nil {
-					return err
-				}
-			}
+			sums.add(r)
 		}
-		return nil
+		return sums.write(tx)
 	})
 	if err != nil {
 		return fmt.Errorf("failed to store %d billing events: %w", len(recs), err)
 	}
 	return nil
+}
+
+// boltRollups sums what a batch adds to the throttle and usage rollups, per counter, and the latest event time
+// per rollup bucket, from which the bucket's retention counts back.
+type boltRollups struct {
+	usage          map[usageCell]Counters
+	throttles      map[throttleCell]uint64
+	latest         map[rollupBucket]time.Time
+	usageOrder     []usageCell // the order counters were first seen in, so writes are in a stable order
+	throttlesOrder []throttleCell
+}
+
+// rollupBucket is one namespace's bucket of the throttle rollup, or with usage one group's of the usage rollup.
+type rollupBucket struct {
+	ns, group string
+	usage     bool
+}
+
+type usageCell struct {
+	ns, group, slug string
+	minute          int64
+}
+
+type throttleCell struct {
+	ns, key string
+	minute  int64
+}
+
+func (b *boltRollups) add(r *Record) {
+	if b.usage == nil {
+		b.usage, b.throttles, b.latest = map[usageCell]Counters{}, map[throttleCell]uint64{}, map[rollupBucket]time.Time{}
+	}
+	at, minute := r.Event.Timestamp, throttleMinute(r.Event.Timestamp)
+	seen := func(rb rollupBucket) {
+		if l, ok := b.latest[rb]; !ok || at.After(l) {
+			b.latest[rb] = at
+		}
+	}
+	if tk, ok := throttleOf(r); ok {
+		cell := throttleCell{ns: r.Namespace, key: string(tk.encode()), minute: minute}
+		if _, ok := b.throttles[cell]; !ok {
+			b.throttlesOrder = append(b.throttlesOrder, cell)
+		}
+		b.throttles[cell]++
+		seen(rollupBucket{ns: r.Namespace})
+	}
+	c := usageOf(r)
+	for _, g := range usageGroups(r) {
+		cell := usageCell{ns: r.Namespace, group: g, slug: r.Event.ModelSlug, minute: minute}
+		sum, ok := b.usage[cell]
+		if !ok {
+			b.usageOrder = append(b.usageOrder, cell)
+		}
+		sum.Add(c)
+		b.usage[cell] = sum
+		seen(rollupBucket{ns: r.Namespace, group: g, usage: true})
+	}
+}
+
+// write adds the sums to the stored counters, then drops each touched bucket's minutes older than its keep
+// before the latest event that touched it: a group keeps at most UsageKeep of minutes, and a namespace at most
+// ThrottleKeep of throttles, counted back from its last call, without a pruner of their own.
+func (b *boltRollups) write(tx *bolt.Tx) error {
+	for _, cell := range b.throttlesOrder {
+		tb, err := nested(tx, bucketThrottles, cell.ns)
+		if err != nil {
+			return err
+		}
+		key := binary.BigEndian.AppendUint64(nil, uint64(cell.minute))
+		key = append(key, cell.key...)
+		n := b.throttles[cell]
+		if v := tb.Get(key); len(v) == 8 {
+			n += binary.BigEndian.Uint64(v)
+		}
+		if err := tb.Put(key, binary.BigEndian.AppendUint64(nil, n)); err != nil {
+			return err
+		}
+	}
+	for _, cell := range b.usageOrder {
+		ub, err := usageBucket(tx, cell.ns, cell.group)
+		if err != nil {
+			return err
+		}
+		key := binary.BigEndian.AppendUint64(nil, uint64(cell.minute))
+		key = append(key, cell.slug...)
+		c := b.usage[cell]
+		if old, ok := decodeCounters(ub.Get(key)); ok {
+			c.Add(old)
+		}
+		if err := ub.Put(key, encodeCounters(c)); err != nil {
+			return err
+		}
+	}
+	for rb, at := range b.latest { // every bucket here was written above, so it exists
+		bk, keep := nsBucket(tx, bucketThrottles, rb.ns), ThrottleKeep
+		if rb.usage {
+			bk, keep = nsBucket(tx, bucketUsage, rb.ns).Bucket([]byte(rb.group)), UsageKeep
+		}
+		if err := dropMinutesBefore(bk, at.Add(-keep)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// usageBucket is the usage rollup's bucket of group in ns, created when missing.
+func usageBucket(tx *bolt.Tx, ns, group string) (*bolt.Bucket, error) {
+	nb, err := nested(tx, bucketUsage, ns)
+	if err != nil {
+		return nil, err
+	}
+	return nb.CreateBucketIfNotExists([]byte(group))
 }
 
 // List implements Store. The cursor is the hex key of the last event returned.
@@ -234,25 +347,6 @@ func (s *Bolt) Prune(_ context.Context, before time.Time) error {
 	})
 }
 
-// addThrottle adds one to the rollup counter of k in the minute of at, and drops the minutes of ns older than
-// ThrottleKeep before at, so the rollup stays small without a pruner of its own.
-func addThrottle(tx *bolt.Tx, ns string, at time.Time, k ThrottleKey) error {
-	b, err := nested(tx, bucketThrottles, ns)
-	if err != nil {
-		return err
-	}
-	key := binary.BigEndian.AppendUint64(nil, uint64(throttleMinute(at)))
-	key = append(key, k.encode()...)
-	n := uint64(0)
-	if v := b.Get(key); len(v) == 8 {
-		n = binary.BigEndian.Uint64(v)
-	}
-	if err := b.Put(key, binary.BigEndian.AppendUint64(nil, n+1)); err != nil {
-		return err
-	}
-	return dropMinutesBefore(b, at.Add(-ThrottleKeep))
-}
-
 // dropMinutesBefore deletes the counters of b, keyed by Unix minute first, of the minutes before the one holding t.
 func dropMinutesBefore(b *bolt.Bucket, t time.Time) error {
 	oldest := uint64(throttleMinute(t))
@@ -288,29 +382,6 @@ func (s *Bolt) Throttles(_ context.Context, ns string, start, end time.Time) ([]
 		return nil, fmt.Errorf("failed to read the throttle rollup: %w", err)
 	}
 	return sortedThrottles(sums), nil
-}
-
-// addUsage adds c to the usage counter of (group, slug) in the minute of at, and drops the group's minutes older
-// than UsageKeep before at, so the rollup stays small without a pruner of its own: a group keeps at most
-// UsageKeep of minutes, counted back from its last call.
-func addUsage(tx *bolt.Tx, ns, group string, at time.Time, slug string, c Counters) error {
-	nb, err := nested(tx, bucketUsage, ns)
-	if err != nil {
-		return err
-	}
-	b, err := nb.CreateBucketIfNotExists([]byte(group))
-	if err != nil {
-		return err
-	}
-	key := binary.BigEndian.AppendUint64(nil, uint64(throttleMinute(at)))
-	key = append(key, slug...)
-	if old, ok := decodeCounters(b.Get(key)); ok {
-		c.Add(old)
-	}
-	if err := b.Put(key, encodeCounters(c)); err != nil {
-		return err
-	}
-	return dropMinutesBefore(b, at.Add(-UsageKeep))
 }
 
 // Usage implements Store.
