@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -17,7 +18,7 @@ const listedPoll = 2 * time.Millisecond
 // AwaitListed waits, up to the read-your-writes timeout, until the list routes' cache (Options.Lister) holds obj
 // as it was written (its resourceVersion or a later one), so a list right after a write's answer shows the write.
 // A route calls it after a write whose answer waits for nothing else (a key's rename, since a name is not in
-// the snapshot; a model's create and PATCH). Without a Lister the lists read the API server, and there is
+// the snapshot; a model's create and PATCH, a deployment's activation and retry). Without a Lister the lists read the API server, and there is
 // nothing to wait for. On timeout it answers anyway, as AwaitSnapshot does.
 func (k *Kit) AwaitListed(ctx context.Context, obj client.Object) {
 	if k.Opts.Lister == nil {
@@ -39,6 +40,29 @@ func (k *Kit) AwaitListed(ctx context.Context, obj client.Object) {
 	})
 	if err != nil {
 		logr.FromContextOrDiscard(ctx).Info("The list cache did not reflect the write in time; answering anyway",
+			"object", client.ObjectKeyFromObject(obj).String(), "timeout", k.Opts.ReadYourWritesTimeout)
+	}
+}
+
+// AwaitUnlisted is AwaitListed for a delete: it waits, up to the read-your-writes timeout, until the list routes'
+// cache no longer holds obj as live: absent, marked for deletion (the lists leave those out while a finalizer
+// holds them), or replaced by another object of the same name (another UID). On timeout it answers anyway.
+func (k *Kit) AwaitUnlisted(ctx context.Context, obj client.Object) {
+	if k.Opts.Lister == nil {
+		return
+	}
+	cached := obj.DeepCopyObject().(client.Object)
+	wctx, cancel := context.WithTimeout(ctx, k.Opts.ReadYourWritesTimeout)
+	defer cancel()
+	err := wait.PollUntilContextCancel(wctx, listedPoll, true, func(ctx context.Context) (bool, error) {
+		err := k.Opts.Lister.Get(ctx, client.ObjectKeyFromObject(obj), cached)
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return err == nil && (cached.GetDeletionTimestamp() != nil || cached.GetUID() != obj.GetUID()), nil
+	})
+	if err != nil {
+		logr.FromContextOrDiscard(ctx).Info("The list cache did not reflect the delete in time; answering anyway",
 			"object", client.ObjectKeyFromObject(obj).String(), "timeout", k.Opts.ReadYourWritesTimeout)
 	}
 }

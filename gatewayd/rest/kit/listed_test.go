@@ -7,7 +7,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -47,6 +49,52 @@ func TestAwaitListedShowsTheWrite(t *testing.T) {
 		for _, got := range list.Items {
 			if got.Name == "listed" && got.Data["name"] != want {
 				t.Fatalf("round %d: the list after the write shows %q, want %q", i, got.Data["name"], want)
+			}
+		}
+	}
+}
+
+// TestAwaitUnlistedShowsTheDelete deletes through the API server and lists from an informer cache at once: after
+// AwaitUnlisted the cache no longer holds the object, or holds it marked for deletion while a finalizer keeps it
+// (the list routes leave those out), in each of many rounds.
+func TestAwaitUnlistedShowsTheDelete(t *testing.T) {
+	env := kubetest.StartTest(t, kubetest.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lists, err := cache.New(env.Config, cache.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = lists.Start(ctx) }()
+	k := kit.New(kit.Options{Client: env.Client, Lister: lists, ReadYourWritesTimeout: 10 * time.Second})
+
+	for i := range 30 {
+		held := i%2 == 1 // every other object has a finalizer, so its delete only marks it
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("gone-%d", i), Namespace: "default"}}
+		if held {
+			cm.Finalizers = []string{"example.com/hold"}
+		}
+		if err := env.Client.Create(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+		k.AwaitListed(ctx, cm)
+		if err := env.Client.Delete(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+		k.AwaitUnlisted(ctx, cm)
+		var list corev1.ConfigMapList
+		if err := lists.List(ctx, &list, client.InNamespace("default")); err != nil {
+			t.Fatal(err)
+		}
+		for _, got := range list.Items {
+			if got.Name == cm.Name && got.DeletionTimestamp == nil {
+				t.Fatalf("round %d: the list after the delete still shows %s live (finalizer: %v)", i, cm.Name, held)
+			}
+		}
+		if held {
+			release := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))
+			if err := env.Client.Patch(ctx, cm, release); err != nil && !apierrors.IsNotFound(err) {
+				t.Fatal(err)
 			}
 		}
 	}

@@ -72,7 +72,8 @@ func (a *api) getDeployment(w http.ResponseWriter, r *http.Request, c auth.Calle
 	}
 }
 
-// deleteDeployment deletes a deployment; the admission webhook refuses one that an environment still serves.
+// deleteDeployment deletes a deployment, and answers once the list routes no longer show it; the admission
+// webhook refuses one that an environment still serves.
 func (a *api) deleteDeployment(w http.ResponseWriter, r *http.Request, c auth.Caller) {
 	_, d, ok := a.loadModelDeployment(w, r, c, authz.ActionManageModels)
 	if !ok {
@@ -82,6 +83,7 @@ func (a *api) deleteDeployment(w http.ResponseWriter, r *http.Request, c auth.Ca
 		kit.WriteKubeError(w, r, "delete deployment", err)
 		return
 	}
+	a.AwaitUnlisted(r.Context(), d)
 	envroutes.WriteDeleted(w, d.Name)
 }
 
@@ -95,12 +97,16 @@ func (a *api) activateDeployment(active bool) kit.HandlerFunc {
 
 // setActive sets spec.active of d. The write carries the resourceVersion d was read at, so of concurrent callers
 // exactly one changes it and answers no_op false; the others, finding on their fresh read that it is already in
-// the asked state, answer no_op true. Scaled to zero counts as active: activation is not a wake.
+// the asked state, answer no_op true. Scaled to zero counts as active: activation is not a wake. A change answers
+// once the list routes show it.
 func (a *api) setActive(w http.ResponseWriter, r *http.Request, d *gatewayv1.ModelDeployment, active bool) {
 	changed, err := kit.SetActive(r.Context(), a.Opts.Client, d, active)
 	if err != nil {
 		kit.WriteKubeError(w, r, "update deployment", err)
 		return
+	}
+	if changed {
+		a.AwaitListed(r.Context(), d)
 	}
 	envroutes.WriteActivation(w, changed)
 }
@@ -129,5 +135,6 @@ func (a *api) retryDeployment(w http.ResponseWriter, r *http.Request, c auth.Cal
 		kit.WriteKubeError(w, r, "retry deployment", err)
 		return
 	}
+	a.AwaitListed(r.Context(), d)
 	httperr.WriteJSON(w, http.StatusOK, retryJSON{Retried: true, Reason: "The deployment is being deployed again.", Deployment: toDeploymentJSON(m, d)})
 }

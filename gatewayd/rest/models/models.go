@@ -158,8 +158,9 @@ func (a *api) activateEnvironment(w http.ResponseWriter, r *http.Request, c auth
 	}
 }
 
-// deleteModel deletes the Model and then its deployments; a second DELETE is a 404 at once, even while a
-// finalizer still holds an object (kit.LoadObject treats one being deleted as gone).
+// deleteModel deletes the Model and then its deployments, and answers once the list routes no longer show them;
+// a second DELETE is a 404 at once, even while a finalizer still holds an object (kit.LoadObject treats one
+// being deleted as gone).
 func (a *api) deleteModel(w http.ResponseWriter, r *http.Request, c auth.Caller) {
 	m, ok := a.Load(w, r, c, authz.ActionManageModels, "")
 	if !ok {
@@ -180,6 +181,10 @@ func (a *api) deleteModel(w http.ResponseWriter, r *http.Request, c auth.Caller)
 	if err != nil {
 		kit.WriteKubeError(w, r, "delete the model's deployments", err)
 		return
+	}
+	a.AwaitUnlisted(r.Context(), m)
+	for _, d := range deps {
+		a.AwaitUnlisted(r.Context(), d)
 	}
 	envroutes.WriteDeleted(w, m.Name)
 }
