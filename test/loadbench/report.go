@@ -566,5 +566,9 @@ func (r *Report) addPeers(cfg Config, rs *rounds, index map[string]int, notRun m
 			"harness's CPU-per-call figures leave their cost out; the throughput ratios are wall-time ones from the same rounds. "+
 			"Each peer's answers pass the same checks as gatewayd's: status 200, the upstream's content and usage in the body, "+
 			"every stream's chunk count and each content chunk's text.")
+		if n := os.Getenv(ChildGOMAXPROCSEnv); n != "" {
+			r.Notes = append(r.Notes, fmt.Sprintf("gatewayd in its own process ran with GOMAXPROCS=%s (%s), not Go's default of "+
+				"the machine's cores.", n, ChildGOMAXPROCSEnv))
+		}
 	}
 }

@@ -49,14 +49,22 @@ const (
 // gatewayd.go), so a child gatewayd runs as deployed; a GOGC or GOMEMLIMIT in the harness's environment wins.
 var chartGC = map[string]string{"GOGC": "200", "GOMEMLIMIT": "800MiB"}
 
+// ChildGOMAXPROCSEnv, when set in the harness's environment, is the GOMAXPROCS of every child gatewayd (the
+// harness's own stays Go's default): what gatewayd does with fewer Ps than the machine's cores, as a pod with a
+// CPU limit gets (docs/benchmarks.md "GOMAXPROCS on shared cores").
+const ChildGOMAXPROCSEnv = "LOADBENCH_CHILD_GOMAXPROCS"
+
 // childEnviron is the environment of a child gatewayd: the harness's, the chart's GC settings it does not set,
-// then extra.
+// the GOMAXPROCS of ChildGOMAXPROCSEnv, then extra.
 func childEnviron(extra ...string) []string {
 	env := os.Environ()
 	for name, value := range chartGC {
 		if _, set := os.LookupEnv(name); !set {
 			env = append(env, name+"="+value)
 		}
+	}
+	if n := os.Getenv(ChildGOMAXPROCSEnv); n != "" {
+		env = append(env, "GOMAXPROCS="+n)
 	}
 	return append(env, extra...)
 }
