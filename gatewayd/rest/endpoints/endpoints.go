@@ -192,6 +192,7 @@ func (a *api) deleteEndpoint(w http.ResponseWriter, r *http.Request, c auth.Call
 	a.AwaitSnapshot(r.Context(), c.Namespace, "delete endpoint "+e.Name, func(s *snapshot.Snapshot) bool {
 		return !slices.ContainsFunc(s.Endpoints, func(se snapshot.Endpoint) bool { return se.ID == e.Name })
 	})
+	a.AwaitUnlisted(r.Context(), e)
 	httperr.WriteJSON(w, http.StatusOK, map[string]string{"id": e.Name, "deleted_at": a.Opts.Clock().UTC().Format(time.RFC3339)})
 }
 
@@ -200,7 +201,8 @@ func (a *api) loadEndpoint(w http.ResponseWriter, r *http.Request, c auth.Caller
 	return &e, a.LoadObject(w, r, c, "endpoint_id", "Endpoint", &e)
 }
 
-// awaitEndpoint waits until the snapshot routes the endpoint's slug to its current first target.
+// awaitEndpoint waits until the snapshot routes the endpoint's slug to its current first target, then until the
+// list routes' cache holds e as written.
 func (a *api) awaitEndpoint(ctx context.Context, ns string, e *gatewayv1.Endpoint) {
 	want := e.Spec.Targets[0].BaseURL
 	a.AwaitSnapshot(ctx, ns, "endpoint "+e.Name, func(s *snapshot.Snapshot) bool {
@@ -211,6 +213,7 @@ func (a *api) awaitEndpoint(ctx context.Context, ns string, e *gatewayv1.Endpoin
 		}
 		return false
 	})
+	a.AwaitListed(ctx, e)
 }
 
 func targetsFromJSON(w http.ResponseWriter, in []targetJSON) ([]gatewayv1.EndpointTarget, bool) {

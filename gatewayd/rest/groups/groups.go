@@ -331,6 +331,7 @@ func (a *api) deleteGroup(w http.ResponseWriter, r *http.Request, c auth.Caller)
 	a.AwaitSnapshot(r.Context(), c.Namespace, "delete group "+g.Name, func(s *snapshot.Snapshot) bool {
 		return !slices.ContainsFunc(s.Groups, func(sg snapshot.Group) bool { return sg.ID == g.Name })
 	})
+	a.AwaitUnlisted(r.Context(), g)
 	httperr.WriteJSON(w, http.StatusOK, map[string]any{
 		"id":         g.Name,
 		"metadata":   groupMetaJSON{Name: g.Spec.DisplayName, ExternalEntityID: g.Spec.ExternalEntityID},
@@ -447,8 +448,10 @@ func (a *api) ancestors(ctx context.Context, ns string, g *gatewayv1.Group) ([]*
 	})
 }
 
-// awaitGroup waits until the snapshot holds g with exactly the effective models the write implies.
+// awaitGroup waits until the snapshot holds g with exactly the effective models the write implies, then until the
+// list routes' cache holds g as written (a rename is not in the snapshot).
 func (a *api) awaitGroup(ctx context.Context, ns string, g *gatewayv1.Group) {
+	defer a.AwaitListed(ctx, g)
 	ancestors, err := a.ancestors(ctx, ns, g)
 	if err != nil {
 		return

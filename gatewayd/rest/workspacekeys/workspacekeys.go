@@ -187,6 +187,7 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, c auth.Caller, req 
 	a.AwaitSnapshot(r.Context(), c.Namespace, "workspace key "+prefix, func(s *snapshot.Snapshot) bool {
 		return slices.ContainsFunc(s.WorkspaceAPIKeys, func(sk snapshot.WorkspaceAPIKey) bool { return sk.Prefix == prefix })
 	})
+	a.AwaitListed(r.Context(), k)
 	httperr.WriteJSON(w, http.StatusCreated, map[string]string{"api_key": plain})
 }
 
@@ -353,6 +354,7 @@ func (a *api) deleteWorkspaceKey(w http.ResponseWriter, r *http.Request, c auth.
 	a.AwaitSnapshot(r.Context(), c.Namespace, "revoke workspace key "+prefix, func(s *snapshot.Snapshot) bool {
 		return !slices.ContainsFunc(s.WorkspaceAPIKeys, func(sk snapshot.WorkspaceAPIKey) bool { return sk.Prefix == prefix })
 	})
+	a.AwaitUnlisted(r.Context(), k)
 	httperr.WriteJSON(w, http.StatusOK, map[string]string{"prefix": prefix})
 }
 
