@@ -47,8 +47,8 @@ func nested(tx *bolt.Tx, top []byte, ns string) (*bolt.Bucket, error) {
 // (minute, group, slug) counter and each throttle counter the batch touches is read and written once, however
 // many of its events add to it.
 func (s *Bolt) Append(_ context.Context, recs []Record) error {
-	var sums boltRollups
 	err := s.db.Update(func(tx *bolt.Tx) error {
+		var sums boltRollups
 		var ns string
 		var ev, ob *bolt.Bucket // of ns
 		for i := range recs {
@@ -92,11 +92,9 @@ func (s *Bolt) Append(_ context.Context, recs []Record) error {
 // boltRollups sums what a batch adds to the throttle and usage rollups, per counter, and the latest event time
 // per rollup bucket, from which the bucket's retention counts back.
 type boltRollups struct {
-	usage          map[usageCell]Counters
-	throttles      map[throttleCell]uint64
-	latest         map[rollupBucket]time.Time
-	usageOrder     []usageCell // the order counters were first seen in, so writes are in a stable order
-	throttlesOrder []throttleCell
+	usage     map[usageCell]Counters
+	throttles map[throttleCell]uint64
+	latest    map[rollupBucket]time.Time
 }
 
 // rollupBucket is one namespace's bucket of the throttle rollup, or with usage one group's of the usage rollup.
@@ -126,20 +124,13 @@ func (b *boltRollups) add(r *Record) {
 		}
 	}
 	if tk, ok := throttleOf(r); ok {
-		cell := throttleCell{ns: r.Namespace, key: string(tk.encode()), minute: minute}
-		if _, ok := b.throttles[cell]; !ok {
-			b.throttlesOrder = append(b.throttlesOrder, cell)
-		}
-		b.throttles[cell]++
+		b.throttles[throttleCell{ns: r.Namespace, key: string(tk.encode()), minute: minute}]++
 		seen(rollupBucket{ns: r.Namespace})
 	}
 	c := usageOf(r)
 	for _, g := range usageGroups(r) {
 		cell := usageCell{ns: r.Namespace, group: g, slug: r.Event.ModelSlug, minute: minute}
-		sum, ok := b.usage[cell]
-		if !ok {
-			b.usageOrder = append(b.usageOrder, cell)
-		}
+		sum := b.usage[cell]
 		sum.Add(c)
 		b.usage[cell] = sum
 		seen(rollupBucket{ns: r.Namespace, group: g, usage: true})
@@ -150,14 +141,13 @@ func (b *boltRollups) add(r *Record) {
 // before the latest event that touched it: a group keeps at most UsageKeep of minutes, and a namespace at most
 // ThrottleKeep of throttles, counted back from its last call, without a pruner of their own.
 func (b *boltRollups) write(tx *bolt.Tx) error {
-	for _, cell := range b.throttlesOrder {
+	for cell, n := range b.throttles {
 		tb, err := nested(tx, bucketThrottles, cell.ns)
 		if err != nil {
 			return err
 		}
 		key := binary.BigEndian.AppendUint64(nil, uint64(cell.minute))
 		key = append(key, cell.key...)
-		n := b.throttles[cell]
 		if v := tb.Get(key); len(v) == 8 {
 			n += binary.BigEndian.Uint64(v)
 		}
@@ -165,14 +155,13 @@ func (b *boltRollups) write(tx *bolt.Tx) error {
 			return err
 		}
 	}
-	for _, cell := range b.usageOrder {
+	for cell, c := range b.usage {
 		ub, err := usageBucket(tx, cell.ns, cell.group)
 		if err != nil {
 			return err
 		}
 		key := binary.BigEndian.AppendUint64(nil, uint64(cell.minute))
 		key = append(key, cell.slug...)
-		c := b.usage[cell]
 		if old, ok := decodeCounters(ub.Get(key)); ok {
 			c.Add(old)
 		}

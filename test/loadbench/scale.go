@@ -50,8 +50,8 @@ const (
 var chartGC = map[string]string{"GOGC": "200", "GOMEMLIMIT": "800MiB"}
 
 // ChildGOMAXPROCSEnv, when set in the harness's environment, is the GOMAXPROCS of every child gatewayd (the
-// harness's own stays Go's default): what gatewayd does with fewer Ps than the machine's cores, as a pod with a
-// CPU limit gets (docs/benchmarks.md "GOMAXPROCS on shared cores").
+// harness's own stays Go's default): what gatewayd does with fewer Ps than the machine's cores, as a pod whose
+// environment sets GOMAXPROCS runs (docs/benchmarks.md "GOMAXPROCS on shared cores").
 const ChildGOMAXPROCSEnv = "LOADBENCH_CHILD_GOMAXPROCS"
 
 // childEnviron is the environment of a child gatewayd: the harness's, the chart's GC settings it does not set,

@@ -17,18 +17,25 @@ import (
 	"github.com/modelgate/modelgate/test/kubetest"
 )
 
-// TestAwaitListedShowsTheWrite writes through the API server and lists from an informer cache at once, as the
-// list routes do after a write's answer: after AwaitListed the cache holds every write, in each of many rounds.
-func TestAwaitListedShowsTheWrite(t *testing.T) {
+// listedKit starts a real API server and an informer cache over it, as gatewayd's list routes read, and a Kit
+// that writes through the API server and lists from that cache.
+func listedKit(t *testing.T) (context.Context, *kubetest.Env, cache.Cache, *kit.Kit) {
+	t.Helper()
 	env := kubetest.StartTest(t, kubetest.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	lists, err := cache.New(env.Config, cache.Options{Scheme: env.Scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
 	go func() { _ = lists.Start(ctx) }()
-	k := kit.New(kit.Options{Client: env.Client, Lister: lists, ReadYourWritesTimeout: 10 * time.Second})
+	return ctx, env, lists, kit.New(kit.Options{Client: env.Client, Lister: lists, ReadYourWritesTimeout: 10 * time.Second})
+}
+
+// TestAwaitListedShowsTheWrite writes through the API server and lists from an informer cache at once, as the
+// list routes do after a write's answer: after AwaitListed the cache holds every write, in each of many rounds.
+func TestAwaitListedShowsTheWrite(t *testing.T) {
+	ctx, env, lists, k := listedKit(t)
 
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "listed", Namespace: "default"}, Data: map[string]string{"name": "v0"}}
 	if err := env.Client.Create(ctx, cm); err != nil {
@@ -58,15 +65,7 @@ func TestAwaitListedShowsTheWrite(t *testing.T) {
 // AwaitUnlisted the cache no longer holds the object, or holds it marked for deletion while a finalizer keeps it
 // (the list routes leave those out), in each of many rounds.
 func TestAwaitUnlistedShowsTheDelete(t *testing.T) {
-	env := kubetest.StartTest(t, kubetest.Options{})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	lists, err := cache.New(env.Config, cache.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = lists.Start(ctx) }()
-	k := kit.New(kit.Options{Client: env.Client, Lister: lists, ReadYourWritesTimeout: 10 * time.Second})
+	ctx, env, lists, k := listedKit(t)
 
 	for i := range 30 {
 		held := i%2 == 1 // every other object has a finalizer, so its delete only marks it
