@@ -32,6 +32,22 @@ func listedKit(t *testing.T) (context.Context, *kubetest.Env, cache.Cache, *kit.
 	return ctx, env, lists, kit.New(kit.Options{Client: env.Client, Lister: lists, ReadYourWritesTimeout: 10 * time.Second})
 }
 
+// listedNow lists the default namespace's ConfigMaps from the cache, as a list route does, and returns the one
+// called name, nil when the list has none.
+func listedNow(ctx context.Context, t *testing.T, lists cache.Cache, name string) *corev1.ConfigMap {
+	t.Helper()
+	var list corev1.ConfigMapList
+	if err := lists.List(ctx, &list, client.InNamespace("default")); err != nil {
+		t.Fatal(err)
+	}
+	for i := range list.Items {
+		if list.Items[i].Name == name {
+			return &list.Items[i]
+		}
+	}
+	return nil
+}
+
 // TestAwaitListedShowsTheWrite writes through the API server and lists from an informer cache at once, as the
 // list routes do after a write's answer: after AwaitListed the cache holds every write, in each of many rounds.
 func TestAwaitListedShowsTheWrite(t *testing.T) {
@@ -49,14 +65,8 @@ func TestAwaitListedShowsTheWrite(t *testing.T) {
 			t.Fatal(err)
 		}
 		k.AwaitListed(ctx, cm)
-		var list corev1.ConfigMapList
-		if err := lists.List(ctx, &list, client.InNamespace("default")); err != nil {
-			t.Fatal(err)
-		}
-		for _, got := range list.Items {
-			if got.Name == "listed" && got.Data["name"] != want {
-				t.Fatalf("round %d: the list after the write shows %q, want %q", i, got.Data["name"], want)
-			}
+		if got := listedNow(ctx, t, lists, "listed"); got != nil && got.Data["name"] != want {
+			t.Fatalf("round %d: the list after the write shows %q, want %q", i, got.Data["name"], want)
 		}
 	}
 }
@@ -81,14 +91,8 @@ func TestAwaitUnlistedShowsTheDelete(t *testing.T) {
 			t.Fatal(err)
 		}
 		k.AwaitUnlisted(ctx, cm)
-		var list corev1.ConfigMapList
-		if err := lists.List(ctx, &list, client.InNamespace("default")); err != nil {
-			t.Fatal(err)
-		}
-		for _, got := range list.Items {
-			if got.Name == cm.Name && got.DeletionTimestamp == nil {
-				t.Fatalf("round %d: the list after the delete still shows %s live (finalizer: %v)", i, cm.Name, held)
-			}
+		if got := listedNow(ctx, t, lists, cm.Name); got != nil && got.DeletionTimestamp == nil {
+			t.Fatalf("round %d: the list after the delete still shows %s live (finalizer: %v)", i, cm.Name, held)
 		}
 		if held {
 			release := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))
