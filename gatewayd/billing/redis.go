@@ -62,12 +62,17 @@ func usageFields(c *Counters) []struct {
 func (s *Redis) Append(ctx context.Context, recs []Record) error {
 	var sums rollupSums
 	namespaces := map[string]bool{}
+	// buf holds the JSON of every event of the batch, one after the other: the pipeline keeps each value until it
+	// sends the batch, so each event has its own range of buf, as in the embedded store's Append.
+	buf := make([]byte, 0, len(recs)*eventJSONSize)
 	_, err := s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		for _, r := range recs {
-			v, err := json.Marshal(r.Event)
-			if err != nil {
+			start := len(buf)
+			var err error
+			if buf, err = appendEvent(buf, &r.Event); err != nil {
 				return err
 			}
+			v := buf[start:len(buf):len(buf)]
 			p.XAdd(ctx, &redis.XAddArgs{Stream: s.events(r.Namespace), Values: []any{"e", v}})
 			if r.Deliver {
 				p.XAdd(ctx, &redis.XAddArgs{Stream: s.outbox(r.Namespace), Values: []any{"e", v}})
