@@ -110,7 +110,7 @@ bench: bench-peers ## Run the Go micro-benchmarks, the async benchmarks (which w
 		$$(grep -rl --include='*_test.go' --exclude-dir=node_modules '^func Benchmark' . | xargs -n1 dirname | sort -u)
 	@# The async benchmarks run on their own for a fixed count; their table in docs/benchmarks.md is written from that run.
 	$(MAKE) bench-async
-	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" $(LOCALBIN)/loadbench -docs docs/benchmarks.md $(LOADBENCH_FLAGS)
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" $(LOCALBIN)/loadbench -docs docs/benchmarks.md -floor $(LOADBENCH_FLAGS)
 
 .PHONY: bench-async
 bench-async: ## Only the async benchmarks (a minute or two), and their table in docs/benchmarks.md, as make bench writes it.
@@ -136,15 +136,15 @@ bench-syscalls: bench-peers ## System calls per request of nginx and of gatewayd
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" $(LOCALBIN)/loadbench -syscalls -throughput-duration 4s $(LOADBENCH_FLAGS)
 
 .PHONY: bench-servers
-bench-servers: bench-peers ## The server evaluation: the load rounds with gatewayd in its own process also served by fasthttp (about 2 minutes), then the per-call counts of all three; leaves docs alone.
+bench-servers: bench-peers ## The server evaluation: the load rounds with gatewayd in its own process also served by fasthttp, and the two floor proxies (about 4 minutes), then the per-call counts of all five; leaves docs alone.
 	go build -o $(LOCALBIN)/loadbench ./test/loadbench/cmd/loadbench
-	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" $(LOCALBIN)/loadbench -skip-propagation -skip-scale -stream-duration 200ms -server-eval $(LOADBENCH_FLAGS)
-	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" $(LOCALBIN)/loadbench -syscalls -throughput-duration 4s $(LOADBENCH_FLAGS)
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" $(LOCALBIN)/loadbench -skip-propagation -skip-scale -stream-duration 200ms -server-eval -floor $(LOADBENCH_FLAGS)
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" $(LOCALBIN)/loadbench -syscalls -floor -throughput-duration 4s $(LOADBENCH_FLAGS)
 
 .PHONY: bench-load
-bench-load: bench-peers ## Only the harness's load rounds (OpenAI route, /production/predict, bare proxy, direct): about 1 minute, prints the table, leaves docs alone.
+bench-load: bench-peers ## Only the harness's load rounds (OpenAI route, /production/predict, bare proxy, direct, the peers and the floor proxies): about 3 minutes, prints the table, leaves docs alone.
 	go build -o $(LOCALBIN)/loadbench ./test/loadbench/cmd/loadbench
-	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" $(LOCALBIN)/loadbench -skip-propagation -skip-scale -stream-duration 200ms $(LOADBENCH_FLAGS)
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" $(LOCALBIN)/loadbench -skip-propagation -skip-scale -stream-duration 200ms -floor $(LOADBENCH_FLAGS)
 
 ##@ Dashboard
 

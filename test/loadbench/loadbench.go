@@ -54,6 +54,9 @@ type Config struct {
 	// ServerEval also drives, with the peers, gatewayd in its own process served by fasthttp (fasthttp.go): the
 	// server evaluation's throughput, latency and streaming rows.
 	ServerEval bool
+	// Floor also drives, with the peers, the two floor proxies (floor.go): a Go proxy in its own process that
+	// does nothing but proxy, on net/http with gatewayd's transport and on fasthttp natively.
+	Floor bool
 	// SyscallShapes, when set, are the only loads of the per-call phase ("c=1", "c=32", "stream"), for a
 	// profile of one load alone (-child-cpuprofile).
 	SyscallShapes []string
@@ -184,6 +187,17 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 			defer fc.stop()
 			t := fastHTTPTarget(fc, ws)
 			peers = append(peers, &peer{name: ownProcessFastHTTP, plain: t, stream: t, stop: func() {}})
+		}
+		if cfg.Floor {
+			for _, server := range floors {
+				fc, err := startFloor(ctx, server, u)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", floorName(server), err)
+				}
+				defer fc.stop()
+				fp, fs := floorTargets(fc, server)
+				peers = append(peers, &peer{name: floorName(server), plain: fp, stream: fs, stop: func() {}})
+			}
 		}
 	}
 	// Peers come last, so the fixed indexes (direct, proxy, embedded, withRedis) keep their meaning.
@@ -353,6 +367,7 @@ func (c Config) Override(o Config) Config {
 	c.SkipScale = c.SkipScale || o.SkipScale
 	c.SkipPeers = c.SkipPeers || o.SkipPeers
 	c.ServerEval = c.ServerEval || o.ServerEval
+	c.Floor = c.Floor || o.Floor
 	set(&c.Peers.Nginx, o.Peers.Nginx)
 	set(&c.Peers.Node, o.Peers.Node)
 	set(&c.Peers.PortkeyDir, o.Peers.PortkeyDir)

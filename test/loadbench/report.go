@@ -458,6 +458,40 @@ func (r *Report) addServerEval(cfg Config, rs *rounds, index map[string]int, pee
 	r.info("correctness violations of gatewayd (own process) on fasthttp", fmt.Sprintf("%d (%s)", pv.Total(), pv.String()))
 }
 
+// addFloor reports the floor proxies (Floor) against nginx, beside gatewayd in its own process, in the same
+// rounds: information, never a pass or a fail.
+func (r *Report) addFloor(cfg Config, rs *rounds, index map[string]int, peerV map[int]*Violations) {
+	ngx, hasNginx := index["nginx"]
+	own, hasOwn := index[ownProcess]
+	if !hasNginx || !hasOwn {
+		return
+	}
+	noted := false
+	for _, server := range floors {
+		name := floorName(server)
+		f, ok := index[name]
+		if !ok {
+			continue
+		}
+		if !noted {
+			noted = true
+			r.Notes = append(r.Notes, "Floors: Go proxies in their own processes that only proxy (the body read, the call sent upstream, the answer passed back; no credential, limit, usage, billing or metrics): net/http's server with gatewayd's transport, net/http's server with fasthttp's client, and fasthttp natively (test/loadbench/floor.go). Whatever a floor costs a call, gatewayd on that server and client costs at least that.")
+		}
+		tput := func(i, of int) float64 {
+			return perRound(rs.throughput, func(round []Result) float64 { return round[i].Throughput() / round[of].Throughput() })
+		}
+		rps := perRound(rs.throughput, func(round []Result) float64 { return round[f].Throughput() })
+		r.info(fmt.Sprintf("throughput %s ÷ nginx; gatewayd (own process) ÷ it, concurrency %d", name, cfg.Concurrency),
+			fmt.Sprintf("%.2f; %.2f (%.0f req/s)", tput(f, ngx), tput(own, f), rps))
+		p50 := perRound(rs.latency, func(round []Result) float64 { return float64(p(.5)(round[f]) - p(.5)(round[ngx])) })
+		h := perRound(rs.throughput, func(round []Result) float64 { return float64(round[f].CPUPerRequest()) })
+		r.info(fmt.Sprintf("added latency p50 at concurrency 1 − nginx; harness CPU per call at concurrency %d: %s", cfg.Concurrency, name),
+			fmt.Sprintf("%s; %.1f µs", us(p50), h/1e3))
+		pv := peerV[f]
+		r.info("correctness violations of "+name, fmt.Sprintf("%d (%s)", pv.Total(), pv.String()))
+	}
+}
+
 // ownProcess names the target of gatewayd in its own process, driven with the peers.
 const ownProcess = "gatewayd (own process)"
 
@@ -476,6 +510,7 @@ func (r *Report) addPeers(cfg Config, rs *rounds, index map[string]int, notRun m
 		r.notRun("throughput gatewayd (own process) ÷ nginx", "", fmt.Sprint(notRun[ownProcess]))
 	}
 	defer r.addServerEval(cfg, rs, index, peerV)
+	defer r.addFloor(cfg, rs, index, peerV)
 	for _, g := range []goal{{"nginx", 0.90}, {"Portkey", 4}} {
 		tput := fmt.Sprintf("throughput gatewayd ÷ %s, concurrency %d", g.name, c)
 		lat := fmt.Sprintf("added latency p50 / p99, concurrency 1: %s (gatewayd: see above)", g.name)

@@ -260,14 +260,22 @@ func groupSpec(name, parent string, depth int) gatewayv1.GroupSpec {
 	return spec
 }
 
-// ChildMain runs the child gatewayd of the scale measurement when this process was started as one, and then
-// exits; otherwise it returns at once. Call it first thing in main and in TestMain.
+// ChildMain runs the child gatewayd of the scale measurement, or a floor proxy (floor.go), when this process was
+// started as one, and then exits; otherwise it returns at once. Call it first thing in main and in TestMain.
 func ChildMain() {
-	if os.Getenv(childEnv) != "gatewayd" {
+	var err error
+	switch os.Getenv(childEnv) {
+	case "gatewayd":
+		err = runChild()
+	case "floor":
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err = runFloor(ctx)
+		stop()
+	default:
 		return
 	}
-	if err := runChild(); err != nil {
-		fmt.Fprintln(os.Stderr, "loadbench child gatewayd:", err)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "loadbench child:", err)
 		os.Exit(1)
 	}
 	os.Exit(0)

@@ -392,12 +392,17 @@ func startChild(ctx context.Context, kubeconfig, ns, cpuProfile string) (*child,
 
 // startChildOn is startChild with the child's customer side served by server (childServer).
 func startChildOn(ctx context.Context, kubeconfig, ns, cpuProfile, server string) (*child, error) {
+	return spawnChild(ctx, childEnviron(childEnv+"=gatewayd", childKubeconfig+"="+kubeconfig, childNamespace+"="+ns, childCPUProfile+"="+cpuProfile, childServer+"="+server))
+}
+
+// spawnChild starts this program again with env, as a child (ChildMain), and waits until it says it is ready.
+func spawnChild(ctx context.Context, env []string) (*child, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, self)
-	cmd.Env = childEnviron(childEnv+"=gatewayd", childKubeconfig+"="+kubeconfig, childNamespace+"="+ns, childCPUProfile+"="+cpuProfile, childServer+"="+server)
+	cmd.Env = env
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -223,6 +223,17 @@ func RunSyscalls(ctx context.Context, cfg Config) (rows []SyscallRow, err error)
 		{Plain: ownProcessTarget(c, ls.ws), Stream: ownProcessTarget(c, ls.ws), Pids: []int{c.pid}},
 		{Plain: fastHTTPTarget(fc, ls.ws), Stream: fastHTTPTarget(fc, ls.ws), Pids: []int{fc.pid}},
 	}
+	if cfg.Floor {
+		for _, server := range floors {
+			f, err := startFloor(ctx, server, ls.u)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", floorName(server), err)
+			}
+			defer f.stop()
+			plain, stream := floorTargets(f, server)
+			targets = append(targets, SyscallTarget{Plain: plain, Stream: stream, Pids: []int{f.pid}})
+		}
+	}
 	for _, t := range targets {
 		cfg.progress("warming up %s", t.Plain.Name)
 		Drive(ctx, t.Plain, cfg.Concurrency, 500*time.Millisecond, false, want, &v)
