@@ -78,8 +78,8 @@ func measurePropagation(ctx context.Context, cfg Config, st *stack.Stack) (propa
 		"are timed from the PATCH until a probe request every %s through gatewayd sees the new limit.",
 		cfg.Groups, created.Round(time.Second), createWorkers, time.Since(start).Round(time.Second), cfg.Changes, cfg.ProbeInterval))
 	if retried > 0 {
-		res.Notes = append(res.Notes, fmt.Sprintf("Propagation: %d of the background creates timed out in the validating webhook (its 10 s) and were sent again, "+
-			"as a client of the API server would.", retried))
+		res.Notes = append(res.Notes, fmt.Sprintf("Propagation: background creates sent again after the validating webhook's 10 s ran out, "+
+			"as a client of the API server would: %d.", retried))
 	}
 
 	for i := range cfg.Changes {
