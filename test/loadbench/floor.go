@@ -4,12 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -113,6 +113,65 @@ const floorBodyCap = 1 << 20
 
 var floorBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
+// readFloorBody reads r's body into a pooled buffer, which the caller puts back in floorBuffers; nil, with a 400
+// answered, when the body could not be read.
+func readFloorBody(w http.ResponseWriter, r *http.Request) *bytes.Buffer {
+	in := floorBuffers.Get().(*bytes.Buffer)
+	in.Reset()
+	if _, err := in.ReadFrom(http.MaxBytesReader(w, r.Body, floorBodyCap)); err != nil {
+		floorBuffers.Put(in)
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return nil
+	}
+	return in
+}
+
+// relayFlushed copies src to dst, flushing after each read, until either side fails or src ends.
+func relayFlushed(dst io.Writer, flush func() error, src io.Reader) {
+	buf := make([]byte, 4<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil || flush() != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// fastClients are fasthttp's clients to the plain and the paced upstream; the paced one streams answers.
+type fastClients struct{ plain, paced *fasthttp.HostClient }
+
+func newFastClients(plain, paced string) fastClients {
+	return fastClients{plain: &fasthttp.HostClient{Addr: plain, MaxConns: upstream.IdleConnsPerHost},
+		paced: &fasthttp.HostClient{Addr: paced, MaxConns: upstream.IdleConnsPerHost, StreamResponseBody: true}}
+}
+
+// do sends body to path of the upstream that path's prefix names, and returns the answer, which the caller
+// releases (fasthttp.ReleaseResponse; a streamed one after its body).
+func (f fastClients) do(path, body []byte) (*fasthttp.Response, error) {
+	c := f.plain
+	if p, ok := bytes.CutPrefix(path, []byte(pacedPrefix)); ok {
+		c, path = f.paced, p
+	}
+	req := fasthttp.AcquireRequest()
+	defer fasthttp.ReleaseRequest(req)
+	req.Header.SetMethod(fasthttp.MethodPost)
+	req.SetRequestURIBytes(path)
+	req.Header.SetHost(c.Addr)
+	req.Header.SetContentType("application/json")
+	req.SetBodyRaw(body)
+	resp := fasthttp.AcquireResponse()
+	if err := c.Do(req, resp); err != nil {
+		fasthttp.ReleaseResponse(resp)
+		return nil, err
+	}
+	return resp, nil
+}
+
 // netHTTPFloor proxies to the plain or paced upstream through gatewayd's transport: the body read first, a
 // non-streamed answer read whole and written once with its length, a streamed one flushed as each read ends.
 func netHTTPFloor(plain, paced string) http.Handler {
@@ -122,13 +181,11 @@ func netHTTPFloor(plain, paced string) http.Handler {
 		if p, ok := strings.CutPrefix(path, pacedPrefix); ok {
 			host, path = paced, p
 		}
-		in := floorBuffers.Get().(*bytes.Buffer)
-		defer floorBuffers.Put(in)
-		in.Reset()
-		if _, err := in.ReadFrom(http.MaxBytesReader(w, r.Body, floorBodyCap)); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
+		in := readFloorBody(w, r)
+		if in == nil {
 			return
 		}
+		defer floorBuffers.Put(in)
 		req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, "http://"+host+path, bytes.NewReader(in.Bytes()))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadGateway)
@@ -141,24 +198,14 @@ func netHTTPFloor(plain, paced string) http.Handler {
 			return
 		}
 		defer resp.Body.Close()
-		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
-		if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		ct := resp.Header.Get("Content-Type")
+		w.Header().Set("Content-Type", ct)
+		if strings.HasPrefix(ct, "text/event-stream") {
 			w.WriteHeader(resp.StatusCode)
 			rc := http.NewResponseController(w)
 			_ = rc.Flush()
-			buf := make([]byte, 4<<10)
-			for {
-				n, err := resp.Body.Read(buf)
-				if n > 0 {
-					if _, werr := w.Write(buf[:n]); werr != nil {
-						return
-					}
-					_ = rc.Flush()
-				}
-				if err != nil {
-					return
-				}
-			}
+			relayFlushed(w, rc.Flush, resp.Body)
+			return
 		}
 		out := floorBuffers.Get().(*bytes.Buffer)
 		defer floorBuffers.Put(out)
@@ -167,7 +214,7 @@ func netHTTPFloor(plain, paced string) http.Handler {
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
 		}
-		w.Header().Set("Content-Length", fmt.Sprint(out.Len()))
+		w.Header().Set("Content-Length", strconv.Itoa(out.Len()))
 		w.WriteHeader(resp.StatusCode)
 		_, _ = w.Write(out.Bytes())
 	})
@@ -176,23 +223,10 @@ func netHTTPFloor(plain, paced string) http.Handler {
 // fastHTTPFloor proxies to the plain or paced upstream with fasthttp's client: a non-streamed answer read whole
 // and set as the body, a streamed one written and flushed as each read ends.
 func fastHTTPFloor(plain, paced string) fasthttp.RequestHandler {
-	plainClient := &fasthttp.HostClient{Addr: plain, MaxConns: upstream.IdleConnsPerHost}
-	pacedClient := &fasthttp.HostClient{Addr: paced, MaxConns: upstream.IdleConnsPerHost, StreamResponseBody: true}
+	clients := newFastClients(plain, paced)
 	return func(ctx *fasthttp.RequestCtx) {
-		c, path := plainClient, ctx.Path()
-		if p, ok := bytes.CutPrefix(path, []byte(pacedPrefix)); ok {
-			c, path = pacedClient, p
-		}
-		req := fasthttp.AcquireRequest()
-		defer fasthttp.ReleaseRequest(req)
-		req.Header.SetMethod(fasthttp.MethodPost)
-		req.SetRequestURIBytes(path)
-		req.Header.SetHost(c.Addr)
-		req.Header.SetContentType("application/json")
-		req.SetBodyRaw(ctx.PostBody())
-		resp := fasthttp.AcquireResponse()
-		if err := c.Do(req, resp); err != nil {
-			fasthttp.ReleaseResponse(resp)
+		resp, err := clients.do(ctx.Path(), ctx.PostBody())
+		if err != nil {
 			ctx.Error(err.Error(), fasthttp.StatusBadGateway)
 			return
 		}
@@ -206,62 +240,31 @@ func fastHTTPFloor(plain, paced string) fasthttp.RequestHandler {
 		}
 		ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
 			defer fasthttp.ReleaseResponse(resp)
-			buf := make([]byte, 4<<10)
-			for {
-				n, err := body.Read(buf)
-				if n > 0 {
-					if _, werr := w.Write(buf[:n]); werr != nil {
-						return
-					}
-					if w.Flush() != nil {
-						return
-					}
-				}
-				if err != nil {
-					if !errors.Is(err, io.EOF) {
-						return
-					}
-					_ = resp.CloseBodyStream()
-					return
-				}
-			}
+			defer func() { _ = resp.CloseBodyStream() }()
+			relayFlushed(w, w.Flush, body)
 		})
 	}
 }
 
 // netHTTPFastClientFloor is netHTTPFloor with fasthttp's client to the upstream in place of gatewayd's transport.
 func netHTTPFastClientFloor(plain, paced string) http.Handler {
-	plainClient := &fasthttp.HostClient{Addr: plain, MaxConns: upstream.IdleConnsPerHost}
-	pacedClient := &fasthttp.HostClient{Addr: paced, MaxConns: upstream.IdleConnsPerHost, StreamResponseBody: true}
+	clients := newFastClients(plain, paced)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, path := plainClient, r.URL.Path
-		if p, ok := strings.CutPrefix(path, pacedPrefix); ok {
-			c, path = pacedClient, p
-		}
-		in := floorBuffers.Get().(*bytes.Buffer)
-		defer floorBuffers.Put(in)
-		in.Reset()
-		if _, err := in.ReadFrom(http.MaxBytesReader(w, r.Body, floorBodyCap)); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
+		in := readFloorBody(w, r)
+		if in == nil {
 			return
 		}
-		req := fasthttp.AcquireRequest()
-		defer fasthttp.ReleaseRequest(req)
-		req.Header.SetMethod(fasthttp.MethodPost)
-		req.SetRequestURI(path)
-		req.Header.SetHost(c.Addr)
-		req.Header.SetContentType("application/json")
-		req.SetBodyRaw(in.Bytes())
-		resp := fasthttp.AcquireResponse()
-		defer fasthttp.ReleaseResponse(resp)
-		if err := c.Do(req, resp); err != nil {
+		defer floorBuffers.Put(in)
+		resp, err := clients.do([]byte(r.URL.Path), in.Bytes())
+		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
 		}
+		defer fasthttp.ReleaseResponse(resp)
 		w.Header().Set("Content-Type", string(resp.Header.ContentType()))
 		body := resp.BodyStream()
 		if body == nil {
-			w.Header().Set("Content-Length", fmt.Sprint(len(resp.Body())))
+			w.Header().Set("Content-Length", strconv.Itoa(len(resp.Body())))
 			w.WriteHeader(resp.StatusCode())
 			_, _ = w.Write(resp.Body())
 			return
@@ -270,18 +273,6 @@ func netHTTPFastClientFloor(plain, paced string) http.Handler {
 		w.WriteHeader(resp.StatusCode())
 		rc := http.NewResponseController(w)
 		_ = rc.Flush()
-		buf := make([]byte, 4<<10)
-		for {
-			n, err := body.Read(buf)
-			if n > 0 {
-				if _, werr := w.Write(buf[:n]); werr != nil {
-					return
-				}
-				_ = rc.Flush()
-			}
-			if err != nil {
-				return
-			}
-		}
+		relayFlushed(w, rc.Flush, body)
 	})
 }
