@@ -54,8 +54,9 @@ type Config struct {
 	// ServerEval also drives, with the peers, gatewayd in its own process served by fasthttp (fasthttp.go): the
 	// server evaluation's throughput, latency and streaming rows.
 	ServerEval bool
-	// Floor also drives, with the peers, the two floor proxies (floor.go): a Go proxy in its own process that
-	// does nothing but proxy, on net/http with gatewayd's transport and on fasthttp natively.
+	// Floor also drives, with the peers (and in the per-call phase), the floor proxies (floor.go): a Go proxy in
+	// its own process that does nothing but proxy, on net/http with gatewayd's transport, on net/http's server
+	// with fasthttp's client, and on fasthttp natively.
 	Floor bool
 	// SyscallShapes, when set, are the only loads of the per-call phase ("c=1", "c=32", "stream"), for a
 	// profile of one load alone (-child-cpuprofile).

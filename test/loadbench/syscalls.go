@@ -192,7 +192,8 @@ func processTree(pid int) []int {
 }
 
 // RunSyscalls starts what the per-call phase needs (the control plane, the fake upstreams, nginx, gatewayd in its
-// own process, and gatewayd in its own process served by fasthttp for the server evaluation) and counts each one's system calls per request at concurrency 1, at cfg.Concurrency and
+// own process, gatewayd in its own process served by fasthttp for the server evaluation, and with cfg.Floor the
+// floor proxies) and counts each one's system calls per request at concurrency 1, at cfg.Concurrency and
 // streaming, for cfg.ThroughputDuration each.
 func RunSyscalls(ctx context.Context, cfg Config) (rows []SyscallRow, err error) {
 	cfg.progress("starting the control plane (test/stack)")

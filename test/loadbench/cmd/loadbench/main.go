@@ -47,7 +47,7 @@ func main() {
 	flag.StringVar(&set.RedisServer, "redis-server", "", "redis-server binary for the Redis rows; default from PATH.")
 	flag.BoolVar(&set.SkipPeers, "skip-peers", false, "Leave out the nginx and Portkey rows.")
 	flag.BoolVar(&set.ServerEval, "server-eval", false, "Also drive gatewayd in its own process served by fasthttp, beside the peers (the server evaluation of docs/decisions.md).")
-	flag.BoolVar(&set.Floor, "floor", false, "Also drive, beside the peers (and in -syscalls), the floor: a Go proxy in its own process that only proxies, on net/http with gatewayd's transport and on fasthttp natively (docs/benchmarks.md).")
+	flag.BoolVar(&set.Floor, "floor", false, "Also drive, beside the peers (and in -syscalls), the floor: a Go proxy in its own process that only proxies, on net/http with gatewayd's transport, on net/http's server with fasthttp's client, and on fasthttp natively (docs/benchmarks.md).")
 	flag.StringVar(&set.ChildCPUProfile, "child-cpuprofile", "", "Write a CPU profile of gatewayd in its own process (run with the peers) to this file.")
 	flag.StringVar(&set.Peers.Nginx, "nginx", "", "nginx binary of the nginx rows; default from PATH or /usr/sbin/nginx.")
 	flag.StringVar(&set.Peers.Node, "node", "", "node binary that runs Portkey; default from PATH.")
