@@ -67,6 +67,24 @@ func startFloor(ctx context.Context, server string, u *upstreams) (*child, error
 		childUpstreams+"="+hostPort(u.plain.URL)+","+hostPort(u.paced.URL)))
 }
 
+// startFloors starts every floor in front of u, each as a peer whose stop stops its process; on an error it stops
+// the ones it started.
+func startFloors(ctx context.Context, u *upstreams) ([]*peer, error) {
+	var started []*peer
+	for _, server := range floors {
+		c, err := startFloor(ctx, server, u)
+		if err != nil {
+			for _, p := range started {
+				p.stop()
+			}
+			return nil, fmt.Errorf("%s: %w", floorName(server), err)
+		}
+		plain, stream := floorTargets(c, server)
+		started = append(started, &peer{name: floorName(server), plain: plain, stream: stream, stop: c.stop, pid: c.pid})
+	}
+	return started, nil
+}
+
 // floorTargets are the plain and the streamed target of the floor child c.
 func floorTargets(c *child, server string) (plain, stream *Target) {
 	name := floorName(server)

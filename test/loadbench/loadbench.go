@@ -190,15 +190,14 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 			peers = append(peers, &peer{name: ownProcessFastHTTP, plain: t, stream: t, stop: func() {}})
 		}
 		if cfg.Floor {
-			for _, server := range floors {
-				fc, err := startFloor(ctx, server, u)
-				if err != nil {
-					return nil, fmt.Errorf("%s: %w", floorName(server), err)
-				}
-				defer fc.stop()
-				fp, fs := floorTargets(fc, server)
-				peers = append(peers, &peer{name: floorName(server), plain: fp, stream: fs, stop: func() {}})
+			fs, err := startFloors(ctx, u)
+			if err != nil {
+				return nil, err
 			}
+			for _, f := range fs {
+				defer f.stop()
+			}
+			peers = append(peers, fs...)
 		}
 	}
 	// Peers come last, so the fixed indexes (direct, proxy, embedded, withRedis) keep their meaning.

@@ -30,7 +30,7 @@ type peer struct {
 	name          string
 	plain, stream *Target
 	stop          func()
-	// pid is its process's (nginx's master); zero for gatewayd in its own process.
+	// pid is its process's (nginx's master, a floor's one process); zero for gatewayd in its own process.
 	pid int
 }
 

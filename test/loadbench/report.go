@@ -106,6 +106,16 @@ const (
 	withRedis
 )
 
+// throughputRatio is the median over rounds of target i's throughput divided by target of's in the same round.
+func (rs *rounds) throughputRatio(i, of int) float64 {
+	return perRound(rs.throughput, func(round []Result) float64 { return round[i].Throughput() / round[of].Throughput() })
+}
+
+// rate is the median over rounds of target i's throughput, in calls a second.
+func (rs *rounds) rate(i int) float64 {
+	return perRound(rs.throughput, func(round []Result) float64 { return round[i].Throughput() })
+}
+
 // perRound applies f to each round and returns the median; f gets the runs of every target in that round.
 func perRound(rs [][]Result, f func(round []Result) float64) float64 {
 	var xs []float64
@@ -139,18 +149,12 @@ func (r *Report) addLoad(cfg Config, rs *rounds, redis bool) {
 	r.info("latency p50 / p99, concurrency 1: direct", fmt.Sprintf("%.0f / %.0f µs", perRound(rs.latency, lat(direct, .5))/1e3, perRound(rs.latency, lat(direct, .99))/1e3))
 	r.info("added latency p50 / p99, concurrency 1: bare proxy", us(perRound(rs.latency, added(proxy, .5)))+" / "+us(perRound(rs.latency, added(proxy, .99))))
 
-	ratio := func(i, j int) func([]Result) float64 {
-		return func(round []Result) float64 { return round[i].Throughput() / round[j].Throughput() }
-	}
-	rps := func(i int) float64 {
-		return perRound(rs.throughput, func(round []Result) float64 { return round[i].Throughput() })
-	}
-	gp := perRound(rs.throughput, ratio(embedded, proxy))
+	gp := rs.throughputRatio(embedded, proxy)
 	c := cfg.Concurrency
 	r.add(fmt.Sprintf("throughput gatewayd ÷ bare proxy, concurrency %d", c), fmt.Sprintf("%.2f", gp), "≥ 0.80", gp >= 0.80)
-	r.info(fmt.Sprintf("throughput gatewayd ÷ direct, concurrency %d", c), fmt.Sprintf("%.2f", perRound(rs.throughput, ratio(embedded, direct))))
+	r.info(fmt.Sprintf("throughput gatewayd ÷ direct, concurrency %d", c), fmt.Sprintf("%.2f", rs.throughputRatio(embedded, direct)))
 	r.info(fmt.Sprintf("throughput direct / bare proxy / gatewayd, concurrency %d", c),
-		fmt.Sprintf("%.0f / %.0f / %.0f req/s", rps(direct), rps(proxy), rps(embedded)))
+		fmt.Sprintf("%.0f / %.0f / %.0f req/s", rs.rate(direct), rs.rate(proxy), rs.rate(embedded)))
 
 	st := func(i int, f func(Result) time.Duration) func([]Result) float64 {
 		return func(round []Result) float64 { return float64(f(round[i]) - f(round[direct])) }
@@ -200,7 +204,7 @@ func (r *Report) addLoad(cfg Config, rs *rounds, redis bool) {
 		r.notRun("added latency p50, concurrency 1 (gatewayd+Redis − direct)", "", r.RedisNotRun)
 		return
 	}
-	rr := perRound(rs.throughput, ratio(withRedis, embedded))
+	rr := rs.throughputRatio(withRedis, embedded)
 	r.add(redisFigure, fmt.Sprintf("%.2f", rr), "≥ 0.70", rr >= 0.70)
 	r.info("added latency p50, concurrency 1 (gatewayd+Redis − direct)", us(perRound(rs.latency, added(withRedis, .5))))
 }
@@ -438,12 +442,8 @@ func (r *Report) addServerEval(cfg Config, rs *rounds, index map[string]int, pee
 	if !hasOwn || !hasNginx {
 		return
 	}
-	tput := func(i, of int) float64 {
-		return perRound(rs.throughput, func(round []Result) float64 { return round[i].Throughput() / round[of].Throughput() })
-	}
-	rps := perRound(rs.throughput, func(round []Result) float64 { return round[fast].Throughput() })
 	r.info(fmt.Sprintf("throughput gatewayd (own process) on fasthttp ÷ nginx; ÷ on net/http, concurrency %d", cfg.Concurrency),
-		fmt.Sprintf("%.2f; %.2f (fasthttp: %.0f req/s)", tput(fast, ngx), tput(fast, own), rps))
+		fmt.Sprintf("%.2f; %.2f (fasthttp: %.0f req/s)", rs.throughputRatio(fast, ngx), rs.throughputRatio(fast, own), rs.rate(fast)))
 	p50 := func(i int) float64 {
 		return perRound(rs.latency, func(round []Result) float64 { return float64(p(.5)(round[i]) - p(.5)(round[ngx])) })
 	}
@@ -477,12 +477,8 @@ func (r *Report) addFloor(cfg Config, rs *rounds, index map[string]int, peerV ma
 			noted = true
 			r.Notes = append(r.Notes, "Floors: Go proxies in their own processes that only proxy (the body read, the call sent upstream, the answer passed back; no credential, limit, usage, billing or metrics): net/http's server with gatewayd's transport, net/http's server with fasthttp's client, and fasthttp natively (test/loadbench/floor.go). Whatever a floor costs a call, gatewayd on that server and client costs at least that.")
 		}
-		tput := func(i, of int) float64 {
-			return perRound(rs.throughput, func(round []Result) float64 { return round[i].Throughput() / round[of].Throughput() })
-		}
-		rps := perRound(rs.throughput, func(round []Result) float64 { return round[f].Throughput() })
 		r.info(fmt.Sprintf("throughput %s ÷ nginx; gatewayd (own process) ÷ it, concurrency %d", name, cfg.Concurrency),
-			fmt.Sprintf("%.2f; %.2f (%.0f req/s)", tput(f, ngx), tput(own, f), rps))
+			fmt.Sprintf("%.2f; %.2f (%.0f req/s)", rs.throughputRatio(f, ngx), rs.throughputRatio(own, f), rs.rate(f)))
 		p50 := perRound(rs.latency, func(round []Result) float64 { return float64(p(.5)(round[f]) - p(.5)(round[ngx])) })
 		h := perRound(rs.throughput, func(round []Result) float64 { return float64(round[f].CPUPerRequest()) })
 		r.info(fmt.Sprintf("added latency p50 at concurrency 1 − nginx; harness CPU per call at concurrency %d: %s", cfg.Concurrency, name),
@@ -534,13 +530,11 @@ func (r *Report) addPeers(cfg Config, rs *rounds, index map[string]int, notRun m
 			}
 			continue
 		}
-		ratio := perRound(rs.throughput, func(round []Result) float64 { return round[embedded].Throughput() / round[i].Throughput() })
-		rps := perRound(rs.throughput, func(round []Result) float64 { return round[i].Throughput() })
+		ratio, rps := rs.throughputRatio(embedded, i), rs.rate(i)
 		r.add(tput, fmt.Sprintf("%.2f (%s: %.0f req/s)", ratio, g.name, rps), fmt.Sprintf("≥ %.2f", g.ratio), ratio >= g.ratio)
 		if hasOwn {
 			// The same ratio with gatewayd in its own process, as the peer is: the like-for-like figure.
-			o := perRound(rs.throughput, func(round []Result) float64 { return round[own].Throughput() / round[i].Throughput() })
-			orps := perRound(rs.throughput, func(round []Result) float64 { return round[own].Throughput() })
+			o, orps := rs.throughputRatio(own, i), rs.rate(own)
 			r.add(fmt.Sprintf("throughput gatewayd (own process) ÷ %s, concurrency %d", g.name, c),
 				fmt.Sprintf("%.2f (gatewayd: %.0f req/s)", o, orps), fmt.Sprintf("≥ %.2f", g.ratio), o >= g.ratio)
 			if g.name == "nginx" {

@@ -225,14 +225,13 @@ func RunSyscalls(ctx context.Context, cfg Config) (rows []SyscallRow, err error)
 		{Plain: fastHTTPTarget(fc, ls.ws), Stream: fastHTTPTarget(fc, ls.ws), Pids: []int{fc.pid}},
 	}
 	if cfg.Floor {
-		for _, server := range floors {
-			f, err := startFloor(ctx, server, ls.u)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", floorName(server), err)
-			}
+		fs, err := startFloors(ctx, ls.u)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range fs {
 			defer f.stop()
-			plain, stream := floorTargets(f, server)
-			targets = append(targets, SyscallTarget{Plain: plain, Stream: stream, Pids: []int{f.pid}})
+			targets = append(targets, SyscallTarget{Plain: f.plain, Stream: f.stream, Pids: []int{f.pid}})
 		}
 	}
 	for _, t := range targets {
