@@ -99,7 +99,9 @@ export interface CreateEndpoint {
 
 export interface CreateGroup {
   metadata: {
+    /** No control or invisible characters (bidirectional controls, zero-width or other format characters, non-breaking spaces), nor a leading or trailing space. */
     name?: string;
+    /** No control or invisible characters (bidirectional controls, zero-width or other format characters, non-breaking spaces), nor a leading or trailing space. */
     external_entity_id: string;
   };
   models: ModelConfig[];
@@ -112,7 +114,7 @@ export interface CreateGroup {
 export interface CreateModel {
   /** The model id: a Kubernetes object name. */
   id: string;
-  /** The name people see, name in answers; the id when empty. display_name is the same field under its older name. */
+  /** The name people see, name in answers; the id when empty. display_name is the same field under its older name. No control or invisible characters (bidirectional controls, zero-width or other format characters, non-breaking spaces), nor a leading or trailing space. */
   name?: string;
   /** The older name of name, kept; given with name, it must equal it. */
   display_name?: string;
@@ -369,13 +371,14 @@ export interface PatchEndpoint {
 
 export interface PatchGroup {
   metadata?: {
+    /** No control or invisible characters (bidirectional controls, zero-width or other format characters, non-breaking spaces), nor a leading or trailing space. */
     name?: string;
   };
   models?: ModelConfig[];
 }
 
 export interface PatchModel {
-  /** The name people see, name in answers; the id when empty. display_name is the same field under its older name. */
+  /** The name people see, name in answers; the id when empty. display_name is the same field under its older name. No control or invisible characters (bidirectional controls, zero-width or other format characters, non-breaking spaces), nor a leading or trailing space. */
   name?: string;
   /** The older name of name, kept; given with name, it must equal it. */
   display_name?: string;
