@@ -58,6 +58,14 @@ var _ = Describe("Chain webhooks", func() {
 		Expect(k8s.Create(ctx, chain(ns, "pipe", "production", "mine"))).To(Succeed())
 	})
 
+	It("refuses an environment, or development, that could name no deployment as invalid", func() {
+		const rule = "must name a deployment"
+		expectRefused(k8s.Create(ctx, chain(ns, "pipe", "production", "a/b")), "spec.environments[0].deployment", rule)
+		c := chain(ns, "pipe", "production", "")
+		c.Spec.Development = "../../x"
+		expectRefused(k8s.Create(ctx, c), "spec.development", rule)
+	})
+
 	It("refuses a Chain without a production environment (CEL)", func() {
 		expectRefused(k8s.Create(ctx, chain(ns, "pipe", "staging", "mine")), "spec.environments", "a production environment is required")
 	})

@@ -80,6 +80,10 @@ func (v *EnvironmentsValidator[O, D]) validate(ctx context.Context, old []gatewa
 	var errs field.ErrorList
 	noun := strings.ToLower(v.Kind)
 	for _, p := range changedPointers(old, o) {
+		if bad := p.InvalidPointer(); bad != nil {
+			errs = append(errs, bad)
+			continue
+		}
 		d := v.NewDeployment()
 		err := v.Reader.Get(ctx, client.ObjectKey{Namespace: o.GetNamespace(), Name: p.Deployment}, d)
 		switch {

@@ -86,6 +86,21 @@ var _ = Describe("Model webhook", func() {
 		Expect(k8s.Create(ctx, deployment(ns, "later", "m"))).To(Succeed())
 	})
 
+	It("refuses a pointer that could name no deployment as invalid, on create and on update", func() {
+		const rule = "must name a deployment"
+		expectRefused(k8s.Create(ctx, model(ns, "m", "production", "a/b")), "spec.environments[0].deployment", rule)
+		m := model(ns, "m", "production", "mine")
+		m.Spec.Development = "../../x"
+		expectRefused(k8s.Create(ctx, m), "spec.development", rule)
+
+		m.Spec.Development = ""
+		Expect(k8s.Create(ctx, m)).To(Succeed())
+		m.Spec.Environments = append(m.Spec.Environments, gatewayv1.ModelEnvironment{Name: "staging", Deployment: "../x"})
+		expectRefused(k8s.Update(ctx, m), "spec.environments[1].deployment", rule)
+		patch := client.RawPatch(client.Merge.Type(), []byte(`{"spec":{"development":"a/b"}}`))
+		expectRefused(k8s.Patch(ctx, model(ns, "m"), patch), "spec.development", rule)
+	})
+
 	It("refuses a pointer at a deployment being deleted", func() {
 		leaving := deployment(ns, "leaving", "m")
 		leaving.Finalizers = []string{holdFinalizer}

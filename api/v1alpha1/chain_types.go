@@ -68,6 +68,8 @@ type ChainSpec struct {
 	// displayName is the chain's name as people see it.
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="!self.matches('[[:cntrl:]]') && !self.startsWith(' ') && !self.endsWith(' ')",message="must not contain control characters, nor begin or end with a space"
+	// +kubebuilder:validation:XValidation:rule=`!self.matches(r'[\p{Cf}\x{A0}\x{2007}\x{202F}]')`,message="must not contain invisible characters: bidirectional controls, zero-width or other format characters, non-breaking spaces"
 	DisplayName string `json:"displayName,omitempty"`
 
 	// teamID is the team that owns the chain; empty means the whole workspace.

@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"slices"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -54,6 +55,19 @@ func environmentPointers(n int, at func(i int) (name string, deployment *string)
 		out = append(out, EnvironmentPointer{Name: EnvironmentDevelopment, Deployment: development, Path: developmentPath})
 	}
 	return out
+}
+
+// InvalidPointer refuses a pointer whose deployment could be no object's name ("a/b", "../x"): the deployment
+// it names cannot exist, and the webhook that looks it up must refuse it as invalid rather than fail to read it.
+// An empty pointer (nothing promoted yet) is valid.
+func (p EnvironmentPointer) InvalidPointer() *field.Error {
+	if p.Deployment == "" {
+		return nil
+	}
+	if msgs := validation.IsDNS1123Subdomain(p.Deployment); len(msgs) > 0 {
+		return field.Invalid(p.Path, p.Deployment, "must name a deployment: "+msgs[0])
+	}
+	return nil
 }
 
 // pointedAt is Environmental.Environment over ps.

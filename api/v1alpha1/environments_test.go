@@ -57,3 +57,19 @@ func TestEnvironmental(t *testing.T) {
 		t.Errorf("development of a chain without spec.development = %q, %v; want absent", d, ok)
 	}
 }
+
+// A pointer that could name no object is invalid at its path; an empty one (nothing promoted) is not.
+func TestInvalidPointer(t *testing.T) {
+	m := &Model{Spec: ModelSpec{Development: "../../x", Environments: []ModelEnvironment{
+		{Name: "production", Deployment: "v1"}, {Name: "staging"}, {Name: "canary", Deployment: "a/b"}, {Name: "qa", Deployment: "V1"}}}}
+	var got []string
+	for _, p := range m.EnvironmentPointers() {
+		if err := p.InvalidPointer(); err != nil {
+			got = append(got, err.Field)
+		}
+	}
+	want := []string{"spec.environments[2].deployment", "spec.environments[3].deployment", "spec.development"}
+	if !slices.Equal(got, want) {
+		t.Errorf("invalid pointers at %v, want %v", got, want)
+	}
+}

@@ -132,4 +132,36 @@ var _ = Describe("Bad input", func() {
 		resttest.ExpectError(resttest.Call(resttest.Server, admin, http.MethodDelete, "/v1/gateway/endpoints/-bad-", nil), http.StatusBadRequest, "invalid_request")
 		resttest.ExpectError(resttest.Call(resttest.Server, admin, http.MethodGet, "/v1/gateway/groups/"+strings.Repeat("a", 300), nil), http.StatusBadRequest, "invalid_request")
 	})
+
+	It("refuses a member given twice on the management writes, and a parameter or header a route reads once given twice, naming it", func() {
+		_, admin := resttest.Workspace(gatewayv1.KeyTypeManageAll, "")
+		refused := func(r resttest.Response, field string) {
+			GinkgoHelper()
+			resttest.ExpectError(r, http.StatusBadRequest, "invalid_request")
+			Expect(r.Body["detail"]).To(ContainElement(HaveKeyWithValue("field", field)), "%s", r)
+		}
+		for _, tc := range []struct{ path, body, field string }{
+			{"/v1/gateway/groups", `{"metadata":{"external_entity_id":"x"},"models":[{"slug":"a","rate_limits":[{"type":"REQUEST","type":"TOKEN","unit":"SECOND","threshold":1}]}]}`, "models[0].rate_limits[0].type"},
+			{"/v1/gateway/endpoints", `{"slug":"a","slug":"b","targets":[]}`, "slug"},
+			{"/v1/models", `{"id":"m1","team_id":"","team_id":"red"}`, "team_id"},
+		} {
+			By(tc.path + " " + tc.body)
+			refused(resttest.Call(resttest.Server, admin, http.MethodPost, tc.path, tc.body), tc.field)
+		}
+
+		By("the sandbox routes' team, by query and by header")
+		refused(resttest.Call(resttest.Server, admin, http.MethodGet, "/v1/sandboxes/images/img?team_id=red&team_id=blue", nil), "team_id")
+		req, err := http.NewRequestWithContext(resttest.Ctx, http.MethodGet, resttest.Server.URL+"/v1/sandboxes/images/img", nil)
+		Expect(err).NotTo(HaveOccurred())
+		req.Header.Set("Authorization", "Bearer "+admin)
+		req.Header.Add("X-Team-Id", "red")
+		req.Header.Add("X-Team-Id", "blue")
+		resp, err := http.DefaultClient.Do(req)
+		Expect(err).NotTo(HaveOccurred())
+		defer resp.Body.Close()
+		var body map[string]any
+		Expect(json.NewDecoder(resp.Body).Decode(&body)).To(Succeed())
+		Expect(resp.StatusCode).To(Equal(http.StatusBadRequest), "%v", body)
+		Expect(body["detail"]).To(ContainElement(HaveKeyWithValue("field", "X-Team-Id")), "%v", body)
+	})
 })

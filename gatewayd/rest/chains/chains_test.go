@@ -67,7 +67,8 @@ var _ = Describe("Chain routes", func() {
 		r = resttest.Call(resttest.Server, admin, http.MethodGet, "/v1/chains/pipe", nil)
 		Expect(r.Code).To(Equal(http.StatusOK), "%s", r)
 		resttest.Conform("Chain", r.Raw)
-		Expect(r.Body).To(HaveLen(7))
+		Expect(r.Body).To(HaveLen(8))
+		Expect(r.Body).To(HaveKeyWithValue("team_id", r.Body["team_name"]), "team_id is the id team_name has always held")
 		Expect(r.Body).To(HaveKeyWithValue("deployments_count", BeNumerically("==", 2)))
 
 		r = resttest.Call(resttest.Server, admin, http.MethodGet, "/v1/chains/pipe/deployments", nil)

@@ -103,7 +103,10 @@ type (
 		DeploymentsCount        int     `json:"deployments_count"`
 		ProductionDeploymentID  *string `json:"production_deployment_id"`
 		DevelopmentDeploymentID *string `json:"development_deployment_id"`
-		TeamName                string  `json:"team_name"`
+		// TeamID is the owning team's id, under the name the writes take it by; TeamName holds the same id,
+		// for the clients that read it before TeamID.
+		TeamID   string `json:"team_id"`
+		TeamName string `json:"team_name"`
 	}
 	activationJSON struct {
 		Success bool `json:"success"`
@@ -146,7 +149,7 @@ func (rt *Routes[O, D]) WriteOwner(w http.ResponseWriter, status int, o O, deplo
 
 func (rt *Routes[O, D]) ownerJSON(o O, deployments int) ownerJSON {
 	out := ownerJSON{ID: o.GetName(), CreatedAt: Timestamp(o.GetCreationTimestamp().Time), Name: cmp.Or(rt.kind.DisplayName(o), o.GetName()),
-		DeploymentsCount: deployments, TeamName: o.OwnerTeam()}
+		DeploymentsCount: deployments, TeamID: o.OwnerTeam(), TeamName: o.OwnerTeam()}
 	if id, _ := o.Environment(gatewayv1.EnvironmentProduction); id != "" {
 		out.ProductionDeploymentID = &id
 	}

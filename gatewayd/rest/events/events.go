@@ -20,19 +20,25 @@ import (
 // and allowed to manage the gateway: the workspace's events in ascending time order, filtered by start_time
 // (inclusive) and end_time (exclusive), both RFC 3339 or Unix seconds, by api_keys (key prefixes) and
 // external_entity_ids (comma-separated or repeated), paged by limit (kit.ParseLimit, as every list route) and
-// cursor (the store's own). A refused parameter is 400 invalid_request naming it, as on every route.
+// cursor (the store's own). A refused parameter, or one of the first four given twice (kit.Query), is 400
+// invalid_request naming it, as on every route.
 func Handler(store billing.Store) func(w http.ResponseWriter, r *http.Request, ns string) {
 	return func(w http.ResponseWriter, r *http.Request, ns string) {
 		qv := r.URL.Query()
 		var q billing.Query
-		var err error
-		if q.Start, err = parseTime(qv.Get("start_time")); err != nil {
-			kit.BadRequest(w, "start_time", "start_time must be RFC 3339 or Unix seconds.")
-			return
-		}
-		if q.End, err = parseTime(qv.Get("end_time")); err != nil {
-			kit.BadRequest(w, "end_time", "end_time must be RFC 3339 or Unix seconds.")
-			return
+		for _, t := range []struct {
+			name string
+			at   *time.Time
+		}{{"start_time", &q.Start}, {"end_time", &q.End}} {
+			s, ok := kit.Query(w, r, t.name)
+			if !ok {
+				return
+			}
+			var err error
+			if *t.at, err = parseTime(s); err != nil {
+				kit.BadRequest(w, t.name, t.name+" must be RFC 3339 or Unix seconds.")
+				return
+			}
 		}
 		if !q.Start.IsZero() && !q.End.IsZero() && !q.End.After(q.Start) {
 			kit.BadRequest(w, "end_time", "end_time must be after start_time.")
@@ -42,7 +48,9 @@ func Handler(store billing.Store) func(w http.ResponseWriter, r *http.Request, n
 		if q.Limit, ok = kit.ParseLimit(w, r); !ok {
 			return
 		}
-		q.Cursor = qv.Get("cursor")
+		if q.Cursor, ok = kit.Query(w, r, "cursor"); !ok {
+			return
+		}
 		q.APIKeyPrefixes = list(qv["api_keys"])
 		q.ExternalEntityIDs = list(qv["external_entity_ids"])
 		events, next, err := store.List(r.Context(), ns, q)

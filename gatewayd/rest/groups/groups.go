@@ -2,6 +2,7 @@ package groups
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -98,8 +99,9 @@ type patchGroupRequest struct {
 		Name *string `json:"name"`
 	} `json:"metadata"`
 	Models *[]modelJSON `json:"models"`
-	// Hierarchy is accepted by the decoder only to refuse it with a clear message.
-	Hierarchy any `json:"hierarchy"`
+	// Hierarchy is accepted by the decoder only to refuse it with a clear message, null included: a raw
+	// message holds "null" where any other type would be left as if the member were absent.
+	Hierarchy json.RawMessage `json:"hierarchy"`
 }
 
 func (a *api) createGroup(w http.ResponseWriter, r *http.Request, c auth.Caller) {
@@ -199,7 +201,11 @@ func (a *api) listGroups(w http.ResponseWriter, r *http.Request, c auth.Caller) 
 	if !ok {
 		return
 	}
-	if ext := r.URL.Query().Get("external_entity_id"); ext != "" {
+	ext, ok := kit.Query(w, r, "external_entity_id")
+	if !ok {
+		return
+	}
+	if ext != "" {
 		a.findGroupsByExternalID(w, r, c, ext)
 		return
 	}
@@ -342,7 +348,11 @@ func (a *api) deleteGroup(w http.ResponseWriter, r *http.Request, c auth.Caller)
 // dryRun reads the dry_run query parameter: true runs the write through the API server with dryRun=All (every
 // admission webhook and CEL rule judges it) and stores nothing, so a client can check a write before it makes it.
 func dryRun(w http.ResponseWriter, r *http.Request) (bool, bool) {
-	switch v := r.URL.Query().Get("dry_run"); v {
+	v, ok := kit.Query(w, r, "dry_run")
+	if !ok {
+		return false, false
+	}
+	switch v {
 	case "", "false":
 		return false, true
 	case "true":

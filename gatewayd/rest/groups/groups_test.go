@@ -189,8 +189,44 @@ var _ = Describe("Groups", Ordered, func() {
 		r := resttest.Call(resttest.Server, admin, http.MethodPatch, path, map[string]any{"hierarchy": map[string]any{"parent_group_id": nil}, "models": []any{}})
 		resttest.ExpectError(r, http.StatusBadRequest, "invalid_request")
 		Expect(r.Body["error"]).To(ContainSubstring("hierarchy is immutable"))
+		By("hierarchy: null is a hierarchy too")
+		r = resttest.Call(resttest.Server, admin, http.MethodPatch, path, `{"hierarchy": null, "models": []}`)
+		resttest.ExpectError(r, http.StatusBadRequest, "invalid_request")
+		Expect(r.Body["detail"]).To(ContainElement(HaveKeyWithValue("field", "hierarchy")), "%s", r)
 		resttest.ExpectError(resttest.Call(resttest.Server, admin, http.MethodPatch, "/v1/gateway/groups/grp-missing0000000", map[string]any{"models": []any{}}),
 			http.StatusNotFound, "not_found")
+	})
+
+	It("refuses duplicate members, a parameter given twice and invisible characters, naming the field", func() {
+		refused := func(r resttest.Response, field string) {
+			GinkgoHelper()
+			resttest.ExpectError(r, http.StatusBadRequest, "invalid_request")
+			Expect(r.Body["detail"]).To(ContainElement(HaveKeyWithValue("field", field)), "%s", r)
+		}
+		path := "/v1/gateway/groups/" + child["id"].(string)
+		refused(resttest.Call(resttest.Server, admin, http.MethodPost, "/v1/gateway/groups",
+			`{"metadata": {"external_entity_id": "dup-1", "external_entity_id": "dup-2"}, "models": [{"slug": "demo/echo"}]}`), "metadata.external_entity_id")
+		refused(resttest.Call(resttest.Server, admin, http.MethodPatch, path, `{"models": [{"slug": "a", "slug": "b"}]}`), "models[0].slug")
+		refused(resttest.Call(resttest.Server, admin, http.MethodPatch, path, `{"models": [], "models": [{"slug": "demo/echo"}]}`), "models")
+
+		for q, field := range map[string]string{
+			"external_entity_id=cust-child&external_entity_id=cust-root": "external_entity_id",
+			"limit=1&limit=2":   "limit",
+			"cursor=a&cursor=b": "cursor",
+		} {
+			By(q)
+			refused(resttest.Call(resttest.Server, admin, http.MethodGet, "/v1/gateway/groups?"+q, nil), field)
+		}
+		refused(resttest.Call(resttest.Server, admin, http.MethodPost, "/v1/gateway/groups?dry_run=true&dry_run=false",
+			map[string]any{"metadata": map[string]any{"external_entity_id": "dry-1"}, "models": []any{map[string]any{"slug": "demo/echo"}}}), "dry_run")
+
+		for _, text := range []string{"cust\u202Egpj.exe", "cu\u200Bst", "cust\u00A0one", "\uFEFFcust", "cust\u2066x\u2069"} {
+			By(text)
+			refused(resttest.Call(resttest.Server, admin, http.MethodPost, "/v1/gateway/groups",
+				`{"metadata": {"external_entity_id": "`+text+`"}, "models": [{"slug": "demo/echo"}]}`), "metadata.external_entity_id")
+			refused(resttest.Call(resttest.Server, admin, http.MethodPatch, path, `{"metadata": {"name": "`+text+`"}}`), "metadata.name")
+		}
+		Expect(groupInSnapshot(child["id"].(string))).NotTo(BeNil())
 	})
 
 	It("gets one group, and answers 404 for an unknown id and 400 for an invalid one", func() {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"reflect"
-	"strconv"
 	"strings"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -59,6 +58,9 @@ func DecodeBytes(w http.ResponseWriter, raw []byte, v any, allowEmpty bool) bool
 			return true
 		}
 		httperr.Write(w, http.StatusBadRequest, httperr.CodeMalformedJSON, "The request body must be a JSON object.", nil)
+		return false
+	}
+	if duplicateMember(w, raw) {
 		return false
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
@@ -220,18 +222,7 @@ func fieldPath(raw []byte, v any, dotted string) string {
 	var semantic *jsonv2.SemanticError
 	target := reflect.New(reflect.TypeOf(v).Elem()).Interface()
 	if err := jsonv2.Unmarshal(raw, target); errors.As(err, &semantic) && semantic.JSONPointer != "" {
-		var b strings.Builder
-		for tok := range semantic.JSONPointer.Tokens() {
-			if _, err := strconv.Atoi(tok); err == nil {
-				b.WriteString("[" + tok + "]")
-				continue
-			}
-			if b.Len() > 0 {
-				b.WriteByte('.')
-			}
-			b.WriteString(tok)
-		}
-		return b.String()
+		return pointerPath(semantic.JSONPointer)
 	}
 	if dotted == "" {
 		return "(body)"

@@ -35,14 +35,18 @@ type PageJSON[T any] struct {
 	Pagination PaginationJSON `json:"pagination"`
 }
 
-// ParsePage reads limit and cursor, answering 400 when either is invalid.
+// ParsePage reads limit and cursor, answering 400 when either is invalid or given twice.
 func ParsePage(w http.ResponseWriter, r *http.Request) (Page, bool) {
 	p := Page{limit: defaultPageSize}
 	var ok bool
 	if p.limit, ok = ParseLimit(w, r); !ok {
 		return p, false
 	}
-	if s := r.URL.Query().Get("cursor"); s != "" {
+	s, ok := Query(w, r, "cursor")
+	if !ok {
+		return p, false
+	}
+	if s != "" {
 		raw, err := base64.RawURLEncoding.DecodeString(s)
 		after, ok := strings.CutPrefix(string(raw), "v1:")
 		if err != nil || !ok || after == "" {
@@ -55,9 +59,12 @@ func ParsePage(w http.ResponseWriter, r *http.Request) (Page, bool) {
 }
 
 // ParseLimit reads the page size of every list route, limit: 1 to 1000, 100 when absent. It answers 400
-// invalid_request naming limit when it is anything else.
+// invalid_request naming limit when it is anything else or given twice.
 func ParseLimit(w http.ResponseWriter, r *http.Request) (int, bool) {
-	s := r.URL.Query().Get("limit")
+	s, ok := Query(w, r, "limit")
+	if !ok {
+		return 0, false
+	}
 	if s == "" {
 		return defaultPageSize, true
 	}

@@ -113,7 +113,15 @@ func (s *service) selectTeam(w http.ResponseWriter, r *http.Request, c auth.Call
 		slices.Sort(ids)
 		return ids
 	}
-	team, refusal := SelectTeam(r.Header.Get("X-Team-Id"), r.URL.Query().Get("team_id"), teams,
+	header, ok := kit.Header(w, r, "X-Team-Id")
+	if !ok {
+		return "", false
+	}
+	query, ok := kit.Query(w, r, "team_id")
+	if !ok {
+		return "", false
+	}
+	team, refusal := SelectTeam(header, query, teams,
 		func(t string) authz.Decision { return c.Decide(authz.ActionSandbox, authz.Resource{TeamID: t}) })
 	if refusal != nil {
 		httperr.WriteError(w, refusal)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelgate/modelgate/gatewayd/billing"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
+	"github.com/modelgate/modelgate/gatewayd/rest/kit"
 )
 
 // Window is the span counted, ending now. The rollup counts per minute, so the answer starts at the minute that
@@ -46,7 +47,11 @@ type Answer struct {
 // and allowed to manage the gateway, as events.Handler does; optionally narrowed to one group with ?group_id=.
 func Handler(store billing.Store, now func() time.Time) func(w http.ResponseWriter, r *http.Request, ns string) {
 	return func(w http.ResponseWriter, r *http.Request, ns string) {
-		ans, err := Count429(r.Context(), store, ns, r.URL.Query().Get("group_id"), now().UTC())
+		group, ok := kit.Query(w, r, "group_id")
+		if !ok {
+			return
+		}
+		ans, err := Count429(r.Context(), store, ns, group, now().UTC())
 		if err != nil {
 			httperr.Write(w, http.StatusServiceUnavailable, httperr.CodeUnavailable, "Billing events are unavailable; retry shortly.", nil)
 			return

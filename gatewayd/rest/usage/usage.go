@@ -78,13 +78,19 @@ type Answer struct {
 // caller the management wrapper admitted.
 func Handler(store billing.Store, views func() *view.View, now func() time.Time) func(w http.ResponseWriter, r *http.Request, ns string) {
 	return func(w http.ResponseWriter, r *http.Request, ns string) {
-		q := r.URL.Query()
-		win, ok := ParseWindow(q.Get("window"))
+		var q [3]string
+		for i, name := range []string{"window", "group_id", "slug"} {
+			var ok bool
+			if q[i], ok = kit.Query(w, r, name); !ok {
+				return
+			}
+		}
+		win, ok := ParseWindow(q[0])
 		if !ok {
-			kit.BadRequest(w, "window", fmt.Sprintf("window must be %s or %s, not %q.", Windows[0].Name, Windows[1].Name, q.Get("window")))
+			kit.BadRequest(w, "window", fmt.Sprintf("window must be %s or %s, not %q.", Windows[0].Name, Windows[1].Name, q[0]))
 			return
 		}
-		group, slug := q.Get("group_id"), q.Get("slug")
+		group, slug := q[1], q[2]
 		n := views().Namespace(ns) // one view for the whole answer
 		var g *view.Group
 		if group != "" {

@@ -195,4 +195,12 @@ func testRoute(t *testing.T, store billing.Store) {
 	if code, _, m = get("group_id=nope"); code != 404 || m["error_code"] != "not_found" {
 		t.Errorf("group_id=nope: %d %v", code, m)
 	}
+	// A parameter the route reads once is refused when given twice, naming it (docs/rest-api.md "Errors").
+	for q, field := range map[string]string{"window=1h&window=24h": "window", "group_id=leaf&group_id=root": "group_id", "slug=a&slug=gone": "slug"} {
+		code, _, m = get(q)
+		detail, _ := m["detail"].([]any)
+		if code != 400 || len(detail) != 1 || detail[0].(map[string]any)["field"] != field {
+			t.Errorf("%s: %d %v %v, want 400 naming %s", q, code, m["error_code"], m["detail"], field)
+		}
+	}
 }

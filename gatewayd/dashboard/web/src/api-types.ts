@@ -43,7 +43,10 @@ export interface Chain {
   deployments_count: number;
   production_deployment_id: string | null;
   development_deployment_id: string | null;
+  /** The owning team's id as well, kept for the clients that read it before team_id; empty for the whole workspace. */
   team_name: string;
+  /** The owning team's id, the team_id of the writes; empty for the whole workspace. */
+  team_id: string;
 }
 
 export interface ChainDeployment {
@@ -96,7 +99,9 @@ export interface CreateEndpoint {
 
 export interface CreateGroup {
   metadata: {
+    /** No control or invisible characters (bidirectional controls, zero-width or other format characters, non-breaking spaces), nor a leading or trailing space. */
     name?: string;
+    /** No control or invisible characters (bidirectional controls, zero-width or other format characters, non-breaking spaces), nor a leading or trailing space. */
     external_entity_id: string;
   };
   models: ModelConfig[];
@@ -109,13 +114,17 @@ export interface CreateGroup {
 export interface CreateModel {
   /** The model id: a Kubernetes object name. */
   id: string;
-  /** The name people see (name in answers); the id when empty. */
+  /** The name people see, name in answers; the id when empty. display_name is the same field under its older name. No control or invisible characters (bidirectional controls, zero-width or other format characters, non-breaking spaces), nor a leading or trailing space. */
+  name?: string;
+  /** The older name of name, kept; given with name, it must equal it. */
   display_name?: string;
-  /** The owning team; empty for the whole workspace. */
+  /** The owning team: the id of a team of the workspace (400 naming team_id otherwise); empty for the whole workspace. */
   team_id?: string;
   /** Defaults to production alone. */
   environments?: ModelEnvironmentPointer[];
-  /** The deployment the /development routes serve. */
+  /** The deployment the /development routes serve, development_deployment_id in answers. development is the same field under its older name. */
+  development_deployment_id?: string;
+  /** The older name of development_deployment_id, kept; given with it, it must equal it. */
   development?: string;
 }
 
@@ -304,7 +313,10 @@ export interface Model {
   deployments_count: number;
   production_deployment_id: string | null;
   development_deployment_id: string | null;
+  /** The owning team's id as well, kept for the clients that read it before team_id; empty for the whole workspace. */
   team_name: string;
+  /** The owning team's id, the team_id of the writes; empty for the whole workspace. */
+  team_id: string;
 }
 
 export interface ModelConfig {
@@ -324,6 +336,13 @@ export interface ModelEnvironmentPointer {
   name: string;
   /** The deployment of this model it serves; empty until one is promoted. */
   deployment?: string;
+}
+
+export interface ModelEnvironmentPromotion {
+  /** The environment; a new name adds it. */
+  name: string;
+  /** The deployment of this model it serves from now on; required, never empty. */
+  deployment: string;
 }
 
 export interface ModelList {
@@ -352,16 +371,22 @@ export interface PatchEndpoint {
 
 export interface PatchGroup {
   metadata?: {
+    /** No control or invisible characters (bidirectional controls, zero-width or other format characters, non-breaking spaces), nor a leading or trailing space. */
     name?: string;
   };
   models?: ModelConfig[];
 }
 
 export interface PatchModel {
+  /** The name people see, name in answers; the id when empty. display_name is the same field under its older name. No control or invisible characters (bidirectional controls, zero-width or other format characters, non-breaking spaces), nor a leading or trailing space. */
+  name?: string;
+  /** The older name of name, kept; given with name, it must equal it. */
   display_name?: string;
-  /** Each environment given points at its deployment; a new name adds the environment; the others stay. */
-  environments?: ModelEnvironmentPointer[];
-  /** The development pointer; empty clears it. */
+  /** Each environment given points at its deployment, which is required (an environment is never pointed at none); a new name adds the environment; the others stay. */
+  environments?: ModelEnvironmentPromotion[];
+  /** The development pointer, development_deployment_id in answers; empty clears it. development is the same field under its older name. */
+  development_deployment_id?: string;
+  /** The older name of development_deployment_id, kept; given with it, it must equal it. */
   development?: string;
 }
 

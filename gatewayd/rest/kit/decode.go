@@ -1,0 +1,46 @@
+package kit
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/modelgate/modelgate/gatewayd/httperr"
+)
+
+// duplicateMember answers 400 invalid_request naming the first member that raw names twice in one object, at any
+// depth, as the OpenAI routes refuse it (jsontext's default): encoding/json keeps the last of the two, another
+// reader the first, so the body does not say one thing. It reports whether it answered; any other fault of raw
+// is left to the decoder.
+func duplicateMember(w http.ResponseWriter, raw []byte) bool {
+	_, err := jsontext.NewDecoder(bytes.NewReader(raw)).ReadValue()
+	var syn *jsontext.SyntacticError
+	if !errors.As(err, &syn) || !errors.Is(syn.Err, jsontext.ErrDuplicateName) {
+		return false
+	}
+	f := pointerPath(syn.JSONPointer)
+	msg := fmt.Sprintf("%s is given twice; give each member once.", f)
+	httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidRequest, msg, []httperr.FieldError{{Field: f, Message: "duplicate member"}})
+	return true
+}
+
+// pointerPath is a JSON pointer in the API's field notation: "/models/0/slug" is "models[0].slug".
+func pointerPath(p jsontext.Pointer) string {
+	var b strings.Builder
+	for tok := range p.Tokens() {
+		if _, err := strconv.Atoi(tok); err == nil {
+			b.WriteString("[" + tok + "]")
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(tok)
+	}
+	return b.String()
+}
