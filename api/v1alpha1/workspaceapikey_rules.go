@@ -143,6 +143,15 @@ func (k *WorkspaceAPIKey) NameScope() string {
 	return "workspace"
 }
 
+// NameClaim is the value a key's name claims (ClaimKindKeyName): its NameScope and displayName, or "" for a key
+// without a name.
+func (k *WorkspaceAPIKey) NameClaim() string {
+	if k.Spec.DisplayName == "" {
+		return ""
+	}
+	return k.NameScope() + "/" + k.Spec.DisplayName
+}
+
 // DescribeNameScope says NameScope in words, for a refusal: "among the keys of team ml".
 func (k *WorkspaceAPIKey) DescribeNameScope() string {
 	switch {
