@@ -102,6 +102,9 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		}},
 		{"APIKey", func() error { return gateway.NewAPIKeyReconciler(mgr).SetupWithManager(mgr, copts) }},
 		{"WorkspaceAPIKey", func() error { return gateway.NewWorkspaceAPIKeyReconciler(mgr).SetupWithManager(mgr, copts) }},
+		{"workspaceapikey-nameclaim", func() error {
+			return (&gateway.KeyNameClaimReconciler{Client: c, Reader: mgr.GetAPIReader()}).SetupWithManager(mgr, copts)
+		}},
 		{"Endpoint", func() error { return gateway.NewEndpointReconciler(c).SetupWithManager(mgr, copts) }},
 		{"Workspace", func() error { return workspace.NewWorkspaceReconciler(c).SetupWithManager(mgr, copts) }},
 		{"Model", func() error { return (&models.ModelReconciler{Client: c}).SetupWithManager(mgr, copts) }},

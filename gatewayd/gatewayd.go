@@ -309,7 +309,7 @@ func New(opts Options) (*Gateway, error) {
 	if !opts.DisableDashboard && !opts.DisableManagementAPI {
 		sessions, err := dashboard.NewSessions(dashboard.SessionOptions{
 			Secrets: opts.DashboardSessionSecrets, Lookup: g.workspaceKeys, Now: opts.Clock.Now, Store: opts.DashboardSessions,
-			Logger: opts.Logger.WithName("dashboard"),
+			Limits: opts.ManagementLimits, Logger: opts.Logger.WithName("dashboard"),
 		})
 		if err != nil {
 			return nil, err

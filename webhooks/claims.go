@@ -24,9 +24,11 @@ import (
 // admission is about to store, so two concurrent creates could both pass.
 //
 // A claim names its holder (kind, name, uid). It is stale, and can be taken over, when its holder is being
-// deleted, holds another value now, or is gone; "gone" counts only once the claim is older than claimGrace, since
-// an admission in flight has claimed before its object is stored. A take-over is an update with the claim's
-// resourceVersion, so two takers cannot both win.
+// deleted, holds another value now, or is gone; "gone" counts only once the holder took the claim longer than
+// claimGrace ago (gatewayv1.ClaimDataClaimedAt), since an admission in flight has claimed before its object is
+// stored. A take-over is an update with the claim's resourceVersion, so two takers cannot both win; it stamps the
+// time anew, as does a holder taking its claim again (a key renamed back), so that the key reconciler, which
+// deletes a key name's claim once no key holds it, leaves alone a claim an admission in flight holds.
 //
 // A key prefix is revoked for good when its key is deleted: the prefix and the key's hash go into the workspace's
 // revocation records (at most gatewayv1.RevokedShards ConfigMaps, however many keys are revoked) and the claim is
@@ -36,22 +38,21 @@ import (
 const (
 	claimExternalID = "external-id"
 	claimKeyPrefix  = gatewayv1.ClaimKindKeyPrefix
-	// claimKeyName claims a WorkspaceAPIKey's displayName within its name scope (see keyNameValue).
-	claimKeyName = "key-name"
+	// claimKeyName claims a WorkspaceAPIKey's displayName within its name scope (WorkspaceAPIKey.NameClaim).
+	claimKeyName = gatewayv1.ClaimKindKeyName
 	// claimRevokedShard labels the ConfigMaps of revocation records (gatewayv1.RevokedShardName).
 	claimRevokedShard = "revoked"
 
-	claimValue      = "value"
-	claimHolderKind = "holderKind"
-	claimHolderName = "holderName"
-	claimHolderUID  = "holderUID"
+	claimValue      = gatewayv1.ClaimDataValue
+	claimHolderKind = gatewayv1.ClaimDataHolderKind
+	claimHolderName = gatewayv1.ClaimDataHolderName
+	claimHolderUID  = gatewayv1.ClaimDataHolderUID
 	claimRevoked    = gatewayv1.ClaimDataRevoked
 	claimHash       = gatewayv1.ClaimDataHash
 )
 
-// claimGrace is how long a claim whose holder does not exist is kept for an admission in flight: longer than the
-// webhook timeout.
-const claimGrace = 30 * time.Second
+// claimGrace is how long a claim whose holder does not exist is kept for an admission in flight.
+const claimGrace = gatewayv1.ClaimGrace
 
 // claimant is the object that claims a value.
 type claimant struct {
@@ -104,7 +105,7 @@ func (cl *claimer) claim(ctx context.Context, ns, kind, value string, c claimant
 	dryRun := isDryRun(ctx)
 	want := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: gatewayv1.ClaimName(kind, value),
 		Labels: map[string]string{gatewayv1.LabelClaim: kind}}, Data: map[string]string{claimValue: value}}
-	setHolder(want, c)
+	cl.setHolder(want, c)
 	for attempt := 0; attempt < 3; attempt++ {
 		if !dryRun {
 			err := cl.Writer.Create(ctx, want)
@@ -131,11 +132,20 @@ func (cl *claimer) claim(ctx context.Context, ns, kind, value string, c claimant
 			return &claimRefusal{holder: holder, revoked: true}, nil
 		}
 		if holder.kind == c.kind && holder.name == c.name {
-			// The same object again (a re-apply, or re-created under its name): it keeps its claim.
-			if holder.uid == c.uid || dryRun {
+			// The same object again (a key renamed back, or re-created under its name): it keeps its claim, stamped
+			// anew so that nobody deletes it as a claim its holder gave up while this admission is in flight.
+			if dryRun {
 				return nil, nil
 			}
-			return cl.takeOver(ctx, &have, c, holder)
+			cl.setHolder(&have, c)
+			err := cl.Writer.Update(ctx, &have)
+			if err == nil {
+				return nil, nil
+			}
+			if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("failed to take the claim %s again: %w", have.Name, err)
+			}
+			continue // changed or released meanwhile: judge it again
 		}
 		stale, err := cl.stale(ctx, ns, kind, value, &have, holder)
 		if err != nil {
@@ -153,7 +163,7 @@ func (cl *claimer) claim(ctx context.Context, ns, kind, value string, c claimant
 }
 
 // stale reports whether holder no longer holds the claim have: it is being deleted, holds another value, or is
-// gone (once the claim is older than claimGrace).
+// gone (once its holder took it longer than claimGrace ago).
 func (cl *claimer) stale(ctx context.Context, ns, kind, value string, have *corev1.ConfigMap, holder claimant) (bool, error) {
 	current, exists, deleting, err := cl.current(ctx, ns, kind, holder)
 	if err != nil {
@@ -162,16 +172,12 @@ func (cl *claimer) stale(ctx context.Context, ns, kind, value string, have *core
 	if exists {
 		return deleting || current != value, nil
 	}
-	now := time.Now
-	if cl.now != nil {
-		now = cl.now
-	}
-	return now().Sub(have.CreationTimestamp.Time) > claimGrace, nil
+	return cl.clock().Sub(gatewayv1.ClaimedAt(have.Data, have.CreationTimestamp.Time)) > claimGrace, nil
 }
 
 // takeOver gives the claim have to c, on the condition that nobody changed it since it was read.
 func (cl *claimer) takeOver(ctx context.Context, have *corev1.ConfigMap, c claimant, from claimant) (*claimRefusal, error) {
-	setHolder(have, c)
+	cl.setHolder(have, c)
 	if err := cl.Writer.Update(ctx, have); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			// Another writer took or released it first: refuse rather than guess.
@@ -310,7 +316,7 @@ func (cl *claimer) tombstone(ctx context.Context, key client.ObjectKey, prefix, 
 		if apierrors.IsNotFound(err) {
 			tomb := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: map[string]string{gatewayv1.LabelClaim: claimKeyPrefix}},
 				Data: map[string]string{claimValue: prefix}}
-			setHolder(tomb, c)
+			cl.setHolder(tomb, c)
 			tomb.Data[claimRevoked], tomb.Data[claimHash] = "true", hash
 			if err := cl.Writer.Create(ctx, tomb); err == nil || !apierrors.IsAlreadyExists(err) {
 				return err
@@ -342,11 +348,21 @@ func holderOf(cm *corev1.ConfigMap) claimant {
 	return claimant{kind: cm.Data[claimHolderKind], name: cm.Data[claimHolderName], uid: types.UID(cm.Data[claimHolderUID])}
 }
 
-func setHolder(cm *corev1.ConfigMap, c claimant) {
+// setHolder names c as the holder of cm, taking it now.
+func (cl *claimer) setHolder(cm *corev1.ConfigMap, c claimant) {
 	if cm.Data == nil {
 		cm.Data = map[string]string{}
 	}
 	cm.Data[claimHolderKind], cm.Data[claimHolderName], cm.Data[claimHolderUID] = c.kind, c.name, string(c.uid)
+	cm.Data[gatewayv1.ClaimDataClaimedAt] = cl.clock().UTC().Format(time.RFC3339Nano)
+}
+
+// clock is the time of claimGrace: now, or the test's clock.
+func (cl *claimer) clock() time.Time {
+	if cl.now != nil {
+		return cl.now()
+	}
+	return time.Now()
 }
 
 // refusal is the field error of a value that could not be claimed.
@@ -390,7 +406,7 @@ func currentValue(r client.Reader) func(ctx context.Context, ns, kind string, h 
 			return o.Spec.Prefix, true, deleting, nil
 		case *gatewayv1.WorkspaceAPIKey:
 			if kind == claimKeyName {
-				return keyNameValue(o), true, deleting, nil
+				return o.NameClaim(), true, deleting, nil
 			}
 			return o.Spec.Prefix, true, deleting, nil
 		}

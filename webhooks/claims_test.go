@@ -3,6 +3,7 @@ package webhooks_test
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -108,6 +109,36 @@ var _ = Describe("Uniqueness claims", func() {
 		Expect(k8s.Delete(ctx, b)).To(Succeed())
 		Expect(k8s.Create(ctx, withExternalID(ns, "c", "moving"))).To(Succeed())
 		letGo(b)
+	})
+
+	It("stamp a claim's time at every take: a create, a take-over, and a key taking its name again", func() {
+		ns := newNamespace()
+		claimedAt := func(value string) time.Time {
+			GinkgoHelper()
+			var cm corev1.ConfigMap
+			Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: gatewayv1.ClaimName(gatewayv1.ClaimKindKeyName, value)}, &cm)).To(Succeed())
+			t, err := time.Parse(time.RFC3339Nano, cm.Data[gatewayv1.ClaimDataClaimedAt])
+			Expect(err).NotTo(HaveOccurred(), "claimedAt %q", cm.Data[gatewayv1.ClaimDataClaimedAt])
+			return t
+		}
+		k := namedKey(ns, "k1", "ci", gatewayv1.KeyTypeManageAPIKeys, "", "")
+		Expect(k8s.Create(ctx, k)).To(Succeed())
+		created := claimedAt(k.NameClaim())
+
+		By("the key leaves its name and takes it again: the claim it still holds is stamped anew")
+		old := k.NameClaim()
+		k.Spec.DisplayName = "ci-2"
+		Expect(k8s.Update(ctx, k)).To(Succeed())
+		k.Spec.DisplayName = "ci"
+		Expect(k8s.Update(ctx, k)).To(Succeed())
+		again := claimedAt(old)
+		Expect(again).To(BeTemporally(">", created))
+
+		By("another key takes over the name a key left")
+		k.Spec.DisplayName = "ci-3"
+		Expect(k8s.Update(ctx, k)).To(Succeed())
+		Expect(k8s.Create(ctx, namedKey(ns, "k2", "ci", gatewayv1.KeyTypeManageAPIKeys, "", ""))).To(Succeed())
+		Expect(claimedAt(old)).To(BeTemporally(">", again))
 	})
 
 	It("free a deleted group's external id as its last finalizer goes, not only once its claim is old", func() {

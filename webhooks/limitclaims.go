@@ -115,10 +115,7 @@ func chainNames(g *gatewayv1.Group, related []*gatewayv1.Group) []string {
 // (names, nearest first) and, when it passes, writes g's entry into each of them. It returns the rule's
 // refusals; an error when the claims could not be read or written, or kept changing.
 func (cl *claimer) claimLimitsOf(ctx context.Context, g *gatewayv1.Group, ancestors []string) (field.ErrorList, error) {
-	now := time.Now
-	if cl.now != nil {
-		now = cl.now
-	}
+	now := cl.clock
 	names := append([]string{g.Name}, ancestors...)
 	for round := range limitClaimAttempts {
 		if round > 0 {

@@ -22,9 +22,11 @@ var (
 
 // TeamValidator refuses a Team whose name is not a DNS-1123 label (the name is the team id that keys, models and
 // the REST API carry), and a second Team with spec.default in a namespace. Deleting a Team is always admitted,
-// with a warning naming what still refers to it: GitOps prunes in any order, and keys minted over REST are in no
-// repository, so a refusal could block a prune for good. Nothing is cascaded: a Team applied again under the same
-// name (a reverse-order sync) finds its keys and models as they were.
+// with a warning naming what it revokes and what still refers to it: GitOps prunes in any order, and keys minted
+// over REST are in no repository, so a refusal could block a prune for good. Nothing is deleted, but the team keys
+// bound to the Team (gatewayv1.AnnotationTeamUID) are revoked with it: a Team applied again under the same name
+// does not bring them back. Its models, and keys admitted before it existed, are kept and reach a Team of that
+// name again.
 type TeamValidator struct {
 	Reader client.Reader
 }
@@ -51,7 +53,8 @@ func (v *TeamValidator) ValidateUpdate(ctx context.Context, old, t *gatewayv1.Te
 	return nil, v.validateDefault(ctx, t)
 }
 
-// ValidateDelete admits the deletion, warning of the keys and models that still name the team.
+// ValidateDelete admits the deletion, warning of the keys it revokes and of the keys and models that still name
+// the team.
 func (v *TeamValidator) ValidateDelete(ctx context.Context, t *gatewayv1.Team) (admission.Warnings, error) {
 	var keys gatewayv1.WorkspaceAPIKeyList
 	if err := v.Reader.List(ctx, &keys, client.InNamespace(t.Namespace)); err != nil {
@@ -61,9 +64,15 @@ func (v *TeamValidator) ValidateDelete(ctx context.Context, t *gatewayv1.Team) (
 	if err := v.Reader.List(ctx, &models, client.InNamespace(t.Namespace)); err != nil {
 		return nil, listFailed("Models", t.Namespace, err)
 	}
-	var refs []string
+	var revoked, refs []string
 	for i := range keys.Items {
-		if k := &keys.Items[i]; k.Spec.TeamID == t.Name && k.DeletionTimestamp == nil {
+		k := &keys.Items[i]
+		switch {
+		case k.Spec.TeamID != t.Name || k.DeletionTimestamp != nil || k.TeamRevoked(string(t.UID)):
+			// Not this team's, or revoked already by a Team of this name deleted before.
+		case k.TeamRevoked(""):
+			revoked = append(revoked, "WorkspaceAPIKey "+k.Name)
+		default:
 			refs = append(refs, "WorkspaceAPIKey "+k.Name)
 		}
 	}
@@ -72,17 +81,25 @@ func (v *TeamValidator) ValidateDelete(ctx context.Context, t *gatewayv1.Team) (
 			refs = append(refs, "Model "+m.Name)
 		}
 	}
-	if len(refs) == 0 {
-		return nil, nil
+	var warnings admission.Warnings
+	if len(revoked) > 0 {
+		warnings = append(warnings, fmt.Sprintf("deleting Team %s revokes its team keys %s: they stop authenticating now, and a Team created again as %s does not bring them back; delete them, and create new keys for a new Team",
+			t.Name, listed(revoked), t.Name))
 	}
+	if len(refs) > 0 {
+		warnings = append(warnings, fmt.Sprintf("Team %s is still named by spec.teamID of %s; they are kept, and reach no team resources until a Team %s exists again",
+			t.Name, listed(refs), t.Name))
+	}
+	return warnings, nil
+}
+
+// listed joins refs for a warning, naming the first ten.
+func listed(refs []string) string {
 	const shown = 10
-	more := ""
 	if len(refs) > shown {
-		more = fmt.Sprintf(" and %d more", len(refs)-shown)
-		refs = refs[:shown]
+		return strings.Join(refs[:shown], ", ") + fmt.Sprintf(" and %d more", len(refs)-shown)
 	}
-	return admission.Warnings{fmt.Sprintf("Team %s is still named by spec.teamID of %s%s; they are kept, and reach no team resources until a Team %s exists again",
-		t.Name, strings.Join(refs, ", "), more, t.Name)}, nil
+	return strings.Join(refs, ", ")
 }
 
 // validateDefault refuses t's spec.default when another Team of the namespace, not being deleted, is the default.

@@ -57,7 +57,9 @@ var _ = Describe("Team webhook", func() {
 		Expect(k8s.Update(ctx, first)).To(Succeed(), "an update of a team being deleted is not judged")
 	})
 
-	It("admits deleting a team that keys and models still name, and warns of them", func() {
+	It("admits deleting a team that keys and models still name, and warns of the keys it revokes and of the rest", func() {
+		// Admitted before its Team existed: not bound to it, so not revoked with it.
+		Expect(k8s.Create(ctx, namedKey(ns, "ml-early", "early", gatewayv1.KeyTypeInvoke, "ml", ""))).To(Succeed())
 		t := team(ns, "ml", false)
 		Expect(k8s.Create(ctx, t)).To(Succeed())
 		Expect(k8s.Create(ctx, namedKey(ns, "ml-ci", "ci", gatewayv1.KeyTypeInvoke, "ml", ""))).To(Succeed())
@@ -69,10 +71,22 @@ var _ = Describe("Team webhook", func() {
 		v := &webhooks.TeamValidator{Reader: k8s}
 		warnings, err := v.ValidateDelete(ctx, t)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(warnings).To(ConsistOf(ContainSubstring("Team ml is still named by spec.teamID of WorkspaceAPIKey ml-ci, Model sentiment")))
+		Expect(warnings).To(ConsistOf(
+			ContainSubstring("deleting Team ml revokes its team keys WorkspaceAPIKey ml-ci: they stop authenticating now, and a Team created again as ml does not bring them back"),
+			ContainSubstring("Team ml is still named by spec.teamID of WorkspaceAPIKey ml-early, Model sentiment; they are kept")))
+		for _, w := range warnings {
+			Expect(w).NotTo(MatchRegexp("ml-ci.*reach no team resources until"), "a revoked key never returns")
+		}
 
 		Expect(k8s.Delete(ctx, t)).To(Succeed())
-		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ml-ci"}, &gatewayv1.WorkspaceAPIKey{})).To(Succeed(), "nothing is cascaded")
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ml-ci"}, &gatewayv1.WorkspaceAPIKey{})).To(Succeed(), "nothing is deleted")
+
+		By("a Team of the same name again: the revoked key is no longer named; the others are")
+		again := team(ns, "ml", false)
+		Expect(k8s.Create(ctx, again)).To(Succeed())
+		warnings, err = v.ValidateDelete(ctx, again)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(warnings).To(ConsistOf(ContainSubstring("Team ml is still named by spec.teamID of WorkspaceAPIKey ml-early, Model sentiment;")))
 	})
 })
 

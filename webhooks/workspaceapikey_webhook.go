@@ -54,7 +54,7 @@ func (v *WorkspaceAPIKeyValidator) ValidateUpdate(ctx context.Context, old, k *g
 	if k.DeletionTimestamp != nil {
 		return nil, nil
 	}
-	nameChanged := keyNameValue(old) != keyNameValue(k)
+	nameChanged := old.NameClaim() != k.NameClaim()
 	if nameChanged {
 		if err := v.validateName(ctx, k, false); err != nil {
 			return nil, err
@@ -76,19 +76,11 @@ func (v *WorkspaceAPIKeyValidator) ValidateUpdate(ctx context.Context, old, k *g
 	return v.teamWarnings(ctx, k)
 }
 
-// keyNameValue is what a key's name claims: its name scope and displayName, or "" for a key without a name.
-func keyNameValue(k *gatewayv1.WorkspaceAPIKey) string {
-	if k.Spec.DisplayName == "" {
-		return ""
-	}
-	return k.NameScope() + "/" + k.Spec.DisplayName
-}
-
 // validateName refuses a displayName that another key of the same name scope has. The list (through the
 // spec.displayName field selector) runs first; claim, once every other rule passed, takes the name's claim, which
 // makes two concurrent creates of one name in one scope admit exactly one.
 func (v *WorkspaceAPIKeyValidator) validateName(ctx context.Context, k *gatewayv1.WorkspaceAPIKey, claim bool) error {
-	value := keyNameValue(k)
+	value := k.NameClaim()
 	if value == "" {
 		return nil
 	}
@@ -113,7 +105,7 @@ func (v *WorkspaceAPIKeyValidator) validateName(ctx context.Context, k *gatewayv
 	}
 	for i := range list.Items {
 		o := &list.Items[i]
-		if counts(k, o) && keyNameValue(o) == value {
+		if counts(k, o) && o.NameClaim() == value {
 			return refuse(ctx, "WorkspaceAPIKey", k.Name, field.ErrorList{
 				duplicate(keyDisplayNamePath, k.Spec.DisplayName, "WorkspaceAPIKey", o.Name, k.DescribeNameScope())})
 		}

@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"time"
 )
 
 // Claims are ConfigMaps that make a value unique within a workspace (the admission webhooks take them; see
@@ -15,6 +16,20 @@ const (
 	LabelClaim = "gateway.modelgate.io/claim"
 	// ClaimKindKeyPrefix is the kind of a key prefix claim.
 	ClaimKindKeyPrefix = "key-prefix"
+	// ClaimKindKeyName is the kind of a WorkspaceAPIKey's name claim (its value: WorkspaceAPIKey.NameClaim). The
+	// key reconciler deletes one once no key holds it (controllers/gateway KeyNameClaimReconciler).
+	ClaimKindKeyName = "key-name"
+
+	// ClaimDataValue is the value claimed.
+	ClaimDataValue = "value"
+	// ClaimDataHolderKind, ClaimDataHolderName and ClaimDataHolderUID name the object that holds the claim.
+	ClaimDataHolderKind = "holderKind"
+	ClaimDataHolderName = "holderName"
+	ClaimDataHolderUID  = "holderUID"
+	// ClaimDataClaimedAt is when the holder took the claim (RFC 3339): a create, a take-over, or the holder taking
+	// it again. An admission in flight has claimed before its object is stored, so a claim whose holder does not
+	// exist is left alone until ClaimGrace has passed since then.
+	ClaimDataClaimedAt = "claimedAt"
 	// ClaimDataRevoked is "true" in a revoked key prefix claim.
 	ClaimDataRevoked = "revoked"
 	// ClaimDataHash holds the revoked key's hash in a revoked key prefix claim.
@@ -25,6 +40,19 @@ const (
 func ClaimName(kind, value string) string {
 	sum := sha256.Sum256([]byte(kind + "\x00" + value))
 	return "modelgate-claim-" + hex.EncodeToString(sum[:20])
+}
+
+// ClaimGrace is how long a claim whose holder does not exist (or does not hold it) is kept for an admission in
+// flight: longer than the webhook timeout.
+const ClaimGrace = 30 * time.Second
+
+// ClaimedAt is when the holder of a claim with data took it; created, the claim's creation time, for a claim
+// written before claims were stamped.
+func ClaimedAt(data map[string]string, created time.Time) time.Time {
+	if t, err := time.Parse(time.RFC3339Nano, data[ClaimDataClaimedAt]); err == nil {
+		return t
+	}
+	return created
 }
 
 // ClaimRevoked reports whether the data of a claim ConfigMap marks it revoked.

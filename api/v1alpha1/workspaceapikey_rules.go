@@ -143,6 +143,24 @@ func (k *WorkspaceAPIKey) NameScope() string {
 	return "workspace"
 }
 
+// NameClaim is the value a key's name claims (ClaimKindKeyName): its NameScope and displayName, or "" for a key
+// without a name.
+func (k *WorkspaceAPIKey) NameClaim() string {
+	if k.Spec.DisplayName == "" {
+		return ""
+	}
+	return k.NameScope() + "/" + k.Spec.DisplayName
+}
+
+// TeamRevoked reports whether k is a team key bound to a Team (AnnotationTeamUID) that is gone: teamUID is the UID
+// of the Team named spec.teamID that exists and is not being deleted, "" when there is none. Such a key is revoked
+// for good: it is not served, and a new Team of the same name does not bring it back (docs/security.md "Team keys
+// are bound to their Team"). A key admitted before its Team existed is not bound, so never revoked by it.
+func (k *WorkspaceAPIKey) TeamRevoked(teamUID string) bool {
+	uid, bound := k.Annotations[AnnotationTeamUID]
+	return bound && k.Spec.TeamID != "" && uid != teamUID
+}
+
 // DescribeNameScope says NameScope in words, for a refusal: "among the keys of team ml".
 func (k *WorkspaceAPIKey) DescribeNameScope() string {
 	switch {

@@ -83,18 +83,6 @@ func Tag(ctx context.Context, tag name.Tag, digest v1.Hash, push []remote.Option
 	return remote.Tag(tag, desc, opts...)
 }
 
-// TagDigest is the digest tag points at, and false when the tag does not exist.
-func TagDigest(ctx context.Context, tag name.Tag, opts []remote.Option) (v1.Hash, bool, error) {
-	desc, err := remote.Head(tag, append(append([]remote.Option{}, opts...), remote.WithContext(ctx))...)
-	if err != nil {
-		if isNotFound(err) {
-			return v1.Hash{}, false, nil
-		}
-		return v1.Hash{}, false, err
-	}
-	return desc.Digest, true, nil
-}
-
 func pushErr(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()

@@ -306,9 +306,5 @@ func NewTeamBindings(teams []gatewayv1.Team) TeamBindings {
 // team, or admitted before its Team existed) is not judged here (docs/security.md "Team keys are bound to their
 // Team").
 func (b TeamBindings) Bound(k *gatewayv1.WorkspaceAPIKey) bool {
-	uid, bound := k.Annotations[gatewayv1.AnnotationTeamUID]
-	if !bound || k.Spec.TeamID == "" {
-		return true
-	}
-	return b[k.Spec.TeamID] == uid
+	return !k.TeamRevoked(b[k.Spec.TeamID])
 }

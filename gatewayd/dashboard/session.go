@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -27,6 +28,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/authz"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/ingress"
+	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/gatewayd/sessions"
 )
 
@@ -40,6 +42,11 @@ const (
 	DefaultAbsoluteTimeout = 12 * time.Hour
 	// refreshEvery bounds how often a session's last-seen time is re-sealed into a fresh cookie.
 	refreshEvery = time.Minute
+	// Failed sign-ins are limited per key prefix and per client address, in fixed windows of a minute
+	// (docs/security.md "Dashboard sign-in is throttled").
+	LoginFailuresPerKey     = 5
+	LoginFailuresPerAddress = 20
+	LoginFailureWindow      = time.Minute
 	// minSecretBytes is the shortest sealing secret accepted.
 	minSecretBytes = 32
 	sealInfo       = "modelgate dashboard session v1"
@@ -65,6 +72,9 @@ type SessionOptions struct {
 	// Store keeps which sessions are live, server side: signing out ends a session there, so its cookie is
 	// refused at once by every replica sharing the store. This process's memory when nil.
 	Store sessions.Store
+	// Limits counts failed sign-ins (the management API's windows: on Redis every replica shares the count).
+	// This process's memory when nil.
+	Limits limits.Windows
 }
 
 // Sessions exchanges workspace keys for sealed session cookies and lets those cookies authenticate the
@@ -96,6 +106,9 @@ func NewSessions(opts SessionOptions) (*Sessions, error) {
 	}
 	if opts.Store == nil {
 		opts.Store = sessions.NewMemory()
+	}
+	if opts.Limits == nil {
+		opts.Limits = limits.NewMemoryWindows()
 	}
 	if opts.IdleTimeout <= 0 {
 		opts.IdleTimeout = DefaultIdleTimeout
@@ -262,13 +275,25 @@ func (s *Sessions) login(w http.ResponseWriter, r *http.Request) {
 		badKey(w, http.StatusBadRequest, httperr.CodeInvalidRequest, "api_key is required.")
 		return
 	}
+	now := s.opts.Now()
+	// A full window refuses before the key is looked at, so a right key is refused too: the answer tells nothing.
+	buckets := loginBuckets(r, key)
+	for _, b := range buckets {
+		if full, wait := s.opts.Limits.Full(r.Context(), b.name, b.n, LoginFailureWindow, now); full {
+			s.opts.Logger.V(1).Info("Dashboard sign-in throttled", "keyPrefix", prefixOf(key), "limit", b.what)
+			loginThrottled(w, wait, b.what)
+			return
+		}
+	}
 	c, ok := s.opts.Lookup(key)
 	if !ok {
+		for _, b := range buckets {
+			s.opts.Limits.Take(r.Context(), b.name, b.n, LoginFailureWindow, now)
+		}
 		badKey(w, http.StatusUnauthorized, httperr.CodeUnauthorized, "Unknown or revoked API key.")
 		return
 	}
 	s.opts.Logger.Info("Dashboard sign-in", "namespace", c.Namespace, "keyPrefix", c.Key.Prefix, "keyType", c.Key.Type)
-	now := s.opts.Now()
 	sess := session{ID: ids.New(ids.DashboardSession), Key: key, IssuedAt: now.Unix(), SeenAt: now.Unix()}
 	if err := s.opts.Store.Start(r.Context(), storeID(sess.ID), now, s.opts.AbsoluteTimeout); err != nil {
 		s.opts.Logger.Error(err, "Dashboard sign-in refused: the session store is unavailable")
@@ -277,6 +302,35 @@ func (s *Sessions) login(w http.ResponseWriter, r *http.Request) {
 	}
 	s.setCookie(w, sess)
 	httperr.WriteJSON(w, http.StatusOK, s.who(c, sess))
+}
+
+// loginBucket is one count of failed sign-ins: what it counts by, its bucket in the limits.Windows, its limit.
+type loginBucket struct {
+	what, name string
+	n          int
+}
+
+// loginBuckets are the counts a sign-in with key from r falls in: its key prefix's and its client address's (the
+// connection's peer: behind a proxy, the proxy's).
+func loginBuckets(r *http.Request, key string) [2]loginBucket {
+	addr, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		addr = r.RemoteAddr
+	}
+	return [2]loginBucket{
+		{what: "key_prefix", name: "dashboard-login key " + prefixOf(key), n: LoginFailuresPerKey},
+		{what: "client_address", name: "dashboard-login addr " + addr, n: LoginFailuresPerAddress},
+	}
+}
+
+// loginThrottled answers 429 in the envelope, with the whole seconds until the window ends (rounded up, at least
+// 1) in Retry-After and in detail, and which limit refused.
+func loginThrottled(w http.ResponseWriter, wait time.Duration, what string) {
+	secs := max(int64((wait+time.Second-1)/time.Second), 1)
+	e := httperr.New(http.StatusTooManyRequests, httperr.CodeRateLimited,
+		fmt.Sprintf("Too many failed sign-ins; try again in %d seconds.", secs), map[string]any{"retry_after": secs, "limit": what})
+	e.RetryAfter = secs
+	httperr.WriteError(w, e)
 }
 
 // logout ends the session in the sessions.Store, so its cookie is refused everywhere from now on, even a copy kept

@@ -3,15 +3,19 @@ package dashboard
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr"
 
 	"github.com/modelgate/modelgate/api/apikey"
 	"github.com/modelgate/modelgate/api/snapshot"
@@ -486,4 +490,81 @@ func TestKeyCreateCarriesTheTypesRule(t *testing.T) {
 			t.Errorf("%s: team, models, models alone, environments = %+v, want %+v", kc.Type, s, want[kc.Type])
 		}
 	}
+}
+
+// loginReplica is the sign-in route of one gatewayd replica over e's keys and clock, counting failed sign-ins in
+// windows.
+func loginReplica(t *testing.T, e *env, windows limits.Windows) *env {
+	t.Helper()
+	s, err := NewSessions(SessionOptions{Lookup: auth.ViewLookup(func() *view.View { return e.cur.Load() }), Now: e.clock.Now, Limits: windows})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	s.Register(mux)
+	r := &env{t: t, clock: e.clock, srv: httptest.NewServer(mux)}
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (e *env) tryLogin(key string) answer {
+	e.t.Helper()
+	return e.do("POST", "/dashboard/api/login", `{"api_key":"`+key+`"}`, map[string]string{"Sec-Fetch-Site": "same-origin"})
+}
+
+// expectThrottled checks a 429 in the envelope that says when to retry, in Retry-After and in detail.
+func expectThrottled(t *testing.T, a answer, limit string, retryAfter int) {
+	t.Helper()
+	var body struct {
+		Error     string         `json:"error"`
+		ErrorCode string         `json:"error_code"`
+		Detail    map[string]any `json:"detail"`
+	}
+	if a.status != http.StatusTooManyRequests || json.Unmarshal([]byte(a.body), &body) != nil {
+		t.Fatalf("sign-in: %d %s, want 429", a.status, a.body)
+	}
+	if a.header.Get("Retry-After") != strconv.Itoa(retryAfter) || body.ErrorCode != "rate_limited" ||
+		body.Detail["retry_after"] != float64(retryAfter) || body.Detail["limit"] != limit || !strings.Contains(body.Error, "try again in") {
+		t.Fatalf("429: Retry-After %q, body %s; want %d s and limit %s", a.header.Get("Retry-After"), a.body, retryAfter, limit)
+	}
+	if a.header.Get("Set-Cookie") != "" {
+		t.Fatal("a throttled sign-in set a cookie")
+	}
+}
+
+// TestFailedLoginsAreThrottled: failed sign-ins are limited per key prefix and per client address
+// (docs/security.md "Dashboard sign-in is throttled"); a full window refuses even the right key, with a 429 that
+// says when to retry, and the next window signs in again. Two replicas on one Redis share the count.
+func TestFailedLoginsAreThrottled(t *testing.T) {
+	base := newEnv(t)
+	rdb := redistest.Start(t)
+	a := loginReplica(t, base, limits.NewRedisWindows(rdb.Client(), "", logr.Discard()))
+	b := loginReplica(t, base, limits.NewRedisWindows(rdb.Client(), "", logr.Discard()))
+	base.clock.Step(20 * time.Second) // 40 s left in the minute's window
+
+	wrong := base.adminRec.Prefix + ".not-the-secret"
+	for i := range LoginFailuresPerKey {
+		if r := []*env{a, b}[i%2].tryLogin(wrong); r.status != http.StatusUnauthorized {
+			t.Fatalf("failed sign-in %d: %d %s", i+1, r.status, r.body)
+		}
+	}
+	expectThrottled(t, b.tryLogin(base.admin), "key_prefix", 40)
+	expectThrottled(t, a.tryLogin(base.admin), "key_prefix", 40)
+	if r := a.tryLogin(base.other); r.status != http.StatusOK {
+		t.Fatalf("another key from the same address: %d %s", r.status, r.body)
+	}
+
+	base.clock.Step(time.Minute)
+	if r := b.tryLogin(base.admin); r.status != http.StatusOK {
+		t.Fatalf("the next window: %d %s", r.status, r.body)
+	}
+
+	base.clock.Step(time.Minute)
+	for i := range LoginFailuresPerAddress {
+		// A prefix of its own each time: only the address's count fills.
+		if r := []*env{a, b}[i%2].tryLogin(fmt.Sprintf("mgw_guess%07d.secret", i)); r.status != http.StatusUnauthorized {
+			t.Fatalf("guess %d: %d %s", i+1, r.status, r.body)
+		}
+	}
+	expectThrottled(t, a.tryLogin(base.other), "client_address", 40)
 }

@@ -1,8 +1,10 @@
-// Package inference serves model calls: the OpenAI-compatible routes for federated and workspace keys, and the
-// predict routes for workspace keys. A handler authenticates (gatewayd/auth), resolves the call to an upstream target through
-// the view (gatewayd/route), admits it against the limits, forwards it with gatewayd/upstream, settles tokens, and
-// records metrics and the billing event. It maps every refusal and upstream failure onto the one envelope of
-// gatewayd/httperr; the forwarding core itself never writes an error answer.
+// Package inference serves model calls: the OpenAI-compatible routes for federated and workspace keys, and for
+// workspace keys the predict, wake and run_remote routes of gatewayd/route's families. A call handler
+// authenticates (gatewayd/auth), resolves the call to an upstream target through the view (gatewayd/route), admits
+// it against the limits, forwards it with gatewayd/upstream, settles tokens, and records metrics and the billing
+// event; a wake only asks the manager to start the deployment (gatewayd/wake) and forwards nothing. It maps every
+// refusal and upstream failure onto the one envelope of gatewayd/httperr; the forwarding core itself never writes
+// an error answer.
 package inference
 
 import (

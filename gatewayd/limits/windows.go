@@ -2,6 +2,7 @@ package limits
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,10 @@ type Windows interface {
 	// Take counts one call of bucket in the window of length size that holds now, unless n calls are counted
 	// there already: then it counts nothing and answers false with the time left until that window ends.
 	Take(ctx context.Context, bucket string, n int, size time.Duration, now time.Time) (ok bool, wait time.Duration)
+	// Full reports whether n calls of bucket are counted in the window of length size that holds now, and then
+	// the time left until that window ends; it counts nothing. A limit on failures (the dashboard's failed
+	// logins) asks it before a try and Takes only a failed one.
+	Full(ctx context.Context, bucket string, n int, size time.Duration, now time.Time) (full bool, wait time.Duration)
 }
 
 // windowAt is the window of length size that holds now: its start and its end.
@@ -62,6 +67,17 @@ func (m *MemoryWindows) Take(_ context.Context, bucket string, n int, size time.
 	return true, 0
 }
 
+// Full implements Windows.
+func (m *MemoryWindows) Full(_ context.Context, bucket string, n int, size time.Duration, now time.Time) (bool, time.Duration) {
+	_, end := windowAt(now, size)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if w := m.buckets[bucket]; w != nil && w.end.Equal(end) && w.count >= n {
+		return true, end.Sub(now)
+	}
+	return false, 0
+}
+
 // sweep drops the windows that are over, at most once a minute, so idle buckets do not accumulate.
 func (m *MemoryWindows) sweep(now time.Time) {
 	if now.Sub(m.lastSweep) < time.Minute {
@@ -103,10 +119,15 @@ func NewRedisWindows(client redis.UniversalClient, prefix string, log logr.Logge
 	return &RedisWindows{client: client, prefix: prefix, log: log, fallback: NewMemoryWindows()}
 }
 
+// key is the counter of bucket in the window that starts at start.
+func (r *RedisWindows) key(bucket string, start time.Time) string {
+	return r.prefix + ":win:" + bucket + ":" + strconv.FormatInt(start.UnixMilli(), 10)
+}
+
 // Take implements Windows.
 func (r *RedisWindows) Take(ctx context.Context, bucket string, n int, size time.Duration, now time.Time) (bool, time.Duration) {
 	start, end := windowAt(now, size)
-	key := r.prefix + ":win:" + bucket + ":" + strconv.FormatInt(start.UnixMilli(), 10)
+	key := r.key(bucket, start)
 	var count *redis.IntCmd
 	_, err := r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		count = p.Incr(ctx, key)
@@ -114,16 +135,41 @@ func (r *RedisWindows) Take(ctx context.Context, bucket string, n int, size time
 		return nil
 	})
 	if err != nil {
-		if !r.degraded.Swap(true) {
-			r.log.Error(err, "Redis does not answer: management rate limits are counted in this replica's memory until it does")
-		}
+		r.unanswered(err)
 		return r.fallback.Take(ctx, bucket, n, size, now)
 	}
-	if r.degraded.Swap(false) {
-		r.log.Info("Redis answers again: management rate limits are shared by every replica again")
-	}
+	r.answered()
 	if count.Val() > int64(n) {
 		return false, end.Sub(now)
 	}
 	return true, 0
+}
+
+// Full implements Windows: one GET of the counter.
+func (r *RedisWindows) Full(ctx context.Context, bucket string, n int, size time.Duration, now time.Time) (bool, time.Duration) {
+	start, end := windowAt(now, size)
+	count, err := r.client.Get(ctx, r.key(bucket, start)).Int64()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		r.unanswered(err)
+		return r.fallback.Full(ctx, bucket, n, size, now)
+	}
+	r.answered()
+	if count >= int64(n) {
+		return true, end.Sub(now)
+	}
+	return false, 0
+}
+
+// unanswered logs the start of the fallback to this replica's memory.
+func (r *RedisWindows) unanswered(err error) {
+	if !r.degraded.Swap(true) {
+		r.log.Error(err, "Redis does not answer: management and dashboard login limits are counted in this replica's memory until it does")
+	}
+}
+
+// answered logs the end of the fallback.
+func (r *RedisWindows) answered() {
+	if r.degraded.Swap(false) {
+		r.log.Info("Redis answers again: management and dashboard login limits are shared by every replica again")
+	}
 }

@@ -40,6 +40,26 @@ func testWindows(t *testing.T, ws ...Windows) {
 		t.Fatal("the last millisecond of the minute admits an 11th call")
 	}
 	expectWindow(t, ws, "k1 retry", 10, time.Minute, windowStart.Add(49500*time.Millisecond), time.Minute)
+
+	// Full reads the count and counts nothing: every replica sees the full window, and asking leaves room.
+	last := ws[len(ws)-1]
+	if full, wait := last.Full(ctx, "k2 retry", 10, time.Minute, windowStart); !full || wait != 49500*time.Millisecond {
+		t.Fatalf("Full of a window holding its 10 calls: %v, %v; want full, 49.5s", full, wait)
+	}
+	for range 3 {
+		if full, _ := ws[0].Full(ctx, "k4 asked", 1, time.Minute, windowStart); full {
+			t.Fatal("Full of an empty window: full")
+		}
+	}
+	if ok, _ := last.Take(ctx, "k4 asked", 1, time.Minute, windowStart); !ok {
+		t.Fatal("Full counted a call")
+	}
+	if full, _ := ws[0].Full(ctx, "k4 asked", 1, time.Minute, windowStart); !full {
+		t.Fatal("Full of a window holding its one call: not full")
+	}
+	if full, _ := ws[0].Full(ctx, "k4 asked", 2, time.Minute, windowStart); full {
+		t.Fatal("Full of a window holding one of two calls: full")
+	}
 }
 
 func TestMemoryWindows(t *testing.T) {

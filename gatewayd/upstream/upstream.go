@@ -1,8 +1,9 @@
 // Package upstream is gatewayd's forwarding core: it sends one call to a model server or an OpenAI-compatible
 // upstream and relays the answer into a Sink, under the deadline rules, with the SSE relay and its pooled
 // buffers, reading upstream keys from their Secrets. It never writes an error answer of its own: failures before
-// the upstream answered come back as an *Error of a Kind, and the caller maps them to its envelope. So an HTTP
-// handler, an async queue worker and a chain step, which has no client connection, all call the same Forward.
+// the upstream answered come back as an *Error of a Kind, and the caller maps them to its envelope. So the HTTP
+// handlers (the OpenAI, predict and run_remote routes) and the async queue worker, which has no client connection,
+// all call the same Forward.
 package upstream
 
 import (

@@ -44,9 +44,10 @@ type compactKeys struct {
 	groups []string
 }
 
-// CompactKeyPart turns the decoded keys of the part named hash into their compact form at once, so that the
-// decoded records can go before the view is built: a start then never holds a million decoded keys. It checks
-// each key's prefix and hash; BuildParts resolves their groups.
+// CompactKeyPart turns the decoded keys of the part named hash into their compact form, checking each key's prefix
+// and hash; BuildParts resolves their groups. A gatewayd does not load parts this way: it parses their keys
+// straight into a KeyPartBuilder (reload.DecodeParts), which must build what CompactKeyPart builds from the same
+// keys, and the tests hold it to that.
 func CompactKeyPart(hash string, keys []snapshot.APIKey) (KeyPart, error) {
 	c, err := compact(hash, keys)
 	if err != nil {

@@ -179,18 +179,5 @@ func startProcess(t *testing.T, binary, kubeconfig string, args ...string) {
 			addr = v
 		}
 	}
-	eventually(t, "gatewayd at "+addr+" ready", func() error {
-		if p.Exited() {
-			return fmt.Errorf("gatewayd exited")
-		}
-		resp, err := http.Get("http://" + addr + "/readyz")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("/readyz answered %d", resp.StatusCode)
-		}
-		return nil
-	})
+	p.AwaitReady(t, "http://"+addr)
 }

@@ -155,20 +155,8 @@ func startGatewayd(t *testing.T, ns string, flags ...string) *gatewayd {
 	// Each process its own metrics port: several run at once.
 	args := append([]string{"--addr=" + addr, "--metrics-addr=127.0.0.1:0", "--namespaces=" + ns, "--zap-log-level=info"}, flags...)
 	g := &gatewayd{t: t, url: "http://" + addr, Process: testutil.StartProcess(t, "gatewayd "+addr, kubeconfig, binary, args...)}
-	for range 3000 {
-		if g.Exited() {
-			t.Fatalf("gatewayd exited at startup:\n%s", g.Logs())
-		}
-		if resp, err := http.Get(g.url + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return g
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatal("gatewayd never became ready")
-	return nil
+	g.AwaitReady(t, g.url)
+	return g
 }
 
 // signal sends sig and waits for the process to exit.

@@ -2,9 +2,12 @@ package testutil
 
 import (
 	"bytes"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"sync"
+	"time"
 )
 
 // ProcessTB is what StartProcess needs of a test (a testing.TB has it).
@@ -72,4 +75,27 @@ func (p *Process) Exited() bool {
 	default:
 		return false
 	}
+}
+
+// AwaitReady waits until the program, a gatewayd, answers 200 at base+"/readyz" (once it serves the snapshots
+// present at its start), and fails the test when the program exits first or a minute passes.
+func (p *Process) AwaitReady(t ProcessTB, base string) {
+	t.Helper()
+	last := "no answer yet"
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if p.Exited() {
+			t.Fatal(base + ": the program exited before /readyz answered 200")
+		}
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			last = err.Error()
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			return
+		}
+		last = fmt.Sprintf("/readyz answered %d", resp.StatusCode)
+	}
+	t.Fatal(base + " never became ready: " + last)
 }

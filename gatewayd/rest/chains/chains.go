@@ -126,14 +126,21 @@ func toEnvironmentJSON(ch *gatewayv1.Chain, name string, current *gatewayv1.Chai
 // deleteChain starts the Chain's deletion and answers once this gatewayd no longer serves it: the chain leaves
 // the snapshot as soon as its deletion starts, so a call right after the answer is a 404. The Chain's finalizer
 // then removes its deployments, whose finalizers remove the chainlet deployments. A second DELETE is a 404 at
-// once, even while a finalizer still holds the Chain (kit.LoadObject treats one being deleted as gone).
+// once, even while a finalizer still holds the Chain (kit.LoadObject treats one being deleted as gone), and of
+// concurrent DELETEs exactly one answers deleted, the others 404 (kit.DeleteOnce).
 func (a *api) deleteChain(w http.ResponseWriter, r *http.Request, c auth.Caller) {
 	ch, ok := a.Load(w, r, c, authz.ActionManageModels, "")
 	if !ok {
 		return
 	}
-	if err := a.Opts.Client.Delete(r.Context(), ch, client.Preconditions{UID: &ch.UID}); client.IgnoreNotFound(err) != nil {
+	id := ch.Name
+	started, err := kit.DeleteOnce(r.Context(), a.Opts.Client, ch)
+	if err != nil {
 		kit.WriteKubeError(w, r, "delete chain", err)
+		return
+	}
+	if !started {
+		kit.NotFound(w, "Chain", id)
 		return
 	}
 	a.AwaitSnapshot(r.Context(), c.Namespace, "delete chain", func(s *snapshot.Snapshot) bool {

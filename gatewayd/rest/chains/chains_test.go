@@ -1,8 +1,10 @@
 package chains_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -54,6 +56,42 @@ func chainletAnnotations(ns, name string) (active bool, annotations map[string]s
 }
 
 var _ = Describe("Chain routes", func() {
+	It("answer exactly one of concurrent DELETEs of a chain deleted, the others 404", func() {
+		ns, admin := resttest.Workspace(gatewayv1.KeyTypeManageAll, "")
+		for round := range 3 {
+			id := fmt.Sprintf("race-%d", round)
+			ch := &gatewayv1.Chain{ObjectMeta: metav1.ObjectMeta{Name: id, Namespace: ns}, Spec: gatewayv1.ChainSpec{DisplayName: id,
+				Environments: []gatewayv1.ChainEnvironment{{Name: "production"}}}}
+			Expect(resttest.Client.Create(resttest.Ctx, ch)).To(Succeed())
+			// The finalizer holds the Chain while it is being deleted, so a second delete of it succeeds again.
+			Eventually(func(g Gomega) {
+				g.Expect(resttest.Client.Get(resttest.Ctx, client.ObjectKeyFromObject(ch), ch)).To(Succeed())
+				g.Expect(ch.Finalizers).To(ContainElement(gatewayv1.ChainFinalizer))
+			}).WithTimeout(30 * time.Second).Should(Succeed())
+
+			const callers = 6
+			answers := make([]resttest.Response, callers)
+			var wg sync.WaitGroup
+			for i := range callers {
+				wg.Go(func() { answers[i] = resttest.Call(resttest.Server, admin, http.MethodDelete, "/v1/chains/"+id, nil) })
+			}
+			wg.Wait()
+			deleted := 0
+			for _, r := range answers {
+				switch r.Code {
+				case http.StatusOK:
+					Expect(r.Body).To(HaveKeyWithValue("deleted", true), "%s", r)
+					deleted++
+				case http.StatusNotFound:
+					Expect(r.Body).To(HaveKeyWithValue("error", fmt.Sprintf("Chain %q not found.", id)), "%s", r)
+				default:
+					Fail(fmt.Sprintf("round %d: DELETE answered %s", round, r))
+				}
+			}
+			Expect(deleted).To(Equal(1), "round %d: the DELETEs that answered deleted", round)
+		}
+	})
+
 	It("list and get chains, deployments and environments in the documented shapes", func() {
 		_, admin := chainWorkspace()
 		r := resttest.Call(resttest.Server, admin, http.MethodGet, "/v1/chains", nil)

@@ -85,5 +85,19 @@ var _ = Describe("Team keys bound to their Team", func() {
 			Spec: gatewayv1.WorkspaceAPIKeySpec{Type: gatewayv1.KeyTypeManageAll, TeamID: "ml",
 				KeySource: gatewayv1.KeySource{Prefix: fresh[:16], Hash: hex.EncodeToString(sum[:])}}})).To(Succeed())
 		Eventually(func() bool { _, ok := resttest.Dir.Lookup(fresh); return ok }).WithTimeout(30 * time.Second).Should(BeTrue())
+
+		By("the key list shows the new Team's key, and not the revoked one under the new Team's name")
+		manager := resttest.SeedKey(ns, gatewayv1.KeyTypeManageAPIKeys, "", "")
+		listed := func(g Gomega) []string {
+			r := resttest.Call(resttest.Server, manager, http.MethodGet, "/v1/api_keys", nil)
+			g.Expect(r.Code).To(Equal(http.StatusOK))
+			var prefixes []string
+			for _, k := range r.Body["keys"].([]any) {
+				prefixes = append(prefixes, k.(map[string]any)["prefix"].(string))
+			}
+			return prefixes
+		}
+		Eventually(listed).WithTimeout(30 * time.Second).Should(ContainElement(fresh[:16]))
+		Expect(listed(Default)).NotTo(ContainElement(plain[:16]), "a deleted Team's key is revoked, not the new Team's")
 	})
 })

@@ -249,9 +249,22 @@ func (a *api) listWorkspaceKeys(w http.ResponseWriter, r *http.Request, c auth.C
 	used := a.lastUsed(r, c)
 	out := make([]workspaceKeyJSON, 0, len(keys))
 	for _, k := range keys {
+		// A key whose Team was deleted is revoked, whether or not a Team of that name exists now: not listed.
+		uid := ""
+		if i := teamIndex(teams, k.Spec.TeamID); i >= 0 {
+			uid = string(teams[i].UID)
+		}
+		if k.TeamRevoked(uid) {
+			continue
+		}
 		out = append(out, keyJSON(c, k, teams, used))
 	}
 	httperr.WriteJSON(w, http.StatusOK, map[string]any{"keys": out})
+}
+
+// teamIndex is the index of the Team named id in teams (those not being deleted), -1 when there is none.
+func teamIndex(teams []gatewayv1.Team, id string) int {
+	return slices.IndexFunc(teams, func(t gatewayv1.Team) bool { return t.Name == id })
 }
 
 // lastUsed reads the keys' last uses. The list answers without them (null) when the store fails: a last-use time
@@ -283,7 +296,7 @@ func keyJSON(c auth.Caller, k *gatewayv1.WorkspaceAPIKey, teams []gatewayv1.Team
 	}
 	if k.Spec.TeamID != "" {
 		name := k.Spec.TeamID
-		if i := slices.IndexFunc(teams, func(t gatewayv1.Team) bool { return t.Name == k.Spec.TeamID }); i >= 0 {
+		if i := teamIndex(teams, k.Spec.TeamID); i >= 0 {
 			name = teams[i].Spec.DisplayName
 		}
 		kj.TeamName = &name

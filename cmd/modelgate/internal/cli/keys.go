@@ -3,8 +3,11 @@ package cli
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/modelgate/modelgate/api/v1alpha1"
 )
 
 var workspaceKeyColumns = []column{
@@ -12,7 +15,14 @@ var workspaceKeyColumns = []column{
 	{"ENVIRONMENTS", "environments"}, {"OWNER", "owner.user_id"}, {"LAST USED", "last_used_at"}, {"CREATED", "created_at"},
 }
 
-var keyTypes = []string{"PERSONAL", "WORKSPACE_MANAGE_ALL", "WORKSPACE_INVOKE", "WORKSPACE_EXPORT_METRICS", "WORKSPACE_MANAGE_API_KEYS"}
+// keyTypes are the workspace key types, read from the API's one list of them.
+var keyTypes = func() []string {
+	types := make([]string, len(v1alpha1.KeyTypes))
+	for i, t := range v1alpha1.KeyTypes {
+		types[i] = string(t)
+	}
+	return types
+}()
 
 func (a *app) keysCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -40,7 +50,7 @@ func (a *app) keysCreateCmd() *cobra.Command {
 		Long: `create mints a workspace key (POST /v1/api_keys) and prints it. Only the key's prefix and hash are
 stored: the secret is in this answer only, so store it now.
 
-Rules (the server's, each refusal naming its field): --type is one of the five types; --name is 1 to 128
+Rules (the server's, each refusal naming its field): --type is one of the key types (see --type); --name is 1 to 128
 lowercase letters, digits and hyphens; --team never on PERSONAL or WORKSPACE_MANAGE_API_KEYS keys;
 --environment only on WORKSPACE_MANAGE_ALL and WORKSPACE_INVOKE keys.`,
 		Example: `  modelgate keys create --type WORKSPACE_INVOKE --name demo-invoke --model demo-model
@@ -57,7 +67,7 @@ lowercase letters, digits and hyphens; --team never on PERSONAL or WORKSPACE_MAN
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&body.Type, "type", "", "key type: PERSONAL, WORKSPACE_MANAGE_ALL, WORKSPACE_INVOKE, WORKSPACE_EXPORT_METRICS or WORKSPACE_MANAGE_API_KEYS")
+	f.StringVar(&body.Type, "type", "", "key type: "+strings.Join(keyTypes, ", "))
 	f.StringVar(&body.Name, "name", "", "key name: lowercase letters, digits and hyphens")
 	f.StringVar(&body.TeamID, "team", "", "team id the key is scoped to (team keys only)")
 	f.StringSliceVar(&body.ModelIDs, "model", nil, "model id the key is scoped to (repeatable)")
