@@ -13,7 +13,9 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
+	"path"
 	"slices"
 	"strings"
 	"testing"
@@ -51,6 +53,24 @@ func sourceRegistry(t *testing.T, user, pass string) string {
 		})
 	}
 	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
+}
+
+// cleaningProxy serves the registry at host behind a proxy that merges slashes and resolves dot segments in the
+// path before it forwards, as nginx does by default, and returns the proxy's host.
+func cleaningProxy(t *testing.T, host string) string {
+	t.Helper()
+	target, _ := url.Parse("http://" + host)
+	rp := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cleaned := path.Clean(r.URL.Path)
+		if strings.HasSuffix(r.URL.Path, "/") && cleaned != "/" {
+			cleaned += "/"
+		}
+		r.URL.Path, r.URL.RawPath = cleaned, ""
+		rp.ServeHTTP(w, r)
+	}))
 	t.Cleanup(srv.Close)
 	return strings.TrimPrefix(srv.URL, "http://")
 }
@@ -155,9 +175,11 @@ func wantRefs(t *testing.T, what string, r response, image, tag string) {
 
 // TestImportFromAnotherWorkspacesPath: a registry shared by two workspaces, readable by anyone, still binds each
 // path to its workspace: red may not import, nor build FROM, an image in the path of another namespace's Workspace
-// (docs/security.md "Registry paths are bound to their workspace").
+// (docs/security.md "Registry paths are bound to their workspace"). The shared registry sits behind a proxy that
+// merges slashes and resolves dot segments, as nginx does by default, so a reference that only spells another
+// path differently would reach the other workspace's image.
 func TestImportFromAnotherWorkspacesPath(t *testing.T) {
-	shared := sourceRegistry(t, "", "")
+	shared := cleaningProxy(t, sourceRegistry(t, "", ""))
 	other, err := kubetest.NewNamespace(context.Background(), st.Client, "other-ws-")
 	if err != nil {
 		t.Fatal(err)
@@ -183,6 +205,21 @@ func TestImportFromAnotherWorkspacesPath(t *testing.T) {
 	f = waitStatus(t, redKey, "stolen-base", nil)
 	if reason, _ := f.body["error"].(string); f.body["status"] != "FAILED" || !strings.Contains(reason, "belongs to another workspace") {
 		t.Fatalf("build FROM another workspace's path = %v, want FAILED naming the rule", f)
+	}
+
+	// Other spellings of the same path: refused by the push route before anything is created, and in a FROM by
+	// the build.
+	for _, ref := range []string{shared + "/library/../tenants/other/blue/secret-agent:v1", shared + "//tenants/other/blue/secret-agent:v1"} {
+		r := call(t, redKey, "POST", "/v1/sandboxes/images", map[string]any{"name": "respelled", "image": ref}, nil)
+		if r.code != http.StatusBadRequest || !strings.Contains(r.String(), `"field":"image"`) || !strings.Contains(r.String(), "repository path") {
+			t.Errorf("POST import of %s = %v, want 400 naming image and the path rule", ref, r)
+		}
+		image := "respelled-base-" + fmt.Sprint(len(ref))
+		pushZip(t, image, map[string]string{"Dockerfile": "FROM " + ref + "\nCMD [\"sh\"]\n"}, "")
+		f := waitStatus(t, redKey, image, nil)
+		if reason, _ := f.body["error"].(string); f.body["status"] != "FAILED" || !strings.Contains(reason, "repository path") {
+			t.Errorf("build FROM %s = %v, want FAILED naming the path rule", ref, f)
+		}
 	}
 
 	public := shared + "/library/tool:1.0"
