@@ -4,10 +4,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"log"
@@ -305,16 +302,28 @@ func zipBytes(t *testing.T, files map[string]string) []byte {
 
 func put(t *testing.T, uploadURL string, body io.Reader, length int64) response {
 	t.Helper()
-	req, _ := http.NewRequest("PUT", uploadURL, body)
+	r, err := tryPut(uploadURL, body, length)
+	if err != nil {
+		t.Fatalf("PUT upload: %v", err)
+	}
+	return r
+}
+
+// tryPut PUTs body to uploadURL as a client uploads a ZIP.
+func tryPut(uploadURL string, body io.Reader, length int64) (response, error) {
+	req, err := http.NewRequest("PUT", uploadURL, body)
+	if err != nil {
+		return response{}, err
+	}
 	req.ContentLength = length
 	req.Header.Set("Content-Type", "application/zip")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatalf("PUT upload: %v", err)
+		return response{}, err
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	return response{code: resp.StatusCode, raw: raw}
+	return response{code: resp.StatusCode, raw: raw}, nil
 }
 
 // pushZip POSTs a build of image for team red, checks the GET right after shows UPLOADING, uploads files and
@@ -479,12 +488,8 @@ func TestUploadURLRefusals(t *testing.T) {
 	t.Run("expired", func(t *testing.T) {
 		// A URL the service would have issued an hour and a second ago: a correct signature, over a past expiry.
 		ns, build, _ := strings.Cut(strings.TrimPrefix(u.Path, "/v1/sandboxes/uploads/"), ".")
-		exp := time.Now().Add(-time.Second).Unix()
-		m := hmac.New(sha256.New, st.SandboxUploadKey)
-		fmt.Fprintf(m, "PUT\n%s\n%s\n%d", ns, build, exp)
-		old := *u
-		old.RawQuery = url.Values{"expires": {fmt.Sprint(exp)}, "sig": {hex.EncodeToString(m.Sum(nil))}}.Encode()
-		if a := put(t, old.String(), bytes.NewReader(small), int64(len(small))); a.code != 403 || !strings.Contains(string(a.raw), `"expires"`) {
+		old := signedUploadURL(st.GatewayURL, ns, build, time.Now().Add(-time.Second))
+		if a := put(t, old, bytes.NewReader(small), int64(len(small))); a.code != 403 || !strings.Contains(string(a.raw), `"expires"`) {
 			t.Fatalf("expired: %v", a)
 		}
 	})
