@@ -219,6 +219,13 @@ func TestImportFromAnotherWorkspacesPath(t *testing.T) {
 		}
 	}
 
+	// A build written with kubectl, which no push route checked: the manager refuses the import itself.
+	b := createBuild(t, st.Namespace, "red", "respelled-direct", gatewayv1.SandboxSource{
+		Import: &gatewayv1.SandboxImport{Image: shared + "/library/../tenants/other/blue/secret-agent:v1"}})
+	if waitBuild(t, b); b.Phase() != gatewayv1.SandboxFailed || !strings.Contains(b.Status.Reason, `dot segment ".."`) {
+		t.Errorf("a build importing a path with '..' is %s: %q, want FAILED naming the dot segment", b.Phase(), b.Status.Reason)
+	}
+
 	public := shared + "/library/tool:1.0"
 	pushRandom(t, public)
 	r = call(t, redKey, "POST", "/v1/sandboxes/images", map[string]any{"name": "shared-public", "image": public}, nil)

@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/modelgate/modelgate/api/ids"
@@ -41,6 +42,52 @@ func signedUploadURL(base, ns, build string, exp time.Time) string {
 	fmt.Fprintf(m, "PUT\n%s\n%s\n%d", ns, build, exp.Unix())
 	q := url.Values{"expires": {fmt.Sprint(exp.Unix())}, "sig": {hex.EncodeToString(m.Sum(nil))}}
 	return base + "/v1/sandboxes/uploads/" + ns + "." + build + "?" + q.Encode()
+}
+
+// createBuild creates what a push of image for team creates (gatewayd/rest/sandboxes push) in ns, without a key
+// of that namespace: the SandboxImage, the build from src, and the image's pointer at the build.
+func createBuild(t *testing.T, ns, team, image string, src gatewayv1.SandboxSource) *gatewayv1.SandboxImageBuild {
+	t.Helper()
+	ctx := t.Context()
+	img := &gatewayv1.SandboxImage{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: gatewayv1.SandboxImageObjectName(team, image),
+			Labels: map[string]string{gatewayv1.LabelSandboxTeam: team}},
+		Spec: gatewayv1.SandboxImageSpec{TeamID: team, Name: image},
+	}
+	if err := st.Client.Create(ctx, img); err != nil {
+		t.Fatal(err)
+	}
+	build := &gatewayv1.SandboxImageBuild{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ids.New(ids.SandboxImageBuild),
+			Labels: map[string]string{gatewayv1.LabelSandboxImage: img.Name, gatewayv1.LabelSandboxTeam: team},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: gatewayv1.GroupVersion.String(), Kind: "SandboxImage",
+				Name: img.Name, UID: img.UID}}},
+		Spec: gatewayv1.SandboxImageBuildSpec{ImageRef: img.Name, TeamID: team, Source: src},
+	}
+	if err := st.Client.Create(ctx, build); err != nil {
+		t.Fatal(err)
+	}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, gatewayv1.AnnotationLatestBuild, build.Name)
+	if err := st.Client.Patch(ctx, img, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
+	return build
+}
+
+// waitBuild reads build again until it is BUILT or FAILED.
+func waitBuild(t *testing.T, build *gatewayv1.SandboxImageBuild) {
+	t.Helper()
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if err := st.Client.Get(t.Context(), client.ObjectKeyFromObject(build), build); err != nil {
+			t.Fatal(err)
+		}
+		if p := build.Phase(); p == gatewayv1.SandboxBuilt || p == gatewayv1.SandboxFailed {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("build %s is still %s", build.Name, build.Phase())
+		}
+	}
 }
 
 // gate holds every blob upload a registry receives until each of want requests has either reached it or been
@@ -125,29 +172,7 @@ func TestConcurrentUploadsOneWins(t *testing.T) {
 	if err := st.Client.Create(ctx, ws); err != nil {
 		t.Fatal(err)
 	}
-	// The objects a push creates (gatewayd/rest/sandboxes push), here without a key of that namespace.
-	img := &gatewayv1.SandboxImage{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: gatewayv1.SandboxImageObjectName("red", "race"),
-			Labels: map[string]string{gatewayv1.LabelSandboxTeam: "red"}},
-		Spec: gatewayv1.SandboxImageSpec{TeamID: "red", Name: "race"},
-	}
-	if err := st.Client.Create(ctx, img); err != nil {
-		t.Fatal(err)
-	}
-	build := &gatewayv1.SandboxImageBuild{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ids.New(ids.SandboxImageBuild),
-			Labels: map[string]string{gatewayv1.LabelSandboxImage: img.Name, gatewayv1.LabelSandboxTeam: "red"},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: gatewayv1.GroupVersion.String(), Kind: "SandboxImage",
-				Name: img.Name, UID: img.UID}}},
-		Spec: gatewayv1.SandboxImageBuildSpec{ImageRef: img.Name, TeamID: "red", Source: gatewayv1.SandboxSource{Upload: &gatewayv1.SandboxUpload{}}},
-	}
-	if err := st.Client.Create(ctx, build); err != nil {
-		t.Fatal(err)
-	}
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, gatewayv1.AnnotationLatestBuild, build.Name)
-	if err := st.Client.Patch(ctx, img, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
-		t.Fatal(err)
-	}
+	build := createBuild(t, ns, "red", "race", gatewayv1.SandboxSource{Upload: &gatewayv1.SandboxUpload{}})
 
 	bases := []string{st.GatewayURL, secondReplica(t)}
 	exp := time.Now().Add(time.Hour)
@@ -208,15 +233,8 @@ func TestConcurrentUploadsOneWins(t *testing.T) {
 	}
 
 	// The manager builds the winner's context.
-	deadline := time.Now().Add(90 * time.Second)
-	for build.Phase() != gatewayv1.SandboxBuilt {
-		if build.Phase() == gatewayv1.SandboxFailed || time.Now().After(deadline) {
-			t.Fatalf("build %s is %s: %s", build.Name, build.Phase(), build.Status.Reason)
-		}
-		time.Sleep(100 * time.Millisecond)
-		if err := st.Client.Get(ctx, client.ObjectKeyFromObject(build), build); err != nil {
-			t.Fatal(err)
-		}
+	if waitBuild(t, build); build.Phase() != gatewayv1.SandboxBuilt {
+		t.Fatalf("build %s is %s: %s", build.Name, build.Phase(), build.Status.Reason)
 	}
 	built, err := remote.Image(repo.Tag(build.Status.Tag))
 	if err != nil {
