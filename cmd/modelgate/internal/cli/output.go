@@ -47,7 +47,8 @@ func (p printer) raw(body []byte, table func(v any) error) error {
 		_, err := io.WriteString(p.out, escapeJSON(b.String()))
 		return err
 	case FormatYAML:
-		y, err := yaml.JSONToYAML(body)
+		// As JSON escapes, the YAML encoder escapes DEL and C1 too, where it would refuse them raw.
+		y, err := yaml.JSONToYAML([]byte(escapeJSON(string(body))))
 		if err != nil {
 			return fmt.Errorf("the server answered something that is not JSON: %w", err)
 		}
