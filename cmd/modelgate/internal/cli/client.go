@@ -172,8 +172,8 @@ type waitRefused struct {
 }
 
 func (e *waitRefused) Error() string {
-	return fmt.Sprintf("%s\n  not waiting: that is longer than --wait waits (--timeout, at most %s; here %s)",
-		e.APIError.Error(), MaxWaitLimit, e.limit)
+	return fmt.Sprintf("%s\n  not waiting: --wait waits at most %s here (--timeout, and never more than %s)",
+		e.APIError.Error(), e.limit, MaxWaitLimit)
 }
 
 func (e *waitRefused) Unwrap() error { return e.APIError }
