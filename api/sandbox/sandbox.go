@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"regexp"
 	"strconv"
 	"strings"
@@ -90,8 +91,8 @@ type location struct {
 	host, port, path, spelled string
 }
 
-// splitHost splits hostport into the host, lowercased without a trailing dot (Docker Hub's spellings as one), and
-// the port as a number.
+// splitHost splits hostport into the host, lowercased without a trailing dot (Docker Hub's spellings as one, an IP
+// address in its shortest form), and the port as a number.
 func splitHost(hostport string) (host, port string) {
 	host = strings.ToLower(hostport)
 	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.HasSuffix(host, "]") {
@@ -99,6 +100,9 @@ func splitHost(hostport string) (host, port string) {
 		if n, err := strconv.ParseUint(port, 10, 16); err == nil {
 			port = strconv.FormatUint(n, 10)
 		}
+	}
+	if ip, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")); err == nil {
+		return ip.Unmap().String(), port
 	}
 	return normalizeHost(strings.TrimSuffix(host, ".")), port
 }
@@ -139,7 +143,7 @@ func (l location) holds(r name.Repository) bool {
 // namespace. A workspace registry's path is bound to the namespace whose Workspace names it, so one workspace
 // cannot import, or build FROM, another's images out of a registry they share, even one that lets anyone read
 // (docs/security.md "Registry paths are bound to their workspace"). Hosts are compared in one spelling (case, a
-// trailing dot, the port as a number; an unwritten port matches either default). The error names the path as the
+// trailing dot, an IP address's form, the port as a number; an unwritten port matches either default). The error names the path as the
 // Workspace spells it, not the workspace that owns it.
 func CheckOwnPath(ref name.Reference, ns string, workspaces []gatewayv1.Workspace) error {
 	repo := ref.Context()

@@ -79,7 +79,8 @@ func TestCheckOwnPath(t *testing.T) {
 		return w
 	}
 	workspaces := []gatewayv1.Workspace{ws("a", "http://reg.example:5000/sandboxes/a/"), ws("b", "reg.example:5000/sandboxes/b"),
-		ws("c", "reg.example/sandboxes/c"), ws("d", "docker.io/tenants/d")}
+		ws("c", "reg.example/sandboxes/c"), ws("d", "docker.io/tenants/d"), ws("e", "http://[::1]:5000/sandboxes/e"),
+		ws("f", "127.0.0.1:5000/f")}
 	for ref, want := range map[string]string{
 		"reg.example:5000/sandboxes/a/red/agent:latest":                            "repository path reg.example:5000/sandboxes/a, which belongs to another workspace",
 		"reg.example:5000/sandboxes/a/red/agent@sha256:" + strings.Repeat("0", 64): "reg.example:5000/sandboxes/a,",
@@ -94,6 +95,8 @@ func TestCheckOwnPath(t *testing.T) {
 		"reg.example:443/sandboxes/c/red/agent:1":    "reg.example/sandboxes/c,",
 		"reg.example:8443/sandboxes/c/red/agent:1":   "",
 		"docker.io/tenants/d/red/agent:1":            "docker.io/tenants/d,",
+		"[0:0::1]:5000/sandboxes/e/red/agent:1":      "[::1]:5000/sandboxes/e,",
+		"[::ffff:127.0.0.1]:5000/f/red/agent:1":      "127.0.0.1:5000/f,",
 		// A path that a proxy merging slashes or resolving dot segments would turn into another workspace's.
 		"reg.example:5000/sandboxes/b/../a/red/agent:1": `dot segment ".."`,
 		"reg.example:5000/sandboxes/b/./x:1":            `dot segment "."`,
