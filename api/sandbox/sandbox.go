@@ -7,7 +7,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -49,34 +51,112 @@ func Repository(reg *gatewayv1.ImageRegistry, team, image string) (name.Reposito
 	return name.NewRepository(base+"/"+team+"/"+image, opts...)
 }
 
-// registryPath is the repository prefix reg names: its url without scheme or trailing '/', lowercase.
-func registryPath(reg *gatewayv1.ImageRegistry) string {
-	if reg == nil {
-		return ""
+// ParseReference parses an image reference (as docker reads one: a missing registry is Docker Hub, a missing tag
+// latest) and refuses one whose repository path is not in the distribution spec's grammar: an empty component
+// ("//", a leading or trailing '/') or a dot segment ("." or ".."). go-containerregistry accepts both and sends the
+// path to the registry unchanged, and a registry behind a proxy that merges slashes or resolves dot segments would
+// serve another repository than the text names (docs/security.md "Registry paths are bound to their workspace").
+func ParseReference(ref string) (name.Reference, error) {
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		return nil, fmt.Errorf("is not an image reference (registry/repository:tag or @digest)")
 	}
-	p := strings.TrimPrefix(strings.TrimPrefix(strings.ToLower(reg.URL), "http://"), "https://")
-	return strings.TrimSuffix(p, "/")
+	if err := checkRepositoryPath(r.Context().RepositoryStr()); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
-// within reports whether repository repo ("host/path") lies in the repository path prefix.
-func within(repo, prefix string) bool {
-	return prefix != "" && (repo == prefix || strings.HasPrefix(repo, prefix+"/"))
+// checkRepositoryPath returns why the repository path p (without its registry) is not in the distribution
+// spec's grammar, naming the first component that breaks it.
+func checkRepositoryPath(p string) error {
+	for _, c := range strings.Split(p, "/") {
+		switch {
+		case c == "":
+			return fmt.Errorf("has an empty repository path component ('//', or a '/' at either end of the path)")
+		case c == "." || c == "..":
+			return fmt.Errorf("has the dot segment %q in its repository path: each component must be lowercase letters and digits, joined by '.', '_', '__' or '-'", c)
+		}
+	}
+	if !repositoryName.MatchString(p) {
+		return fmt.Errorf("has a repository path that is not a registry repository name: lowercase letters and digits, joined by '.', '_', '__' or '-', in components separated by '/'")
+	}
+	return nil
 }
 
-// CheckOwnPath returns why the workspace of namespace ns may not read ref: ref lies in the registry path of a
-// Workspace of another namespace. A workspace registry's path is bound to the namespace whose Workspace names it,
-// so one workspace cannot import, or build FROM, another's images out of a registry they share, even one that
-// lets anyone read (docs/security.md "Registry paths are bound to their workspace"). The error names the path,
-// not the workspace that owns it.
+// location is a registry repository prefix as CheckOwnPath compares it: the host lowercased without a trailing
+// dot, the port as a number ("" when none is written, which is either default port, 80 or 443, depending on the
+// scheme a client picks), and the path; spelled is how the Workspace wrote it, for messages.
+type location struct {
+	host, port, path, spelled string
+}
+
+// splitHost splits hostport into the host, lowercased without a trailing dot (Docker Hub's spellings as one, an IP
+// address in its shortest form), and the port as a number.
+func splitHost(hostport string) (host, port string) {
+	host = strings.ToLower(hostport)
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.HasSuffix(host, "]") {
+		host, port = host[:i], host[i+1:]
+		if n, err := strconv.ParseUint(port, 10, 16); err == nil {
+			port = strconv.FormatUint(n, 10)
+		}
+	}
+	if ip, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")); err == nil {
+		return ip.Unmap().String(), port
+	}
+	return normalizeHost(strings.TrimSuffix(host, ".")), port
+}
+
+// samePort reports whether two ports may reach one listener: equal, or one unwritten and the other a default.
+func samePort(a, b string) bool {
+	isDefault := func(p string) bool { return p == "" || p == "80" || p == "443" }
+	return a == b || (a == "" && isDefault(b)) || (b == "" && isDefault(a))
+}
+
+// registryLocation is where reg's repositories live; ok is false when reg names none.
+func registryLocation(reg *gatewayv1.ImageRegistry) (location, bool) {
+	if reg == nil {
+		return location{}, false
+	}
+	rest := strings.TrimPrefix(strings.TrimPrefix(strings.ToLower(reg.URL), "http://"), "https://")
+	rest = strings.Trim(rest, "/")
+	hostport, p, _ := strings.Cut(rest, "/")
+	if hostport == "" {
+		return location{}, false
+	}
+	host, port := splitHost(hostport)
+	return location{host: host, port: port, path: strings.Trim(p, "/"), spelled: rest}, true
+}
+
+// holds reports whether repository r lies at or below l.
+func (l location) holds(r name.Repository) bool {
+	host, port := splitHost(r.RegistryStr())
+	if host != l.host || !samePort(port, l.port) {
+		return false
+	}
+	p := strings.ToLower(r.RepositoryStr())
+	return l.path == "" || p == l.path || strings.HasPrefix(p, l.path+"/")
+}
+
+// CheckOwnPath returns why the workspace of namespace ns may not read ref: its repository path is not in the
+// distribution spec's grammar (see ParseReference), or it lies in the registry path of a Workspace of another
+// namespace. A workspace registry's path is bound to the namespace whose Workspace names it, so one workspace
+// cannot import, or build FROM, another's images out of a registry they share, even one that lets anyone read
+// (docs/security.md "Registry paths are bound to their workspace"). Hosts are compared in one spelling (case, a
+// trailing dot, an IP address's form, the port as a number; an unwritten port matches either default). The error names the path as the
+// Workspace spells it, not the workspace that owns it.
 func CheckOwnPath(ref name.Reference, ns string, workspaces []gatewayv1.Workspace) error {
-	repo := strings.ToLower(ref.Context().Name())
+	repo := ref.Context()
+	if err := checkRepositoryPath(repo.RepositoryStr()); err != nil {
+		return err
+	}
 	for i := range workspaces {
 		ws := &workspaces[i]
 		if ws.Namespace == ns || ws.DeletionTimestamp != nil {
 			continue
 		}
-		if p := registryPath(ws.Spec.ImageRegistry); within(repo, p) {
-			return fmt.Errorf("is in the repository path %s, which belongs to another workspace: a workspace reads only its own path of a shared registry", p)
+		if l, ok := registryLocation(ws.Spec.ImageRegistry); ok && l.holds(repo) {
+			return fmt.Errorf("is in the repository path %s, which belongs to another workspace: a workspace reads only its own path of a shared registry", l.spelled)
 		}
 	}
 	return nil

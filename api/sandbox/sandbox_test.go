@@ -78,7 +78,9 @@ func TestCheckOwnPath(t *testing.T) {
 		w.Spec.ImageRegistry = &gatewayv1.ImageRegistry{URL: url}
 		return w
 	}
-	workspaces := []gatewayv1.Workspace{ws("a", "http://reg.example:5000/sandboxes/a/"), ws("b", "reg.example:5000/sandboxes/b")}
+	workspaces := []gatewayv1.Workspace{ws("a", "http://reg.example:5000/sandboxes/a/"), ws("b", "reg.example:5000/sandboxes/b"),
+		ws("c", "reg.example/sandboxes/c"), ws("d", "docker.io/tenants/d"), ws("e", "http://[::1]:5000/sandboxes/e"),
+		ws("f", "127.0.0.1:5000/f")}
 	for ref, want := range map[string]string{
 		"reg.example:5000/sandboxes/a/red/agent:latest":                            "repository path reg.example:5000/sandboxes/a, which belongs to another workspace",
 		"reg.example:5000/sandboxes/a/red/agent@sha256:" + strings.Repeat("0", 64): "reg.example:5000/sandboxes/a,",
@@ -87,6 +89,21 @@ func TestCheckOwnPath(t *testing.T) {
 		"reg.example:5000/sandboxes/ab/x:1":                                        "",
 		"reg.example:5000/library/python:3.12":                                     "",
 		"docker.io/library/python:3.12":                                            "",
+		// Another spelling of the same registry host is the same host.
+		"REG.example.:05000/sandboxes/a/red/agent:1": "reg.example:5000/sandboxes/a,",
+		"reg.example/sandboxes/c/red/agent:1":        "reg.example/sandboxes/c,",
+		"reg.example:443/sandboxes/c/red/agent:1":    "reg.example/sandboxes/c,",
+		"reg.example:8443/sandboxes/c/red/agent:1":   "",
+		"docker.io/tenants/d/red/agent:1":            "docker.io/tenants/d,",
+		"[0:0::1]:5000/sandboxes/e/red/agent:1":      "[::1]:5000/sandboxes/e,",
+		"[::ffff:127.0.0.1]:5000/f/red/agent:1":      "127.0.0.1:5000/f,",
+		// A path that a proxy merging slashes or resolving dot segments would turn into another workspace's.
+		"reg.example:5000/sandboxes/b/../a/red/agent:1": `dot segment ".."`,
+		"reg.example:5000/sandboxes/b/./x:1":            `dot segment "."`,
+		"reg.example:5000//sandboxes/a/red/agent:1":     "empty repository path component",
+		"reg.example:5000/sandboxes//a/red/agent:1":     "empty repository path component",
+		"reg.example:5000/sandboxes/a/red/agent/:1":     "empty repository path component",
+		"reg.example:5000/sandboxes/b/-x:1":             "not a registry repository name",
 	} {
 		r, err := name.ParseReference(ref)
 		if err != nil {
@@ -98,6 +115,31 @@ func TestCheckOwnPath(t *testing.T) {
 			t.Errorf("CheckOwnPath(%s) = %v, want nil", ref, err)
 		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
 			t.Errorf("CheckOwnPath(%s) = %v, want an error containing %q", ref, err, want)
+		}
+	}
+}
+
+// TestParseReference: a reference whose repository path has a dot segment or an empty component is refused before
+// anyone sends it to a registry; references as docker reads them are accepted.
+func TestParseReference(t *testing.T) {
+	for ref, want := range map[string]string{
+		"ghcr.io/org/app:1.2": "",
+		"python:3.12":         "",
+		"127.0.0.1:5000/sandboxes/red/agent@sha256:" + strings.Repeat("a", 64): "",
+		"127.0.0.1:5000/sandboxes/red/../blue/agent:v1":                        `dot segment ".."`,
+		"127.0.0.1:5000/sandboxes/./blue/agent:v1":                             `dot segment "."`,
+		"127.0.0.1:5000//sandboxes/blue/agent:v1":                              "empty repository path component",
+		"127.0.0.1:5000/sandboxes/blue/agent/:v1":                              "empty repository path component",
+		"127.0.0.1:5000/sandboxes/blue/.agent:v1":                              "not a registry repository name",
+		"127.0.0.1:5000/Sandboxes/x:1":                                         "not an image reference",
+		"ghcr.io/org/app:":                                                     "not an image reference",
+	} {
+		_, err := ParseReference(ref)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("ParseReference(%s) = %v, want nil", ref, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("ParseReference(%s) = %v, want an error containing %q", ref, err, want)
 		}
 	}
 }

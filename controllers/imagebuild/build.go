@@ -21,6 +21,8 @@ import (
 	"github.com/moby/buildkit/frontend/dockerfile/instructions"
 	"github.com/moby/buildkit/frontend/dockerfile/parser"
 	"github.com/moby/buildkit/frontend/dockerfile/shell"
+
+	"github.com/modelgate/modelgate/api/sandbox"
 )
 
 // Dockerfile is the name of the Dockerfile at the root of a build context.
@@ -335,9 +337,9 @@ func base(ctx context.Context, ref string, opts Options) (v1.Image, error) {
 	if ref == "scratch" {
 		return mutate.ConfigFile(emptyImage(), &v1.ConfigFile{OS: "linux", Architecture: "amd64"})
 	}
-	r, err := name.ParseReference(ref)
+	r, err := sandbox.ParseReference(ref)
 	if err != nil {
-		return nil, refuse("FROM %q is not an image reference.", ref)
+		return nil, refuse("FROM %q %v.", ref, err)
 	}
 	if opts.CheckBase != nil {
 		if err := opts.CheckBase(r); err != nil {

@@ -195,9 +195,9 @@ var errRetry = errors.New("retry shortly")
 const secretGrace = time.Minute
 
 func (r *SandboxImageBuildReconciler) runImport(ctx context.Context, b *gatewayv1.SandboxImageBuild, repo name.Repository, push []remote.Option) (imagebuild.Result, error) {
-	src, err := name.ParseReference(b.Spec.Source.Import.Image)
+	src, err := sandbox.ParseReference(b.Spec.Source.Import.Image)
 	if err != nil {
-		return imagebuild.Result{}, &imagebuild.Refusal{Reason: "spec.source.import.image is not an image reference."}
+		return imagebuild.Result{}, &imagebuild.Refusal{Reason: fmt.Sprintf("spec.source.import.image %v.", err)}
 	}
 	if err := netguard.CheckHost(src.Context().RegistryStr(), r.Opts.AllowInternalImages); err != nil {
 		return imagebuild.Result{}, &imagebuild.Refusal{Reason: fmt.Sprintf("spec.source.import.image %v.", err)}

@@ -126,6 +126,9 @@ type cli struct {
 	stdin  string
 	config string
 	env    []string
+	// deadline, when set, kills a run that has not exited by then and fails the test: for a run that would
+	// otherwise hang.
+	deadline time.Duration
 }
 
 func as(t *testing.T, key string) *cli { return &cli{t: t, key: key} }
@@ -137,7 +140,13 @@ func (c *cli) run(args ...string) result {
 	if c.config == "" {
 		c.config = c.t.TempDir()
 	}
-	cmd := exec.Command(bin, args...)
+	ctx := context.Background()
+	if c.deadline > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.deadline)
+		defer cancel()
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "MODELGATE_") && !strings.HasPrefix(kv, "XDG_CONFIG_HOME=") && !strings.HasPrefix(kv, "HOME=") {
 			cmd.Env = append(cmd.Env, kv)
@@ -153,6 +162,9 @@ func (c *cli) run(args ...string) result {
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
 	r := result{args: args, stdout: out.String(), stderr: errOut.String()}
+	if ctx.Err() != nil {
+		c.t.Fatalf("modelgate %s had not exited after %s: %v", strings.Join(args, " "), c.deadline, r)
+	}
 	if ee, ok := err.(*exec.ExitError); ok {
 		r.code = ee.ExitCode()
 	} else if err != nil {

@@ -1,9 +1,11 @@
 package cluster_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -119,11 +121,16 @@ func TestClusterRollingUpgrade(t *testing.T) {
 // the restarted process takes the Lease, runs the build again to BUILT, and the deployment reaches ACTIVE.
 func (tr *tour) managerKilled(t *testing.T) {
 	ns := cluster.WorkspaceNamespace
-	// The build's last write, its image manifest (not the context's, tagged context-<build>), is held at the
-	// registry: the build is then surely running, inside its reconcile, when the manager dies.
+	// The build's last write, its image manifest (not the uploaded context's, which gatewayd writes by its digest
+	// and then tags context-<build>, both with the context's config media type), is held at the registry: the
+	// build is then surely running, inside its reconcile, when the manager dies.
 	hold := tr.p.HoldRegistry(func(r *http.Request) bool {
-		return r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/blue/killed/manifests/") &&
-			!strings.Contains(r.URL.Path, "/manifests/"+sandbox.ContextTag(""))
+		if r.Method != http.MethodPut || !strings.Contains(r.URL.Path, "/blue/killed/manifests/") {
+			return false
+		}
+		body, err := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		return err == nil && !bytes.Contains(body, []byte(sandbox.ContextMediaType))
 	})
 	released := false
 	defer func() {

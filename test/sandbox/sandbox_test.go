@@ -4,16 +4,15 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
+	"path"
 	"slices"
 	"strings"
 	"testing"
@@ -51,6 +50,24 @@ func sourceRegistry(t *testing.T, user, pass string) string {
 		})
 	}
 	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
+}
+
+// cleaningProxy serves the registry at host behind a proxy that merges slashes and resolves dot segments in the
+// path before it forwards, as nginx does by default, and returns the proxy's host.
+func cleaningProxy(t *testing.T, host string) string {
+	t.Helper()
+	target, _ := url.Parse("http://" + host)
+	rp := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cleaned := path.Clean(r.URL.Path)
+		if strings.HasSuffix(r.URL.Path, "/") && cleaned != "/" {
+			cleaned += "/"
+		}
+		r.URL.Path, r.URL.RawPath = cleaned, ""
+		rp.ServeHTTP(w, r)
+	}))
 	t.Cleanup(srv.Close)
 	return strings.TrimPrefix(srv.URL, "http://")
 }
@@ -155,9 +172,11 @@ func wantRefs(t *testing.T, what string, r response, image, tag string) {
 
 // TestImportFromAnotherWorkspacesPath: a registry shared by two workspaces, readable by anyone, still binds each
 // path to its workspace: red may not import, nor build FROM, an image in the path of another namespace's Workspace
-// (docs/security.md "Registry paths are bound to their workspace").
+// (docs/security.md "Registry paths are bound to their workspace"). The shared registry sits behind a proxy that
+// merges slashes and resolves dot segments, as nginx does by default, so a reference that only spells another
+// path differently would reach the other workspace's image.
 func TestImportFromAnotherWorkspacesPath(t *testing.T) {
-	shared := sourceRegistry(t, "", "")
+	shared := cleaningProxy(t, sourceRegistry(t, "", ""))
 	other, err := kubetest.NewNamespace(context.Background(), st.Client, "other-ws-")
 	if err != nil {
 		t.Fatal(err)
@@ -183,6 +202,28 @@ func TestImportFromAnotherWorkspacesPath(t *testing.T) {
 	f = waitStatus(t, redKey, "stolen-base", nil)
 	if reason, _ := f.body["error"].(string); f.body["status"] != "FAILED" || !strings.Contains(reason, "belongs to another workspace") {
 		t.Fatalf("build FROM another workspace's path = %v, want FAILED naming the rule", f)
+	}
+
+	// Other spellings of the same path: refused by the push route before anything is created, and in a FROM by
+	// the build.
+	for _, ref := range []string{shared + "/library/../tenants/other/blue/secret-agent:v1", shared + "//tenants/other/blue/secret-agent:v1"} {
+		r := call(t, redKey, "POST", "/v1/sandboxes/images", map[string]any{"name": "respelled", "image": ref}, nil)
+		if r.code != http.StatusBadRequest || !strings.Contains(r.String(), `"field":"image"`) || !strings.Contains(r.String(), "repository path") {
+			t.Errorf("POST import of %s = %v, want 400 naming image and the path rule", ref, r)
+		}
+		image := "respelled-base-" + fmt.Sprint(len(ref))
+		pushZip(t, image, map[string]string{"Dockerfile": "FROM " + ref + "\nCMD [\"sh\"]\n"}, "")
+		f := waitStatus(t, redKey, image, nil)
+		if reason, _ := f.body["error"].(string); f.body["status"] != "FAILED" || !strings.Contains(reason, "repository path") {
+			t.Errorf("build FROM %s = %v, want FAILED naming the path rule", ref, f)
+		}
+	}
+
+	// A build written with kubectl, which no push route checked: the manager refuses the import itself.
+	b := createBuild(t, st.Namespace, "red", "respelled-direct", gatewayv1.SandboxSource{
+		Import: &gatewayv1.SandboxImport{Image: shared + "/library/../tenants/other/blue/secret-agent:v1"}})
+	if waitBuild(t, b); b.Phase() != gatewayv1.SandboxFailed || !strings.Contains(b.Status.Reason, `dot segment ".."`) {
+		t.Errorf("a build importing a path with '..' is %s: %q, want FAILED naming the dot segment", b.Phase(), b.Status.Reason)
 	}
 
 	public := shared + "/library/tool:1.0"
@@ -268,16 +309,28 @@ func zipBytes(t *testing.T, files map[string]string) []byte {
 
 func put(t *testing.T, uploadURL string, body io.Reader, length int64) response {
 	t.Helper()
-	req, _ := http.NewRequest("PUT", uploadURL, body)
+	r, err := tryPut(uploadURL, body, length)
+	if err != nil {
+		t.Fatalf("PUT upload: %v", err)
+	}
+	return r
+}
+
+// tryPut PUTs body to uploadURL as a client uploads a ZIP.
+func tryPut(uploadURL string, body io.Reader, length int64) (response, error) {
+	req, err := http.NewRequest("PUT", uploadURL, body)
+	if err != nil {
+		return response{}, err
+	}
 	req.ContentLength = length
 	req.Header.Set("Content-Type", "application/zip")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatalf("PUT upload: %v", err)
+		return response{}, err
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	return response{code: resp.StatusCode, raw: raw}
+	return response{code: resp.StatusCode, raw: raw}, nil
 }
 
 // pushZip POSTs a build of image for team red, checks the GET right after shows UPLOADING, uploads files and
@@ -442,12 +495,8 @@ func TestUploadURLRefusals(t *testing.T) {
 	t.Run("expired", func(t *testing.T) {
 		// A URL the service would have issued an hour and a second ago: a correct signature, over a past expiry.
 		ns, build, _ := strings.Cut(strings.TrimPrefix(u.Path, "/v1/sandboxes/uploads/"), ".")
-		exp := time.Now().Add(-time.Second).Unix()
-		m := hmac.New(sha256.New, st.SandboxUploadKey)
-		fmt.Fprintf(m, "PUT\n%s\n%s\n%d", ns, build, exp)
-		old := *u
-		old.RawQuery = url.Values{"expires": {fmt.Sprint(exp)}, "sig": {hex.EncodeToString(m.Sum(nil))}}.Encode()
-		if a := put(t, old.String(), bytes.NewReader(small), int64(len(small))); a.code != 403 || !strings.Contains(string(a.raw), `"expires"`) {
+		old := signedUploadURL(st.GatewayURL, ns, build, time.Now().Add(-time.Second))
+		if a := put(t, old, bytes.NewReader(small), int64(len(small))); a.code != 403 || !strings.Contains(string(a.raw), `"expires"`) {
 			t.Fatalf("expired: %v", a)
 		}
 	})

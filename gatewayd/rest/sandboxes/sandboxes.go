@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -273,9 +272,9 @@ func (s *service) checkImage(ref string) error {
 	if len(ref) > 1024 {
 		return fmt.Errorf("must be at most 1024 characters")
 	}
-	parsed, err := name.ParseReference(ref)
+	parsed, err := sandbox.ParseReference(ref)
 	if err != nil {
-		return fmt.Errorf("is not an image reference (registry/repository:tag or @digest)")
+		return err
 	}
 	first, _, hasPath := strings.Cut(ref, "/")
 	if !hasPath || (!strings.ContainsAny(first, ".:[") && first != "localhost") {

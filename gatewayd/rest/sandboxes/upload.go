@@ -16,6 +16,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/google/go-containerregistry/pkg/authn"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -118,8 +119,9 @@ func (s *service) tooLarge(w http.ResponseWriter) {
 }
 
 // upload is PUT /v1/sandboxes/uploads/{build}: it streams the ZIP into the workspace registry as a single-layer
-// artifact tagged sandbox.ContextTag(build), computing the digest while it streams (constant memory, nothing on
-// disk), and records the artifact's digest on the build, which moves it to BUILDING for the manager.
+// artifact, computing the digest while it streams (constant memory, nothing on disk), records the artifact's
+// digest on the build, which moves it to BUILDING for the manager (claim: one upload of a build wins, the others
+// are 409), and then tags the artifact sandbox.ContextTag(build).
 func (s *service) upload(w http.ResponseWriter, r *http.Request) {
 	ns, buildName, expires, ok := s.verify(w, r)
 	if !ok {
@@ -145,9 +147,7 @@ func (s *service) upload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if build.Spec.Source.Upload == nil || build.Phase() != gatewayv1.SandboxUploading {
-		httperr.Write(w, http.StatusConflict, httperr.CodeConflict,
-			fmt.Sprintf("Build %q does not wait for an upload (status %s): each push takes one upload.", buildName, build.Phase()),
-			[]httperr.FieldError{{Field: "build", Message: "must be UPLOADING"}})
+		s.uploaded(w, &build)
 		return
 	}
 	var img gatewayv1.SandboxImage
@@ -190,35 +190,71 @@ func (s *service) upload(w http.ResponseWriter, r *http.Request) {
 			"The build context could not be written to the workspace registry; retry the upload.", nil)
 		return
 	}
+	// The manifest goes in by its digest, untagged: only the upload that records itself on the build tags it, so
+	// the registry's tag and the build's digest name the same context.
 	artifact, err := mutate.AppendLayers(empty.Image, layer)
+	var dig v1.Hash
 	if err == nil {
 		artifact = mutate.ConfigMediaType(mutate.MediaType(artifact, types.OCIManifestSchema1), sandbox.ContextMediaType)
-		err = remote.Write(repo.Tag(sandbox.ContextTag(buildName)), artifact, ropts...)
+		if dig, err = artifact.Digest(); err == nil {
+			err = remote.Write(repo.Digest(dig.String()), artifact, ropts...)
+		}
 	}
-	dig, derr := artifact.Digest()
-	if err != nil || derr != nil {
-		log.Error(errors.Join(err, derr), "Failed to write the build context manifest")
+	if err != nil {
+		log.Error(err, "Failed to write the build context manifest")
 		httperr.Write(w, http.StatusBadGateway, httperr.CodeUnavailable,
 			"The build context could not be written to the workspace registry; retry the upload.", nil)
 		return
 	}
-	err = kit.UpdateOnConflict(func() error {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(&build), &build); err != nil {
-			return err
-		}
-		if build.Phase() != gatewayv1.SandboxUploading {
-			return nil
-		}
-		build.Status.ContextDigest, build.Status.Status = dig.String(), gatewayv1.SandboxBuilding
-		return c.Status().Update(ctx, &build)
-	})
-	if err != nil {
-		kit.WriteKubeError(w, r, "record the build context", err)
+	if !s.claim(w, r, &build, dig) {
 		return
+	}
+	if err := remote.Tag(repo.Tag(sandbox.ContextTag(buildName)), artifact, ropts...); err != nil {
+		// The build is recorded and the manager reads the context by its digest; the tag only keeps it from a
+		// registry garbage collection meanwhile.
+		log.Error(err, "Failed to tag the build context", "contextDigest", dig.String())
 	}
 	log.Info("Received a build context", "contextDigest", dig.String())
 	httperr.WriteJSON(w, http.StatusOK, map[string]any{"name": img.Spec.Name, "build": buildName,
 		"status": build.Phase(), "context_digest": dig.String()})
+}
+
+// errUploaded is a build that another upload recorded first.
+var errUploaded = errors.New("the build has its context already")
+
+// claim records dig as build's context, moving it from UPLOADING to BUILDING, and answers 409 when another
+// upload did so first. The status write carries the resourceVersion of the UPLOADING build it read, so of
+// concurrent uploads, on one replica or several, the API server lets exactly one through; the others read the
+// build again and find it BUILDING.
+func (s *service) claim(w http.ResponseWriter, r *http.Request, build *gatewayv1.SandboxImageBuild, dig v1.Hash) bool {
+	c := s.k.Opts.Client
+	ctx := r.Context()
+	err := kit.UpdateOnConflict(func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(build), build); err != nil {
+			return err
+		}
+		if build.Phase() != gatewayv1.SandboxUploading {
+			return errUploaded
+		}
+		build.Status.ContextDigest, build.Status.Status = dig.String(), gatewayv1.SandboxBuilding
+		return c.Status().Update(ctx, build)
+	})
+	switch {
+	case errors.Is(err, errUploaded):
+		s.uploaded(w, build)
+		return false
+	case err != nil:
+		kit.WriteKubeError(w, r, "record the build context", err)
+		return false
+	}
+	return true
+}
+
+// uploaded answers 409: build does not wait for an upload.
+func (s *service) uploaded(w http.ResponseWriter, build *gatewayv1.SandboxImageBuild) {
+	httperr.Write(w, http.StatusConflict, httperr.CodeConflict,
+		fmt.Sprintf("Build %q does not wait for an upload (status %s): each push takes one upload.", build.Name, build.Phase()),
+		[]httperr.FieldError{{Field: "build", Message: "must be UPLOADING"}})
 }
 
 // registryKeychain is the keychain of the workspace registry: its docker config Secret, anonymous when none.

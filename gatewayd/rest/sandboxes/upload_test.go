@@ -85,6 +85,12 @@ func TestCheckImage(t *testing.T) {
 		{"ghcr.io/Org/App:1", false, false}, // not a reference (uppercase repository)
 		{"ghcr.io/org/app:", false, false},  // empty tag
 		{strings.Repeat("a", 1100), false, false},
+		// A path a proxy would rewrite into another repository (docs/security.md "Registry paths are bound to
+		// their workspace").
+		{"ghcr.io/org/app/../other/app:1", false, false},
+		{"127.0.0.1:5000/sandboxes/red/../blue/agent:v1", false, false},
+		{"127.0.0.1:5000//sandboxes/blue/agent:v1", false, false},
+		{"ghcr.io/org/./app:1", false, false},
 	}
 	for _, tc := range tests {
 		if err := prod.checkImage(tc.ref); (err == nil) != tc.prod {

@@ -4,6 +4,8 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -255,5 +257,152 @@ func TestProgressBarReachesTheTotal(t *testing.T) {
 	p.done()
 	if !strings.Contains(w.String(), "100% 2.9 KiB / 2.9 KiB") {
 		t.Errorf("bar %q", w.String())
+	}
+}
+
+// TestRedirectKeepsTheKeyAtItsOrigin: a redirect within the server's origin is followed with the key; one to
+// another port, scheme or host is not followed at all, so neither the key nor the body gets there
+// (docs/security.md "The CLI trusts its server only so far").
+func TestRedirectKeepsTheKeyAtItsOrigin(t *testing.T) {
+	isolate(t)
+	var elsewhere []string
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		elsewhere = append(elsewhere, r.Method+" "+r.URL.Path+" Authorization="+r.Header.Get("Authorization"))
+		io.WriteString(w, `{"models":[]}`)
+	}))
+	defer other.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/models": // within the origin
+			http.Redirect(w, r, "/v1/models/", http.StatusFound)
+		case "/v1/models/":
+			if r.Header.Get("Authorization") != "Bearer mgw_test" {
+				t.Errorf("the same-origin redirect arrived without the key")
+			}
+			io.WriteString(w, `{"models":[{"id":"m1"}]}`)
+		default: // another port of the same host
+			http.Redirect(w, r, other.URL+r.URL.Path, http.StatusTemporaryRedirect)
+		}
+	}))
+	defer srv.Close()
+
+	if out, errOut, code := run(t, srv, "", "models", "list"); code != 0 || !strings.Contains(out, "m1") {
+		t.Errorf("a redirect within the origin: code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	_, errOut, code := run(t, srv, "", "models", "get", "m2")
+	if code != ExitError || !strings.Contains(errOut, "another origin") || !strings.Contains(errOut, other.URL) {
+		t.Errorf("a redirect to another port: code %d, stderr %q", code, errOut)
+	}
+	if len(elsewhere) > 0 {
+		t.Errorf("the other origin received %v", elsewhere)
+	}
+	for _, tc := range []struct{ from, to string }{
+		{"http://127.0.0.1:8080/v1", "http://127.0.0.1:8081/v1"},
+		{"http://127.0.0.1:8080/v1", "https://127.0.0.1:8080/v1"},
+		{"https://gw.example/v1", "https://evil.gw.example/v1"},
+		{"https://gw.example/v1", "http://gw.example/v1"},
+	} {
+		from, _ := http.NewRequest("GET", tc.from, nil)
+		to, _ := http.NewRequest("GET", tc.to, nil)
+		if sameOrigin(to, []*http.Request{from}) == nil {
+			t.Errorf("a redirect from %s to %s is followed", tc.from, tc.to)
+		}
+	}
+	for _, tc := range []struct{ from, to string }{
+		{"https://gw.example/v1", "https://GW.example:443/v2"},
+		{"http://127.0.0.1/v1", "http://127.0.0.1:80/x"},
+	} {
+		from, _ := http.NewRequest("GET", tc.from, nil)
+		to, _ := http.NewRequest("GET", tc.to, nil)
+		if err := sameOrigin(to, []*http.Request{from}); err != nil {
+			t.Errorf("a redirect from %s to %s: %v", tc.from, tc.to, err)
+		}
+	}
+}
+
+// TestWaitIsBounded: --wait waits what the server asks only up to --timeout and MaxWaitLimit; a longer ask (or one
+// that would overflow a Duration) is answered at once, as the 429 it is, saying why. test/cli runs the binary on it.
+func TestWaitIsBounded(t *testing.T) {
+	retryAfter := "99999"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", retryAfter)
+		w.WriteHeader(http.StatusTooManyRequests)
+		io.WriteString(w, `{"error":"Rate limit exceeded."}`)
+	}))
+	defer srv.Close()
+	for _, tc := range []struct {
+		retryAfter string
+		maxWait    time.Duration
+		want       time.Duration // slept; 0: not at all
+	}{
+		{"99999", 0, 0},
+		{"99999", 5 * time.Minute, 0},
+		{"9223372036854775807", 0, 0},
+		{"901", 0, 0}, // MaxWaitLimit is 900 s
+		{"900", 0, 900 * time.Second},
+		{"31", 30 * time.Second, 0},
+		{"30", 30 * time.Second, 30 * time.Second},
+	} {
+		retryAfter = tc.retryAfter
+		var slept []time.Duration
+		c := &Client{BaseURL: srv.URL, Wait: true, MaxWait: tc.maxWait, Sleep: func(_ context.Context, d time.Duration) error {
+			slept = append(slept, d)
+			return nil
+		}}
+		_, err := c.Do(context.Background(), Request{Method: http.MethodGet, Path: "/v1/x"})
+		var apiErr *APIError
+		if !errors.As(err, &apiErr) || apiErr.Status != http.StatusTooManyRequests {
+			t.Errorf("Retry-After %s: err %v, want the 429", tc.retryAfter, err)
+		}
+		switch {
+		case tc.want == 0 && (len(slept) != 0 || !strings.Contains(err.Error(), "not waiting")):
+			t.Errorf("Retry-After %s, MaxWait %s: slept %v, err %q; want no wait, said so", tc.retryAfter, tc.maxWait, slept, err)
+		case tc.want != 0 && (len(slept) != 1 || slept[0] != tc.want):
+			t.Errorf("Retry-After %s, MaxWait %s: slept %v, want %s", tc.retryAfter, tc.maxWait, slept, tc.want)
+		}
+	}
+}
+
+// TestServerTextIsPrintedEscaped: the server's words reach the terminal with their control characters and
+// bidirectional overrides escaped: in an error, its detail, a table, a sentence and -o json.
+func TestServerTextIsPrintedEscaped(t *testing.T) {
+	isolate(t)
+	const evil = "\x1b]0;owned\x07\x1b[2J\u009b31m\u202eeht\x7f"
+	const shown = `\x1b]0;owned\a\x1b[2J\u009b31m\u202eeht\x7f`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		esc := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+		switch r.URL.Path {
+		case "/v1/models":
+			io.WriteString(w, `{"models":[{"id":`+esc("m1"+evil)+`,"name":"x"}]}`)
+		case "/v1/models/m1/deployments/d1/retry":
+			io.WriteString(w, `{"retried":false,"reason":`+esc(evil)+`}`)
+		default:
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, `{"error":`+esc("bad"+evil)+`,"error_code":"invalid_request","detail":[{"field":"name","message":`+esc(evil)+`}]}`)
+		}
+	}))
+	defer srv.Close()
+	for _, args := range [][]string{
+		{"models", "list"}, {"models", "list", "-o", "json"}, {"models", "retry", "m1", "d1"}, {"models", "get", "m1"},
+		{"models", "list", "-o", "yaml"},
+	} {
+		out, errOut, _ := run(t, srv, "", args...)
+		printed, want, raw := out+errOut, shown, "\x1b\x07\x7f\u009b\u202e"
+		switch args[len(args)-1] {
+		case "json":
+			want = `\u001b]0;owned\u0007\u001b[2J\u009b31m\u202eeht\u007f`
+		case "yaml":
+			// YAML's own escapes; it prints a bidirectional override as is (it is no terminal sequence).
+			want, raw = `\e]0;owned\a\e[2J\x9B31m`, "\x1b\x07\x7f\u009b"
+		}
+		if strings.ContainsAny(printed, raw) {
+			t.Errorf("modelgate %v printed raw control characters: %q", args, printed)
+		}
+		if !strings.Contains(printed, want) {
+			t.Errorf("modelgate %v: %q, want the text escaped as %q", args, printed, want)
+		}
+	}
+	if got := printable("ok\tté\xffx\u00a0"); got != `ok\tté\xffx`+"\u00a0" {
+		t.Errorf("printable = %q", got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -24,8 +25,11 @@ type Client struct {
 	BaseURL string
 	APIKey  string
 	HTTP    *http.Client
-	// Wait, when set, answers a 429 by waiting its retry_after (or Retry-After) once and sending again.
+	// Wait, when set, answers a 429 by waiting its retry_after (or Retry-After) once and sending again, when
+	// that is at most MaxWait (and at most MaxWaitLimit whatever MaxWait says).
 	Wait bool
+	// MaxWait bounds what Wait waits: a 429 asking for longer is answered at once. Zero is MaxWaitLimit.
+	MaxWait time.Duration
 	// Notice receives what the client tells a person while it waits; nil says nothing.
 	Notice io.Writer
 	// Sleep waits; nil is time.Sleep with the context's cancellation.
@@ -66,7 +70,7 @@ func (e *APIError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "HTTP %d", e.Status)
 	if e.Code != "" {
-		fmt.Fprintf(&b, " %s", e.Code)
+		fmt.Fprintf(&b, " %s", printable(e.Code))
 	}
 	msg := e.Message
 	if msg == "" {
@@ -75,9 +79,9 @@ func (e *APIError) Error() string {
 	if msg == "" {
 		msg = http.StatusText(e.Status)
 	}
-	fmt.Fprintf(&b, ": %s", msg)
+	fmt.Fprintf(&b, ": %s", printable(msg))
 	for _, line := range detailLines(e.Detail) {
-		b.WriteString("\n  " + line)
+		b.WriteString("\n  " + printable(line))
 	}
 	if e.RetryAfter > 0 {
 		fmt.Fprintf(&b, "\n  retry after %ds (--wait waits once and retries)", e.RetryAfter)
@@ -123,8 +127,13 @@ func detailLines(d any) []string {
 	}
 }
 
+// MaxWaitLimit is the longest --wait ever waits on a 429, whatever the server asks and whatever --timeout says
+// (docs/security.md "The CLI trusts its server only so far").
+const MaxWaitLimit = 15 * time.Minute
+
 // Do sends r and returns its 2xx answer, or an *APIError. On a 429 with Wait set it waits once, as long as the
-// answer says, and sends again.
+// answer says, and sends again; when the answer asks for longer than MaxWait, it waits not at all and returns the
+// 429 with a line that says so.
 func (c *Client) Do(ctx context.Context, r Request) (*Response, error) {
 	resp, err := c.send(ctx, r)
 	if err == nil || !c.Wait {
@@ -133,6 +142,14 @@ func (c *Client) Do(ctx context.Context, r Request) (*Response, error) {
 	apiErr, ok := err.(*APIError)
 	if !ok || apiErr.Status != http.StatusTooManyRequests {
 		return nil, err
+	}
+	limit := MaxWaitLimit
+	if c.MaxWait > 0 && c.MaxWait < limit {
+		limit = c.MaxWait
+	}
+	// Compared in seconds: a huge retry_after would overflow a Duration.
+	if apiErr.RetryAfter > int(limit/time.Second) {
+		return nil, &waitRefused{apiErr, limit}
 	}
 	wait := time.Duration(max(apiErr.RetryAfter, 1)) * time.Second
 	if c.Notice != nil {
@@ -147,6 +164,19 @@ func (c *Client) Do(ctx context.Context, r Request) (*Response, error) {
 	}
 	return c.send(ctx, r)
 }
+
+// waitRefused is a 429 that asked for a longer wait than --wait waits.
+type waitRefused struct {
+	*APIError
+	limit time.Duration
+}
+
+func (e *waitRefused) Error() string {
+	return fmt.Sprintf("%s\n  not waiting: --wait waits at most %s here (--timeout, and never more than %s)",
+		e.APIError.Error(), e.limit, MaxWaitLimit)
+}
+
+func (e *waitRefused) Unwrap() error { return e.APIError }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
@@ -188,10 +218,11 @@ func (c *Client) send(ctx context.Context, r Request) (*Response, error) {
 		req.Header.Set("Authorization", "Bearer "+c.APIKey)
 	}
 	req.Header.Set("User-Agent", "modelgate-cli/"+version.Version)
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
+	hc := http.Client{}
+	if c.HTTP != nil {
+		hc = *c.HTTP
 	}
+	hc.CheckRedirect = sameOrigin
 	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s failed: %w", r.Method, u, err)
@@ -205,6 +236,31 @@ func (c *Client) send(ctx context.Context, r Request) (*Response, error) {
 		return &Response{Status: resp.StatusCode, Header: resp.Header, Body: raw}, nil
 	}
 	return nil, parseError(resp.StatusCode, resp.Header, raw)
+}
+
+// maxRedirects is as many redirects as net/http follows.
+const maxRedirects = 10
+
+// sameOrigin follows a redirect only to the scheme, host and port of the first request: the key in Authorization,
+// and a body that may hold credentials (a docker config), never go to another origin. net/http would send
+// Authorization to another port or scheme of the same host, and to its subdomains.
+func sameOrigin(req *http.Request, via []*http.Request) error {
+	if len(via) >= maxRedirects {
+		return fmt.Errorf("stopped after %d redirects", maxRedirects)
+	}
+	if from, to := origin(via[0].URL), origin(req.URL); from != to {
+		return fmt.Errorf("the server redirected to %s, another origin than %s: the CLI sends its key only to the URL it logged in to (log in with the other URL if it is the server)", printable(to), printable(from))
+	}
+	return nil
+}
+
+// origin is u's scheme, host and port, the port spelled out when the scheme's default.
+func origin(u *url.URL) string {
+	scheme, port := strings.ToLower(u.Scheme), u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[scheme]
+	}
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
 
 // parseError reads a refusal. Retry-After fills RetryAfter when the body has no retry_after.

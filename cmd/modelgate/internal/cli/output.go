@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode"
+	"unicode/utf8"
 
 	"sigs.k8s.io/yaml"
 )
@@ -42,10 +44,11 @@ func (p printer) raw(body []byte, table func(v any) error) error {
 			return fmt.Errorf("the server answered something that is not JSON: %w", err)
 		}
 		b.WriteByte('\n')
-		_, err := p.out.Write(b.Bytes())
+		_, err := io.WriteString(p.out, escapeJSON(b.String()))
 		return err
 	case FormatYAML:
-		y, err := yaml.JSONToYAML(body)
+		// As JSON escapes, the YAML encoder escapes DEL and C1 too, where it would refuse them raw.
+		y, err := yaml.JSONToYAML([]byte(escapeJSON(string(body))))
 		if err != nil {
 			return fmt.Errorf("the server answered something that is not JSON: %w", err)
 		}
@@ -83,7 +86,7 @@ func (p printer) one(body []byte, cols []column) error {
 func (p printer) sentence(body []byte, say func(v map[string]any) string) error {
 	return p.raw(body, func(v any) error {
 		m, _ := v.(map[string]any)
-		_, err := fmt.Fprintln(p.out, say(m))
+		_, err := fmt.Fprintln(p.out, printable(say(m)))
 		return err
 	})
 }
@@ -137,7 +140,7 @@ func cell(v any) string {
 		if x == "" {
 			return "-"
 		}
-		return x
+		return printable(x)
 	case bool:
 		return strconv.FormatBool(x)
 	case float64:
@@ -155,4 +158,69 @@ func cell(v any) string {
 		b, _ := json.Marshal(x)
 		return string(b)
 	}
+}
+
+// printable escapes what a terminal would act on rather than show: control characters (C0 with newline and tab,
+// DEL, C1: ESC starts the sequences that move the cursor, recolour, retitle the window or write the clipboard),
+// bidirectional overrides (which reorder what is shown) and bytes that are not UTF-8. Each is written as Go
+// writes it in a string literal (\x1b, \n, \u202e). Every piece of server text the CLI prints for a person
+// goes through it (docs/security.md "The CLI trusts its server only so far").
+func printable(s string) string {
+	if !needsEscape(s) {
+		return s
+	}
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], string(utf8.RuneError)):
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case escaped(r):
+			b.WriteString(strings.Trim(strconv.QuoteRune(r), "'"))
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// printableLines is printable for each line of s: for a message the CLI put together of several lines.
+func printableLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = printable(l)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// escaped reports whether printable escapes r.
+func escaped(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) }
+
+func needsEscape(s string) bool {
+	if !utf8.ValidString(s) {
+		return true
+	}
+	for _, r := range s {
+		if escaped(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// escapeJSON writes the characters printable escapes as JSON escapes (\u001b) in indented JSON, whose strings
+// may hold DEL, C1 and bidirectional overrides unescaped: the same document, safe on a terminal. Newlines between
+// tokens stay (inside a JSON string a newline is always escaped already).
+func escapeJSON(s string) string {
+	if !needsEscape(strings.ReplaceAll(s, "\n", "")) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if r != '\n' && escaped(r) {
+			fmt.Fprintf(&b, `\u%04x`, r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

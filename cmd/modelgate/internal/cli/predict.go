@@ -47,7 +47,7 @@ func (a *app) predictCmd() *cobra.Command {
 		Short: "Call a model with a body from a file or stdin",
 		Long: `predict sends the body to the model's predict route (POST /models/{model_id}/production/predict, or the
 environment, deployment or development route) unchanged, and prints the model's answer as it came (a JSON answer
-indented with -o json, as YAML with -o yaml). The body is read from -f FILE, or stdin.`,
+indented with -o json, as YAML with -o yaml); on a terminal, control characters are printed escaped (\x1b). The body is read from -f FILE, or stdin.`,
 		Example: `  modelgate predict demo-model -f input.json
   echo '{"text":"I love it"}' | modelgate predict demo-model --environment staging
   modelgate predict demo-model --content-type application/octet-stream -f image.png`,
@@ -66,6 +66,10 @@ indented with -o json, as YAML with -o yaml). The body is read from -f FILE, or 
 				return err
 			}
 			if a.output == FormatTable || !json.Valid(out) {
+				if a.stdoutTTY {
+					// For a person, not a file: the model's words escaped as server text is.
+					out = []byte(printableLines(string(out)))
+				}
 				_, err := a.stdout.Write(out)
 				if err == nil && !bytes.HasSuffix(out, []byte("\n")) {
 					_, err = fmt.Fprintln(a.stdout)

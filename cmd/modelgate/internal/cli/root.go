@@ -29,6 +29,7 @@ type app struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
 	stderrTTY      bool
+	stdoutTTY      bool
 	stdinTTY       bool
 
 	output  string
@@ -50,6 +51,9 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if f, ok := stderr.(*os.File); ok {
 		a.stderrTTY = term.IsTerminal(int(f.Fd()))
 	}
+	if f, ok := stdout.(*os.File); ok {
+		a.stdoutTTY = term.IsTerminal(int(f.Fd()))
+	}
 	if f, ok := stdin.(*os.File); ok {
 		a.stdinTTY = term.IsTerminal(int(f.Fd()))
 	}
@@ -64,7 +68,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err == nil {
 		return ExitOK
 	}
-	fmt.Fprintln(stderr, "Error: "+err.Error())
+	// An error may carry the server's words (an answer, a redirect's Location): printed escaped.
+	fmt.Fprintln(stderr, "Error: "+printableLines(err.Error()))
 	var apiErr *APIError
 	var usage usageError
 	switch {
@@ -111,7 +116,7 @@ unavailable (5xx). A refusal prints the server's error code and sentence, and on
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err.Error()} })
 	pf := root.PersistentFlags()
 	pf.StringVarP(&a.output, "output", "o", FormatTable, "output format: table, json or yaml")
-	pf.BoolVar(&a.wait, "wait", false, "on a 429, wait as long as the server says (retry_after or Retry-After) and try once more")
+	pf.BoolVar(&a.wait, "wait", false, fmt.Sprintf("on a 429, wait as long as the server says (retry_after or Retry-After) and try once more; never longer than --timeout or %s", MaxWaitLimit))
 	pf.DurationVar(&a.timeout, "timeout", 5*time.Minute, "give up on a call after this long (an image upload only when this is given)")
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{FormatTable, FormatJSON, FormatYAML}, cobra.ShellCompDirectiveNoFileComp))
 
@@ -205,6 +210,7 @@ func (a *app) client() (*Client, error) {
 		APIKey:  cfg.APIKey,
 		HTTP:    &http.Client{Timeout: a.timeout},
 		Wait:    a.wait,
+		MaxWait: a.timeout,
 		Notice:  a.stderr,
 	}, nil
 }
