@@ -205,7 +205,9 @@ func cleanupDir(dir string, log io.Writer) error {
 }
 
 // leftoverPids are the processes started from dir (components, containerd shims, which carry its socket path in
-// their arguments) and those in a pod's cgroup.
+// their arguments) and those in a pod's cgroup. An argument names dir when it is dir or a path below it: a process
+// whose argument only starts with the same letters (a lock file /tmp/modelgate-cluster.lock beside the cluster's
+// /tmp/modelgate-cluster) is not the cluster's.
 func leftoverPids(dir string) []int {
 	entries, _ := os.ReadDir("/proc")
 	self := os.Getpid()
@@ -217,11 +219,17 @@ func leftoverPids(dir string) []int {
 		}
 		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		cgroup, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
-		if (dir != "" && strings.Contains(string(cmdline), dir)) || strings.Contains(string(cgroup), "/kubepods") {
+		if (dir != "" && namesDir(string(cmdline), dir)) || strings.Contains(string(cgroup), "/kubepods") {
 			pids = append(pids, pid)
 		}
 	}
 	return pids
+}
+
+// namesDir reports whether a NUL-separated command line holds dir itself or a path below it, anywhere in an
+// argument (--config=/dir/x names it too).
+func namesDir(cmdline, dir string) bool {
+	return strings.Contains(cmdline, dir+"/") || strings.Contains(cmdline+"\x00", dir+"\x00")
 }
 
 // mountsUnder lists the mount points below dir, deepest first.
