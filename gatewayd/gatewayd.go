@@ -100,6 +100,11 @@ type Options struct {
 	Clock clock.PassiveClock
 	// Transport reaches the upstreams; upstream.NewTransport() when nil.
 	Transport http.RoundTripper
+	// MissHold bounds how long a call that names a key, slug, model, deployment or chain this replica does not
+	// serve waits for it to load the snapshots published before the call, in case another replica answered that
+	// object's write a moment ago (docs/limits.md "Read-your-writes on every replica"); reload.DefaultMissHold when
+	// zero, no hold when negative.
+	MissHold time.Duration
 	// ReadYourWritesTimeout bounds how long a management write waits for this replica to load the snapshot that
 	// contains it; the management API's default when zero.
 	ReadYourWritesTimeout time.Duration
@@ -181,9 +186,10 @@ type Gateway struct {
 	// managementRoutes are the patterns mounted behind the management wrapper (mountV1).
 	managementRoutes []string
 	// keyUse records workspace keys' last uses; workspaceKeys authenticates workspace keys on every route and
-	// records through it.
-	keyUse        *keyuse.Recorder
-	workspaceKeys auth.Lookup
+	// records through it, heldKeys too, holding a miss (reload.Loader.CatchUp) for the routes that take only
+	// workspace keys.
+	keyUse                  *keyuse.Recorder
+	workspaceKeys, heldKeys auth.Lookup
 	// calls counts the calls in flight per model deployment, served to the autoscaler on the metrics listener.
 	calls *concurrency.Tracker
 	// requests is this replica's log of the calls it made per deployment (requestLogs reads every replica's),
@@ -240,6 +246,9 @@ func New(opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.MissHold != 0 {
+		loader.SetMissHold(opts.MissHold)
+	}
 	m, err := inference.NewMetrics(opts.Registry)
 	if err != nil {
 		return nil, err
@@ -258,6 +267,7 @@ func New(opts Options) (*Gateway, error) {
 	}
 	g.requestLogs = &requestlog.Cluster{Local: g.requests, Peers: peers(cs, opts.PeersService)}
 	g.workspaceKeys = auth.ViewLookup(loader.View).Recording(g.keyUse)
+	g.heldKeys = g.workspaceKeys.Holding(loader.View, loader.CatchUp)
 	if g.waker, err = newWaker(opts, g.addrs); err != nil {
 		return nil, err
 	}
@@ -286,13 +296,14 @@ func New(opts Options) (*Gateway, error) {
 		HoldTimeout:            opts.HoldTimeout,
 		ViewChanged:            loader.Changed,
 		WorkspaceKeys:          g.workspaceKeys,
+		CatchUp:                loader.CatchUp,
 		RequestLog:             g.requests,
 	})
 	calls.Register(g.mux)
 	calls.RegisterChains(g.mux)
 	if opts.Async != nil {
 		if g.async, err = async.New(async.Options{
-			Config: opts.AsyncConfig, View: loader.View, Store: opts.Async, Limits: opts.Store, Upstream: up,
+			Config: opts.AsyncConfig, View: loader.View, CatchUp: loader.CatchUp, Store: opts.Async, Limits: opts.Store, Upstream: up,
 			Addresses: g.addrs, Calls: g.calls, Waker: g.waker, Secret: g.secrets.Get, Clock: opts.Clock, Registry: opts.Registry,
 			RequestLog: g.requests,
 			Logger:     opts.Logger.WithName("async"),
@@ -308,7 +319,7 @@ func New(opts Options) (*Gateway, error) {
 	var handler http.Handler = g.mux
 	if !opts.DisableDashboard && !opts.DisableManagementAPI {
 		sessions, err := dashboard.NewSessions(dashboard.SessionOptions{
-			Secrets: opts.DashboardSessionSecrets, Lookup: g.workspaceKeys, Now: opts.Clock.Now, Store: opts.DashboardSessions,
+			Secrets: opts.DashboardSessionSecrets, Lookup: g.heldKeys, Now: opts.Clock.Now, Store: opts.DashboardSessions,
 			Limits: opts.ManagementLimits, Logger: opts.Logger.WithName("dashboard"),
 		})
 		if err != nil {

@@ -30,7 +30,7 @@ import (
 // resources, unless DisableManagementAPI, and always the routes gatewayd serves from its own parts (v1Routes).
 func (g *Gateway) mountV1() error {
 	opts := rest.Options{
-		Directory:             directory{g.loader, g.workspaceKeys},
+		Directory:             directory{g.loader, g.heldKeys},
 		KeyUse:                g.keyUse,
 		Usage:                 usageReader{g.opts.Store},
 		Limits:                g.opts.ManagementLimits,

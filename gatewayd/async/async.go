@@ -23,6 +23,7 @@ import (
 
 	"github.com/modelgate/modelgate/api/netguard"
 	"github.com/modelgate/modelgate/gatewayd/async/queue"
+	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/gatewayd/requestlog"
 	"github.com/modelgate/modelgate/gatewayd/route"
@@ -102,6 +103,10 @@ type Options struct {
 	Store    queue.Store
 	Limits   limits.Store
 	Upstream *upstream.Client
+	// CatchUp holds a call that names a key, model, deployment or chain the view does not serve until this replica
+	// serves every snapshot published before the call, then looks once more (reload.Loader.CatchUp); a miss stands
+	// at once when nil.
+	CatchUp auth.CatchUp
 	// Addresses serves deployments behind a Service; they never dispatch when nil.
 	Addresses Addresses
 	// Waker asks the manager to start a deployment with queued requests and no ready address (gatewayd/wake);
@@ -127,7 +132,9 @@ type Options struct {
 
 // Service is the async inference of one gatewayd.
 type Service struct {
-	opts    Options
+	opts Options
+	// lookup authenticates workspace keys in the view in force, holding a miss for Options.CatchUp.
+	lookup  auth.Lookup
 	metrics *metrics
 	wakeCh  chan struct{}
 	plans   sync.Map // namespace/key prefix/route -> *limits.Plan of that route's per-key limit (status, cancel, async_predict)
@@ -184,7 +191,8 @@ func New(opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{opts: opts, metrics: m, wakeCh: make(chan struct{}, 1), paused: map[string]pause{}}, nil
+	return &Service{opts: opts, lookup: auth.ViewLookup(opts.View).Holding(opts.View, opts.CatchUp), metrics: m,
+		wakeCh: make(chan struct{}, 1), paused: map[string]pause{}}, nil
 }
 
 // Run dispatches queued requests, sweeps the store and delivers webhooks until ctx is done, then puts the

@@ -3,25 +3,32 @@ package async
 import (
 	"net/http"
 
+	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 
 	"github.com/modelgate/modelgate/gatewayd/async/queue"
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/route"
+	"github.com/modelgate/modelgate/gatewayd/view"
 )
 
 // asyncRunRemote serves async_run_remote, run_remote on the async queue: a chain's request is queued for its
 // entrypoint's deployment under the modelID of the chain's chainlet deployments, so the dispatcher runs it as any
 // other request; only the status object and the webhook name the chain instead.
 func (s *Service) asyncRunRemote(w http.ResponseWriter, r *http.Request) {
-	caller, aerr := auth.Workspace(r, auth.ViewLookup(s.opts.View))
+	caller, aerr := auth.Workspace(r, s.lookup)
 	if aerr != nil {
 		httperr.WriteModelCallError(w, aerr)
 		return
 	}
 	sel := route.Of(r)
-	c, d, e := route.AuthorizeChainInvoke(caller, s.opts.View().Namespace(caller.Namespace), r.PathValue("chain_id"), sel)
+	var c *snapshot.ServedChain
+	var d *snapshot.Deployment
+	e := route.Resolve(r.Context(), s.opts.View(), s.opts.View, caller.Namespace, s.opts.CatchUp, func(v *view.View) (e *httperr.Error) {
+		c, d, e = route.AuthorizeChainInvoke(caller, v.Namespace(caller.Namespace), r.PathValue("chain_id"), sel)
+		return e
+	})
 	if e != nil {
 		httperr.WriteModelCallError(w, e)
 		return

@@ -20,6 +20,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/ingress"
 	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/gatewayd/route"
+	"github.com/modelgate/modelgate/gatewayd/view"
 )
 
 // Routes: async_predict (route.AsyncPredict) and async_queue_status (route.AsyncQueueStatus) under the four
@@ -50,12 +51,15 @@ func (s *Service) RegisterChains(mux ingress.Mux) {
 // resolve authenticates r and finds the deployment its route names, as a predict call does; sel is which way
 // the route named it.
 func (s *Service) resolve(r *http.Request) (caller auth.Caller, sel route.Selector, m *snapshot.ServedModel, d *snapshot.Deployment, e *httperr.Error) {
-	caller, e = auth.Workspace(r, auth.ViewLookup(s.opts.View))
+	caller, e = auth.Workspace(r, s.lookup)
 	if e != nil {
 		return caller, sel, nil, nil, e
 	}
 	sel = route.Of(r)
-	m, d, e = route.AuthorizeInvoke(caller, s.opts.View().Namespace(caller.Namespace), r.PathValue("model_id"), sel)
+	e = route.Resolve(r.Context(), s.opts.View(), s.opts.View, caller.Namespace, s.opts.CatchUp, func(v *view.View) (e *httperr.Error) {
+		m, d, e = route.AuthorizeInvoke(caller, v.Namespace(caller.Namespace), r.PathValue("model_id"), sel)
+		return e
+	})
 	return caller, sel, m, d, e
 }
 
@@ -205,7 +209,7 @@ func (s *Service) request(w http.ResponseWriter, r *http.Request) (*queue.Reques
 // requestOf is request for the requests queued under modelID, which authorize lets the caller read or cancel.
 func (s *Service) requestOf(w http.ResponseWriter, r *http.Request, modelID, notFoundMessage string,
 	authorize func(auth.Caller, *queue.Request) *httperr.Error) (*queue.Request, bool) {
-	caller, aerr := auth.Workspace(r, auth.ViewLookup(s.opts.View))
+	caller, aerr := auth.Workspace(r, s.lookup)
 	if aerr != nil {
 		httperr.WriteModelCallError(w, aerr)
 		return nil, false

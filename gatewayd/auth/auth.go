@@ -7,6 +7,7 @@
 package auth
 
 import (
+	"context"
 	"net/http"
 	"slices"
 	"strings"
@@ -82,6 +83,30 @@ func ViewLookup(current func() *view.View) Lookup {
 			s = ns.Snapshot
 		}
 		return NewCaller(k.Namespace, *k.Record, s), true
+	}
+}
+
+// CatchUp is what a lookup does on a miss (reload.Loader.CatchUp): it waits, bounded, until the view serves every
+// snapshot published before the call, of namespace ns ("" for every served one), and answers true when the view in
+// force is no longer seen, the view the miss was judged in, so a second look may find what the first did not.
+type CatchUp func(ctx context.Context, seen *view.View, ns string) bool
+
+// Holding returns l that, when current's view does not know a key, waits for catchUp and looks once more: a key
+// minted through another replica works on this one as soon as its mint is answered (docs/limits.md
+// "Read-your-writes on every replica"). A known key costs nothing more. A Lookup carries no request context, so the
+// hold ends only at its own bound, or at once when nothing newer is published.
+func (l Lookup) Holding(current func() *view.View, catchUp CatchUp) Lookup {
+	if catchUp == nil {
+		return l
+	}
+	return func(apiKey string) (Caller, bool) {
+		if c, ok := l(apiKey); ok || len(apiKey) < view.PrefixLen {
+			return c, ok
+		}
+		// The view is read after the miss, so the hit path reads nothing more; a view swapped in between is
+		// looked in all the same, since a miss always looks once more.
+		catchUp(context.Background(), current(), "")
+		return l(apiKey)
 	}
 }
 

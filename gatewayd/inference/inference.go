@@ -65,6 +65,10 @@ type Options struct {
 	// call that names an environment resolves it again at each swap, so a promotion while it waits moves it to
 	// the deployment promoted. Nil: a held call stays on the deployment it resolved first.
 	ViewChanged func() <-chan struct{}
+	// CatchUp holds a call that names a key, slug, model, deployment or chain the view does not serve until this
+	// replica serves every snapshot published before the call, then looks once more (reload.Loader.CatchUp); a
+	// miss stands at once when nil.
+	CatchUp auth.CatchUp
 	// RequestLog records each predict call that reached a deployment, for the logs route (the async dispatcher
 	// writes its attempts there too); off when nil.
 	RequestLog *requestlog.Log
@@ -75,8 +79,9 @@ type Handler struct {
 	opts     Options
 	inflight *inflight
 	// lookup authenticates workspace keys (Options.WorkspaceKeys, or the view in force), made once so a call
-	// allocates no closure for it.
-	lookup auth.Lookup
+	// allocates no closure for it; heldLookup is lookup that holds a miss for Options.CatchUp. The OpenAI routes,
+	// which take either kind of key, hold a miss of both kinds themselves with lookup.
+	lookup, heldLookup auth.Lookup
 }
 
 // Defaults of Options.
@@ -99,7 +104,8 @@ func New(opts Options) *Handler {
 	if lookup == nil {
 		lookup = auth.ViewLookup(opts.View)
 	}
-	return &Handler{opts: opts, inflight: newInflight(opts.MaxInFlightBytesPerKey), lookup: lookup}
+	return &Handler{opts: opts, inflight: newInflight(opts.MaxInFlightBytesPerKey), lookup: lookup,
+		heldLookup: lookup.Holding(opts.View, opts.CatchUp)}
 }
 
 // Register adds the model-call routes to mux.

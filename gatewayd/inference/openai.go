@@ -56,6 +56,11 @@ func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c
 	log := logr.FromContextOrDiscard(ctx)
 	v := h.opts.View()
 	key, caller, aerr := auth.ModelAPI(r, v, h.lookup)
+	if aerr != nil && h.opts.CatchUp != nil && presented(r) && h.opts.CatchUp(ctx, v, "") {
+		// A key minted through another replica a moment ago: look again once this one serves it.
+		v = h.opts.View()
+		key, caller, aerr = auth.ModelAPI(r, v, h.lookup)
+	}
 	if aerr != nil {
 		httperr.WriteModelCallError(w, aerr)
 		return
@@ -97,20 +102,30 @@ func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c
 		httperr.WriteModelCall(w, http.StatusBadRequest, httperr.CodeClientError, "The request body must be a JSON object.", err.Error())
 		return
 	}
-	ns := v.Namespace(c.workspace)
 	var plan *limits.Plan
-	if key != nil {
-		plan, aerr = federatedPlan(key, req.Model)
-	} else {
-		plan, aerr = workspacePlan(ns, caller, req.Model)
-	}
-	if aerr != nil {
-		httperr.WriteModelCallError(w, aerr)
-		return
-	}
-	// A label value only once the snapshot knows the slug, so callers cannot mint series.
-	c.model = req.Model
-	to, rerr := route.Slug(ns, req.Model, suffix)
+	var to route.SlugTarget
+	rerr := route.Resolve(ctx, v, h.opts.View, c.workspace, h.opts.CatchUp, func(nv *view.View) *httperr.Error {
+		if nv != v && key != nil {
+			// A second look, in a newer view: the key's group as that view serves it.
+			if k := nv.LookupKey(credential(r)); k != nil {
+				key = k
+			}
+		}
+		ns := nv.Namespace(c.workspace)
+		var e *httperr.Error
+		if key != nil {
+			plan, e = federatedPlan(key, req.Model)
+		} else {
+			plan, e = workspacePlan(ns, caller, req.Model)
+		}
+		if e != nil {
+			return e
+		}
+		// A label value only once the snapshot knows the slug, so callers cannot mint series.
+		c.model = req.Model
+		to, e = route.Slug(ns, req.Model, suffix)
+		return e
+	})
 	if rerr != nil {
 		httperr.WriteModelCallError(w, rerr)
 		return
@@ -182,4 +197,13 @@ func workspacePlan(ns *view.Namespace, caller *auth.Caller, slug string) (*limit
 			"The model does not exist or this key may not call it.", "model: no Endpoint serves this slug")
 	}
 	return ns.TierPlan(caller.Key.Prefix), nil
+}
+
+// presented reports whether r carries a credential long enough to be a key: only then is a miss worth holding.
+func presented(r *http.Request) bool { return len(credential(r)) >= view.PrefixLen }
+
+// credential is the credential r presents, whatever its scheme.
+func credential(r *http.Request) string {
+	_, cred := auth.Credentials(r)
+	return cred
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/requestlog"
 	"github.com/modelgate/modelgate/gatewayd/route"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
+	"github.com/modelgate/modelgate/gatewayd/view"
 )
 
 // predict serves the predict routes for workspace keys. The body (JSON, octet-stream or multipart) is streamed
@@ -39,20 +40,22 @@ func (h *Handler) callDeployment(w http.ResponseWriter, r *http.Request, chain b
 			h.opts.Metrics.requests.WithLabelValues(workspace, "", model, code).Inc()
 		}
 	}()
-	caller, aerr := auth.Workspace(r, h.lookup)
+	caller, aerr := auth.Workspace(r, h.heldLookup)
 	if aerr != nil {
 		httperr.WriteModelCallError(sw, aerr)
 		return
 	}
-	ns, sel := h.opts.View().Namespace(caller.Namespace), route.Of(r)
+	sel := route.Of(r)
 	var d *snapshot.Deployment
-	var rerr *httperr.Error
 	var env environmentRoute
-	if chain {
-		_, d, rerr = route.AuthorizeChainInvoke(caller, ns, r.PathValue("chain_id"), sel)
-	} else {
+	rerr := route.Resolve(r.Context(), h.opts.View(), h.opts.View, caller.Namespace, h.opts.CatchUp, func(v *view.View) (e *httperr.Error) {
+		ns := v.Namespace(caller.Namespace)
+		if chain {
+			_, d, e = route.AuthorizeChainInvoke(caller, ns, r.PathValue("chain_id"), sel)
+			return e
+		}
 		var m *snapshot.ServedModel
-		m, d, rerr = route.AuthorizeInvoke(caller, ns, r.PathValue("model_id"), sel)
+		m, d, e = route.AuthorizeInvoke(caller, ns, r.PathValue("model_id"), sel)
 		if m != nil {
 			// A label value only once the snapshot knows the model and the caller may see it, so callers cannot
 			// mint series.
@@ -60,7 +63,8 @@ func (h *Handler) callDeployment(w http.ResponseWriter, r *http.Request, chain b
 			// A held call follows its environment: a promotion while it waits moves it to the deployment promoted.
 			env = environmentRoute{modelID: m.ID, environment: sel.Environment}
 		}
-	}
+		return e
+	})
 	if rerr != nil {
 		httperr.WriteModelCallError(sw, rerr)
 		return

@@ -9,6 +9,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/route"
+	"github.com/modelgate/modelgate/gatewayd/view"
 )
 
 // callLabels are the workspace and model of a model call's series.
@@ -30,12 +31,17 @@ func (h *Handler) wake(w http.ResponseWriter, r *http.Request) {
 			h.opts.Metrics.requests.WithLabelValues(lbl.workspace, "", lbl.model, code).Inc()
 		}
 	}()
-	caller, aerr := auth.Workspace(r, h.lookup)
+	caller, aerr := auth.Workspace(r, h.heldLookup)
 	if aerr != nil {
 		httperr.WriteModelCallError(sw, aerr)
 		return
 	}
-	m, d, rerr := route.AuthorizeInvoke(caller, h.opts.View().Namespace(caller.Namespace), r.PathValue("model_id"), route.Of(r))
+	var m *snapshot.ServedModel
+	var d *snapshot.Deployment
+	rerr := route.Resolve(r.Context(), h.opts.View(), h.opts.View, caller.Namespace, h.opts.CatchUp, func(v *view.View) (e *httperr.Error) {
+		m, d, e = route.AuthorizeInvoke(caller, v.Namespace(caller.Namespace), r.PathValue("model_id"), route.Of(r))
+		return e
+	})
 	if rerr != nil {
 		httperr.WriteModelCallError(sw, rerr)
 		return

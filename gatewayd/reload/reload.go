@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -53,8 +54,17 @@ type Loader struct {
 	partsMu sync.Mutex
 	parts   map[string]map[string]*snapshot.Snapshot
 
+	// seen is the resourceVersion of the last index of each namespace the loader handled (loaded or refused),
+	// under mu; progress is closed and replaced each time, for CatchUp's waiters.
+	seen     map[string]uint64
+	progress atomic.Pointer[chan struct{}]
+	// fresh reads the published indexes' versions for CatchUp, bounded by missHold; nil without a REST client.
+	fresh    *freshness
+	missHold time.Duration
+
 	version    *prometheus.GaugeVec
 	loadErrors *prometheus.CounterVec
+	misses     *prometheus.CounterVec
 }
 
 // New returns a Loader for namespaces (empty means all) whose limit plans bind to store. Its metrics are
@@ -68,6 +78,8 @@ func New(client kubernetes.Interface, namespaces []string, store limits.Store, r
 		listers:    map[string]listersv1.ConfigMapLister{},
 		parts:      map[string]map[string]*snapshot.Snapshot{},
 		ready:      make(chan struct{}),
+		seen:       map[string]uint64{},
+		missHold:   DefaultMissHold,
 		version: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "modelgate_snapshot_version",
 			Help: "Version of the snapshot gatewayd serves, per namespace.",
@@ -76,11 +88,19 @@ func New(client kubernetes.Interface, namespaces []string, store limits.Store, r
 			Name: "modelgate_snapshot_load_errors_total",
 			Help: "Snapshots refused (corrupt, partial, older or inconsistent), per namespace; the last good one keeps serving.",
 		}, []string{"namespace"}),
+		misses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "modelgate_snapshot_misses_total",
+			Help: "Calls that named something the served view lacked and checked for a newer published snapshot, by outcome (caught_up, none_newer, timeout, error).",
+		}, []string{"outcome"}),
+	}
+	if client != nil {
+		l.fresh = newFreshness(client.CoreV1().RESTClient(), namespaces)
 	}
 	l.current.Store(view.Empty())
-	changed := make(chan struct{})
+	changed, progress := make(chan struct{}), make(chan struct{})
 	l.changed.Store(&changed)
-	for _, c := range []prometheus.Collector{l.version, l.loadErrors} {
+	l.progress.Store(&progress)
+	for _, c := range []prometheus.Collector{l.version, l.loadErrors, l.misses} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("failed to register snapshot metrics: %w", err)
 		}
@@ -212,6 +232,11 @@ var errWait = errors.New("snapshot write in flight")
 func (l *Loader) Sync(ctx context.Context, ns string) {
 	log := logr.FromContextOrDiscard(ctx).WithValues("namespace", ns)
 	cur := l.View().Namespace(ns)
+	// The index as it is before the load: what the load handles is that one or a later one.
+	var rv string
+	if idx, err := l.lister(ns).Get(snapshot.IndexName); err == nil {
+		rv = idx.ResourceVersion
+	}
 	loaded, err := l.load(ns, cur)
 	switch {
 	case errors.Is(err, errWait):
@@ -220,8 +245,10 @@ func (l *Loader) Sync(ctx context.Context, ns string) {
 	case err != nil:
 		l.loadErrors.WithLabelValues(ns).Inc()
 		log.Error(err, "Refused snapshot; keeping the last good one", "loadedVersion", versionOf(cur))
+		l.handled(ns, rv)
 		return
 	case loaded == nil:
+		l.handled(ns, rv)
 		return
 	}
 	l.current.Store(l.View().With(loaded))
@@ -231,6 +258,7 @@ func (l *Loader) Sync(ctx context.Context, ns string) {
 	l.version.WithLabelValues(ns).Set(float64(loaded.Version))
 	log.Info("Loaded snapshot", "version", loaded.Version, "groups", len(loaded.Groups), "endpoints", len(loaded.Endpoints))
 	l.loaded(ns)
+	l.handled(ns, rv)
 }
 
 // release frees the limit counters of the groups that prev served and next, now in service, does not: a deleted

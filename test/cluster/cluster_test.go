@@ -157,12 +157,17 @@ func (tr *tour) call(t *testing.T, method, path, auth string, body any, header m
 
 // do is call for any goroutine: a failed exchange is an error, and the answer's code is 0.
 func (tr *tour) do(method, path, auth string, body any, header map[string]string) (answer, error) {
+	return tr.doAt(tr.p.GatewayURL, method, path, auth, body, header)
+}
+
+// doAt is do against the gatewayd at base (one replica's pod address) instead of the Service.
+func (tr *tour) doAt(base, method, path, auth string, body any, header map[string]string) (answer, error) {
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(tr.ctx, method, tr.p.GatewayURL+path, rd)
+	req, err := http.NewRequestWithContext(tr.ctx, method, base+path, rd)
 	if err != nil {
 		return answer{}, err
 	}

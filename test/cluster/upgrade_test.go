@@ -6,10 +6,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -30,52 +27,11 @@ import (
 // Debian, run inside the cluster's network on the client address), then `helm upgrade` that rolls them while
 // eight clients call the url model through gatewayd's Service without pause.
 func TestClusterRollingUpgrade(t *testing.T) {
-	binDir, root, helm := suite(t)
-	redis, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Fatalf("the rolling-upgrade test needs Debian's redis-server: %v", err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	images, err := cluster.BuildImages(ctx, root, filepath.Join(t.TempDir(), "images"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := cluster.Up(ctx, cluster.Options{BinDir: binDir, Images: images, Log: testWriter{t}})
-	if err != nil {
-		t.Fatalf("the cluster did not start: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := c.Down(); err != nil {
-			t.Errorf("teardown: %v", err)
-		}
-		if left := cluster.Leftovers(c.Dir); len(left) > 0 {
-			t.Errorf("the cluster left behind: %v", left)
-		}
-	})
-
-	// Redis for gatewayd's shared state, inside the namespace; stopped before the cluster goes.
-	redisAddr := net.JoinHostPort(cluster.ClientIP, "6379")
-	rs := c.Netns.Command(context.Background(), redis, "--bind", cluster.ClientIP, "--port", "6379", "--save", "", "--appendonly", "no",
-		"--dir", t.TempDir(), "--protected-mode", "no")
-	rs.Stdout, rs.Stderr = os.Stderr, os.Stderr
-	if err := rs.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rs.Process.Kill(); _ = rs.Wait() })
-
-	values := filepath.Join(t.TempDir(), "redis.yaml")
-	if err := os.WriteFile(values, []byte(fmt.Sprintf("store: {type: redis}\nredis: {url: \"redis://%s\"}\ngatewayd: {replicas: 2}\n", redisAddr)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p, err := c.Install(ctx, cluster.InstallOptions{Root: root, Helm: helm, Values: []string{values}})
-	if p != nil {
-		t.Cleanup(p.Stop)
-	}
-	if err != nil {
-		t.Fatalf("install: %v", err)
-	}
-	tr := &tour{t: t, c: c, p: p, root: root, ctx: ctx}
+	tr := twoReplicas(t, ctx)
+	c, root := tr.c, tr.root
+	_, _, helm := suite(t)
 
 	// Steady load: eight clients, each calling without pause.
 	load := tr.steadyLoad(8)

@@ -4,10 +4,13 @@ import (
 	"cmp"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/authz"
@@ -106,6 +109,12 @@ func (a *api) setActive(w http.ResponseWriter, r *http.Request, d *gatewayv1.Mod
 		return
 	}
 	if changed {
+		// Served as written by this replica, so by every replica once answered (docs/limits.md "Read-your-writes on
+		// every replica").
+		a.AwaitSnapshot(r.Context(), d.Namespace, "activate deployment "+d.Name, func(s *snapshot.Snapshot) bool {
+			i, ok := slices.BinarySearchFunc(s.Deployments, d.Name, func(sd snapshot.Deployment, id string) int { return strings.Compare(sd.ID, id) })
+			return ok && s.Deployments[i].Active == active
+		})
 		a.AwaitListed(r.Context(), d)
 	}
 	envroutes.WriteActivation(w, changed)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/authz"
@@ -124,7 +125,10 @@ func (a *api) createModel(w http.ResponseWriter, r *http.Request, c auth.Caller)
 		kit.WriteKubeError(w, r, "create model", sentAs(err, sent))
 		return
 	}
-	// Nothing else waits before this answer: the list right after it shows the model.
+	// The model is served by this replica, so by every replica once this answer is sent (a replica that does not
+	// serve it yet holds a call to it: docs/limits.md "Read-your-writes on every replica"), and the list right after
+	// it shows it.
+	a.awaitServed(r, c.Namespace, m)
 	a.AwaitListed(r.Context(), m)
 	a.WriteOwner(w, http.StatusCreated, m, 0)
 }
@@ -204,6 +208,7 @@ func (a *api) patchModel(w http.ResponseWriter, r *http.Request, c auth.Caller) 
 		kit.WriteKubeError(w, r, "update model", sentAs(err, sent))
 		return
 	}
+	a.awaitServed(r, c.Namespace, m)
 	a.AwaitListed(r.Context(), m)
 	deps, err := a.Deployments(r, c, m.Name)
 	if err != nil {
@@ -284,4 +289,21 @@ func sentAs(err error, sent map[string]string) error {
 		status.Details = &details
 	}
 	return &apierrors.StatusError{ErrStatus: status}
+}
+
+// awaitServed waits, up to the read-your-writes timeout, until the snapshot this replica serves has model m with
+// the environment and development pointers written.
+func (a *api) awaitServed(r *http.Request, ns string, m *gatewayv1.Model) {
+	a.AwaitSnapshot(r.Context(), ns, "model "+m.Name, func(s *snapshot.Snapshot) bool {
+		i, ok := slices.BinarySearchFunc(s.Models, m.Name, func(sm snapshot.ServedModel, id string) int { return strings.Compare(sm.ID, id) })
+		if !ok || s.Models[i].Development != m.Spec.Development || len(s.Models[i].Environments) != len(m.Spec.Environments) {
+			return false
+		}
+		for j, e := range m.Spec.Environments {
+			if s.Models[i].Environments[j] != (snapshot.EnvironmentRoute{Name: e.Name, Deployment: e.Deployment}) {
+				return false
+			}
+		}
+		return true
+	})
 }
