@@ -220,6 +220,22 @@ func gatewaydChecks(ns string) []check {
 		{"delete the snapshot ConfigMap", false, func(ctx context.Context, c client.WithWatch) error {
 			return c.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "modelgate-snapshot"}})
 		}},
+		{"create, update and delete a Model (REST API)", true, func(ctx context.Context, c client.WithWatch) error {
+			m := &gatewayv1.Model{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rest-created"},
+				Spec: gatewayv1.ModelSpec{Environments: []gatewayv1.ModelEnvironment{{Name: gatewayv1.EnvironmentProduction}}}}
+			if err := c.Create(ctx, m); err != nil {
+				return err
+			}
+			m.Spec.DisplayName = "Updated through the REST API"
+			if err := c.Update(ctx, m); err != nil {
+				return err
+			}
+			return c.Delete(ctx, m)
+		}},
+		{"create a ModelDeployment (users and the manager's chains create them)", false, func(ctx context.Context, c client.WithWatch) error {
+			return c.Create(ctx, &gatewayv1.ModelDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "md-"},
+				Spec: gatewayv1.ModelDeploymentSpec{ModelID: "m", Source: gatewayv1.DeploymentSource{URL: "http://model.example"}}})
+		}},
 		{"request a wake (the wake annotation of a ModelDeployment)", true, patchWake(ns)},
 		{"write ModelDeployment status", false, func(ctx context.Context, c client.WithWatch) error {
 			md := &gatewayv1.ModelDeployment{}
