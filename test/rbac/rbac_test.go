@@ -36,7 +36,7 @@ import (
 )
 
 const (
-	releaseNS      = "modelgate-system"
+	releaseNS      = helmtest.ReleaseNamespace
 	served         = "team-a"
 	other          = "team-b"
 	upstreamSecret = "openai-upstream"
@@ -407,10 +407,9 @@ func applyRBAC(ctx context.Context, t *testing.T, cfg *rest.Config, release stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	rbacKinds := map[string]bool{"ServiceAccount": true, "Role": true, "RoleBinding": true, "ClusterRole": true, "ClusterRoleBinding": true}
 	applied := map[string]int{}
 	for _, obj := range helmtest.Documents(t, helmtest.MustTemplate(t, release, releaseNS, args...)) {
-		if !rbacKinds[obj.GetKind()] {
+		if !helmtest.IsRBAC(obj) {
 			continue
 		}
 		if err := applier.Apply(ctx, obj, false); err != nil {
@@ -433,9 +432,7 @@ func applyKustomizeRBAC(ctx context.Context, t *testing.T, cfg *rest.Config) {
 	}
 	applied := map[string]int{}
 	for _, obj := range helmtest.Documents(t, helmtest.Kustomize(t, "config/default")) {
-		switch obj.GetKind() {
-		case "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding":
-		default:
+		if !helmtest.IsRBAC(obj) {
 			continue
 		}
 		if obj.GetNamespace() != "" && obj.GetNamespace() != releaseNS {
@@ -488,12 +485,7 @@ func seed(ctx context.Context, t *testing.T, admin client.Client) {
 // API server gives every ServiceAccount.
 func impersonate(t *testing.T, cfg *rest.Config, scheme *runtime.Scheme, sa string) client.WithWatch {
 	t.Helper()
-	as := rest.CopyConfig(cfg)
-	as.Impersonate = rest.ImpersonationConfig{
-		UserName: "system:serviceaccount:" + releaseNS + ":" + sa,
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + releaseNS, "system:authenticated"},
-	}
-	c, err := client.NewWithWatch(as, client.Options{Scheme: scheme})
+	c, err := client.NewWithWatch(helmtest.Impersonate(cfg, releaseNS, sa), client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
