@@ -2,7 +2,9 @@ package helmtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -92,4 +94,32 @@ func Impersonate(cfg *rest.Config, ns, sa string) *rest.Config {
 		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
 	}
 	return as
+}
+
+// Once is a component's client configuration made once per test binary, for suites whose API server starts
+// lazily: the chart rendered with Args, its RBAC applied to that API server, and its admin configuration acting as
+// Component's ServiceAccount (RBAC.As).
+type Once struct {
+	// Component is the ServiceAccount's component: "gatewayd" or "manager".
+	Component string
+	// Args are helm's (--set ...), for example the upstream Secrets gatewayd may read by name.
+	Args []string
+
+	once sync.Once
+	cfg  *rest.Config
+	err  error
+}
+
+// Config returns the configuration, made by the first call from admin, the API server's admin configuration.
+func (o *Once) Config(t testing.TB, admin *rest.Config) *rest.Config {
+	t.Helper()
+	o.once.Do(func() {
+		// Left in place when the render fails the test that made the first call.
+		o.err = errors.New("the chart's RBAC was not rendered")
+		o.cfg, o.err = RenderRBAC(t, o.Args...).As(context.Background(), admin, o.Component)
+	})
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	return o.cfg
 }
