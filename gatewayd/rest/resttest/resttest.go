@@ -73,7 +73,7 @@ func start() {
 	Env, err = StartControlPlane(Ctx)
 	Expect(err).NotTo(HaveOccurred())
 	Client = Env.Client
-	Gatewayd, err = GatewaydClient(Ctx, Env, rbac)
+	Gatewayd, err = gatewaydClient(Ctx, Env, rbac)
 	Expect(err).NotTo(HaveOccurred())
 	Dir = NewDirectory(Gatewayd)
 	Server = Serve(rest.Options{})
@@ -109,8 +109,8 @@ func StartControlPlane(ctx context.Context) (*kubetest.Env, error) {
 	return env, env.WaitWebhook(wctx)
 }
 
-// GatewaydClient applies rbac to env's API server and returns a client acting as its gatewayd ServiceAccount.
-func GatewaydClient(ctx context.Context, env *kubetest.Env, rbac helmtest.RBAC) (client.Client, error) {
+// gatewaydClient applies rbac to env's API server and returns a client acting as its gatewayd ServiceAccount.
+func gatewaydClient(ctx context.Context, env *kubetest.Env, rbac helmtest.RBAC) (client.Client, error) {
 	cfg, err := rbac.As(ctx, env.Config, "gatewayd")
 	if err != nil {
 		return nil, err
