@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -173,23 +174,32 @@ func (l *writeLog) check(t *testing.T) {
 // on objects of its own (the sandbox image is the ZIP build's), and then checks that every write route was
 // called and succeeded at least once through gatewayd's Service, with the chart's RBAC.
 func (tr *tour) everyWrite(t *testing.T) {
-	tr.groupWrites(t)
-	tr.workspaceKeyWrites(t)
-	tr.modelWrites(t)
-	tr.chainWrites(t)
-	// The ZIP build's image (sandboxZip): the push and the upload were that step's.
-	tr.write(t, http.MethodDelete, "/v1/sandboxes/images/agent", nil, map[string]string{"X-Team-Id": "red"}, http.StatusOK)
+	// Each part runs even when another failed, so one run shows every route that fails.
+	t.Run("groups, their keys and endpoints", tr.groupWrites)
+	t.Run("workspace and team keys", tr.workspaceKeyWrites)
+	t.Run("a model and its deployments", tr.modelWrites)
+	t.Run("a chain", tr.chainWrites)
+	t.Run("the ZIP build's image deleted", func(t *testing.T) {
+		// The push and the upload were sandboxZip's.
+		tr.write(t, http.MethodDelete, "/v1/sandboxes/images/agent", nil, map[string]string{"X-Team-Id": "red"}, http.StatusOK)
+	})
 	tr.writes.check(t)
 }
 
-// write sends one management call as the admin key until it answers want (a minute at most: the list routes'
+// write sends one management call as the admin key until it answers want (two minutes at most: the list routes'
 // cache and the snapshot may not show an object created a moment before), failing at once on gatewayd lacking a
 // permission.
 func (tr *tour) write(t *testing.T, method, path string, body any, header map[string]string, want int) answer {
 	t.Helper()
+	return tr.writeAs(t, tr.p.APIKey, method, path, body, header, want)
+}
+
+// writeAs is write with another workspace key.
+func (tr *tour) writeAs(t *testing.T, key, method, path string, body any, header map[string]string, want int) answer {
+	t.Helper()
 	var a answer
-	eventually(t, time.Minute, method+" "+path, func() error {
-		a = tr.call(t, method, path, "Bearer "+tr.p.APIKey, body, header)
+	eventually(t, 2*time.Minute, method+" "+path, func() error {
+		a = tr.call(t, method, path, "Bearer "+key, body, header)
 		if lacksPermission(a) {
 			t.Fatalf("%s %s: %s", method, path, a)
 		}
@@ -247,16 +257,26 @@ func (tr *tour) groupWrites(t *testing.T) {
 	tr.write(t, http.MethodDelete, endpoint, nil, nil, http.StatusOK)
 }
 
-// workspaceKeyWrites: a workspace key created, renamed and deleted, and a team's key.
+// workspaceKeyWrites: a workspace key created, renamed and deleted, and a team's key, by a key-management key
+// (the admin key manages everything but workspace keys), brought in a Secret as kubectl would.
 func (tr *tour) workspaceKeyWrites(t *testing.T) {
-	k := tr.write(t, http.MethodPost, "/v1/api_keys", map[string]any{"type": "WORKSPACE_INVOKE", "name": "tour-writes"}, nil, http.StatusCreated)
-	key := "/v1/api_keys/" + str(t, k, "api_key")[:16]
-	tr.write(t, http.MethodPatch, key, map[string]any{"name": "tour-writes-renamed"}, nil, http.StatusOK)
-	tr.write(t, http.MethodDelete, key, nil, nil, http.StatusOK)
+	keys, err := stack.NewWorkspaceKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := cluster.WorkspaceNamespace
+	tr.createAll(t,
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tour-writes-keys", Namespace: ns}, Data: map[string][]byte{"api_key": []byte(keys)}},
+		&gatewayv1.WorkspaceAPIKey{ObjectMeta: metav1.ObjectMeta{Name: "tour-writes-keys", Namespace: ns}, Spec: gatewayv1.WorkspaceAPIKeySpec{
+			Type: gatewayv1.KeyTypeManageAPIKeys, DisplayName: "tour-writes-keys",
+			KeySource: gatewayv1.KeySource{SecretRef: &gatewayv1.SecretKeySelector{Name: "tour-writes-keys", Key: "api_key"}}}},
+		&gatewayv1.Team{ObjectMeta: metav1.ObjectMeta{Name: "tour-writes", Namespace: ns}, Spec: gatewayv1.TeamSpec{DisplayName: "Tour writes"}})
 
-	tr.createAll(t, &gatewayv1.Team{ObjectMeta: metav1.ObjectMeta{Name: "tour-writes", Namespace: cluster.WorkspaceNamespace},
-		Spec: gatewayv1.TeamSpec{DisplayName: "Tour writes"}})
-	tr.write(t, http.MethodPost, "/v1/teams/tour-writes/api_keys", map[string]any{"type": "WORKSPACE_INVOKE", "name": "tour-writes-team"}, nil, http.StatusCreated)
+	k := tr.writeAs(t, keys, http.MethodPost, "/v1/api_keys", map[string]any{"type": "WORKSPACE_INVOKE", "name": "tour-writes"}, nil, http.StatusCreated)
+	key := "/v1/api_keys/" + str(t, k, "api_key")[:16]
+	tr.writeAs(t, keys, http.MethodPatch, key, map[string]any{"name": "tour-writes-renamed"}, nil, http.StatusOK)
+	tr.writeAs(t, keys, http.MethodDelete, key, nil, nil, http.StatusOK)
+	tr.writeAs(t, keys, http.MethodPost, "/v1/teams/tour-writes/api_keys", map[string]any{"type": "WORKSPACE_INVOKE", "name": "tour-writes-team"}, nil, http.StatusCreated)
 }
 
 // modelWrites: a model created through the API, its deployments (applied as kubectl would: the API creates
