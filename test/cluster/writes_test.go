@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -105,6 +106,16 @@ func TestTourWriteRoutesMatchOpenAPI(t *testing.T) {
 	if len(writeRoutes) != len(slices.Compact(slices.Sorted(slices.Values(writeRoutes)))) {
 		t.Errorf("writeRoutes lists a route twice")
 	}
+	// The tour's record of its calls finds each route from a path with its parameters filled in, and no other.
+	param := regexp.MustCompile(`\{[^/]+\}`)
+	for _, op := range writeRoutes {
+		method, path, _ := strings.Cut(param.ReplaceAllString(op, "p-1"), " ")
+		var l writeLog
+		l.record(method, path, answer{code: http.StatusOK})
+		if len(l.answers) != 1 || len(l.answers[op]) != 1 {
+			t.Errorf("%s %s is recorded as %v, want %s", method, path, slices.Collect(maps.Keys(l.answers)), op)
+		}
+	}
 }
 
 // writeLog records the tour's answers to the write routes, by route: whatever step made the call.
@@ -118,7 +129,11 @@ var routePatterns = func() map[string]*regexp.Regexp {
 	out := map[string]*regexp.Regexp{}
 	param := regexp.MustCompile(`\{[^/]+\}`)
 	for _, op := range writeRoutes {
-		out[op] = regexp.MustCompile("^" + param.ReplaceAllString(regexp.QuoteMeta(op), `[^/]+`) + "$")
+		literal := param.Split(op, -1)
+		for i := range literal {
+			literal[i] = regexp.QuoteMeta(literal[i])
+		}
+		out[op] = regexp.MustCompile("^" + strings.Join(literal, `[^/]+`) + "$")
 	}
 	return out
 }()
@@ -257,8 +272,9 @@ func (tr *tour) groupWrites(t *testing.T) {
 	tr.write(t, http.MethodDelete, endpoint, nil, nil, http.StatusOK)
 }
 
-// workspaceKeyWrites: a workspace key created, renamed and deleted, and a team's key, by a key-management key
-// (the admin key manages everything but workspace keys), brought in a Secret as kubectl would.
+// workspaceKeyWrites: a workspace key created, renamed and deleted, and a team's key, by an organization admin's
+// PERSONAL key (the admin key manages everything but workspace keys, and a key-management key renames none),
+// brought in a Secret as kubectl would.
 func (tr *tour) workspaceKeyWrites(t *testing.T) {
 	keys, err := stack.NewWorkspaceKey()
 	if err != nil {
@@ -268,7 +284,8 @@ func (tr *tour) workspaceKeyWrites(t *testing.T) {
 	tr.createAll(t,
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tour-writes-keys", Namespace: ns}, Data: map[string][]byte{"api_key": []byte(keys)}},
 		&gatewayv1.WorkspaceAPIKey{ObjectMeta: metav1.ObjectMeta{Name: "tour-writes-keys", Namespace: ns}, Spec: gatewayv1.WorkspaceAPIKeySpec{
-			Type: gatewayv1.KeyTypeManageAPIKeys, DisplayName: "tour-writes-keys",
+			Type: gatewayv1.KeyTypePersonal, DisplayName: "tour-writes-keys",
+			Owner:     &gatewayv1.KeyOwner{UserID: "tour-admin", Email: "tour-admin@example.com", Name: "Tour admin", Role: gatewayv1.OrgRoleAdmin},
 			KeySource: gatewayv1.KeySource{SecretRef: &gatewayv1.SecretKeySelector{Name: "tour-writes-keys", Key: "api_key"}}}},
 		&gatewayv1.Team{ObjectMeta: metav1.ObjectMeta{Name: "tour-writes", Namespace: ns}, Spec: gatewayv1.TeamSpec{DisplayName: "Tour writes"}})
 
