@@ -42,7 +42,7 @@ func TestServeAllNamespaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw, err := gatewayd.New(gatewayd.Options{RESTConfig: cfg, MetricsListener: metricsLn})
+	gw, err := gatewayd.New(gatewayd.Options{RESTConfig: asGatewayd(t), MetricsListener: metricsLn})
 	if err != nil {
 		t.Fatal(err)
 	}

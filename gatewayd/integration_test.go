@@ -972,7 +972,7 @@ func TestSlowBodyIsCut(t *testing.T) {
 func TestAbsentSecretIsCached(t *testing.T) {
 	kube.Start(t)
 	var gets atomic.Int64
-	c := rest.CopyConfig(cfg)
+	c := rest.CopyConfig(asGatewayd(t))
 	c.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/secrets/") {

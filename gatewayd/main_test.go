@@ -25,6 +25,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/billing"
 	"github.com/modelgate/modelgate/gatewayd/gatewaytest"
 	"github.com/modelgate/modelgate/gatewayd/limits"
+	"github.com/modelgate/modelgate/test/chart/helmtest"
 	"github.com/modelgate/modelgate/test/kubetest"
 	"github.com/modelgate/modelgate/test/upstream"
 )
@@ -34,7 +35,20 @@ var (
 	cs  kubernetes.Interface
 	// kube starts envtest on first use, so unit tests and fuzzing in this package do not pay for it.
 	kube = kubetest.Lazy{OnStart: func(e *kubetest.Env) { cfg, cs = e.Config, e.Clientset }}
+
+	// gatewaydRBAC is gatewayd's client configuration in these suites: envtest's API server as the chart's gatewayd
+	// ServiceAccount, so a model route that needs a verb the chart lacks fails here as on a real install. The
+	// Secrets the suites' Endpoints name are granted by name, as an install grants them (gatewayd.upstreamSecretNames,
+	// docs/rbac.md), so that a refusal the tests expect comes from gatewayd's own checks, not from RBAC.
+	gatewaydRBAC = helmtest.Once{Component: "gatewayd", Args: []string{"--set", "gatewayd.upstreamSecretNames={upstream,plain,minted,bound,deleted}"}}
 )
+
+// asGatewayd is gatewayd's client configuration (gatewaydRBAC), on the package's envtest.
+func asGatewayd(t *testing.T) *rest.Config {
+	t.Helper()
+	kube.Start(t)
+	return gatewaydRBAC.Config(t, cfg)
+}
 
 func TestMain(m *testing.M) { kube.Main(m) }
 
@@ -147,7 +161,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	if o.async {
 		asyncStore = openQueue(t)
 	}
-	f.gw, err = gatewayd.New(gatewayd.Options{RESTConfig: cfg, Namespaces: []string{ns}, Store: f.limits, Clock: f.clock, MetricsListener: metricsLn,
+	f.gw, err = gatewayd.New(gatewayd.Options{RESTConfig: asGatewayd(t), Namespaces: []string{ns}, Store: f.limits, Clock: f.clock, MetricsListener: metricsLn,
 		MaxInFlightBytesPerKey: o.maxInFlightBytes, BodyReadTimeout: o.bodyReadTimeout, MaxBodyBytes: o.maxBodyBytes, UpstreamTimeout: o.upstreamTimeout,
 		HoldTimeout: o.holdTimeout, Async: asyncStore, ShutdownDrain: o.shutdownDrain, Billing: o.billing})
 	if err != nil {

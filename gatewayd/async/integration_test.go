@@ -28,6 +28,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/gatewayd/state"
 	"github.com/modelgate/modelgate/gatewayd/state/redistest"
+	"github.com/modelgate/modelgate/test/chart/helmtest"
 	"github.com/modelgate/modelgate/test/kubetest"
 )
 
@@ -35,8 +36,14 @@ import (
 // Secret), a real model server and webhook receivers on loopback sockets, and each queue backend (a bbolt file,
 // a real redis-server).
 
-// kube starts envtest on first use, so unit tests and fuzzing in this package do not pay for it.
-var kube kubetest.Lazy
+var (
+	// kube starts envtest on first use, so unit tests and fuzzing in this package do not pay for it.
+	kube kubetest.Lazy
+	// gatewaydRBAC is gatewayd's client configuration: envtest's API server as the chart's gatewayd
+	// ServiceAccount, with the Workspace's webhook Secret granted by name (gatewayd.upstreamSecretNames,
+	// docs/rbac.md), so async inference runs with the permissions an install gives it.
+	gatewaydRBAC = helmtest.Once{Component: "gatewayd", Args: []string{"--set", "gatewayd.upstreamSecretNames={async-webhook}"}}
+)
 
 func TestMain(m *testing.M) { kube.Main(m) }
 
@@ -255,7 +262,7 @@ func newFx(t testing.TB, o fxOpts) *fx {
 	c.SweepEvery = max(c.SweepEvery, 20*time.Millisecond)
 	c.WebhookMinBackoff = max(c.WebhookMinBackoff, 10*time.Millisecond)
 	c.WebhookMaxBackoff = max(c.WebhookMaxBackoff, 40*time.Millisecond)
-	f.gw, err = gatewayd.New(gatewayd.Options{RESTConfig: env.Config, Namespaces: []string{ns}, Store: lim, Clock: o.clock,
+	f.gw, err = gatewayd.New(gatewayd.Options{RESTConfig: gatewaydRBAC.Config(t, env.Config), Namespaces: []string{ns}, Store: lim, Clock: o.clock,
 		Async: gwStore, AsyncConfig: c, DisableManagementAPI: true, Registry: f.reg})
 	if err != nil {
 		t.Fatal(err)

@@ -76,7 +76,7 @@ func TestCluster(t *testing.T) {
 	}
 	t.Logf("figure: helm install to every pod Ready in %s", p.InstallDuration.Round(time.Millisecond))
 
-	tour := &tour{t: t, c: c, p: p, root: root, ctx: ctx}
+	tour := &tour{t: t, c: c, p: p, root: root, ctx: ctx, writes: &writeLog{}}
 	start = time.Now()
 	for _, step := range []struct {
 		name string
@@ -89,6 +89,7 @@ func TestCluster(t *testing.T) {
 		{"chain run_remote and its environment promoted", tour.chainPromote},
 		{"ZIP sandbox build in the manager pod", tour.sandboxZip},
 		{"dashboard in Chromium through the Service", tour.dashboard},
+		{"every write route of the OpenAPI document with gatewayd's RBAC", tour.everyWrite},
 		{"a container model's life on real pods", tour.containerModelLife},
 		{"a promotion's scale-down holds until a call", tour.promotedStaysDown},
 		{"figures on real pods: ten wakes from zero, the overhead against the pod, async dispatch", tour.figuresOnRealPods},
@@ -134,6 +135,8 @@ type tour struct {
 	p    *cluster.Product
 	root string
 	ctx  context.Context
+	// writes records the answers to the write routes of openapi.json (writes_test.go), whichever step called them.
+	writes *writeLog
 }
 
 type answer struct {
@@ -188,6 +191,7 @@ func (tr *tour) doAt(base, method, path, auth string, body any, header map[strin
 	raw, _ := io.ReadAll(resp.Body)
 	a := answer{code: resp.StatusCode, header: resp.Header, raw: raw}
 	_ = json.Unmarshal(raw, &a.body)
+	tr.writes.record(method, req.URL.Path, a)
 	return a, nil
 }
 
@@ -451,8 +455,11 @@ func (tr *tour) pushZip(t *testing.T, team, image string, files map[string][]byt
 	}
 	raw, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	uploaded := answer{code: resp.StatusCode, header: resp.Header, raw: raw}
+	_ = json.Unmarshal(raw, &uploaded.body)
+	tr.writes.record(http.MethodPut, req.URL.Path, uploaded)
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("PUT upload: %d %s", resp.StatusCode, raw)
+		t.Fatalf("PUT upload: %s", uploaded)
 	}
 	return header
 }

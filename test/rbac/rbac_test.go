@@ -36,7 +36,7 @@ import (
 )
 
 const (
-	releaseNS      = "modelgate-system"
+	releaseNS      = helmtest.ReleaseNamespace
 	served         = "team-a"
 	other          = "team-b"
 	upstreamSecret = "openai-upstream"
@@ -220,6 +220,22 @@ func gatewaydChecks(ns string) []check {
 		{"delete the snapshot ConfigMap", false, func(ctx context.Context, c client.WithWatch) error {
 			return c.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "modelgate-snapshot"}})
 		}},
+		{"create, update and delete a Model (REST API)", true, func(ctx context.Context, c client.WithWatch) error {
+			m := &gatewayv1.Model{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rest-created"},
+				Spec: gatewayv1.ModelSpec{Environments: []gatewayv1.ModelEnvironment{{Name: gatewayv1.EnvironmentProduction}}}}
+			if err := c.Create(ctx, m); err != nil {
+				return err
+			}
+			m.Spec.DisplayName = "Updated through the REST API"
+			if err := c.Update(ctx, m); err != nil {
+				return err
+			}
+			return c.Delete(ctx, m)
+		}},
+		{"create a ModelDeployment (users and the manager's chains create them)", false, func(ctx context.Context, c client.WithWatch) error {
+			return c.Create(ctx, &gatewayv1.ModelDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "md-"},
+				Spec: gatewayv1.ModelDeploymentSpec{ModelID: "m", Source: gatewayv1.DeploymentSource{URL: "http://model.example"}}})
+		}},
 		{"request a wake (the wake annotation of a ModelDeployment)", true, patchWake(ns)},
 		{"write ModelDeployment status", false, func(ctx context.Context, c client.WithWatch) error {
 			md := &gatewayv1.ModelDeployment{}
@@ -391,10 +407,9 @@ func applyRBAC(ctx context.Context, t *testing.T, cfg *rest.Config, release stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	rbacKinds := map[string]bool{"ServiceAccount": true, "Role": true, "RoleBinding": true, "ClusterRole": true, "ClusterRoleBinding": true}
 	applied := map[string]int{}
 	for _, obj := range helmtest.Documents(t, helmtest.MustTemplate(t, release, releaseNS, args...)) {
-		if !rbacKinds[obj.GetKind()] {
+		if !helmtest.IsRBAC(obj) {
 			continue
 		}
 		if err := applier.Apply(ctx, obj, false); err != nil {
@@ -417,9 +432,7 @@ func applyKustomizeRBAC(ctx context.Context, t *testing.T, cfg *rest.Config) {
 	}
 	applied := map[string]int{}
 	for _, obj := range helmtest.Documents(t, helmtest.Kustomize(t, "config/default")) {
-		switch obj.GetKind() {
-		case "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding":
-		default:
+		if !helmtest.IsRBAC(obj) {
 			continue
 		}
 		if obj.GetNamespace() != "" && obj.GetNamespace() != releaseNS {
@@ -472,12 +485,7 @@ func seed(ctx context.Context, t *testing.T, admin client.Client) {
 // API server gives every ServiceAccount.
 func impersonate(t *testing.T, cfg *rest.Config, scheme *runtime.Scheme, sa string) client.WithWatch {
 	t.Helper()
-	as := rest.CopyConfig(cfg)
-	as.Impersonate = rest.ImpersonationConfig{
-		UserName: "system:serviceaccount:" + releaseNS + ":" + sa,
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + releaseNS, "system:authenticated"},
-	}
-	c, err := client.NewWithWatch(as, client.Options{Scheme: scheme})
+	c, err := client.NewWithWatch(helmtest.Impersonate(cfg, releaseNS, sa), client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
 	}

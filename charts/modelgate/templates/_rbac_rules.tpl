@@ -84,10 +84,14 @@ per-namespace Roles (namespaces listed). docs/rbac.md explains every rule and wh
 - apiGroups: [discovery.k8s.io]
   resources: [endpointslices]
   verbs: [get, list, watch]
-# The model management routes activate, deactivate, promote, retry and delete models and deployments.
+# The model management routes create and change models (POST and PATCH /v1/models), and activate, deactivate,
+# promote, retry and delete models and deployments; they create no deployment.
 # patch also carries the wake that held calls and the wake routes ask for: the wake-requested-at annotation only.
 - apiGroups: [gateway.modelgate.io]
-  resources: [models, modeldeployments]
+  resources: [models]
+  verbs: [get, list, watch, create, update, patch, delete]
+- apiGroups: [gateway.modelgate.io]
+  resources: [modeldeployments]
   verbs: [get, list, watch, update, patch, delete]
 # The chain management routes read chains and their deployments, promote a deployment into an environment
 # (an update of the Chain), and delete chains.

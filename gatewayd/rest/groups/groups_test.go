@@ -497,7 +497,7 @@ func (l *countingLister) List(ctx context.Context, list client.ObjectList, opts 
 
 var _ = Describe("Listing groups", func() {
 	It("reads the namespace through the Lister (gatewayd's informer cache), not the API server, page after page", func() {
-		lister := &countingLister{Reader: resttest.Client}
+		lister := &countingLister{Reader: resttest.Gatewayd}
 		srv := resttest.Serve(rest.Options{Lister: lister})
 		_, admin := resttest.Workspace(gatewayv1.KeyTypeManageAll, "")
 		for i := range 3 {

@@ -68,7 +68,7 @@ var _ = Describe("A child of a parent being deleted", func() {
 			http.StatusNotFound, "not_found")
 
 		mux := ingress.NewRoutes()
-		rest.New(rest.Options{Client: readBeforeDeletion{resttest.Client}, Directory: resttest.Dir, ReadYourWritesTimeout: 30 * time.Second,
+		rest.New(rest.Options{Client: readBeforeDeletion{resttest.Gatewayd}, Directory: resttest.Dir, ReadYourWritesTimeout: 30 * time.Second,
 			Logger: logf.Log.WithName("rest")}).Register(mux)
 		stale := httptest.NewServer(mux)
 		DeferCleanup(stale.Close)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"regexp"
 	"strings"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -155,8 +156,11 @@ func pathsOf(status metav1.Status) func(string) string {
 //     cascading-threshold refusal carries exactly hierarchy.MsgChildExceedsParent as its error;
 //   - a Duplicate cause, AlreadyExists or Conflict: 409;
 //   - NotFound: 404;
-//   - anything else (unreachable, timeouts, internal errors, RBAC): 503, because the control plane, not the
-//     request, is at fault.
+//   - a refusal by the API server's RBAC: 503 saying that the gateway lacks a permission, logged at ERROR with the
+//     verb, the resource and the identity refused, because the install, not the request, is at fault (an operator
+//     grants the verb in gatewayd's Role: docs/rbac.md);
+//   - anything else (unreachable, timeouts, internal errors): 503, because the control plane, not the request, is
+//     at fault.
 func WriteKubeError(w http.ResponseWriter, r *http.Request, what string, err error) {
 	log := logr.FromContextOrDiscard(r.Context())
 	if errors.Is(err, ErrBusy) {
@@ -180,12 +184,25 @@ func WriteKubeError(w http.ResponseWriter, r *http.Request, what string, err err
 		httperr.Write(w, http.StatusNotFound, httperr.CodeNotFound, rename(status.Message), nil)
 	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err), apierrors.IsForbidden(err) && fromWebhook:
 		writeRefusal(w, status)
+	case apierrors.IsForbidden(err) && rbacDenied.MatchString(status.Message):
+		m := rbacDenied.FindStringSubmatch(status.Message)
+		verb, resource, group := m[2], m[3], m[4]
+		log.Error(err, "The gateway lacks a permission on the Kubernetes API; grant it in gatewayd's Role (docs/rbac.md)",
+			"op", what, "verb", verb, "resource", resource, "apiGroup", group, "serviceAccount", m[1])
+		httperr.Write(w, http.StatusServiceUnavailable, httperr.CodeControlPlaneUnavailable,
+			fmt.Sprintf("The gateway lacks the permission to %s %s on the Kubernetes API; its operator must grant it.", verb, resource), nil)
 	default:
 		log.Error(err, "Kubernetes API call failed", "op", what)
 		httperr.Write(w, http.StatusServiceUnavailable, httperr.CodeControlPlaneUnavailable,
 			"The control plane is unavailable; retry shortly.", nil)
 	}
 }
+
+// rbacDenied is the message of the API server's RBAC refusal of a resource request, the one form the API server
+// writes for every verb and resource: `User "<name>" cannot <verb> resource "<resource>" in API group "<group>"`,
+// then the namespace or the cluster scope. Other Forbidden answers (a namespace being terminated, a quota) do not
+// match it.
+var rbacDenied = regexp.MustCompile(`User "([^"]*)" cannot (\S+) resource "([^"]*)" in API group "([^"]*)"`)
 
 func writeRefusal(w http.ResponseWriter, status metav1.Status) {
 	var fields []httperr.FieldError

@@ -1,11 +1,19 @@
 package kit
 
 import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/modelgate/modelgate/api/apikey"
 	"github.com/modelgate/modelgate/api/ids"
+	"github.com/modelgate/modelgate/gatewayd/httperr"
 )
 
 // TestManagementRow walks the pure core of the management rate limits: which row of the table a call belongs to,
@@ -85,5 +93,37 @@ func TestFieldPathKeepsIndexes(t *testing.T) {
 	}
 	if got := fieldPath([]byte(`"x"`), &body{}, ""); got != "(body)" {
 		t.Errorf("the body itself: got %q, want (body)", got)
+	}
+}
+
+// TestForbiddenByRBACOnly: only the API server's RBAC refusal says that the gateway lacks a permission; another
+// Forbidden (a namespace being deleted, a quota) stays a control plane failure, and a webhook's is the client's 400.
+// The envtest suite of gatewayd/rest checks the RBAC message as a real API server writes it.
+func TestForbiddenByRBACOnly(t *testing.T) {
+	models := schema.GroupResource{Group: "gateway.modelgate.io", Resource: "models"}
+	for _, tc := range []struct {
+		name   string
+		err    error
+		status int
+		want   string
+	}{
+		{"RBAC", apierrors.NewForbidden(models, "", errors.New(`User "system:serviceaccount:mg:gatewayd" cannot create resource "models" in API group "gateway.modelgate.io" in the namespace "ws"`)),
+			http.StatusServiceUnavailable, "The gateway lacks the permission to create models on the Kubernetes API; its operator must grant it."},
+		{"namespace being deleted", apierrors.NewForbidden(models, "m1", errors.New("unable to create new content in namespace ws because it is being terminated")),
+			http.StatusServiceUnavailable, "The control plane is unavailable; retry shortly."},
+		{"webhook", apierrors.NewForbidden(models, "m1", errors.New(`admission webhook "vmodel.gateway.modelgate.io" denied the request: no`)),
+			http.StatusBadRequest, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			WriteKubeError(w, httptest.NewRequest(http.MethodPost, "/v1/models", nil), "create model", tc.err)
+			var body httperr.Body
+			if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+				t.Fatal(err)
+			}
+			if w.Code != tc.status || (tc.want != "" && body.Error != tc.want) {
+				t.Errorf("answer %d %q, want %d %q", w.Code, body.Error, tc.status, tc.want)
+			}
+		})
 	}
 }

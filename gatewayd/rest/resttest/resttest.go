@@ -4,6 +4,10 @@
 // Directory reads the published snapshot ConfigMaps, as gatewayd's loader does, so read-your-writes is checked
 // against what the data plane would load.
 //
+// The API and its Directory run with gatewayd's permissions, not the envtest admin's: Gatewayd impersonates the
+// gatewayd ServiceAccount bound to the RBAC that `helm template` renders for the chart (docs/rbac.md), so a
+// route that needs a verb the chart does not grant fails its specs as it would fail on a real install.
+//
 // A package's ginkgo suite calls RunSpecs from its one Test function: the fixture starts once before the
 // package's specs and stops after them. The helpers (Call, ExpectError, Conform, Workspace, SeedKey, ...) are
 // ginkgo helpers and are called from specs.
@@ -26,6 +30,7 @@ import (
 
 	"github.com/modelgate/modelgate/controllers"
 	"github.com/modelgate/modelgate/gatewayd/rest"
+	"github.com/modelgate/modelgate/test/chart/helmtest"
 	"github.com/modelgate/modelgate/test/kubetest"
 	"github.com/modelgate/modelgate/webhooks"
 )
@@ -34,8 +39,11 @@ import (
 var (
 	// Ctx lives until the suite ends.
 	Ctx context.Context
-	// Client is envtest's client.
+	// Client is envtest's client, as the admin: for the specs' own setup and checks.
 	Client client.Client
+	// Gatewayd is gatewayd's client: envtest's API server as the chart's gatewayd ServiceAccount, with exactly the
+	// permissions the chart grants it. Serve gives it to the API; a spec that builds the API itself uses it too.
+	Gatewayd client.Client
 	// Env is the envtest control plane.
 	Env *kubetest.Env
 	// Dir is the Directory of every API the fixture serves.
@@ -44,11 +52,14 @@ var (
 	Server *httptest.Server
 
 	cancel context.CancelFunc
+	// rbac is the chart's rendered RBAC, rendered by RunSpecs (helm needs the test) and applied by start.
+	rbac helmtest.RBAC
 )
 
 // RunSpecs runs the package's ginkgo specs around the fixture: it starts the control plane and Server before
 // the first spec and stops them after the last. Call it once, from the package's Test function.
 func RunSpecs(t *testing.T, description string) {
+	rbac = helmtest.RenderRBAC(t)
 	RegisterFailHandler(ginkgo.Fail)
 	ginkgo.BeforeSuite(start)
 	ginkgo.AfterSuite(stop)
@@ -62,7 +73,9 @@ func start() {
 	Env, err = StartControlPlane(Ctx)
 	Expect(err).NotTo(HaveOccurred())
 	Client = Env.Client
-	Dir = NewDirectory(Client)
+	Gatewayd, err = gatewaydClient(Ctx, Env, rbac)
+	Expect(err).NotTo(HaveOccurred())
+	Dir = NewDirectory(Gatewayd)
 	Server = Serve(rest.Options{})
 }
 
@@ -96,11 +109,20 @@ func StartControlPlane(ctx context.Context) (*kubetest.Env, error) {
 	return env, env.WaitWebhook(wctx)
 }
 
-// Serve starts the API with the fixture's client and directory on a loopback server, closed when the current
-// node's cleanup runs. The read-your-writes bound is generous so that the specs can assert that a write is in
-// the snapshot as soon as the call returns.
+// gatewaydClient applies rbac to env's API server and returns a client acting as its gatewayd ServiceAccount.
+func gatewaydClient(ctx context.Context, env *kubetest.Env, rbac helmtest.RBAC) (client.Client, error) {
+	cfg, err := rbac.As(ctx, env.Config, "gatewayd")
+	if err != nil {
+		return nil, err
+	}
+	return client.New(cfg, client.Options{Scheme: env.Scheme})
+}
+
+// Serve starts the API with gatewayd's client (Gatewayd) and the fixture's directory on a loopback server, closed
+// when the current node's cleanup runs. The read-your-writes bound is generous so that the specs can assert that a
+// write is in the snapshot as soon as the call returns.
 func Serve(opts rest.Options) *httptest.Server {
-	opts.Client = Client
+	opts.Client = Gatewayd
 	opts.Directory = Dir
 	if opts.ReadYourWritesTimeout == 0 {
 		opts.ReadYourWritesTimeout = 30 * time.Second

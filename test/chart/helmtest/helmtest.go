@@ -190,16 +190,23 @@ func startEnv(t testing.TB, extraCRDs []string) *rest.Config {
 // CreateNamespaces creates each namespace, tolerating ones that exist.
 func CreateNamespaces(ctx context.Context, t testing.TB, cfg *rest.Config, names ...string) {
 	t.Helper()
+	if err := createNamespace(ctx, cfg, names...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func createNamespace(ctx context.Context, cfg *rest.Config, names ...string) error {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	for _, name := range names {
 		_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatalf("Failed to create namespace %s: %v", name, err)
+			return fmt.Errorf("failed to create namespace %s: %w", name, err)
 		}
 	}
+	return nil
 }
 
 // Applier applies objects with server-side apply, for real or as a server-side dry run (every admission step,
