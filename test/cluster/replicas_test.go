@@ -77,9 +77,8 @@ func twoReplicas(t *testing.T, ctx context.Context) *tour {
 
 // Read-your-writes on every replica (docs/limits.md): 1,000 writes, each through one gatewayd replica's pod
 // address, each followed at once by a call through the other's that uses what was written (a minted workspace
-// key, a group with a federated key minted under it, an Endpoint's slug, a model's production environment pointed
-// at a deployment). A
-// miss is an answer of something the replica does not serve: 401, 404, or the 503 of a slug no Endpoint routes.
+// key, a group with a federated key minted under it, an Endpoint's slug, a model created with its production
+// environment at a deployment). A miss is an answer of something the replica does not serve: 401, 404, or the 503 of a slug no Endpoint routes.
 func TestClusterReadYourWrites(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
@@ -131,7 +130,7 @@ func TestClusterReadYourWrites(t *testing.T) {
 }
 
 // writeThenCall makes pair i: a write through writer, then at once the call through caller that uses it. The
-// first pairs (model) point a model's production environment at its deployment; the others write, in turn, a
+// first pairs (model) create a model whose production environment serves its deployment; the others write, in turn, a
 // workspace key, a group and a federated key under it, an Endpoint.
 func (tr *tour) writeThenCall(t *testing.T, i int, model bool, writer, caller, keys string,
 	record func(kind string, i int, a answer, err error, want int)) {
@@ -154,8 +153,8 @@ func (tr *tour) writeThenCall(t *testing.T, i int, model bool, writer, caller, k
 	name := fmt.Sprintf("rw-%d", i)
 	switch {
 	case model:
-		if _, ok := writeWith(http.MethodPatch, admin, "/v1/models/"+name, map[string]any{
-			"environments": []any{map[string]any{"name": "production", "deployment": name + "-v1"}}}, http.StatusOK); ok {
+		if _, ok := write(admin, "/v1/models", map[string]any{"id": name, "name": name,
+			"environments": []any{map[string]any{"name": "production", "deployment": name + "-v1"}}}); ok {
 			a, err := tr.doAt(caller, http.MethodPost, "/models/"+name+"/production/async_predict", admin,
 				map[string]any{"model_input": map[string]any{"text": "hello"}}, nil)
 			record("model", i, a, err, http.StatusCreated)
@@ -260,24 +259,19 @@ func (tr *tour) keyManager(t *testing.T, name string, replicas []string) string 
 	return plain
 }
 
-// createModels creates, as kubectl would, models rw-<i> for i below n whose production environment serves
-// nothing yet, and a url deployment rw-<i>-v1 of each at the demo model server, and waits until the published
-// snapshot holds them all: the write under test points the environment at the deployment.
+// createModels creates, as kubectl would, a url deployment rw-<i>-v1 at the demo model server for each model
+// rw-<i>, i below n, that does not exist yet, and waits until the published snapshot holds them all: the write
+// under test creates the model through POST /v1/models with its production environment at the deployment.
 func (tr *tour) createModels(t *testing.T, n int) {
 	t.Helper()
 	for i := range n {
-		for _, o := range []client.Object{
-			&gatewayv1.Model{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("rw-%d", i), Namespace: cluster.WorkspaceNamespace},
-				Spec: gatewayv1.ModelSpec{Environments: []gatewayv1.ModelEnvironment{{Name: gatewayv1.EnvironmentProduction}}}},
-			&gatewayv1.ModelDeployment{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("rw-%d-v1", i), Namespace: cluster.WorkspaceNamespace},
-				Spec: gatewayv1.ModelDeploymentSpec{ModelID: fmt.Sprintf("rw-%d", i), Source: gatewayv1.DeploymentSource{URL: tr.p.ModelURL}}},
-		} {
-			if err := tr.p.Client.Create(tr.ctx, o); err != nil {
-				t.Fatal(err)
-			}
+		md := &gatewayv1.ModelDeployment{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("rw-%d-v1", i), Namespace: cluster.WorkspaceNamespace},
+			Spec: gatewayv1.ModelDeploymentSpec{ModelID: fmt.Sprintf("rw-%d", i), Source: gatewayv1.DeploymentSource{URL: tr.p.ModelURL}}}
+		if err := tr.p.Client.Create(tr.ctx, md); err != nil {
+			t.Fatal(err)
 		}
 	}
-	eventually(t, 2*time.Minute, "the models and deployments in the published snapshot", func() error {
+	eventually(t, 2*time.Minute, "the deployments in the published snapshot", func() error {
 		s, _, err := stack.ReadSnapshot(tr.ctx, tr.p.Client, cluster.WorkspaceNamespace)
 		if err != nil {
 			return err
@@ -288,13 +282,8 @@ func (tr *tour) createModels(t *testing.T, n int) {
 				found++
 			}
 		}
-		for _, m := range s.Models {
-			if strings.HasPrefix(m.ID, "rw-") {
-				found++
-			}
-		}
-		if found != 2*n {
-			return fmt.Errorf("%d of %d published", found, 2*n)
+		if found != n {
+			return fmt.Errorf("%d of %d published", found, n)
 		}
 		return nil
 	})
