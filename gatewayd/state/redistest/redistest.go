@@ -1,42 +1,78 @@
-// Package redistest runs a throwaway redis-server for tests: on a free loopback port, with persistence off,
-// killable and restartable on the same port so tests can cut Redis mid-load and bring it back. Tests skip,
-// loudly, only when the redis-server binary is absent (the CI image installs Debian's redis-server).
+// Package redistest runs throwaway Redis deployments for tests, on free loopback ports with persistence off: a
+// standalone redis-server (killable and restartable on the same port, so tests can cut Redis mid-load and bring
+// it back), a Sentinel setup (a primary, a replica and three sentinels) and a Redis Cluster (three primaries and
+// three replicas, made by redis-cli --cluster create). Each test that starts one stops its processes and removes
+// their directories when it ends, failed or not. Tests skip, loudly, only when the redis-server binary is absent
+// (the CI image installs Debian's redis-server, whose 7.0 runs Sentinel and Cluster).
 package redistest
 
 import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
+// The deployments a store runs on, as gatewayd's --redis-mode names them.
+const (
+	Standalone = "standalone"
+	Sentinel   = "sentinel"
+	Cluster    = "cluster"
+)
+
+// Modes lists every deployment, in the order Each runs them.
+var Modes = []string{Standalone, Sentinel, Cluster}
+
+// MasterName is the name the sentinels know the primary by.
+const MasterName = "modelgate"
+
+// waitFor bounds every wait of this package for a deployment to form.
+const waitFor = 30 * time.Second
+
 // Server is one redis-server process.
 type Server struct {
 	t    testing.TB
 	Port int
+	// args are the arguments beyond the port, kept for Restart.
+	args []string
 	cmd  *exec.Cmd
 }
 
-// Start starts a redis-server on a free loopback port and stops it when the test ends.
+// Start starts a standalone redis-server on a free loopback port and stops it when the test ends.
 func Start(t testing.TB) *Server {
+	t.Helper()
+	return startServer(t)
+}
+
+func startServer(t testing.TB, args ...string) *Server {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Skip("SKIPPING: redis-server is not installed (apt-get install redis-server); the Redis tests did NOT run")
 	}
+	s := &Server{t: t, Port: freePort(t), args: args}
+	s.Restart()
+	t.Cleanup(s.Kill)
+	return s
+}
+
+// freePort is a loopback port nothing listens on now.
+func freePort(t testing.TB) int {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{t: t, Port: ln.Addr().(*net.TCPAddr).Port}
-	ln.Close()
-	s.Restart()
-	t.Cleanup(s.Kill)
-	return s
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // Addr is host:port of the server.
@@ -66,8 +102,14 @@ func (s *Server) Kill() {
 func (s *Server) Restart() {
 	s.t.Helper()
 	s.Kill()
-	cmd := exec.Command("redis-server", "--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--protected-mode", "no")
+	var cmd *exec.Cmd
+	if len(s.args) > 0 && strings.HasSuffix(s.args[0], ".conf") {
+		// A configuration file comes first (a sentinel's, which it rewrites).
+		cmd = exec.Command("redis-server", append([]string{s.args[0], "--port", strconv.Itoa(s.Port)}, s.args[1:]...)...)
+	} else {
+		cmd = exec.Command("redis-server", append([]string{"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
+			"--save", "", "--appendonly", "no", "--protected-mode", "no", "--repl-diskless-sync-delay", "0"}, s.args...)...)
+	}
 	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("failed to start redis-server: %v", err)
 	}
@@ -84,4 +126,175 @@ func (s *Server) Restart() {
 		time.Sleep(10 * time.Millisecond)
 	}
 	s.t.Fatal(fmt.Errorf("redis-server on port %d never answered", s.Port))
+}
+
+// Deployment is a running Redis of one mode.
+type Deployment struct {
+	t    testing.TB
+	Mode string
+	// Addrs are what gatewayd's --redis-addrs takes: the sentinels, or every node of the cluster. A standalone
+	// deployment has its one server.
+	Addrs []string
+	// Nodes are the data nodes: the standalone server; the Sentinel's primary then its replica; the cluster's
+	// nodes, primaries and replicas in the order redis-cli was given them.
+	Nodes []*Server
+	// Sentinels are the sentinels of a Sentinel deployment.
+	Sentinels []*Server
+}
+
+// StartDeployment starts a deployment of mode, waits until it serves, and stops it when the test ends.
+func StartDeployment(t testing.TB, mode string) *Deployment {
+	t.Helper()
+	d := &Deployment{t: t, Mode: mode}
+	switch mode {
+	case Standalone:
+		d.Nodes = []*Server{startServer(t)}
+		d.Addrs = []string{d.Nodes[0].Addr()}
+	case Sentinel:
+		d.startSentinel()
+	case Cluster:
+		d.startCluster()
+	default:
+		t.Fatalf("redistest: unknown mode %q", mode)
+	}
+	return d
+}
+
+// Each runs fn in a subtest per mode, each on a deployment of its own.
+func Each(t *testing.T, fn func(t *testing.T, d *Deployment)) {
+	for _, mode := range Modes {
+		t.Run(mode, func(t *testing.T) { fn(t, StartDeployment(t, mode)) })
+	}
+}
+
+// Client returns a client of the deployment, as gatewayd builds it for the mode, closed when the test ends.
+func (d *Deployment) Client() redis.UniversalClient {
+	var c redis.UniversalClient
+	switch d.Mode {
+	case Sentinel:
+		c = redis.NewFailoverClient(&redis.FailoverOptions{MasterName: MasterName, SentinelAddrs: d.Addrs})
+	case Cluster:
+		c = redis.NewClusterClient(&redis.ClusterOptions{Addrs: d.Addrs})
+	default:
+		c = redis.NewClient(&redis.Options{Addr: d.Addrs[0]})
+	}
+	d.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Keys lists the keys that match pattern on every primary c reaches: the one primary of standalone Redis and
+// Sentinel, each primary of a cluster.
+func Keys(ctx context.Context, c redis.UniversalClient, pattern string) ([]string, error) {
+	cc, ok := c.(*redis.ClusterClient)
+	if !ok {
+		return c.Keys(ctx, pattern).Result()
+	}
+	var mu sync.Mutex
+	var all []string
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+		keys, err := n.Keys(ctx, pattern).Result()
+		mu.Lock()
+		all = append(all, keys...)
+		mu.Unlock()
+		return err
+	})
+	return all, err
+}
+
+// startSentinel starts a primary, its replica and three sentinels that monitor the primary, and waits until the
+// replica copies the primary and every sentinel names the primary.
+func (d *Deployment) startSentinel() {
+	t := d.t
+	primary := startServer(t)
+	replica := startServer(t, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port))
+	d.Nodes = []*Server{primary, replica}
+	dir := t.TempDir()
+	for i := range 3 {
+		conf := filepath.Join(dir, fmt.Sprintf("sentinel-%d.conf", i))
+		text := fmt.Sprintf("bind 127.0.0.1\nprotected-mode no\ndir %s\nsentinel monitor %s 127.0.0.1 %d 2\n"+
+			"sentinel down-after-milliseconds %s 1000\nsentinel failover-timeout %s 5000\n",
+			dir, MasterName, primary.Port, MasterName, MasterName)
+		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s := startServer(t, conf, "--sentinel")
+		d.Sentinels = append(d.Sentinels, s)
+		d.Addrs = append(d.Addrs, s.Addr())
+	}
+	until(t, "the replica copies the primary", func(ctx context.Context) bool {
+		c := redis.NewClient(&redis.Options{Addr: replica.Addr()})
+		defer c.Close()
+		info, err := c.Info(ctx, "replication").Result()
+		return err == nil && strings.Contains(info, "master_link_status:up")
+	})
+	for _, s := range d.Sentinels {
+		until(t, "sentinel "+s.Addr()+" names the primary", func(ctx context.Context) bool {
+			c := redis.NewSentinelClient(&redis.Options{Addr: s.Addr()})
+			defer c.Close()
+			addr, err := c.GetMasterAddrByName(ctx, MasterName).Result()
+			return err == nil && len(addr) == 2 && addr[1] == strconv.Itoa(primary.Port)
+		})
+	}
+}
+
+// startCluster starts six cluster-enabled nodes, joins them with redis-cli --cluster create (three primaries,
+// one replica each), and waits until every node serves every slot.
+func (d *Deployment) startCluster() {
+	t := d.t
+	if _, err := exec.LookPath("redis-cli"); err != nil {
+		t.Skip("SKIPPING: redis-cli is not installed (apt-get install redis-tools); the Redis Cluster tests did NOT run")
+	}
+	dir := t.TempDir()
+	for i := range 6 {
+		// The bus port is given, since port+10000 may not be free (or a port at all).
+		s := startServer(t, "--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(freePort(t)),
+			"--cluster-config-file", filepath.Join(dir, fmt.Sprintf("nodes-%d.conf", i)), "--dir", dir,
+			"--cluster-node-timeout", "2000")
+		d.Nodes = append(d.Nodes, s)
+		d.Addrs = append(d.Addrs, s.Addr())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	args := append([]string{"--cluster", "create"}, d.Addrs...)
+	out, err := exec.CommandContext(ctx, "redis-cli", append(args, "--cluster-replicas", "1", "--cluster-yes")...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	for _, s := range d.Nodes {
+		until(t, "node "+s.Addr()+" serves every slot", func(ctx context.Context) bool {
+			c := redis.NewClient(&redis.Options{Addr: s.Addr()})
+			defer c.Close()
+			info, err := c.ClusterInfo(ctx).Result()
+			return err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_slots_ok:16384")
+		})
+	}
+	// Three primaries, each with its replica copying it.
+	until(t, "three replicas copy their primaries", func(ctx context.Context) bool {
+		n := 0
+		for _, s := range d.Nodes {
+			c := redis.NewClient(&redis.Options{Addr: s.Addr()})
+			info, err := c.Info(ctx, "replication").Result()
+			c.Close()
+			if err == nil && strings.Contains(info, "role:slave") && strings.Contains(info, "master_link_status:up") {
+				n++
+			}
+		}
+		return n == 3
+	})
+}
+
+// until polls ok until it holds, for at most waitFor, and fails the test naming what never happened.
+func until(t testing.TB, what string, ok func(ctx context.Context) bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		done := ok(ctx)
+		cancel()
+		if done {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("redistest: %s did not happen within %s", what, waitFor)
 }
