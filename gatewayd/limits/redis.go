@@ -15,7 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/modelgate/modelgate/gatewayd/state/keyslot"
+	"github.com/modelgate/modelgate/gatewayd/state/redisclient"
 )
 
 // ErrUnavailable wraps every failure to reach the shared counters, so gatewayd can answer 503
@@ -129,7 +129,7 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 	if opts.Prefix == "" {
 		opts.Prefix = "mg"
 	}
-	r := &Redis{client: client, opts: opts, clustered: keyslot.Clustered(client)}
+	r := &Redis{client: client, opts: opts, clustered: redisclient.Clustered(client)}
 	if r.clustered {
 		// A pipelined SCRIPT LOAD reaches one node of a cluster, not the one a batch runs on: each node learns
 		// the script from the first batch it refuses with NOSCRIPT, sent again with its source.
@@ -221,7 +221,7 @@ func (r *Redis) Bind(p *Plan) error {
 // Namespaces and group names are DNS labels without ':' or braces, so the layout is unambiguous even when a slug
 // contains one.
 func (r *Redis) pairKey(k BucketKey) string {
-	return r.opts.Prefix + ":" + keyslot.Tag(r.clustered, k.Namespace) + ":" + k.Group + ":" + k.Slug
+	return r.opts.Prefix + ":" + redisclient.Tag(r.clustered, k.Namespace) + ":" + k.Group + ":" + k.Slug
 }
 
 func (r *Redis) handle(p *Plan) (*redisHandle, error) {

@@ -20,13 +20,15 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/modelgate/modelgate/gatewayd/state/redisclient"
 )
 
 // The deployments a store runs on, as gatewayd's --redis-mode names them.
 const (
-	Standalone = "standalone"
-	Sentinel   = "sentinel"
-	Cluster    = "cluster"
+	Standalone = redisclient.Standalone
+	Sentinel   = redisclient.Sentinel
+	Cluster    = redisclient.Cluster
 )
 
 // Modes lists every deployment, in the order Each runs them.
@@ -167,16 +169,23 @@ func Each(t *testing.T, fn func(t *testing.T, d *Deployment)) {
 	}
 }
 
-// Client returns a client of the deployment, as gatewayd builds it for the mode, closed when the test ends.
-func (d *Deployment) Client() redis.UniversalClient {
-	var c redis.UniversalClient
+// Options are what gatewayd's --redis-* flags say to reach the deployment.
+func (d *Deployment) Options() redisclient.Options {
+	o := redisclient.Options{Mode: d.Mode, Addrs: d.Addrs}
 	switch d.Mode {
 	case Sentinel:
-		c = redis.NewFailoverClient(&redis.FailoverOptions{MasterName: MasterName, SentinelAddrs: d.Addrs})
-	case Cluster:
-		c = redis.NewClusterClient(&redis.ClusterOptions{Addrs: d.Addrs})
-	default:
-		c = redis.NewClient(&redis.Options{Addr: d.Addrs[0]})
+		o.MasterName = MasterName
+	case Standalone:
+		o.URL, o.Addrs = d.Nodes[0].URL(), nil
+	}
+	return o
+}
+
+// Client returns a client of the deployment, as gatewayd builds it (redisclient.New), closed when the test ends.
+func (d *Deployment) Client() redis.UniversalClient {
+	c, err := redisclient.New(d.Options())
+	if err != nil {
+		d.t.Fatal(err)
 	}
 	d.t.Cleanup(func() { _ = c.Close() })
 	return c
@@ -199,6 +208,40 @@ func Keys(ctx context.Context, c redis.UniversalClient, pattern string) ([]strin
 		return err
 	})
 	return all, err
+}
+
+// PrimaryOf returns the data node that serves key now: the primary of its slot on a cluster, the primary the
+// sentinels name, or the standalone server.
+func (d *Deployment) PrimaryOf(ctx context.Context, key string) *Server {
+	d.t.Helper()
+	var addr string
+	switch d.Mode {
+	case Cluster:
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: d.Addrs})
+		defer c.Close()
+		n, err := c.MasterForKey(ctx, key)
+		if err != nil {
+			d.t.Fatalf("redistest: no primary serves %s: %v", key, err)
+		}
+		addr = n.Options().Addr
+	case Sentinel:
+		c := redis.NewSentinelClient(&redis.Options{Addr: d.Sentinels[0].Addr()})
+		defer c.Close()
+		hp, err := c.GetMasterAddrByName(ctx, MasterName).Result()
+		if err != nil || len(hp) != 2 {
+			d.t.Fatalf("redistest: the sentinel names no primary: %v", err)
+		}
+		addr = net.JoinHostPort(hp[0], hp[1])
+	default:
+		return d.Nodes[0]
+	}
+	for _, n := range d.Nodes {
+		if n.Addr() == addr {
+			return n
+		}
+	}
+	d.t.Fatalf("redistest: the primary %s is none of the deployment's nodes", addr)
+	return nil
 }
 
 // startSentinel starts a primary, its replica and three sentinels that monitor the primary, and waits until the
