@@ -55,6 +55,12 @@ func Start(t testing.TB) *Server {
 	return startServer(t)
 }
 
+// StartArgs starts a standalone redis-server as Start does, with more arguments (--requirepass, say).
+func StartArgs(t testing.TB, args ...string) *Server {
+	t.Helper()
+	return startServer(t, args...)
+}
+
 func startServer(t testing.TB, args ...string) *Server {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
@@ -122,7 +128,8 @@ func (s *Server) Restart() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		err := c.Ping(ctx).Err()
 		cancel()
-		if err == nil {
+		// A server that asks for a password answers too.
+		if err == nil || redis.HasErrorPrefix(err, "NOAUTH") {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
