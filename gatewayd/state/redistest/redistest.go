@@ -251,6 +251,43 @@ func (d *Deployment) PrimaryOf(ctx context.Context, key string) *Server {
 	return nil
 }
 
+// ReplicationLag is how many bytes of primary's replication stream its replica has not processed yet: the
+// primary's master_repl_offset against the replica's slave_repl_offset, read right after. What the replica has not
+// received dies with the primary if it dies now.
+func (d *Deployment) ReplicationLag(ctx context.Context, primary *Server) (int64, error) {
+	field := func(s *Server, name string) (string, error) {
+		c := redis.NewClient(&redis.Options{Addr: s.Addr()})
+		defer c.Close()
+		info, err := c.Info(ctx, "replication").Result()
+		if err != nil {
+			return "", err
+		}
+		for _, line := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(line, name+":"); ok {
+				return v, nil
+			}
+		}
+		return "", nil
+	}
+	offset, err := field(primary, "master_repl_offset")
+	if err != nil {
+		return 0, err
+	}
+	for _, n := range d.Nodes {
+		if port, err := field(n, "master_port"); err != nil || port != strconv.Itoa(primary.Port) {
+			continue
+		}
+		processed, err := field(n, "slave_repl_offset")
+		if err != nil {
+			return 0, err
+		}
+		a, _ := strconv.ParseInt(offset, 10, 64)
+		b, _ := strconv.ParseInt(processed, 10, 64)
+		return a - b, nil
+	}
+	return 0, fmt.Errorf("redistest: no replica of %s", primary.Addr())
+}
+
 // startSentinel starts a primary, its replica and three sentinels that monitor the primary, and waits until the
 // replica copies the primary and every sentinel names the primary.
 func (d *Deployment) startSentinel() {
@@ -277,6 +314,7 @@ func (d *Deployment) startSentinel() {
 		info, err := c.Info(ctx, "replication").Result()
 		return err == nil && strings.Contains(info, "master_link_status:up")
 	})
+	streams(t, primary, "redistest-probe")
 	for _, s := range d.Sentinels {
 		until(t, "sentinel "+s.Addr()+" names the primary", func(ctx context.Context) bool {
 			c := redis.NewSentinelClient(&redis.Options{Addr: s.Addr()})
@@ -331,6 +369,50 @@ func (d *Deployment) startCluster() {
 		}
 		return n == 3
 	})
+	// A key on each primary, to see its replica take its writes.
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: d.Addrs})
+	defer c.Close()
+	probes := map[string]string{}
+	for i := 0; len(probes) < 3 && i < 1000; i++ {
+		key := fmt.Sprintf("redistest-probe-%d", i)
+		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+		n, err := c.MasterForKey(ctx, key)
+		cancel()
+		if err != nil {
+			t.Fatalf("redistest: no primary serves %s: %v", key, err)
+		}
+		if _, ok := probes[n.Options().Addr]; !ok {
+			probes[n.Options().Addr] = key
+		}
+	}
+	for _, s := range d.Nodes {
+		if key, ok := probes[s.Addr()]; ok {
+			streams(t, s, key)
+		}
+	}
+}
+
+// streams waits until primary's replica takes its writes: WAIT for one replica after a write of key, which it then
+// deletes. A replica is "online" once it has loaded the primary's data, but the primary streams its writes only
+// from the replica's first acknowledgement, up to a second later: writes made before that die with the primary.
+func streams(t testing.TB, primary *Server, key string) {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: primary.Addr()})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	// One connection, since WAIT waits for the writes of the connection that sends it.
+	conn := c.Conn()
+	defer conn.Close()
+	if err := conn.Set(ctx, key, "1", 0).Err(); err != nil {
+		t.Fatalf("redistest: write to %s: %v", primary.Addr(), err)
+	}
+	if n, err := conn.Wait(ctx, 1, waitFor).Result(); err != nil || n < 1 {
+		t.Fatalf("redistest: the replica of %s did not take a write within %s: %d, %v", primary.Addr(), waitFor, n, err)
+	}
+	if err := conn.Del(ctx, key).Err(); err != nil {
+		t.Fatalf("redistest: delete on %s: %v", primary.Addr(), err)
+	}
 }
 
 // until polls ok until it holds, for at most waitFor, and fails the test naming what never happened.
