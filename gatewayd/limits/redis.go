@@ -466,28 +466,50 @@ func (r *Redis) run(ctx context.Context, items []*item) []answer {
 		}
 	}
 	r.pipeline(ctx, batches, false)
-	var again []batch
-	var at []int
-	for i, b := range batches {
-		if b.cmd.Err() != nil && redis.HasErrorPrefix(b.cmd.Err(), "NOSCRIPT") {
-			again, at = append(again, b), append(at, i)
-		}
+	// A node that never ran the script, or forgot it, refuses with NOSCRIPT: send those batches again with the
+	// source, once. Only the refused batches: the others ran, and must not charge twice.
+	if r.again(ctx, batches, "NOSCRIPT", true) && !r.clustered {
+		r.loaded.Store(false)
 	}
-	if len(again) > 0 {
-		if !r.clustered {
-			r.loaded.Store(false)
+	// While a cluster moves a workspace's slot, a script whose keys are split between the two nodes answers
+	// TRYAGAIN without running: send it again a few times, a little later each time.
+	for wait := 5 * time.Millisecond; wait <= 40*time.Millisecond; wait *= 2 {
+		if !slices.ContainsFunc(batches, func(b batch) bool { return refused(b, "TRYAGAIN") }) {
+			break
 		}
-		// Only the refused batches: the others ran, and must not charge twice.
-		r.pipeline(ctx, again, true)
-		for k, i := range at {
-			batches[i].cmd = again[k].cmd
-		}
+		time.Sleep(wait)
+		r.again(ctx, batches, "TRYAGAIN", false)
 	}
 	answers := make([]answer, len(items))
 	for _, b := range batches {
 		b.answer(answers)
 	}
 	return answers
+}
+
+// refused reports whether Redis refused b with an error that starts with prefix.
+func refused(b batch, prefix string) bool {
+	return b.cmd.Err() != nil && redis.HasErrorPrefix(b.cmd.Err(), prefix)
+}
+
+// again sends the batches Redis refused with prefix again, in one pipeline (with the script's source when
+// source), and reports whether there were any.
+func (r *Redis) again(ctx context.Context, batches []batch, prefix string, source bool) bool {
+	var again []batch
+	var at []int
+	for i, b := range batches {
+		if refused(b, prefix) {
+			again, at = append(again, b), append(at, i)
+		}
+	}
+	if len(again) == 0 {
+		return false
+	}
+	r.pipeline(ctx, again, source)
+	for k, i := range at {
+		batches[i].cmd = again[k].cmd
+	}
+	return true
 }
 
 // groups lists the indexes of items per script call's scope: every item together on one Redis primary, per
@@ -576,9 +598,17 @@ func (r *Redis) pipeline(ctx context.Context, batches []batch, source bool) {
 	}
 	for i := range batches {
 		b := &batches[i]
-		if source {
+		switch {
+		case r.clustered:
+			// go-redis sends every command of a node's part of a cluster pipeline again when the first one meets
+			// a retryable error (TRYAGAIN while a slot moves, a broken connection), those that ran included: a
+			// script must not run twice, so go-redis retries none of them (it still follows MOVED and ASK), and
+			// run sends again only what Redis refused.
+			b.cmd = scriptCmd(ctx, source, b.keys, b.args)
+			_ = pipe.Process(ctx, noRetry{b.cmd})
+		case source:
 			b.cmd = pipe.Eval(ctx, bucketsSource+batchSource, b.keys, b.args...)
-		} else {
+		default:
 			b.cmd = pipe.EvalSha(ctx, batchScript.Hash(), b.keys, b.args...)
 		}
 	}
@@ -587,6 +617,26 @@ func (r *Redis) pipeline(ctx context.Context, batches []batch, source bool) {
 		r.loaded.Store(true)
 	}
 }
+
+// scriptCmd is the batch script's EVALSHA (or EVAL, with source) of keys and args.
+func scriptCmd(ctx context.Context, source bool, keys []string, args []any) *redis.Cmd {
+	all := make([]any, 0, 3+len(keys)+len(args))
+	if source {
+		all = append(all, "eval", bucketsSource+batchSource)
+	} else {
+		all = append(all, "evalsha", batchScript.Hash())
+	}
+	all = append(all, len(keys))
+	for _, k := range keys {
+		all = append(all, k)
+	}
+	return redis.NewCmd(ctx, append(all, args...)...)
+}
+
+// noRetry is a command that go-redis never sends again on its own.
+type noRetry struct{ *redis.Cmd }
+
+func (noRetry) NoRetry() bool { return true }
 
 // Count implements Store. It is queued like a check, so it sees every settle queued before it.
 func (r *Redis) Count(ctx context.Context, k BucketKey, now time.Time) (int64, error) {
