@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,6 +66,11 @@ func startServer(t testing.TB, args ...string) *Server {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Skip("SKIPPING: redis-server is not installed (apt-get install redis-server); the Redis tests did NOT run")
+	}
+	if !slices.Contains(args, "--dir") && (len(args) == 0 || !strings.HasSuffix(args[0], ".conf")) {
+		// A replica saves the primary's data it receives to a file, even with persistence off: in a directory of
+		// the test's, not the package's.
+		args = append(args, "--dir", t.TempDir())
 	}
 	s := &Server{t: t, Port: freePort(t), args: args}
 	s.Restart()
