@@ -460,9 +460,15 @@ type answer struct {
 // once, and the script is loaded ahead of the next pipeline.
 func (r *Redis) run(ctx context.Context, items []*item) []answer {
 	var batches []batch
-	for _, group := range r.groups(items) {
-		for start := 0; start < len(group); start += maxBatch {
-			batches = append(batches, newBatch(items, group[start:min(start+maxBatch, len(group))]))
+	if !r.clustered {
+		for start := 0; start < len(items); start += maxBatch {
+			batches = append(batches, newBatch(items, span(start, min(start+maxBatch, len(items)))))
+		}
+	} else {
+		for _, group := range byNamespace(items) {
+			for start := 0; start < len(group); start += maxBatch {
+				batches = append(batches, newBatch(items, group[start:min(start+maxBatch, len(group))]))
+			}
 		}
 	}
 	r.pipeline(ctx, batches, false)
@@ -512,16 +518,9 @@ func (r *Redis) again(ctx context.Context, batches []batch, prefix string, sourc
 	return true
 }
 
-// groups lists the indexes of items per script call's scope: every item together on one Redis primary, per
-// namespace (in order of first appearance, each in queue order) on a cluster.
-func (r *Redis) groups(items []*item) [][]int {
-	if !r.clustered {
-		all := make([]int, len(items))
-		for i := range all {
-			all[i] = i
-		}
-		return [][]int{all}
-	}
+// byNamespace lists the indexes of items per namespace, in order of first appearance, each in queue order: the
+// script calls of a cluster, where a script stays in one workspace's slot.
+func byNamespace(items []*item) [][]int {
 	var out [][]int
 	var names []string
 	for i, it := range items {
@@ -534,6 +533,27 @@ func (r *Redis) groups(items []*item) [][]int {
 		out[g] = append(out[g], i)
 	}
 	return out
+}
+
+// identity holds 0, 1, 2, ...: span slices it, so a batch on one primary allocates no index list.
+var identity = func() []int {
+	s := make([]int, 16*maxBatch)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}()
+
+// span is the indexes from start to end, end excluded.
+func span(start, end int) []int {
+	if end <= len(identity) {
+		return identity[start:end:end]
+	}
+	s := make([]int, 0, end-start)
+	for i := start; i < end; i++ {
+		s = append(s, i)
+	}
+	return s
 }
 
 // batch is one call of the batch script.
