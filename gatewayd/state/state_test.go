@@ -2,10 +2,12 @@ package state_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/modelgate/modelgate/gatewayd/async/queue"
 	"github.com/modelgate/modelgate/gatewayd/billing"
 	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/gatewayd/state"
@@ -144,4 +146,38 @@ func TestRedisPasswordFromTheEnvironment(t *testing.T) {
 	if _, err := bad.Limits().Count(context.Background(), limits.BucketKey{Namespace: "ns"}, time.Now()); err == nil {
 		t.Fatal("a client without the password was answered")
 	}
+}
+
+// TestRedisKeyLayout: on standalone Redis and Sentinel the stores write the keys of earlier releases, so an
+// upgrade keeps their data (docs/operations.md, "Upgrading, and moving to Sentinel or Redis Cluster"); on a
+// cluster the namespace is a hash tag and the async queue one slot.
+func TestRedisKeyLayout(t *testing.T) {
+	want := map[string][]string{
+		redistest.Standalone: {"mg:ns:g:s", "mg:billing:events:ns", "mg:billing:namespaces", "mg:async:queues"},
+		redistest.Sentinel:   {"mg:ns:g:s", "mg:billing:events:ns", "mg:billing:namespaces", "mg:async:queues"},
+		redistest.Cluster:    {"mg:{ns}:g:s", "mg:billing:events:{ns}", "mg:billing:namespaces", "{mg:async}:queues"},
+	}
+	redistest.Each(t, func(t *testing.T, d *redistest.Deployment) {
+		st, err := state.Open(context.Background(), redisConfig(d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		now := time.Now().UTC()
+		charge(t, st, now)
+		r := &queue.Request{ID: "req", Namespace: "ns", ModelID: "m", DeploymentID: "d", Status: queue.Queued,
+			CreatedAt: now, StatusAt: now, MaxTimeInQueueSeconds: 60}
+		if err := st.Async().Enqueue(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+		keys, err := redistest.Keys(context.Background(), d.Client(), "*")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range want[d.Mode] {
+			if !slices.Contains(keys, k) {
+				t.Errorf("no key %s among %v", k, keys)
+			}
+		}
+	})
 }
