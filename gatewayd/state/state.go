@@ -73,6 +73,8 @@ type Config struct {
 	RedisPassword, RedisSentinelPassword string
 	// RedisTLS dials the sentinels and the nodes over TLS.
 	RedisTLS bool
+	// RedisTLSCAFile is a PEM file of the CAs that sign Redis's certificates; empty trusts the system's.
+	RedisTLSCAFile string
 	// RedisFailOpen admits limited calls while Redis is unreachable.
 	RedisFailOpen bool
 }
@@ -87,6 +89,7 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.RedisAddrs, "redis-addrs", "", "With --redis-mode=sentinel, the sentinels; with cluster, some of its nodes: host:port, comma-separated.")
 	fs.StringVar(&c.RedisMasterName, "redis-master-name", "", "With --redis-mode=sentinel, the name the sentinels know the primary by.")
 	fs.StringVar(&c.RedisUsername, "redis-username", "", "ACL user of the Redis nodes (empty: the default user). The password is read from $"+RedisPasswordEnv+", the sentinels' from $"+RedisSentinelPasswordEnv+".")
+	fs.StringVar(&c.RedisTLSCAFile, "redis-tls-ca-file", "", "PEM file of the CAs that sign Redis's certificates, for a CA that is not one of the system's (with rediss:// or --redis-tls).")
 	fs.BoolVar(&c.RedisTLS, "redis-tls", false, "With --redis-mode=sentinel or cluster, dial the sentinels and the nodes over TLS (standalone: a rediss:// URL).")
 	fs.BoolVar(&c.RedisFailOpen, "redis-fail-open", false, "Admit limited calls when Redis is unreachable, instead of answering 503 limits_unavailable.")
 }
@@ -99,7 +102,7 @@ func (c *Config) LoadSecrets(getenv func(string) string) {
 // redisOptions checks the Redis flags against the mode and returns the client's options. Errors name the flag.
 func (c *Config) redisOptions() (redisclient.Options, error) {
 	o := redisclient.Options{Mode: c.RedisMode, URL: c.RedisURL, MasterName: c.RedisMasterName, Username: c.RedisUsername,
-		Password: c.RedisPassword, SentinelPassword: c.RedisSentinelPassword, TLS: c.RedisTLS}
+		Password: c.RedisPassword, SentinelPassword: c.RedisSentinelPassword, TLS: c.RedisTLS, TLSCAFile: c.RedisTLSCAFile}
 	for _, a := range strings.Split(c.RedisAddrs, ",") {
 		if a = strings.TrimSpace(a); a == "" {
 			continue
@@ -120,6 +123,8 @@ func (c *Config) redisOptions() (redisclient.Options, error) {
 			return o, errors.New("--redis-addrs: only with --redis-mode=sentinel or cluster; a standalone Redis takes --redis-url")
 		case c.RedisTLS:
 			return o, errors.New("--redis-tls: only with --redis-mode=sentinel or cluster; a standalone Redis says TLS with a rediss:// URL")
+		case c.RedisTLSCAFile != "" && !strings.HasPrefix(c.RedisURL, "rediss://"):
+			return o, errors.New("--redis-tls-ca-file: only with TLS; a standalone Redis says TLS with a rediss:// URL")
 		}
 	case redisclient.Sentinel, redisclient.Cluster:
 		switch {
@@ -131,6 +136,8 @@ func (c *Config) redisOptions() (redisclient.Options, error) {
 			return o, errors.New("--redis-master-name: required with --redis-mode=sentinel")
 		case c.RedisMode == redisclient.Cluster && c.RedisMasterName != "":
 			return o, errors.New("--redis-master-name: only with --redis-mode=sentinel")
+		case c.RedisTLSCAFile != "" && !c.RedisTLS:
+			return o, errors.New("--redis-tls-ca-file: only with --redis-tls")
 		}
 	default:
 		return o, fmt.Errorf("--redis-mode: must be %s, %s or %s, not %q", redisclient.Standalone, redisclient.Sentinel, redisclient.Cluster, c.RedisMode)
@@ -229,6 +236,9 @@ func openRedis(ctx context.Context, cfg Config) (*State, error) {
 		return nil, err
 	}
 	client, err := redisclient.New(o)
+	if errors.Is(err, redisclient.ErrCAFile) {
+		return nil, fmt.Errorf("--redis-tls-ca-file: %w", err)
+	}
 	if err != nil {
 		// url.Parse's error quotes the URL, password and all: keep only what it says is wrong.
 		if ue := (*url.Error)(nil); errors.As(err, &ue) {

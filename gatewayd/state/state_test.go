@@ -181,3 +181,36 @@ func TestRedisKeyLayout(t *testing.T) {
 		}
 	})
 }
+
+// TestRedisTLSWithItsOwnCA: a standalone Redis that serves TLS only, with a certificate its own CA signs, is
+// reached by rediss:// with --redis-tls-ca-file, and refused without it (the system's roots do not know that CA).
+func TestRedisTLSWithItsOwnCA(t *testing.T) {
+	srv, ca := redistest.StartTLS(t)
+	cfg := state.Config{Store: state.Redis, RedisURL: "rediss://" + srv.Addr(), RedisTLSCAFile: ca}
+	st, err := state.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	charge(t, st, time.Now().UTC())
+
+	cfg.RedisTLSCAFile = ""
+	untrusting, err := state.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer untrusting.Close()
+	if _, err := untrusting.Limits().Count(context.Background(), limits.BucketKey{Namespace: "ns"}, time.Now()); err == nil ||
+		!strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("a client that does not know the CA: %v, want a certificate error", err)
+	}
+	for _, bad := range []state.Config{
+		{Store: state.Redis, RedisURL: "redis://" + srv.Addr(), RedisTLSCAFile: ca},
+		{Store: state.Redis, RedisURL: "rediss://" + srv.Addr(), RedisTLSCAFile: "/nonexistent/ca.crt"},
+		{Store: state.Redis, RedisMode: "cluster", RedisAddrs: srv.Addr(), RedisTLSCAFile: ca},
+	} {
+		if _, err := state.Open(context.Background(), bad); err == nil || !strings.HasPrefix(err.Error(), "--redis-tls-ca-file:") {
+			t.Errorf("%+v: error %v, want one that names --redis-tls-ca-file", bad, err)
+		}
+	}
+}

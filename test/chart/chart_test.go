@@ -118,6 +118,8 @@ func TestRefusals(t *testing.T) {
 			"redis.mode=sentinel needs redis.masterName"},
 		{"cluster with a URL", []string{"--set", "store.type=redis,redis.mode=cluster,redis.addrs={r:6379},redis.url=redis://r:6379"},
 			"redis.url is for redis.mode=standalone"},
+		{"CA without TLS", []string{"--set", "store.type=redis,redis.mode=cluster,redis.addrs={r:6379},redis.tlsCASecret=ca"},
+			"redis.tlsCASecret needs redis.tls=true"},
 		{"standalone with addresses", []string{"--set", "store.type=redis,redis.url=redis://r:6379,redis.addrs={r:6379}"},
 			"redis.addrs, redis.masterName and redis.tls are for redis.mode=sentinel or cluster"},
 		{"HTTPRoute without a Gateway", []string{"--set", "gatewayd.httpRoute.enabled=true"},
@@ -454,7 +456,7 @@ func checkRedisReplicated(t *testing.T, objs []*unstructured.Unstructured) {
 func checkRedisCluster(t *testing.T, objs []*unstructured.Unstructured) {
 	c := container(t, objs, "modelgate-gatewayd")
 	for _, want := range []string{"--store=redis", "--redis-mode=cluster", "--redis-addrs=redis-0.redis.svc:6379,redis-1.redis.svc:6379",
-		"--redis-tls", "--redis-username=modelgate"} {
+		"--redis-tls", "--redis-username=modelgate", "--redis-tls-ca-file=/etc/modelgate/redis-ca/ca.crt"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("gatewayd args %v lack %s", c.Args, want)
 		}
@@ -465,6 +467,16 @@ func checkRedisCluster(t *testing.T, objs []*unstructured.Unstructured) {
 		t.Errorf("gatewayd args %v name a URL or a master for a cluster", c.Args)
 	}
 	checkRedisSecretEnv(t, c, map[string]string{"MODELGATE_REDIS_PASSWORD": "modelgate-redis/password"})
+	spec := deployment(t, objs, "modelgate-gatewayd").Spec.Template.Spec
+	if v := volume(spec, "redis-ca"); v == nil || v.Secret == nil || v.Secret.SecretName != "redis-ca" ||
+		len(v.Secret.Items) != 1 || v.Secret.Items[0].Key != "ca.crt" || v.Secret.Items[0].Path != "ca.crt" {
+		t.Errorf("volume redis-ca = %+v, want Secret redis-ca's ca.crt", v)
+	}
+	if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+		return m.Name == "redis-ca" && m.MountPath == "/etc/modelgate/redis-ca" && m.ReadOnly
+	}) {
+		t.Errorf("gatewayd mounts %+v, want redis-ca read-only at /etc/modelgate/redis-ca", c.VolumeMounts)
+	}
 	secret := helmtest.Find(objs, "Secret", "modelgate-redis")
 	if pw, _, _ := unstructured.NestedString(secret.Object, "stringData", "password"); pw != "s3cret" {
 		t.Errorf("Secret modelgate-redis holds password %q, want the one of the values", pw)

@@ -134,6 +134,9 @@ validateRedis checks redis.* against redis.mode: what each deployment needs, and
 {{- if or $r.addrs $r.masterName $r.tls }}
 {{- fail "redis.addrs, redis.masterName and redis.tls are for redis.mode=sentinel or cluster; a standalone Redis takes redis.url (rediss:// for TLS)" }}
 {{- end }}
+{{- if and $r.tlsCASecret $r.url (not (hasPrefix "rediss://" $r.url)) }}
+{{- fail "redis.tlsCASecret needs TLS: a standalone redis.url that starts with rediss://" }}
+{{- end }}
 {{- else }}
 {{- if not $r.addrs }}
 {{- fail (printf "redis.mode=%s needs redis.addrs (host:port of the %s)" $mode (ternary "sentinels" "cluster's nodes" (eq $mode "sentinel"))) }}
@@ -146,6 +149,9 @@ validateRedis checks redis.* against redis.mode: what each deployment needs, and
 {{- end }}
 {{- if and (eq $mode "cluster") $r.masterName }}
 {{- fail "redis.masterName is for redis.mode=sentinel" }}
+{{- end }}
+{{- if and $r.tlsCASecret (not $r.tls) }}
+{{- fail (printf "redis.tlsCASecret needs redis.tls=true with redis.mode=%s" $mode) }}
 {{- end }}
 {{- end }}
 {{- end }}

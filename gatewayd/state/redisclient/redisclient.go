@@ -9,6 +9,10 @@ package redisclient
 
 import (
 	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -43,14 +47,32 @@ type Options struct {
 	SentinelPassword string
 	// TLS dials the nodes and sentinels over TLS (for Standalone, rediss:// says so).
 	TLS bool
+	// TLSCAFile is a PEM file of the CAs that sign the servers' certificates, for a Redis whose CA is not one of
+	// the system's (a provider's own, or a cluster's internal CA); empty trusts the system's roots.
+	TLSCAFile string
 }
 
-// New returns the client of o's deployment. o must name a known mode; only a standalone URL can fail to parse.
+// ErrCAFile wraps a TLSCAFile that cannot be read or holds no certificate.
+var ErrCAFile = errors.New("no CA certificates")
+
+// New returns the client of o's deployment. o must name a known mode; a standalone URL that does not parse and a
+// CA file that does not load are errors (the latter wraps ErrCAFile).
 func New(o Options) (redis.UniversalClient, error) {
+	var roots *x509.CertPool
+	if o.TLSCAFile != "" {
+		pem, err := os.ReadFile(o.TLSCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrCAFile, err)
+		}
+		roots = x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%w in %s", ErrCAFile, o.TLSCAFile)
+		}
+	}
 	var tc *tls.Config
 	if o.TLS {
 		// The server name is the host dialed, which crypto/tls takes when none is set.
-		tc = &tls.Config{MinVersion: tls.VersionTLS12}
+		tc = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots}
 	}
 	switch o.Mode {
 	case Sentinel:
@@ -66,6 +88,9 @@ func New(o Options) (redis.UniversalClient, error) {
 	}
 	if ro.Username == "" && ro.Password == "" {
 		ro.Username, ro.Password = o.Username, o.Password
+	}
+	if ro.TLSConfig != nil {
+		ro.TLSConfig.RootCAs = roots
 	}
 	return redis.NewClient(ro), nil
 }

@@ -8,7 +8,15 @@ package redistest
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -48,6 +56,8 @@ type Server struct {
 	// args are the arguments beyond the port, kept for Restart.
 	args []string
 	cmd  *exec.Cmd
+	// tls reaches a server that serves TLS only (StartTLS).
+	tls *tls.Config
 }
 
 // Start starts a standalone redis-server on a free loopback port and stops it when the test ends.
@@ -60,6 +70,64 @@ func Start(t testing.TB) *Server {
 func StartArgs(t testing.TB, args ...string) *Server {
 	t.Helper()
 	return startServer(t, args...)
+}
+
+// StartTLS starts a standalone redis-server that serves TLS only, with a certificate for 127.0.0.1 signed by a CA
+// of its own, and returns it with the PEM file of that CA.
+func StartTLS(t testing.TB) (*Server, string) {
+	t.Helper()
+	dir := t.TempDir()
+	caPEM, certPEM, keyPEM := certificates(t)
+	files := map[string][]byte{"ca.crt": caPEM, "tls.crt": certPEM, "tls.key": keyPEM}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	s := &Server{t: t, Port: freePort(t), tls: &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}}
+	// The plain port is off; the port Restart gives comes first, and a later one wins.
+	s.args = []string{"--port", "0", "--tls-port", strconv.Itoa(s.Port), "--tls-cert-file", filepath.Join(dir, "tls.crt"),
+		"--tls-key-file", filepath.Join(dir, "tls.key"), "--tls-ca-cert-file", filepath.Join(dir, "ca.crt"),
+		"--tls-auth-clients", "no", "--dir", dir}
+	s.Restart()
+	t.Cleanup(s.Kill)
+	return s, filepath.Join(dir, "ca.crt")
+}
+
+// certificates returns a CA, and a server certificate and key for 127.0.0.1 that it signs, in PEM.
+func certificates(t testing.TB) (caPEM, certPEM, keyPEM []byte) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "redistest CA"}, NotBefore: now.Add(-time.Hour),
+		NotAfter: now.Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"}, NotBefore: now.Add(-time.Hour),
+		NotAfter: now.Add(time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
 }
 
 func startServer(t testing.TB, args ...string) *Server {
@@ -128,7 +196,7 @@ func (s *Server) Restart() {
 		s.t.Fatalf("failed to start redis-server: %v", err)
 	}
 	s.cmd = cmd
-	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, TLSConfig: s.tls})
 	defer c.Close()
 	for range 500 {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
