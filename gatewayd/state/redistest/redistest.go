@@ -91,8 +91,9 @@ func StartTLS(t testing.TB) (*Server, string) {
 	s.args = []string{"--port", "0", "--tls-port", strconv.Itoa(s.Port), "--tls-cert-file", filepath.Join(dir, "tls.crt"),
 		"--tls-key-file", filepath.Join(dir, "tls.key"), "--tls-ca-cert-file", filepath.Join(dir, "ca.crt"),
 		"--tls-auth-clients", "no", "--dir", dir}
-	s.Restart()
+	// Before it starts, so a server that never answers is stopped too.
 	t.Cleanup(s.Kill)
+	s.Restart()
 	return s, filepath.Join(dir, "ca.crt")
 }
 
@@ -141,8 +142,9 @@ func startServer(t testing.TB, args ...string) *Server {
 		args = append(args, "--dir", t.TempDir())
 	}
 	s := &Server{t: t, Port: freePort(t), args: args}
-	s.Restart()
+	// Before it starts, so a server that never answers is stopped too.
 	t.Cleanup(s.Kill)
+	s.Restart()
 	return s
 }
 
