@@ -66,6 +66,7 @@ func main() {
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	st.LoadSecrets(os.Getenv)
 	if showVer {
 		fmt.Println(version.Version)
 		return

@@ -20,7 +20,7 @@ var unbounded = async.Config{PredictPerSecond: 1 << 30, MaxQueuedPerKey: 1 << 30
 // sockets), per store: the 201 means the request is durable. The deployment is not ready, so nothing is
 // dispatched and only acceptance is measured.
 func BenchmarkAsyncAccept(b *testing.B) {
-	for _, backend := range []string{"bolt", "redis"} {
+	for _, backend := range []string{"bolt", "redis-standalone"} {
 		b.Run(backend, func(b *testing.B) {
 			// One key sends every call and nothing is dispatched: the per-key rate and cap would measure themselves.
 			f := newFx(b, fxOpts{backend: backend, notReady: true, config: unbounded})
@@ -89,7 +89,7 @@ func (s stampedDirect) EnqueueClaimed(ctx context.Context, r *queue.Request, own
 // recorded, so the model and the queue are idle when it is sent. make bench writes these figures into
 // docs/benchmarks.md.
 func BenchmarkAsyncQueueOverhead(b *testing.B) {
-	for _, backend := range []string{"bolt", "redis"} {
+	for _, backend := range []string{"bolt", "redis-standalone"} {
 		b.Run(backend, func(b *testing.B) {
 			arrived := make(chan time.Time, 1)
 			st := &stamped{at: make(chan time.Time, 1)}

@@ -143,7 +143,7 @@ func (rc *receiver) snapshot() (attempts int, got map[string]async.WebhookPayloa
 }
 
 type fxOpts struct {
-	backend string // "bolt" (default) or "redis"
+	backend string // "bolt" (default), or "redis-" and a redistest mode
 	clock   clock.PassiveClock
 	config  async.Config
 	// notReady publishes the deployment as not ready, so nothing dispatches until ready() is called.
@@ -229,9 +229,9 @@ func newFx(t testing.TB, o fxOpts) *fx {
 	}
 	f := &fx{t: t, ns: ns, keys: map[string]string{}, model: newModel(t, o.model), reg: prometheus.NewRegistry()}
 	var lim limits.Store = limits.NewMemory()
-	switch o.backend {
-	case "redis":
-		f.store = queue.NewRedis(redistest.Start(t).Client(), "")
+	switch mode, ok := strings.CutPrefix(o.backend, "redis-"); {
+	case ok:
+		f.store = queue.NewRedis(redistest.StartDeployment(t, mode).Client(), "")
 	default:
 		// The embedded store as gatewayd opens it (its files, their bbolt options, the limit counters' flush).
 		st, err := state.Open(ctx, state.Config{Store: state.Embedded, Dir: t.TempDir(), FlushInterval: limits.DefaultFlushInterval})
@@ -380,10 +380,19 @@ func terminal(r *queue.Request) bool {
 	return r.Terminal() && r.WebhookStatus != queue.HookPending
 }
 
+// backends runs f on the embedded store and on Redis standalone, Sentinel and Cluster.
 func backends(t *testing.T, f func(t *testing.T, backend string)) {
-	for _, b := range []string{"bolt", "redis"} {
+	for _, b := range append([]string{"bolt"}, redisBackends()...) {
 		t.Run(b, func(t *testing.T) { f(t, b) })
 	}
+}
+
+func redisBackends() []string {
+	var out []string
+	for _, mode := range redistest.Modes {
+		out = append(out, "redis-"+mode)
+	}
+	return out
 }
 
 // TestSucceeded: with and without a webhook, on both backends. The model gets model_input as its JSON body; the

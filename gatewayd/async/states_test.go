@@ -285,9 +285,9 @@ func TestPredictRateLimit(t *testing.T) {
 
 // TestQueueCapPerKey: a key may have at most MaxQueuedPerKey requests queued or in progress; the next answers
 // 429 rate_limited with Retry-After and stores nothing, another key is not affected, and a request that ends
-// (here canceled) frees a place. On bbolt and on redis-server.
+// (here canceled) frees a place. On bbolt and on Redis standalone, Sentinel and Cluster.
 func TestQueueCapPerKey(t *testing.T) {
-	for _, backend := range []string{"bolt", "redis"} {
+	for _, backend := range append([]string{"bolt"}, redisBackends()...) {
 		t.Run(backend, func(t *testing.T) {
 			f := newFx(t, fxOpts{backend: backend, notReady: true, config: async.Config{MaxQueuedPerKey: 3}})
 			var ids []string

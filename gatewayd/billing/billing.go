@@ -86,9 +86,23 @@ type Pending struct {
 	Event Event
 }
 
+// PartlyWritten is an Append error after which only Unwritten remain to be written: the store kept the other
+// records of the batch.
+type PartlyWritten struct {
+	Unwritten []Record
+	Err       error
+}
+
+func (e *PartlyWritten) Error() string {
+	return fmt.Sprintf("%d billing events were not written: %v", len(e.Unwritten), e.Err)
+}
+
+func (e *PartlyWritten) Unwrap() error { return e.Err }
+
 // Store keeps events and the outbox.
 type Store interface {
-	// Append stores records, and their outbox entries, in one write.
+	// Append stores records, and their outbox entries, in one write; a store that writes in several parts (Redis
+	// Cluster, one per namespace) returns a *PartlyWritten when only some parts failed.
 	Append(ctx context.Context, recs []Record) error
 	// List returns the events of ns matching q in ascending time order, and the cursor of the next page ("" when
 	// there is none).
@@ -245,6 +259,10 @@ func (r *Recorder) loop(batch []Record) {
 			return
 		}
 		if err := r.store.Append(context.Background(), batch); err != nil {
+			// Only what the store did not keep is written again, so a partial write duplicates nothing.
+			if pw := (*PartlyWritten)(nil); errors.As(err, &pw) {
+				batch = append(batch[:0], pw.Unwritten...)
+			}
 			r.report(fmt.Errorf("failed to write %d billing events (kept for the next attempt): %w", len(batch), err))
 			return
 		}

@@ -85,7 +85,10 @@ func TestBoltListPagesFiltersAndWindows(t *testing.T) {
 // TestDelivererRetriesWithBackoffAndAcks: a failing receiver keeps the outbox; once it answers 2xx, every
 // event arrives and the outbox is empty.
 func TestDelivererRetriesWithBackoffAndAcks(t *testing.T) {
-	s := openBolt(t)
+	withStores(t, testDelivererRetriesWithBackoffAndAcks)
+}
+
+func testDelivererRetriesWithBackoffAndAcks(t *testing.T, s Store) {
 	ctx := context.Background()
 	if err := s.Append(ctx, append(records("ns", 7, true), records("ns2", 3, false)...)); err != nil {
 		t.Fatal(err)

@@ -186,8 +186,11 @@ func TestBoltAppendStoresJSONMarshal(t *testing.T) {
 // TestRedisAppendStoresJSONMarshal: every value Append adds to the streams, of the events and the outbox, is
 // json.Marshal's bytes of its event, when the batch outgrows Append's buffer too.
 func TestRedisAppendStoresJSONMarshal(t *testing.T) {
-	srv := redistest.Start(t)
-	s := NewRedis(srv.Client(), "enctest")
+	redistest.Each(t, testRedisAppendStoresJSONMarshal)
+}
+
+func testRedisAppendStoresJSONMarshal(t *testing.T, d *redistest.Deployment) {
+	s := NewRedis(d.Client(), "enctest")
 	ctx := context.Background()
 	recs := bulkyRecords()
 	if err := s.Append(ctx, recs); err != nil {

@@ -3,12 +3,17 @@ package billing
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/modelgate/modelgate/gatewayd/state/redisclient"
 )
 
 // Redis keeps events in Redis streams, so every replica records into and delivers from the same place. Per
@@ -17,9 +22,13 @@ import (
 // namespaces that ever recorded. Stream ids are Redis server time, so a listing is in time order whatever
 // replica recorded the event. Two replicas may deliver the same batch at once; receivers dedupe by
 // idempotencyKey, as at-least-once delivery requires anyway.
+//
+// On Redis Cluster the namespace in every key but the namespaces' set is a hash tag ("{ns}"), so the events,
+// outbox and rollups of a namespace share its slot and a namespace's records are written in one transaction.
 type Redis struct {
-	client redis.UniversalClient
-	prefix string
+	client    redis.UniversalClient
+	prefix    string
+	clustered bool
 }
 
 // NewRedis stores events through client under prefix ("mg" when empty).
@@ -27,22 +36,25 @@ func NewRedis(client redis.UniversalClient, prefix string) *Redis {
 	if prefix == "" {
 		prefix = "mg"
 	}
-	return &Redis{client: client, prefix: prefix}
+	return &Redis{client: client, prefix: prefix, clustered: redisclient.Clustered(client)}
 }
 
-func (s *Redis) events(ns string) string { return s.prefix + ":billing:events:" + ns }
-func (s *Redis) outbox(ns string) string { return s.prefix + ":billing:outbox:" + ns }
+// tag is ns as its keys carry it: a hash tag on a cluster.
+func (s *Redis) tag(ns string) string { return redisclient.Tag(s.clustered, ns) }
+
+func (s *Redis) events(ns string) string { return s.prefix + ":billing:events:" + s.tag(ns) }
+func (s *Redis) outbox(ns string) string { return s.prefix + ":billing:outbox:" + s.tag(ns) }
 func (s *Redis) namespaces() string      { return s.prefix + ":billing:namespaces" }
 
 // throttles is the hash of one minute of the throttle rollup of ns: field ThrottleKey JSON, value the count.
 func (s *Redis) throttles(ns string, minute int64) string {
-	return s.prefix + ":billing:throttles:" + ns + ":" + strconv.FormatInt(minute, 10)
+	return s.prefix + ":billing:throttles:" + s.tag(ns) + ":" + strconv.FormatInt(minute, 10)
 }
 
 // usage is the hash of one minute of the usage rollup of (ns, group): fields "<counter>|<slug>", where counter is
 // r (requests), t (429s), i (input tokens) or o (output tokens), values the counts.
 func (s *Redis) usage(ns, group string, minute int64) string {
-	return s.prefix + ":billing:usage:" + ns + ":" + group + ":" + strconv.FormatInt(minute, 10)
+	return s.prefix + ":billing:usage:" + s.tag(ns) + ":" + group + ":" + strconv.FormatInt(minute, 10)
 }
 
 // usageFields pairs each counter's field letter with its value in c.
@@ -59,7 +71,56 @@ func usageFields(c *Counters) []struct {
 // Append implements Store. The rollups' increments are summed over the batch first, so a batch of N calls costs
 // one HINCRBY per distinct counter and one EXPIRE per hash, not N of each: under load a batch holds many calls of
 // few groups and slugs.
+//
+// On one primary the batch is one transaction. On a cluster a transaction cannot leave a slot, so the namespaces'
+// set is written first and then each namespace's records in a transaction of their own, all at once; when some
+// fail, the error is a *PartlyWritten holding only those records, so writing them again duplicates nothing.
 func (s *Redis) Append(ctx context.Context, recs []Record) error {
+	if !s.clustered {
+		return s.appendTx(ctx, recs, true)
+	}
+	var names []string
+	var byNS [][]Record
+	for _, r := range recs {
+		i := slices.Index(names, r.Namespace)
+		if i < 0 {
+			i = len(names)
+			names, byNS = append(names, r.Namespace), append(byNS, nil)
+		}
+		byNS[i] = append(byNS[i], r)
+	}
+	if err := s.client.SAdd(ctx, s.namespaces(), toAny(names)...).Err(); err != nil {
+		return fmt.Errorf("failed to store %d billing events in Redis: %w", len(recs), err)
+	}
+	errs := make([]error, len(byNS))
+	var wg sync.WaitGroup
+	for i, part := range byNS {
+		wg.Go(func() { errs[i] = s.appendTx(ctx, part, false) })
+	}
+	wg.Wait()
+	failed := &PartlyWritten{}
+	for i, err := range errs {
+		if err != nil {
+			failed.Unwritten = append(failed.Unwritten, byNS[i]...)
+			failed.Err = errors.Join(failed.Err, err)
+		}
+	}
+	if failed.Err == nil {
+		return nil
+	}
+	return failed
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// appendTx writes recs in one transaction, with the namespaces' set when withSet.
+func (s *Redis) appendTx(ctx context.Context, recs []Record, withSet bool) error {
 	var sums rollupSums
 	namespaces := map[string]bool{}
 	// buf holds the JSON of every event of the batch, one after the other: the pipeline keeps each value until it
@@ -91,8 +152,10 @@ func (s *Redis) Append(ctx context.Context, recs []Record) error {
 				}
 			}
 		}
-		for ns := range namespaces {
-			p.SAdd(ctx, s.namespaces(), ns)
+		if withSet {
+			for ns := range namespaces {
+				p.SAdd(ctx, s.namespaces(), ns)
+			}
 		}
 		sums.write(ctx, p)
 		return nil

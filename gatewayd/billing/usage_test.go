@@ -10,10 +10,13 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/state/redistest"
 )
 
-// withUsageStores runs fn on each store a deployment runs: bbolt (embedded) and a real redis-server.
-func withUsageStores(t *testing.T, fn func(t *testing.T, s Store)) {
+// withStores runs fn on each store a deployment runs: bbolt (embedded), and Redis standalone, Sentinel and
+// Cluster on real redis-server processes.
+func withStores(t *testing.T, fn func(t *testing.T, s Store)) {
 	t.Run("bolt", func(t *testing.T) { fn(t, openBolt(t)) })
-	t.Run("redis", func(t *testing.T) { fn(t, NewRedis(redistest.Start(t).Client(), "")) })
+	t.Run("redis", func(t *testing.T) {
+		redistest.Each(t, func(t *testing.T, d *redistest.Deployment) { fn(t, NewRedis(d.Client(), "")) })
+	})
 }
 
 func usageRecord(ns, group, slug string, status int, at time.Time, in, out int64) Record {
@@ -24,7 +27,7 @@ func usageRecord(ns, group, slug string, status int, at time.Time, in, out int64
 // TestUsageRollupCountsPerMinuteGroupAndSlug: every event adds to its minute's counters of its (group, slug) and
 // of the workspace's total of its slug, in the same write; 429s are counted apart and namespaces never mix.
 func TestUsageRollupCountsPerMinuteGroupAndSlug(t *testing.T) {
-	withUsageStores(t, func(t *testing.T, s Store) {
+	withStores(t, func(t *testing.T, s Store) {
 		m0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 		ctx := context.Background()
 		// Two writes, so counters of one minute add up across appends too.
@@ -93,21 +96,25 @@ func TestUsageRollupKeepsADay(t *testing.T) {
 		}
 	})
 	t.Run("redis", func(t *testing.T) {
-		srv := redistest.Start(t)
-		s := NewRedis(srv.Client(), "")
-		if err := s.Append(ctx, []Record{usageRecord("ws", "g1", "a", 200, at, 1, 1)}); err != nil {
-			t.Fatal(err)
-		}
-		for _, g := range []string{"g1", AllGroups} {
-			ttl, err := srv.Client().TTL(ctx, s.usage("ws", g, throttleMinute(at))).Result()
-			if err != nil || ttl <= 24*time.Hour || ttl > UsageKeep {
-				t.Errorf("TTL of the %s minute = %v, %v: want more than a day, at most %v", g, ttl, err, UsageKeep)
-			}
-		}
-		// A day of minutes is read back in one call.
-		got, err := s.Usage(ctx, "ws", "g1", at.Add(-24*time.Hour), at)
-		if err != nil || len(got) != 1 || got[0].Requests != 1 {
-			t.Errorf("Usage over a day = %+v, %v", got, err)
-		}
+		redistest.Each(t, func(t *testing.T, d *redistest.Deployment) { testRedisUsageKeepsADay(t, d, at) })
 	})
+}
+
+func testRedisUsageKeepsADay(t *testing.T, d *redistest.Deployment, at time.Time) {
+	ctx := context.Background()
+	s := NewRedis(d.Client(), "")
+	if err := s.Append(ctx, []Record{usageRecord("ws", "g1", "a", 200, at, 1, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []string{"g1", AllGroups} {
+		ttl, err := d.Client().TTL(ctx, s.usage("ws", g, throttleMinute(at))).Result()
+		if err != nil || ttl <= 24*time.Hour || ttl > UsageKeep {
+			t.Errorf("TTL of the %s minute = %v, %v: want more than a day, at most %v", g, ttl, err, UsageKeep)
+		}
+	}
+	// A day of minutes is read back in one call.
+	got, err := s.Usage(ctx, "ws", "g1", at.Add(-24*time.Hour), at)
+	if err != nil || len(got) != 1 || got[0].Requests != 1 {
+		t.Errorf("Usage over a day = %+v, %v", got, err)
+	}
 }

@@ -7,16 +7,15 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/redis/go-redis/v9"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/modelgate/modelgate/gatewayd/state/redistest"
 )
 
-// TestRecorder checks both stores: a use is recorded, a second use within the minute is not written, one a
+// TestRecorder checks every store: a use is recorded, a second use within the minute is not written, one a
 // minute later is, and an older time from another replica never moves the stored time back.
 func TestRecorder(t *testing.T) {
-	for name, open := range map[string]func(t *testing.T) Store{
+	stores := map[string]func(t *testing.T) Store{
 		"memory": func(*testing.T) Store { return NewMemory() },
 		"bolt": func(t *testing.T) Store {
 			db, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), 0o600, nil)
@@ -26,13 +25,14 @@ func TestRecorder(t *testing.T) {
 			t.Cleanup(func() { _ = db.Close() })
 			return NewBolt(db)
 		},
-		"redis": func(t *testing.T) Store {
-			srv := redistest.Start(t)
-			c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-			t.Cleanup(func() { _ = c.Close() })
-			return NewRedis(c, "test:")
-		},
-	} {
+	}
+	// Redis on each deployment gatewayd runs on: standalone, Sentinel and Cluster.
+	for _, mode := range redistest.Modes {
+		stores["redis-"+mode] = func(t *testing.T) Store {
+			return NewRedis(redistest.StartDeployment(t, mode).Client(), "test:")
+		}
+	}
+	for name, open := range stores {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			store := open(t)

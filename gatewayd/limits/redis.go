@@ -14,6 +14,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/modelgate/modelgate/gatewayd/state/redisclient"
 )
 
 // ErrUnavailable wraps every failure to reach the shared counters, so gatewayd can answer 503
@@ -59,9 +61,15 @@ type RedisOptions struct {
 	Log logr.Logger
 }
 
-// Redis is the shared Store for several gatewayd replicas: the counters live in one Redis (standalone or
-// Sentinel; a plan's keys span groups, so Redis Cluster is not supported) and every check runs inside a Lua
-// script, so the all-or-nothing charge is atomic across replicas. go-redis reconnects on its own after an outage.
+// Redis is the shared Store for several gatewayd replicas: the counters live in Redis (standalone, Sentinel or
+// Cluster) and every check runs inside a Lua script, so the all-or-nothing charge is atomic across replicas.
+// go-redis reconnects on its own after an outage and follows a failover or a moved slot.
+//
+// A plan's keys are those of one workspace (its group's ancestor chain and the workspace key's tier), so on a
+// cluster they carry the workspace's namespace as their hash tag and one script charges the whole plan in one
+// slot; a batch's calls are then split into one script call per namespace, still in one pipeline (go-redis
+// sends each node its part). On standalone Redis and Sentinel nothing is split and the keys are untagged, as
+// before (see docs/decisions.md, "Redis Cluster and Sentinel").
 //
 // Calls are batched: whichever caller finds no script call in flight sends every queued call (checks, counts
 // and settles) as one script call, and the callers that queued meanwhile wait for its answers, so concurrent
@@ -70,6 +78,8 @@ type RedisOptions struct {
 type Redis struct {
 	client redis.UniversalClient
 	opts   RedisOptions
+	// clustered is true on Redis Cluster: keys are tagged by namespace and batches split by it.
+	clustered bool
 
 	mu sync.Mutex
 	// idle is signalled when a pipeline ends, for Flush.
@@ -98,8 +108,9 @@ type call struct {
 
 // item is one call of the batch script: its kind ('a' check, 's' settle, 'c' count), its four time integers
 // (see redis_batch.lua), its keys and, per key, its codes, followed for a check by the plan's ranks,
-// thresholds and format.
+// thresholds and format. ns is the namespace of its keys, which a cluster's batches are split by.
 type item struct {
+	ns    string
 	kind  string
 	times [4]int64
 	keys  []string
@@ -118,13 +129,20 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 	if opts.Prefix == "" {
 		opts.Prefix = "mg"
 	}
-	r := &Redis{client: client, opts: opts}
+	r := &Redis{client: client, opts: opts, clustered: redisclient.Clustered(client)}
+	if r.clustered {
+		// A pipelined SCRIPT LOAD reaches one node of a cluster, not the one a batch runs on: each node learns
+		// the script from the first batch it refuses with NOSCRIPT, sent again with its source.
+		r.loaded.Store(true)
+	}
 	r.idle = sync.NewCond(&r.mu)
 	return r
 }
 
 // redisHandle is the bound form of a Plan: one key per (group, slug) and the script arguments of its calls.
 type redisHandle struct {
+	// ns is the namespace of every key.
+	ns   string
 	keys []string
 	// admit is, per key, the codes of its limits (one digit each, code + 6 for a repeated counter), then the plan
 	// index of each of those limits as two bytes, then their thresholds packed: see redis_batch.lua.
@@ -148,11 +166,18 @@ func (r *Redis) Bind(p *Plan) error {
 		return fmt.Errorf("plan has %d limits, more than the Redis store takes (%d)", len(p.Limits), 1<<16)
 	}
 	h := &redisHandle{}
+	if len(p.Limits) > 0 {
+		h.ns = p.Limits[0].Key.Namespace
+	}
 	// byKey lists, per key in order of first use, the plan indexes of its limits.
 	var byKey [][]int
 	for i, l := range p.Limits {
 		if l.Key.Type >= numTypes || l.Key.Unit >= numUnits {
 			return errors.New("limit has an unknown type or unit")
+		}
+		if l.Key.Namespace != h.ns {
+			// One script charges the whole plan, which on a cluster must stay in its namespace's slot.
+			return fmt.Errorf("plan spans namespaces %s and %s; a plan charges one workspace", h.ns, l.Key.Namespace)
 		}
 		key := r.pairKey(l.Key)
 		k := slices.Index(h.keys, key)
@@ -192,10 +217,11 @@ func (r *Redis) Bind(p *Plan) error {
 	return nil
 }
 
-// pairKey names the counters of a (namespace, group, slug). Namespaces and group names are DNS labels without
-// ':', so the layout is unambiguous even when a slug contains one.
+// pairKey names the counters of a (namespace, group, slug), the namespace as the hash tag on a cluster.
+// Namespaces and group names are DNS labels without ':' or braces, so the layout is unambiguous even when a slug
+// contains one.
 func (r *Redis) pairKey(k BucketKey) string {
-	return r.opts.Prefix + ":" + k.Namespace + ":" + k.Group + ":" + k.Slug
+	return r.opts.Prefix + ":" + redisclient.Tag(r.clustered, k.Namespace) + ":" + k.Group + ":" + k.Slug
 }
 
 func (r *Redis) handle(p *Plan) (*redisHandle, error) {
@@ -230,7 +256,7 @@ func (r *Redis) Admit(ctx context.Context, p *Plan, now time.Time) (Result, erro
 	if err != nil {
 		return Result{}, err
 	}
-	c := r.do(ctx, item{kind: "a", times: timesAt(now), keys: h.keys, args: h.admit})
+	c := r.do(ctx, item{ns: h.ns, kind: "a", times: timesAt(now), keys: h.keys, args: h.admit})
 	if c.err != nil {
 		if r.opts.FailOpen {
 			return Result{Allowed: true, Hit: -1}, nil
@@ -397,7 +423,7 @@ func (r *Redis) exec(calls []*call, settles []settle) error {
 	items := make([]*item, 0, len(merged)+len(calls))
 	for i := range merged {
 		s := &merged[i]
-		items = append(items, &item{kind: "s", times: s.times, keys: s.h.settleKeys, args: s.h.settle})
+		items = append(items, &item{ns: s.h.ns, kind: "s", times: s.times, keys: s.h.settleKeys, args: s.h.settle})
 	}
 	for _, c := range calls {
 		items = append(items, &c.item)
@@ -429,40 +455,123 @@ type answer struct {
 }
 
 // run sends items as script calls of at most maxBatch items each, in one pipeline, and returns their answers in
-// order. A Redis that restarted has forgotten the script: the batches are sent again with its source, once, and
-// the script is loaded ahead of the next pipeline.
+// order. On a cluster each script call holds the items of one namespace, in their order. A Redis that restarted
+// (or a primary that took over) has forgotten the script: the batches it refused are sent again with its source,
+// once, and the script is loaded ahead of the next pipeline.
 func (r *Redis) run(ctx context.Context, items []*item) []answer {
 	var batches []batch
-	for start := 0; start < len(items); start += maxBatch {
-		batches = append(batches, newBatch(items[start:min(start+maxBatch, len(items))]))
+	if !r.clustered {
+		for start := 0; start < len(items); start += maxBatch {
+			batches = append(batches, newBatch(items, span(start, min(start+maxBatch, len(items)))))
+		}
+	} else {
+		for _, group := range byNamespace(items) {
+			for start := 0; start < len(group); start += maxBatch {
+				batches = append(batches, newBatch(items, group[start:min(start+maxBatch, len(group))]))
+			}
+		}
 	}
 	r.pipeline(ctx, batches, false)
-	noScript := func(b batch) bool { return b.cmd.Err() != nil && redis.HasErrorPrefix(b.cmd.Err(), "NOSCRIPT") }
-	if slices.ContainsFunc(batches, noScript) {
+	// A node that never ran the script, or forgot it, refuses with NOSCRIPT: send those batches again with the
+	// source, once. Only the refused batches: the others ran, and must not charge twice.
+	if r.again(ctx, batches, "NOSCRIPT", true) && !r.clustered {
 		r.loaded.Store(false)
-		r.pipeline(ctx, batches, true)
 	}
-	answers := make([]answer, 0, len(items))
+	// While a cluster moves a workspace's slot, a script whose keys are split between the two nodes answers
+	// TRYAGAIN without running: send it again a few times, a little later each time.
+	for wait := 5 * time.Millisecond; wait <= 40*time.Millisecond; wait *= 2 {
+		if !slices.ContainsFunc(batches, func(b batch) bool { return refused(b, "TRYAGAIN") }) {
+			break
+		}
+		time.Sleep(wait)
+		r.again(ctx, batches, "TRYAGAIN", false)
+	}
+	answers := make([]answer, len(items))
 	for _, b := range batches {
-		answers = append(answers, b.answers()...)
+		b.answer(answers)
 	}
 	return answers
 }
 
+// refused reports whether Redis refused b with an error that starts with prefix.
+func refused(b batch, prefix string) bool {
+	return b.cmd.Err() != nil && redis.HasErrorPrefix(b.cmd.Err(), prefix)
+}
+
+// again sends the batches Redis refused with prefix again, in one pipeline (with the script's source when
+// source), and reports whether there were any.
+func (r *Redis) again(ctx context.Context, batches []batch, prefix string, source bool) bool {
+	var again []batch
+	var at []int
+	for i, b := range batches {
+		if refused(b, prefix) {
+			again, at = append(again, b), append(at, i)
+		}
+	}
+	if len(again) == 0 {
+		return false
+	}
+	r.pipeline(ctx, again, source)
+	for k, i := range at {
+		batches[i].cmd = again[k].cmd
+	}
+	return true
+}
+
+// byNamespace lists the indexes of items per namespace, in order of first appearance, each in queue order: the
+// script calls of a cluster, where a script stays in one workspace's slot.
+func byNamespace(items []*item) [][]int {
+	var out [][]int
+	var names []string
+	for i, it := range items {
+		g := slices.Index(names, it.ns)
+		if g < 0 {
+			g = len(out)
+			names = append(names, it.ns)
+			out = append(out, nil)
+		}
+		out[g] = append(out[g], i)
+	}
+	return out
+}
+
+// identity holds 0, 1, 2, ...: span slices it, so a batch on one primary allocates no index list.
+var identity = func() []int {
+	s := make([]int, 16*maxBatch)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}()
+
+// span is the indexes from start to end, end excluded.
+func span(start, end int) []int {
+	if end <= len(identity) {
+		return identity[start:end:end]
+	}
+	s := make([]int, 0, end-start)
+	for i := start; i < end; i++ {
+		s = append(s, i)
+	}
+	return s
+}
+
 // batch is one call of the batch script.
 type batch struct {
-	n    int
+	// idx are the indexes of its items in the items run sends.
+	idx  []int
 	keys []string
 	args []any
 	cmd  *redis.Cmd
 }
 
-// newBatch lays items out as the script takes them: each key once in KEYS, and per item its kind, time, key
-// indexes and arguments.
-func newBatch(items []*item) batch {
-	b := batch{n: len(items)}
+// newBatch lays the items of idx out as the script takes them: each key once in KEYS, and per item its kind,
+// time, key indexes and arguments.
+func newBatch(items []*item, idx []int) batch {
+	b := batch{idx: idx}
 	index := make(map[string]int, 8)
-	for _, it := range items {
+	for _, i := range idx {
+		it := items[i]
 		refs := make([]byte, 0, 2*len(it.keys))
 		for _, k := range it.keys {
 			g, ok := index[k]
@@ -483,21 +592,19 @@ func newBatch(items []*item) batch {
 	return b
 }
 
-// answers splits the script's reply into one answer per item.
-func (b batch) answers() []answer {
-	out := make([]answer, b.n)
+// answer splits the script's reply into the answers of its items, in out.
+func (b batch) answer(out []answer) {
 	vals, err := b.cmd.Int64Slice()
-	if err == nil && len(vals) != 2*b.n {
-		err = fmt.Errorf("limit script answered %d values for %d calls", len(vals), b.n)
+	if err == nil && len(vals) != 2*len(b.idx) {
+		err = fmt.Errorf("limit script answered %d values for %d calls", len(vals), len(b.idx))
 	}
-	for i := range out {
+	for k, i := range b.idx {
 		if err != nil {
 			out[i].err = err
 			continue
 		}
-		out[i].out = [2]int64{vals[2*i], vals[2*i+1]}
+		out[i].out = [2]int64{vals[2*k], vals[2*k+1]}
 	}
-	return out
 }
 
 // pipeline sends batches as one pipeline, by script hash or, with source, by script text. Until the script is
@@ -511,9 +618,17 @@ func (r *Redis) pipeline(ctx context.Context, batches []batch, source bool) {
 	}
 	for i := range batches {
 		b := &batches[i]
-		if source {
+		switch {
+		case r.clustered:
+			// go-redis sends every command of a node's part of a cluster pipeline again when the first one meets
+			// a retryable error (TRYAGAIN while a slot moves, a broken connection), those that ran included: a
+			// script must not run twice, so go-redis retries none of them (it still follows MOVED and ASK), and
+			// run sends again only what Redis refused.
+			b.cmd = scriptCmd(ctx, source, b.keys, b.args)
+			_ = pipe.Process(ctx, noRetry{b.cmd})
+		case source:
 			b.cmd = pipe.Eval(ctx, bucketsSource+batchSource, b.keys, b.args...)
-		} else {
+		default:
 			b.cmd = pipe.EvalSha(ctx, batchScript.Hash(), b.keys, b.args...)
 		}
 	}
@@ -523,12 +638,32 @@ func (r *Redis) pipeline(ctx context.Context, batches []batch, source bool) {
 	}
 }
 
+// scriptCmd is the batch script's EVALSHA (or EVAL, with source) of keys and args.
+func scriptCmd(ctx context.Context, source bool, keys []string, args []any) *redis.Cmd {
+	all := make([]any, 0, 3+len(keys)+len(args))
+	if source {
+		all = append(all, "eval", bucketsSource+batchSource)
+	} else {
+		all = append(all, "evalsha", batchScript.Hash())
+	}
+	all = append(all, len(keys))
+	for _, k := range keys {
+		all = append(all, k)
+	}
+	return redis.NewCmd(ctx, append(all, args...)...)
+}
+
+// noRetry is a command that go-redis never sends again on its own.
+type noRetry struct{ *redis.Cmd }
+
+func (noRetry) NoRetry() bool { return true }
+
 // Count implements Store. It is queued like a check, so it sees every settle queued before it.
 func (r *Redis) Count(ctx context.Context, k BucketKey, now time.Time) (int64, error) {
 	if k.Type >= numTypes || k.Unit >= numUnits {
 		return 0, errors.New("bucket has an unknown type or unit")
 	}
-	c := r.do(ctx, item{kind: "c", times: timesAt(now), keys: []string{r.pairKey(k)}, args: []any{string(rune('0' + code(k)))}})
+	c := r.do(ctx, item{ns: k.Namespace, kind: "c", times: timesAt(now), keys: []string{r.pairKey(k)}, args: []any{string(rune('0' + code(k)))}})
 	if c.err != nil {
 		return 0, fmt.Errorf("%w: count: %w", ErrUnavailable, c.err)
 	}

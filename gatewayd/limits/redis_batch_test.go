@@ -17,90 +17,93 @@ import (
 // concurrent calls on a two-level chain with a REQUEST limit of 300 admit exactly 300, and once flushed the
 // TOKEN counters hold exactly the tokens of the admitted calls.
 func TestRedisPipelineExact(t *testing.T) {
-	r, _ := newRedis(t, RedisOptions{})
-	ctx := context.Background()
-	p := bindTo(t, r,
-		lim("leaf", "s", Request, Minute, 1000), lim("leaf", "s", Token, Day, 1<<40),
-		lim("root", "s", Request, Minute, 300), lim("root", "s", Token, Minute, 1<<40))
-	var admitted atomic.Int64
-	var wg sync.WaitGroup
-	for range 1000 {
-		wg.Go(func() {
-			res, err := r.Admit(ctx, p, t0)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if res.Allowed {
-				admitted.Add(1)
-				if err := r.Settle(ctx, p, 7, t0); err != nil {
+	onEachRedis(t, RedisOptions{}, func(t *testing.T, r *Redis, d *redistest.Deployment) {
+		ctx := context.Background()
+		p := bindTo(t, r,
+			lim("leaf", "s", Request, Minute, 1000), lim("leaf", "s", Token, Day, 1<<40),
+			lim("root", "s", Request, Minute, 300), lim("root", "s", Token, Minute, 1<<40))
+		var admitted atomic.Int64
+		var wg sync.WaitGroup
+		for range 1000 {
+			wg.Go(func() {
+				res, err := r.Admit(ctx, p, t0)
+				if err != nil {
 					t.Error(err)
+					return
 				}
-			}
-		})
-	}
-	wg.Wait()
-	if err := r.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if got := admitted.Load(); got != 300 {
-		t.Fatalf("admitted %d of 1000 concurrent calls, want exactly 300", got)
-	}
-	for _, c := range []struct {
-		l    Limit
-		want int64
-	}{{p.Limits[0], 300}, {p.Limits[1], 2100}, {p.Limits[2], 300}, {p.Limits[3], 2100}} {
-		if n, err := r.Count(ctx, c.l.Key, t0); err != nil || n != c.want {
-			t.Errorf("count of %+v: %d (%v), want %d", c.l.Key, n, err, c.want)
+				if res.Allowed {
+					admitted.Add(1)
+					if err := r.Settle(ctx, p, 7, t0); err != nil {
+						t.Error(err)
+					}
+				}
+			})
 		}
-	}
+		wg.Wait()
+		if err := r.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if got := admitted.Load(); got != 300 {
+			t.Fatalf("admitted %d of 1000 concurrent calls, want exactly 300", got)
+		}
+		for _, c := range []struct {
+			l    Limit
+			want int64
+		}{{p.Limits[0], 300}, {p.Limits[1], 2100}, {p.Limits[2], 300}, {p.Limits[3], 2100}} {
+			if n, err := r.Count(ctx, c.l.Key, t0); err != nil || n != c.want {
+				t.Errorf("count of %+v: %d (%v), want %d", c.l.Key, n, err, c.want)
+			}
+		}
+	})
 }
 
 // TestRedisSettleBeforeNextAdmit: a settle is queued, not sent, when Settle returns, but a check queued after
 // it runs after it, so a caller never sees its own tokens missing.
 func TestRedisSettleBeforeNextAdmit(t *testing.T) {
-	r, _ := newRedis(t, RedisOptions{})
-	ctx := context.Background()
-	p := bindTo(t, r, lim("g", "s", Token, Minute, 10))
-	for i := range 50 {
-		now := t0.Add(time.Duration(i) * time.Minute * 2)
-		if res, err := r.Admit(ctx, p, now); err != nil || !res.Allowed {
-			t.Fatalf("round %d: first admit %+v %v", i, res, err)
+	onEachRedis(t, RedisOptions{}, func(t *testing.T, r *Redis, d *redistest.Deployment) {
+		ctx := context.Background()
+		p := bindTo(t, r, lim("g", "s", Token, Minute, 10))
+		for i := range 50 {
+			now := t0.Add(time.Duration(i) * time.Minute * 2)
+			if res, err := r.Admit(ctx, p, now); err != nil || !res.Allowed {
+				t.Fatalf("round %d: first admit %+v %v", i, res, err)
+			}
+			if err := r.Settle(ctx, p, 10, now); err != nil {
+				t.Fatal(err)
+			}
+			if res, err := r.Admit(ctx, p, now); err != nil || res.Allowed {
+				t.Fatalf("round %d: admit after exhausting the limit: %+v %v, want refused", i, res, err)
+			}
 		}
-		if err := r.Settle(ctx, p, 10, now); err != nil {
-			t.Fatal(err)
-		}
-		if res, err := r.Admit(ctx, p, now); err != nil || res.Allowed {
-			t.Fatalf("round %d: admit after exhausting the limit: %+v %v, want refused", i, res, err)
-		}
-	}
+	})
 }
 
 // TestRedisCloseFlushesSettles: Close charges every settle queued before it, so a graceful stop loses no
 // tokens.
 func TestRedisCloseFlushesSettles(t *testing.T) {
-	r, srv := newRedis(t, RedisOptions{})
-	ctx := context.Background()
-	p := bindTo(t, r, lim("a", "s", Token, Day, 1<<40), lim("b", "s", Token, Second, 1<<40))
-	var wg sync.WaitGroup
-	for i := range 500 {
-		wg.Go(func() {
-			if err := r.Settle(ctx, p, int64(i%5+1), t0); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	wg.Wait()
-	if err := r.Close(); err != nil {
-		t.Fatal(err)
-	}
-	// A second store reads what the first one wrote, as another replica would.
-	other := NewRedis(srv.Client(), RedisOptions{})
-	for _, l := range p.Limits {
-		if n, err := other.Count(ctx, l.Key, t0); err != nil || n != 1500 {
-			t.Errorf("count of %+v after Close: %d (%v), want 1500", l.Key, n, err)
+	onEachRedis(t, RedisOptions{}, func(t *testing.T, r *Redis, d *redistest.Deployment) {
+		ctx := context.Background()
+		p := bindTo(t, r, lim("a", "s", Token, Day, 1<<40), lim("b", "s", Token, Second, 1<<40))
+		var wg sync.WaitGroup
+		for i := range 500 {
+			wg.Go(func() {
+				if err := r.Settle(ctx, p, int64(i%5+1), t0); err != nil {
+					t.Error(err)
+				}
+			})
 		}
-	}
+		wg.Wait()
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+		// A second store reads what the first one wrote, as another replica would.
+		other := NewRedis(d.Client(), RedisOptions{})
+		for _, l := range p.Limits {
+			if n, err := other.Count(ctx, l.Key, t0); err != nil || n != 1500 {
+				t.Errorf("count of %+v after Close: %d (%v), want 1500", l.Key, n, err)
+			}
+		}
+	})
 }
 
 // TestRedisSettleOutage: settles queued while Redis is down are reported by Flush as ErrUnavailable, block
@@ -157,29 +160,30 @@ func TestRedisSettleOutage(t *testing.T) {
 // TestRedisSettleLeavesWithoutACheck: settles wait for a check to carry them, but not forever: with no check and
 // no Flush, another replica sees the tokens after about settleDelay.
 func TestRedisSettleLeavesWithoutACheck(t *testing.T) {
-	r, srv := newRedis(t, RedisOptions{})
-	other := NewRedis(srv.Client(), RedisOptions{})
-	ctx := context.Background()
-	l := lim("g", "s", Token, Minute, 1<<40)
-	p := bindTo(t, r, l)
-	for round := 1; round <= 3; round++ {
-		if err := r.Settle(ctx, p, 5, t0); err != nil {
-			t.Fatal(err)
-		}
-		var n int64
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-			var err error
-			if n, err = other.Count(ctx, l.Key, t0); err != nil {
+	onEachRedis(t, RedisOptions{}, func(t *testing.T, r *Redis, d *redistest.Deployment) {
+		other := NewRedis(d.Client(), RedisOptions{})
+		ctx := context.Background()
+		l := lim("g", "s", Token, Minute, 1<<40)
+		p := bindTo(t, r, l)
+		for round := 1; round <= 3; round++ {
+			if err := r.Settle(ctx, p, 5, t0); err != nil {
 				t.Fatal(err)
 			}
-			if n == int64(5*round) {
-				break
+			var n int64
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+				var err error
+				if n, err = other.Count(ctx, l.Key, t0); err != nil {
+					t.Fatal(err)
+				}
+				if n == int64(5*round) {
+					break
+				}
+			}
+			if n != int64(5*round) {
+				t.Fatalf("round %d: another replica counts %d tokens, want %d", round, n, 5*round)
 			}
 		}
-		if n != int64(5*round) {
-			t.Fatalf("round %d: another replica counts %d tokens, want %d", round, n, 5*round)
-		}
-	}
+	})
 }
 
 // BenchmarkRedisBatch measures one script call inside Redis (redis-µs/script, from INFO commandstats) carrying

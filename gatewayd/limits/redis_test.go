@@ -26,6 +26,12 @@ func newRedis(t testing.TB, opts RedisOptions) (*Redis, *redistest.Server) {
 	return NewRedis(srv.Client(), opts), srv
 }
 
+// onEachRedis runs fn on a store over each deployment gatewayd runs on (standalone, Sentinel, Cluster); d's
+// Client gives fn another replica's client.
+func onEachRedis(t *testing.T, opts RedisOptions, fn func(t *testing.T, r *Redis, d *redistest.Deployment)) {
+	redistest.Each(t, func(t *testing.T, d *redistest.Deployment) { fn(t, NewRedis(d.Client(), opts), d) })
+}
+
 func bindTo(t testing.TB, s Store, ls ...Limit) *Plan {
 	t.Helper()
 	p := &Plan{Limits: ls}
@@ -39,55 +45,56 @@ func bindTo(t testing.TB, s Store, ls ...Limit) *Plan {
 // requires the same decisions, retry times and counts: the Lua script is the memory algorithm, not an
 // approximation of it.
 func TestRedisMatchesMemory(t *testing.T) {
-	r, _ := newRedis(t, RedisOptions{})
-	m := NewMemory()
-	ctx := context.Background()
-	rng := rand.New(rand.NewPCG(1, 2))
-	plans := walkPlans(t, m, r, rng)
-	// Microsecond steps: the script works in microseconds, so retry times compare exactly.
-	now := time.Date(2026, 3, 14, 23, 58, 0, 0, time.UTC)
-	var refused, allowed int
-	for step := range 3000 {
-		// Forward only: see docs/limits.md ("Clocks") for how the stores differ when a clock steps back.
-		now = now.Add(time.Duration(rng.IntN(80_000)) * time.Microsecond)
-		pp := plans[rng.IntN(len(plans))]
-		if rng.IntN(3) == 0 {
-			n := int64(rng.IntN(6))
-			_ = m.Settle(ctx, pp[0], n, now)
-			if err := r.Settle(ctx, pp[1], n, now); err != nil {
-				t.Fatal(err)
+	onEachRedis(t, RedisOptions{}, func(t *testing.T, r *Redis, d *redistest.Deployment) {
+		m := NewMemory()
+		ctx := context.Background()
+		rng := rand.New(rand.NewPCG(1, 2))
+		plans := walkPlans(t, m, r, rng)
+		// Microsecond steps: the script works in microseconds, so retry times compare exactly.
+		now := time.Date(2026, 3, 14, 23, 58, 0, 0, time.UTC)
+		var refused, allowed int
+		for step := range 3000 {
+			// Forward only: see docs/limits.md ("Clocks") for how the stores differ when a clock steps back.
+			now = now.Add(time.Duration(rng.IntN(80_000)) * time.Microsecond)
+			pp := plans[rng.IntN(len(plans))]
+			if rng.IntN(3) == 0 {
+				n := int64(rng.IntN(6))
+				_ = m.Settle(ctx, pp[0], n, now)
+				if err := r.Settle(ctx, pp[1], n, now); err != nil {
+					t.Fatal(err)
+				}
+				continue
 			}
-			continue
-		}
-		want, _ := m.Admit(ctx, pp[0], now)
-		got, err := r.Admit(ctx, pp[1], now)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got != want {
-			t.Fatalf("step %d at %s: redis %+v, memory %+v", step, now.Format(time.RFC3339Nano), got, want)
-		}
-		if got.Allowed {
-			allowed++
-		} else {
-			refused++
-		}
-	}
-	t.Logf("The walk admitted %d and refused %d calls", allowed, refused)
-	if refused < 100 || allowed < 100 {
-		t.Fatalf("the walk admitted %d and refused %d calls: too few of one kind to compare", allowed, refused)
-	}
-	for _, pp := range plans {
-		for _, l := range pp[0].Limits {
-			got, err := r.Count(ctx, l.Key, now)
+			want, _ := m.Admit(ctx, pp[0], now)
+			got, err := r.Admit(ctx, pp[1], now)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := m.Usage(l.Key, now); got != want {
-				t.Errorf("count of %+v: redis %d, memory %d", l.Key, got, want)
+			if got != want {
+				t.Fatalf("step %d at %s: redis %+v, memory %+v", step, now.Format(time.RFC3339Nano), got, want)
+			}
+			if got.Allowed {
+				allowed++
+			} else {
+				refused++
 			}
 		}
-	}
+		t.Logf("The walk admitted %d and refused %d calls", allowed, refused)
+		if refused < 100 || allowed < 100 {
+			t.Fatalf("the walk admitted %d and refused %d calls: too few of one kind to compare", allowed, refused)
+		}
+		for _, pp := range plans {
+			for _, l := range pp[0].Limits {
+				got, err := r.Count(ctx, l.Key, now)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := m.Usage(l.Key, now); got != want {
+					t.Errorf("count of %+v: redis %d, memory %d", l.Key, got, want)
+				}
+			}
+		}
+	})
 }
 
 // walkPlans binds six three-level plans sharing their upper two levels, as siblings of a CASCADING tree do, to
@@ -102,7 +109,10 @@ func walkPlans(t *testing.T, m *Memory, r *Redis, rng *rand.Rand) [][2]*Plan {
 					if typ == Token {
 						base *= 5
 					}
-					ls = append(ls, lim(g, "s", typ, Unit(u), int64(base+rng.IntN(base)+level*base)))
+					l := lim(g, "s", typ, Unit(u), int64(base+rng.IntN(base)+level*base))
+					// Two workspaces, so a cluster's batches span namespaces (and nodes).
+					l.Key.Namespace = fmt.Sprintf("ns%d", i%2)
+					ls = append(ls, l)
 				}
 			}
 		}
@@ -119,8 +129,12 @@ func walkPlans(t *testing.T, m *Memory, r *Redis, rng *rand.Rand) [][2]*Plan {
 // the calls of a batch, and one call in ten carries a time up to 150 ms earlier, as calls queued by concurrent
 // handlers do.
 func TestRedisBatchMatchesOneByOne(t *testing.T) {
-	one, srv := newRedis(t, RedisOptions{Prefix: "one"})
-	batched := NewRedis(srv.Client(), RedisOptions{Prefix: "batched"})
+	onEachRedis(t, RedisOptions{Prefix: "one"}, func(t *testing.T, one *Redis, d *redistest.Deployment) {
+		testBatchMatchesOneByOne(t, one, NewRedis(d.Client(), RedisOptions{Prefix: "batched"}))
+	})
+}
+
+func testBatchMatchesOneByOne(t *testing.T, one, batched *Redis) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(3, 4))
 	m := NewMemory()
@@ -142,9 +156,9 @@ func TestRedisBatchMatchesOneByOne(t *testing.T) {
 			pp := plans[rng.IntN(len(plans))]
 			for i, p := range pp {
 				h := p.Handle.(*redisHandle)
-				it := &item{kind: "a", times: timesAt(at), keys: h.keys, args: h.admit}
+				it := &item{ns: h.ns, kind: "a", times: timesAt(at), keys: h.keys, args: h.admit}
 				if n := int64(step % 6); step%3 == 0 && n > 0 {
-					it = &item{kind: "s", times: settleTimes(at, n), keys: h.settleKeys, args: h.settle}
+					it = &item{ns: h.ns, kind: "s", times: settleTimes(at, n), keys: h.settleKeys, args: h.settle}
 				}
 				if i == 0 {
 					ones = append(ones, it)
@@ -187,117 +201,120 @@ func TestRedisBatchMatchesOneByOne(t *testing.T) {
 // TestRedisConcurrentExact: 1,000 concurrent calls through two clients (two replicas) against a REQUEST DAY
 // limit of 100 admit exactly 100.
 func TestRedisConcurrentExact(t *testing.T) {
-	r1, srv := newRedis(t, RedisOptions{})
-	r2 := NewRedis(srv.Client(), RedisOptions{})
-	l := lim("g", "s", Request, Day, 100)
-	plans := []*Plan{bindTo(t, r1, l), bindTo(t, r2, l)}
-	stores := []*Redis{r1, r2}
-	var admitted atomic.Int64
-	var wg sync.WaitGroup
-	for i := range 1000 {
-		wg.Go(func() {
-			res, err := stores[i%2].Admit(context.Background(), plans[i%2], t0)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if res.Allowed {
-				admitted.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	if got := admitted.Load(); got != 100 {
-		t.Fatalf("admitted %d of 1000 concurrent calls, want exactly 100", got)
-	}
-	if n, _ := r1.Count(context.Background(), l.Key, t0); n != 100 {
-		t.Fatalf("count %d, want 100", n)
-	}
+	onEachRedis(t, RedisOptions{}, func(t *testing.T, r1 *Redis, d *redistest.Deployment) {
+		r2 := NewRedis(d.Client(), RedisOptions{})
+		l := lim("g", "s", Request, Day, 100)
+		plans := []*Plan{bindTo(t, r1, l), bindTo(t, r2, l)}
+		stores := []*Redis{r1, r2}
+		var admitted atomic.Int64
+		var wg sync.WaitGroup
+		for i := range 1000 {
+			wg.Go(func() {
+				res, err := stores[i%2].Admit(context.Background(), plans[i%2], t0)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if res.Allowed {
+					admitted.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if got := admitted.Load(); got != 100 {
+			t.Fatalf("admitted %d of 1000 concurrent calls, want exactly 100", got)
+		}
+		if n, _ := r1.Count(context.Background(), l.Key, t0); n != 100 {
+			t.Fatalf("count %d, want 100", n)
+		}
+	})
 }
 
 // TestRedisCascadingSiblingsShareParent: sibling leaves with their own large limits hammer a parent pool of
 // 50; together they get exactly 50, and a refused call charges no leaf.
 func TestRedisCascadingSiblingsShareParent(t *testing.T) {
-	r, _ := newRedis(t, RedisOptions{})
-	parent := lim("parent", "s", Request, Minute, 50)
-	var plans []*Plan
-	for i := range 4 {
-		plans = append(plans, bindTo(t, r, lim(fmt.Sprintf("leaf%d", i), "s", Request, Minute, 1000), parent, lim("root", "s", Request, Minute, 1000)))
-	}
-	var admitted atomic.Int64
-	var wg sync.WaitGroup
-	for i := range 400 {
-		wg.Go(func() {
-			if res, err := r.Admit(context.Background(), plans[i%4], t0); err == nil && res.Allowed {
-				admitted.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	if got := admitted.Load(); got != 50 {
-		t.Fatalf("siblings admitted %d, want exactly the parent's 50", got)
-	}
-	var leaves int64
-	for i := range 4 {
-		n, _ := r.Count(context.Background(), plans[i].Limits[0].Key, t0)
-		leaves += n
-	}
-	if root, _ := r.Count(context.Background(), plans[0].Limits[2].Key, t0); leaves != 50 || root != 50 {
-		t.Fatalf("leaves charged %d and root %d, want 50 each: refused calls must charge nothing", leaves, root)
-	}
+	onEachRedis(t, RedisOptions{}, func(t *testing.T, r *Redis, d *redistest.Deployment) {
+		parent := lim("parent", "s", Request, Minute, 50)
+		var plans []*Plan
+		for i := range 4 {
+			plans = append(plans, bindTo(t, r, lim(fmt.Sprintf("leaf%d", i), "s", Request, Minute, 1000), parent, lim("root", "s", Request, Minute, 1000)))
+		}
+		var admitted atomic.Int64
+		var wg sync.WaitGroup
+		for i := range 400 {
+			wg.Go(func() {
+				if res, err := r.Admit(context.Background(), plans[i%4], t0); err == nil && res.Allowed {
+					admitted.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if got := admitted.Load(); got != 50 {
+			t.Fatalf("siblings admitted %d, want exactly the parent's 50", got)
+		}
+		var leaves int64
+		for i := range 4 {
+			n, _ := r.Count(context.Background(), plans[i].Limits[0].Key, t0)
+			leaves += n
+		}
+		if root, _ := r.Count(context.Background(), plans[0].Limits[2].Key, t0); leaves != 50 || root != 50 {
+			t.Fatalf("leaves charged %d and root %d, want 50 each: refused calls must charge nothing", leaves, root)
+		}
+	})
 }
 
 // TestRedisKeysExpire: every key the scripts write carries a TTL, so abandoned buckets free themselves.
 func TestRedisKeysExpire(t *testing.T) {
-	r, srv := newRedis(t, RedisOptions{})
-	p := bindTo(t, r, chain5("")...)
-	ctx := context.Background()
-	if res, err := r.Admit(ctx, p, t0); err != nil || !res.Allowed {
-		t.Fatalf("admit: %+v %v", res, err)
-	}
-	if err := r.Settle(ctx, p, 10, t0); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	c := srv.Client()
-	keys, err := c.Keys(ctx, "mg:*").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(keys) != 5 {
-		t.Fatalf("%d keys written, want 5: one hash per level holding its six counters", len(keys))
-	}
-	for _, k := range keys {
-		ttl, err := c.PTTL(ctx, k).Result()
-		if err != nil || ttl <= 0 {
-			t.Errorf("key %s has TTL %v (%v), want one", k, ttl, err)
+	onEachRedis(t, RedisOptions{}, func(t *testing.T, r *Redis, d *redistest.Deployment) {
+		p := bindTo(t, r, chain5("")...)
+		ctx := context.Background()
+		if res, err := r.Admit(ctx, p, t0); err != nil || !res.Allowed {
+			t.Fatalf("admit: %+v %v", res, err)
 		}
-		// A level with DAY counters lives two days, so a rolling charge must not have cut that short.
-		if ttl < 47*time.Hour {
-			t.Errorf("key %s has TTL %v, want the two days of its DAY counters", k, ttl)
+		if err := r.Settle(ctx, p, 10, t0); err != nil {
+			t.Fatal(err)
 		}
-	}
-	// The header starts with the UTC day and its REQUEST and TOKEN counts, little-endian 64-bit integers.
-	head, err := c.GetRange(ctx, r.pairKey(p.Limits[2].Key), 0, 23).Result()
-	if err != nil || len(head) != 24 {
-		t.Fatalf("header of the first level: %q %v", head, err)
-	}
-	got := []uint64{binary.LittleEndian.Uint64([]byte(head[0:8])), binary.LittleEndian.Uint64([]byte(head[8:16])), binary.LittleEndian.Uint64([]byte(head[16:24]))}
-	if want := []uint64{uint64(t0.UnixNano() / nanosPerDay), 1, 10}; !slices.Equal(got, want) {
-		t.Errorf("DAY counters of the first level are %v, want day, requests, tokens %v", got, want)
-	}
+		if err := r.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		c := d.Client()
+		keys, err := redistest.Keys(ctx, c, "mg:*")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(keys) != 5 {
+			t.Fatalf("%d keys written, want 5: one hash per level holding its six counters", len(keys))
+		}
+		for _, k := range keys {
+			ttl, err := c.PTTL(ctx, k).Result()
+			if err != nil || ttl <= 0 {
+				t.Errorf("key %s has TTL %v (%v), want one", k, ttl, err)
+			}
+			// A level with DAY counters lives two days, so a rolling charge must not have cut that short.
+			if ttl < 47*time.Hour {
+				t.Errorf("key %s has TTL %v, want the two days of its DAY counters", k, ttl)
+			}
+		}
+		// The header starts with the UTC day and its REQUEST and TOKEN counts, little-endian 64-bit integers.
+		head, err := c.GetRange(ctx, r.pairKey(p.Limits[2].Key), 0, 23).Result()
+		if err != nil || len(head) != 24 {
+			t.Fatalf("header of the first level: %q %v", head, err)
+		}
+		got := []uint64{binary.LittleEndian.Uint64([]byte(head[0:8])), binary.LittleEndian.Uint64([]byte(head[8:16])), binary.LittleEndian.Uint64([]byte(head[16:24]))}
+		if want := []uint64{uint64(t0.UnixNano() / nanosPerDay), 1, 10}; !slices.Equal(got, want) {
+			t.Errorf("DAY counters of the first level are %v, want day, requests, tokens %v", got, want)
+		}
 
-	// A MINUTE window that moves to a new sub-slot while holding counts writes its ring, which expires on its own
-	// one window plus one sub-slot plus a second later.
-	if res, err := r.Admit(ctx, p, t0.Add(7*time.Second)); err != nil || !res.Allowed {
-		t.Fatalf("admit in the next MINUTE sub-slot: %+v %v", res, err)
-	}
-	ringKey := r.pairKey(p.Limits[1].Key) + "#1"
-	if ttl, err := c.PTTL(ctx, ringKey).Result(); err != nil || ttl <= 0 || ttl > 67*time.Second {
-		t.Errorf("ring %s has TTL %v (%v), want at most 67s", ringKey, ttl, err)
-	}
+		// A MINUTE window that moves to a new sub-slot while holding counts writes its ring, which expires on its own
+		// one window plus one sub-slot plus a second later.
+		if res, err := r.Admit(ctx, p, t0.Add(7*time.Second)); err != nil || !res.Allowed {
+			t.Fatalf("admit in the next MINUTE sub-slot: %+v %v", res, err)
+		}
+		ringKey := r.pairKey(p.Limits[1].Key) + "#1"
+		if ttl, err := c.PTTL(ctx, ringKey).Result(); err != nil || ttl <= 0 || ttl > 67*time.Second {
+			t.Errorf("ring %s has TTL %v (%v), want at most 67s", ringKey, ttl, err)
+		}
+	})
 }
 
 // TestRedisFailsClosedAndRecovers: with Redis down, Admit returns ErrUnavailable (or admits with FailOpen);
@@ -441,4 +458,102 @@ func BenchmarkRedisAdmitParallel(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(serverMicros(b, r.client, b.N), "redis-µs/op")
+}
+
+// TestRedisClusterSpreadsWorkspaces: on a cluster each workspace's counters share its namespace's hash slot, so
+// 1,000 workspaces spread over the three primaries, each holding its third within ±20%.
+func TestRedisClusterSpreadsWorkspaces(t *testing.T) {
+	d := redistest.StartDeployment(t, redistest.Cluster)
+	r := NewRedis(d.Client(), RedisOptions{})
+	ctx := context.Background()
+	const workspaces = 1000
+	for i := range workspaces {
+		group, tier := lim("g", "s", Request, Day, 10), lim(TierGroup, "key", Request, Minute, 10)
+		group.Key.Namespace, tier.Key.Namespace = fmt.Sprintf("workspace-%d", i), fmt.Sprintf("workspace-%d", i)
+		if res, err := r.Admit(ctx, bindTo(t, r, group, tier), t0); err != nil || !res.Allowed {
+			t.Fatalf("workspace %d: %+v %v", i, res, err)
+		}
+	}
+	var mu sync.Mutex
+	var sizes []int64
+	err := d.Client().(*redis.ClusterClient).ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+		size, err := n.DBSize(ctx).Result()
+		mu.Lock()
+		sizes = append(sizes, size)
+		mu.Unlock()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("keys per primary: %v", sizes)
+	var total int64
+	for _, n := range sizes {
+		total += n
+	}
+	if len(sizes) != 3 || total != 2*workspaces {
+		t.Fatalf("%d primaries hold %d keys, want 3 holding %d (two pairs per workspace)", len(sizes), total, 2*workspaces)
+	}
+	for _, n := range sizes {
+		if share := float64(n) / float64(total); share < 0.8/3 || share > 1.2/3 {
+			t.Errorf("a primary holds %d of %d keys (%.1f%%), want a third within ±20%%", n, total, 100*share)
+		}
+	}
+}
+
+// TestRedisPlanStaysInOneWorkspace: a plan whose limits span namespaces is refused when bound, since one script
+// charges it in one hash slot.
+func TestRedisPlanStaysInOneWorkspace(t *testing.T) {
+	r := NewRedis(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), RedisOptions{})
+	other := lim("g", "s", Request, Day, 10)
+	other.Key.Namespace = "other"
+	if err := r.Bind(&Plan{Limits: []Limit{lim("g", "s", Request, Day, 10), other}}); err == nil {
+		t.Fatal("a plan over two namespaces was bound")
+	}
+}
+
+// TestRedisClusterSendsAgainOnlyWhatNoScriptRefused: a node that never ran the script refuses its batch with
+// NOSCRIPT while another node runs its own; only the refused batch is sent again, so the other charges once.
+func TestRedisClusterSendsAgainOnlyWhatNoScriptRefused(t *testing.T) {
+	d := redistest.StartDeployment(t, redistest.Cluster)
+	c := d.Client().(*redis.ClusterClient)
+	r := NewRedis(c, RedisOptions{})
+	ctx := context.Background()
+	// Two workspaces whose counters live on two primaries.
+	var plans []*Plan
+	var nodes []string
+	for i := 0; len(plans) < 2 && i < 100; i++ {
+		l := lim("g", "s", Request, Day, 10)
+		l.Key.Namespace = fmt.Sprintf("ns%d", i)
+		node, err := c.MasterForKey(ctx, r.pairKey(l.Key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(nodes, node.Options().Addr) {
+			nodes = append(nodes, node.Options().Addr)
+			plans = append(plans, bindTo(t, r, l))
+		}
+	}
+	if len(plans) != 2 {
+		t.Fatal("no two workspaces on two primaries")
+	}
+	// The first primary learns the script; the second has never seen it.
+	if res, err := r.Admit(ctx, plans[0], t0); err != nil || !res.Allowed {
+		t.Fatalf("admit: %+v %v", res, err)
+	}
+	var items []*item
+	for _, p := range plans {
+		h := p.Handle.(*redisHandle)
+		items = append(items, &item{ns: h.ns, kind: "a", times: timesAt(t0), keys: h.keys, args: h.admit})
+	}
+	for i, a := range r.run(ctx, items) {
+		if a.err != nil || a.out[0] >= 0 {
+			t.Fatalf("call %d: %v %v", i, a.out, a.err)
+		}
+	}
+	for i, want := range []int64{2, 1} {
+		if n, err := r.Count(ctx, plans[i].Limits[0].Key, t0); err != nil || n != want {
+			t.Errorf("workspace %d counts %d calls (%v), want %d", i, n, err, want)
+		}
+	}
 }

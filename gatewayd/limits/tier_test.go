@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/modelgate/modelgate/gatewayd/state/redistest"
 )
 
 // tierStores runs fn against each Store gatewayd can run with: memory, the embedded store (bbolt) and a real
@@ -17,10 +19,7 @@ func tierStores(t *testing.T, fn func(t *testing.T, s Store)) {
 		t.Cleanup(func() { _ = closeEmbedded(e) })
 		fn(t, e)
 	})
-	t.Run("redis", func(t *testing.T) {
-		r, _ := newRedis(t, RedisOptions{})
-		fn(t, r)
-	})
+	onEachRedis(t, RedisOptions{}, func(t *testing.T, r *Redis, _ *redistest.Deployment) { fn(t, r) })
 }
 
 func admitIn(t *testing.T, s Store, p *Plan, now time.Time) Result {

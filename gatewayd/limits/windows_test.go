@@ -73,15 +73,16 @@ func TestMemoryWindows(t *testing.T) {
 // TestRedisWindowsShareOneCount: two RedisWindows on two clients (two replicas) alternate calls and together admit
 // each limit once; a window's counter expires a few seconds after the window ends.
 func TestRedisWindowsShareOneCount(t *testing.T) {
-	srv := redistest.Start(t)
-	a := NewRedisWindows(srv.Client(), "", logr.Discard())
-	b := NewRedisWindows(srv.Client(), "", logr.Discard())
-	testWindows(t, a, b)
-	key := "mg:win:k2 retry:" + strconv.FormatInt(windowStart.Truncate(time.Minute).UnixMilli(), 10)
-	ttl, err := srv.Client().PTTL(context.Background(), key).Result()
-	if max := 49500*time.Millisecond + windowSkew; err != nil || ttl <= max-time.Second || ttl > max {
-		t.Fatalf("counter %s: TTL %v (%v), want about %v (the time left in the window plus the skew allowance)", key, ttl, err, max)
-	}
+	redistest.Each(t, func(t *testing.T, d *redistest.Deployment) {
+		a := NewRedisWindows(d.Client(), "", logr.Discard())
+		b := NewRedisWindows(d.Client(), "", logr.Discard())
+		testWindows(t, a, b)
+		key := "mg:win:k2 retry:" + strconv.FormatInt(windowStart.Truncate(time.Minute).UnixMilli(), 10)
+		ttl, err := d.Client().PTTL(context.Background(), key).Result()
+		if max := 49500*time.Millisecond + windowSkew; err != nil || ttl <= max-time.Second || ttl > max {
+			t.Fatalf("counter %s: TTL %v (%v), want about %v (the time left in the window plus the skew allowance)", key, ttl, err, max)
+		}
+	})
 }
 
 // TestRedisWindowsFallBackToMemory: with Redis down, calls are counted in the replica's memory (still limited),

@@ -3,6 +3,7 @@ package sessions
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,9 +19,13 @@ func TestStores(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
-	rdb := redistest.Start(t)
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	for name, st := range map[string]Store{"memory": NewMemory(), "bolt": NewBolt(db), "redis": NewRedis(rdb.Client())} {
+	stores := map[string]Store{"memory": NewMemory(), "bolt": NewBolt(db)}
+	// Redis on each deployment gatewayd runs on: standalone, Sentinel and Cluster.
+	for _, mode := range redistest.Modes {
+		stores["redis-"+mode] = NewRedis(redistest.StartDeployment(t, mode).Client())
+	}
+	for name, st := range stores {
 		ctx := context.Background()
 		live := func(id string, at time.Time) bool {
 			ok, err := st.Live(ctx, id, at)
@@ -50,7 +55,7 @@ func TestStores(t *testing.T) {
 		if err := st.End(ctx, "never"); err != nil {
 			t.Errorf("%s: ending an unknown session: %v", name, err)
 		}
-		if name != "redis" && live("b", now.Add(time.Hour)) { // Redis expires keys on its own clock
+		if !strings.HasPrefix(name, "redis") && live("b", now.Add(time.Hour)) { // Redis expires keys on its own clock
 			t.Errorf("%s: a session is live past its ttl", name)
 		}
 	}

@@ -2,8 +2,9 @@
 // (gatewayd/limits), the billing events and webhook outbox (gatewayd/billing), workspace keys' last uses
 // (gatewayd/keyuse), the async inference queue (gatewayd/async/queue), which dashboard sessions are live
 // (gatewayd/sessions), and the management API's rate-limit windows (limits.Windows). The embedded store is one
-// bbolt file on a volume (one replica); the Redis store is one client shared by every user (several replicas). Nothing else in gatewayd opens a file or a connection for state, and Close
-// flushes and closes in the one right order.
+// bbolt file on a volume (one replica); the Redis store is one client shared by every user (several replicas), of
+// a standalone server, a Sentinel-watched primary or a Redis Cluster (redisclient). Nothing else in gatewayd opens
+// a file or a connection for state, and Close flushes and closes in the one right order.
 package state
 
 import (
@@ -11,8 +12,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -24,12 +29,20 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/keyuse"
 	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/gatewayd/sessions"
+	"github.com/modelgate/modelgate/gatewayd/state/redisclient"
 )
 
 // Store kinds.
 const (
 	Embedded = "embedded"
 	Redis    = "redis"
+)
+
+// The environment variables that carry Redis's passwords (LoadSecrets), so they are in no flag and no command
+// line; the chart sets them from a Secret.
+const (
+	RedisPasswordEnv         = "MODELGATE_REDIS_PASSWORD"
+	RedisSentinelPasswordEnv = "MODELGATE_REDIS_SENTINEL_PASSWORD"
 )
 
 // File names in Config.Dir.
@@ -46,8 +59,22 @@ type Config struct {
 	Dir string
 	// FlushInterval is how often the embedded store writes DAY counters: the most usage a crash can lose.
 	FlushInterval time.Duration
-	// RedisURL reaches the Redis store (redis:// or rediss://, may carry a password).
+	// RedisMode is the Redis deployment: redisclient.Standalone, Sentinel or Cluster.
+	RedisMode string
+	// RedisURL reaches a standalone Redis (redis:// or rediss://, may carry a password).
 	RedisURL string
+	// RedisAddrs are the sentinels or the cluster's seed nodes, host:port, comma-separated.
+	RedisAddrs string
+	// RedisMasterName is the name the sentinels know the primary by.
+	RedisMasterName string
+	// RedisUsername is the ACL user of the data nodes (Redis 6+); empty for the default user.
+	RedisUsername string
+	// RedisPassword and RedisSentinelPassword come from the environment (LoadSecrets), never from a flag.
+	RedisPassword, RedisSentinelPassword string
+	// RedisTLS dials the sentinels and the nodes over TLS.
+	RedisTLS bool
+	// RedisTLSCAFile is a PEM file of the CAs that sign Redis's certificates; empty trusts the system's.
+	RedisTLSCAFile string
 	// RedisFailOpen admits limited calls while Redis is unreachable.
 	RedisFailOpen bool
 }
@@ -57,8 +84,65 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Store, "store", Embedded, "Where limit counters and billing events live: embedded (memory plus a bbolt file in --state-dir; one replica only) or redis (shared by every replica).")
 	fs.StringVar(&c.Dir, "state-dir", "/var/lib/modelgate", "Directory of the embedded store's bbolt file and of the billing spool, which keeps billing events the store refused at shutdown (a volume in the chart).")
 	fs.DurationVar(&c.FlushInterval, "flush-interval", limits.DefaultFlushInterval, "How often the embedded store writes DAY counters to disk: the most usage a crash can lose. A graceful stop (SIGTERM) flushes everything.")
-	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis URL of the redis store (redis:// or rediss://, may carry a password).")
+	fs.StringVar(&c.RedisMode, "redis-mode", redisclient.Standalone, "The Redis deployment of the redis store: standalone (--redis-url), sentinel (--redis-addrs of the sentinels and --redis-master-name) or cluster (--redis-addrs of some of its nodes).")
+	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis URL of a standalone redis store (redis:// or rediss://, may carry a username and password).")
+	fs.StringVar(&c.RedisAddrs, "redis-addrs", "", "With --redis-mode=sentinel, the sentinels; with cluster, some of its nodes: host:port, comma-separated.")
+	fs.StringVar(&c.RedisMasterName, "redis-master-name", "", "With --redis-mode=sentinel, the name the sentinels know the primary by.")
+	fs.StringVar(&c.RedisUsername, "redis-username", "", "ACL user of the Redis nodes (empty: the default user). The password is read from $"+RedisPasswordEnv+", the sentinels' from $"+RedisSentinelPasswordEnv+".")
+	fs.StringVar(&c.RedisTLSCAFile, "redis-tls-ca-file", "", "PEM file of the CAs that sign Redis's certificates, for a CA that is not one of the system's (with rediss:// or --redis-tls).")
+	fs.BoolVar(&c.RedisTLS, "redis-tls", false, "With --redis-mode=sentinel or cluster, dial the sentinels and the nodes over TLS (standalone: a rediss:// URL).")
 	fs.BoolVar(&c.RedisFailOpen, "redis-fail-open", false, "Admit limited calls when Redis is unreachable, instead of answering 503 limits_unavailable.")
+}
+
+// LoadSecrets reads Redis's passwords from the environment through getenv (os.Getenv).
+func (c *Config) LoadSecrets(getenv func(string) string) {
+	c.RedisPassword, c.RedisSentinelPassword = getenv(RedisPasswordEnv), getenv(RedisSentinelPasswordEnv)
+}
+
+// redisOptions checks the Redis flags against the mode and returns the client's options. Errors name the flag.
+func (c *Config) redisOptions() (redisclient.Options, error) {
+	o := redisclient.Options{Mode: c.RedisMode, URL: c.RedisURL, MasterName: c.RedisMasterName, Username: c.RedisUsername,
+		Password: c.RedisPassword, SentinelPassword: c.RedisSentinelPassword, TLS: c.RedisTLS, TLSCAFile: c.RedisTLSCAFile}
+	for _, a := range strings.Split(c.RedisAddrs, ",") {
+		if a = strings.TrimSpace(a); a == "" {
+			continue
+		}
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			return o, fmt.Errorf("--redis-addrs: %q is not host:port", a)
+		} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return o, fmt.Errorf("--redis-addrs: %q has no port between 1 and 65535", a)
+		}
+		o.Addrs = append(o.Addrs, a)
+	}
+	switch c.RedisMode {
+	case redisclient.Standalone:
+		switch {
+		case c.RedisURL == "":
+			return o, errors.New("--redis-url: required with --store=redis and --redis-mode=standalone")
+		case len(o.Addrs) > 0:
+			return o, errors.New("--redis-addrs: only with --redis-mode=sentinel or cluster; a standalone Redis takes --redis-url")
+		case c.RedisTLS:
+			return o, errors.New("--redis-tls: only with --redis-mode=sentinel or cluster; a standalone Redis says TLS with a rediss:// URL")
+		case c.RedisTLSCAFile != "" && !strings.HasPrefix(c.RedisURL, "rediss://"):
+			return o, errors.New("--redis-tls-ca-file: only with TLS; a standalone Redis says TLS with a rediss:// URL")
+		}
+	case redisclient.Sentinel, redisclient.Cluster:
+		switch {
+		case c.RedisURL != "":
+			return o, fmt.Errorf("--redis-url: only with --redis-mode=standalone; %s takes --redis-addrs", c.RedisMode)
+		case len(o.Addrs) == 0:
+			return o, fmt.Errorf("--redis-addrs: required with --redis-mode=%s", c.RedisMode)
+		case c.RedisMode == redisclient.Sentinel && c.RedisMasterName == "":
+			return o, errors.New("--redis-master-name: required with --redis-mode=sentinel")
+		case c.RedisMode == redisclient.Cluster && c.RedisMasterName != "":
+			return o, errors.New("--redis-master-name: only with --redis-mode=sentinel")
+		case c.RedisTLSCAFile != "" && !c.RedisTLS:
+			return o, errors.New("--redis-tls-ca-file: only with --redis-tls")
+		}
+	default:
+		return o, fmt.Errorf("--redis-mode: must be %s, %s or %s, not %q", redisclient.Standalone, redisclient.Sentinel, redisclient.Cluster, c.RedisMode)
+	}
+	return o, nil
 }
 
 // State is the opened store.
@@ -144,14 +228,24 @@ func openEmbedded(ctx context.Context, cfg Config) (*State, error) {
 
 func openRedis(ctx context.Context, cfg Config) (*State, error) {
 	log := logr.FromContextOrDiscard(ctx)
-	if cfg.RedisURL == "" {
-		return nil, errors.New("--redis-url: required with --store=redis")
+	if cfg.RedisMode == "" {
+		cfg.RedisMode = redisclient.Standalone
 	}
-	ro, err := redis.ParseURL(cfg.RedisURL)
+	o, err := cfg.redisOptions()
 	if err != nil {
+		return nil, err
+	}
+	client, err := redisclient.New(o)
+	if errors.Is(err, redisclient.ErrCAFile) {
+		return nil, fmt.Errorf("--redis-tls-ca-file: %w", err)
+	}
+	if err != nil {
+		// url.Parse's error quotes the URL, password and all: keep only what it says is wrong.
+		if ue := (*url.Error)(nil); errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return nil, fmt.Errorf("--redis-url: %w", err)
 	}
-	client := redis.NewClient(ro)
 	r := limits.NewRedis(client, limits.RedisOptions{FailOpen: cfg.RedisFailOpen, Log: log})
 	if err := r.Ping(ctx); err != nil {
 		// Not fatal: gatewayd fails closed (or open) until Redis answers, and go-redis reconnects by itself.
@@ -170,6 +264,14 @@ func openRedis(ctx context.Context, cfg Config) (*State, error) {
 			st.spool = filepath.Join(cfg.Dir, spoolFile)
 		}
 	}
-	log.Info("Using the Redis store", "addr", ro.Addr, "failOpen", cfg.RedisFailOpen)
+	log.Info("Using the Redis store", "mode", cfg.RedisMode, "addrs", redisAddrs(o, client), "failOpen", cfg.RedisFailOpen)
 	return st, nil
+}
+
+// redisAddrs names what client dials, for the log: never the URL, which may carry a password.
+func redisAddrs(o redisclient.Options, client redis.UniversalClient) []string {
+	if c, ok := client.(*redis.Client); ok && o.Mode == redisclient.Standalone {
+		return []string{c.Options().Addr}
+	}
+	return o.Addrs
 }

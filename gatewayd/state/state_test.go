@@ -2,10 +2,12 @@ package state_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/modelgate/modelgate/gatewayd/async/queue"
 	"github.com/modelgate/modelgate/gatewayd/billing"
 	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/gatewayd/state"
@@ -43,16 +45,29 @@ func count(t *testing.T, st *state.State, now time.Time) (usage int64, events in
 	return n, len(evs)
 }
 
+// redisConfig is the configuration gatewayd's flags give to reach d.
+func redisConfig(d *redistest.Deployment) state.Config {
+	o := d.Options()
+	return state.Config{Store: state.Redis, RedisMode: o.Mode, RedisURL: o.URL, RedisAddrs: strings.Join(o.Addrs, ","),
+		RedisMasterName: o.MasterName}
+}
+
 // TestStateSurvivesAReopen: what the limit store and the billing store wrote is there after Close and Open,
-// for the embedded store (one bbolt file) and the Redis store (a real redis-server).
+// for the embedded store (one bbolt file) and the Redis store on each deployment (standalone, Sentinel and
+// Cluster, real redis-server processes).
 func TestStateSurvivesAReopen(t *testing.T) {
 	now := time.Now().UTC()
-	redis := redistest.Start(t)
-	for name, cfg := range map[string]state.Config{
-		"embedded": {Store: state.Embedded, Dir: t.TempDir(), FlushInterval: -1},
-		"redis":    {Store: state.Redis, RedisURL: redis.URL()},
-	} {
+	configs := map[string]func(t *testing.T) state.Config{
+		"embedded": func(t *testing.T) state.Config {
+			return state.Config{Store: state.Embedded, Dir: t.TempDir(), FlushInterval: -1}
+		},
+	}
+	for _, mode := range redistest.Modes {
+		configs["redis-"+mode] = func(t *testing.T) state.Config { return redisConfig(redistest.StartDeployment(t, mode)) }
+	}
+	for name, config := range configs {
 		t.Run(name, func(t *testing.T) {
+			cfg := config(t)
 			st, err := state.Open(context.Background(), cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -84,9 +99,118 @@ func TestOpenNamesTheFlagAtFault(t *testing.T) {
 		{state.Config{Store: state.Redis}, "--redis-url"},
 		{state.Config{Store: state.Redis, RedisURL: "http://not-redis"}, "--redis-url"},
 		{state.Config{Store: state.Embedded, Dir: "/proc/forbidden/dir"}, "--state-dir"},
+		{state.Config{Store: state.Redis, RedisMode: "replicated", RedisURL: "redis://a:1"}, "--redis-mode"},
+		{state.Config{Store: state.Redis, RedisURL: "redis://a:1", RedisAddrs: "b:2"}, "--redis-addrs"},
+		{state.Config{Store: state.Redis, RedisURL: "redis://a:1", RedisTLS: true}, "--redis-tls"},
+		{state.Config{Store: state.Redis, RedisMode: "sentinel", RedisAddrs: "a:26379"}, "--redis-master-name"},
+		{state.Config{Store: state.Redis, RedisMode: "sentinel", RedisMasterName: "m"}, "--redis-addrs"},
+		{state.Config{Store: state.Redis, RedisMode: "cluster", RedisAddrs: "a:1,b"}, "--redis-addrs"},
+		{state.Config{Store: state.Redis, RedisMode: "cluster", RedisAddrs: "a:0"}, "--redis-addrs"},
+		{state.Config{Store: state.Redis, RedisMode: "cluster", RedisAddrs: "a:1", RedisMasterName: "m"}, "--redis-master-name"},
+		{state.Config{Store: state.Redis, RedisMode: "cluster", RedisAddrs: "a:1", RedisURL: "redis://a:1"}, "--redis-url"},
 	} {
 		if _, err := state.Open(context.Background(), tc.cfg); err == nil || !strings.HasPrefix(err.Error(), tc.flag+":") {
 			t.Errorf("%+v: error %v, want one that begins with %s", tc.cfg, err, tc.flag)
+		}
+	}
+}
+
+// TestRedisPasswordStaysOutOfErrors: a URL that does not parse is refused without quoting it, so its password
+// reaches no log.
+func TestRedisPasswordStaysOutOfErrors(t *testing.T) {
+	_, err := state.Open(context.Background(), state.Config{Store: state.Redis, RedisURL: "redis://user:s3cret@host:port"})
+	if err == nil || !strings.HasPrefix(err.Error(), "--redis-url:") || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("error %v: want one that names --redis-url and not the password", err)
+	}
+}
+
+// TestRedisPasswordFromTheEnvironment: a Redis that asks for a password is reached with the one LoadSecrets reads
+// from the environment, and refused without it.
+func TestRedisPasswordFromTheEnvironment(t *testing.T) {
+	srv := redistest.StartArgs(t, "--requirepass", "s3cret")
+	cfg := state.Config{Store: state.Redis, RedisURL: srv.URL()}
+	cfg.LoadSecrets(func(name string) string { return map[string]string{state.RedisPasswordEnv: "s3cret"}[name] })
+	st, err := state.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	charge(t, st, time.Now().UTC())
+
+	cfg.RedisPassword = ""
+	bad, err := state.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close()
+	if _, err := bad.Limits().Count(context.Background(), limits.BucketKey{Namespace: "ns"}, time.Now()); err == nil {
+		t.Fatal("a client without the password was answered")
+	}
+}
+
+// TestRedisKeyLayout: on standalone Redis and Sentinel the stores write the keys of earlier releases, so an
+// upgrade keeps their data (docs/operations.md, "Upgrading, and moving to Sentinel or Redis Cluster"); on a
+// cluster the namespace is a hash tag and the async queue one slot.
+func TestRedisKeyLayout(t *testing.T) {
+	want := map[string][]string{
+		redistest.Standalone: {"mg:ns:g:s", "mg:billing:events:ns", "mg:billing:namespaces", "mg:async:queues"},
+		redistest.Sentinel:   {"mg:ns:g:s", "mg:billing:events:ns", "mg:billing:namespaces", "mg:async:queues"},
+		redistest.Cluster:    {"mg:{ns}:g:s", "mg:billing:events:{ns}", "mg:billing:namespaces", "{mg:async}:queues"},
+	}
+	redistest.Each(t, func(t *testing.T, d *redistest.Deployment) {
+		st, err := state.Open(context.Background(), redisConfig(d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		now := time.Now().UTC()
+		charge(t, st, now)
+		r := &queue.Request{ID: "req", Namespace: "ns", ModelID: "m", DeploymentID: "d", Status: queue.Queued,
+			CreatedAt: now, StatusAt: now, MaxTimeInQueueSeconds: 60}
+		if err := st.Async().Enqueue(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+		keys, err := redistest.Keys(context.Background(), d.Client(), "*")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range want[d.Mode] {
+			if !slices.Contains(keys, k) {
+				t.Errorf("no key %s among %v", k, keys)
+			}
+		}
+	})
+}
+
+// TestRedisTLSWithItsOwnCA: a standalone Redis that serves TLS only, with a certificate its own CA signs, is
+// reached by rediss:// with --redis-tls-ca-file, and refused without it (the system's roots do not know that CA).
+func TestRedisTLSWithItsOwnCA(t *testing.T) {
+	srv, ca := redistest.StartTLS(t)
+	cfg := state.Config{Store: state.Redis, RedisURL: "rediss://" + srv.Addr(), RedisTLSCAFile: ca}
+	st, err := state.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	charge(t, st, time.Now().UTC())
+
+	cfg.RedisTLSCAFile = ""
+	untrusting, err := state.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer untrusting.Close()
+	if _, err := untrusting.Limits().Count(context.Background(), limits.BucketKey{Namespace: "ns"}, time.Now()); err == nil ||
+		!strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("a client that does not know the CA: %v, want a certificate error", err)
+	}
+	for _, bad := range []state.Config{
+		{Store: state.Redis, RedisURL: "redis://" + srv.Addr(), RedisTLSCAFile: ca},
+		{Store: state.Redis, RedisURL: "rediss://" + srv.Addr(), RedisTLSCAFile: "/nonexistent/ca.crt"},
+		{Store: state.Redis, RedisMode: "cluster", RedisAddrs: srv.Addr(), RedisTLSCAFile: ca},
+	} {
+		if _, err := state.Open(context.Background(), bad); err == nil || !strings.HasPrefix(err.Error(), "--redis-tls-ca-file:") {
+			t.Errorf("%+v: error %v, want one that names --redis-tls-ca-file", bad, err)
 		}
 	}
 }

@@ -52,6 +52,8 @@ func (s scenario) args() []string {
 var scenarios = []scenario{
 	{name: "default", check: checkDefault},
 	{name: "redis-replicated", values: "redis-replicated.yaml", check: checkRedisReplicated},
+	{name: "redis-cluster", values: "redis-cluster.yaml", check: checkRedisCluster},
+	{name: "redis-sentinel", values: "redis-sentinel.yaml", check: checkRedisSentinel},
 	{name: "cert-manager", values: "cert-manager.yaml", check: checkCertManager},
 	{name: "namespaced", values: "namespaced.yaml", check: checkNamespaced},
 	{name: "everything", values: "everything.yaml", check: checkEverything},
@@ -106,6 +108,20 @@ func TestRefusals(t *testing.T) {
 			"/webhook/certManager/enabled"},
 		{"lease duration that is not a duration", []string{"--set", "manager.leaderElection.leaseDuration=15"},
 			"/manager/leaderElection/leaseDuration"},
+		{"unknown Redis mode", []string{"--set", "store.type=redis,redis.mode=replicated"},
+			"/redis/mode"},
+		{"Redis address without a port", []string{"--set", "store.type=redis,redis.mode=cluster,redis.addrs={redis-0}"},
+			"/redis/addrs/0"},
+		{"cluster without addresses", []string{"--set", "store.type=redis,redis.mode=cluster"},
+			"redis.mode=cluster needs redis.addrs"},
+		{"sentinel without a master name", []string{"--set", "store.type=redis,redis.mode=sentinel,redis.addrs={s:26379}"},
+			"redis.mode=sentinel needs redis.masterName"},
+		{"cluster with a URL", []string{"--set", "store.type=redis,redis.mode=cluster,redis.addrs={r:6379},redis.url=redis://r:6379"},
+			"redis.url is for redis.mode=standalone"},
+		{"CA without TLS", []string{"--set", "store.type=redis,redis.mode=cluster,redis.addrs={r:6379},redis.tlsCASecret=ca"},
+			"redis.tlsCASecret needs redis.tls=true"},
+		{"standalone with addresses", []string{"--set", "store.type=redis,redis.url=redis://r:6379,redis.addrs={r:6379}"},
+			"redis.addrs, redis.masterName and redis.tls are for redis.mode=sentinel or cluster"},
 		{"HTTPRoute without a Gateway", []string{"--set", "gatewayd.httpRoute.enabled=true"},
 			"gatewayd.httpRoute.enabled=true needs gatewayd.httpRoute.parentRefs"},
 		{"HTTPRoute parentRef without a name", []string{"--set", "gatewayd.httpRoute.enabled=true,gatewayd.httpRoute.parentRefs[0].namespace=gw"},
@@ -434,6 +450,69 @@ func checkRedisReplicated(t *testing.T, objs []*unstructured.Unstructured) {
 	// The password in the URL must stay in the Secret.
 	if b, _ := helmtest.Find(objs, "Deployment", "modelgate-gatewayd").MarshalJSON(); strings.Contains(string(b), "s3cret") {
 		t.Error("The Redis password leaks into the gatewayd Deployment")
+	}
+}
+
+func checkRedisCluster(t *testing.T, objs []*unstructured.Unstructured) {
+	c := container(t, objs, "modelgate-gatewayd")
+	for _, want := range []string{"--store=redis", "--redis-mode=cluster", "--redis-addrs=redis-0.redis.svc:6379,redis-1.redis.svc:6379",
+		"--redis-tls", "--redis-username=modelgate", "--redis-tls-ca-file=/etc/modelgate/redis-ca/ca.crt"} {
+		if !slices.Contains(c.Args, want) {
+			t.Errorf("gatewayd args %v lack %s", c.Args, want)
+		}
+	}
+	if slices.ContainsFunc(c.Args, func(a string) bool {
+		return strings.HasPrefix(a, "--redis-url") || strings.HasPrefix(a, "--redis-master-name")
+	}) {
+		t.Errorf("gatewayd args %v name a URL or a master for a cluster", c.Args)
+	}
+	checkRedisSecretEnv(t, c, map[string]string{"MODELGATE_REDIS_PASSWORD": "modelgate-redis/password"})
+	spec := deployment(t, objs, "modelgate-gatewayd").Spec.Template.Spec
+	if v := volume(spec, "redis-ca"); v == nil || v.Secret == nil || v.Secret.SecretName != "redis-ca" ||
+		len(v.Secret.Items) != 1 || v.Secret.Items[0].Key != "ca.crt" || v.Secret.Items[0].Path != "ca.crt" {
+		t.Errorf("volume redis-ca = %+v, want Secret redis-ca's ca.crt", v)
+	}
+	if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+		return m.Name == "redis-ca" && m.MountPath == "/etc/modelgate/redis-ca" && m.ReadOnly
+	}) {
+		t.Errorf("gatewayd mounts %+v, want redis-ca read-only at /etc/modelgate/redis-ca", c.VolumeMounts)
+	}
+	secret := helmtest.Find(objs, "Secret", "modelgate-redis")
+	if pw, _, _ := unstructured.NestedString(secret.Object, "stringData", "password"); pw != "s3cret" {
+		t.Errorf("Secret modelgate-redis holds password %q, want the one of the values", pw)
+	}
+	if b, _ := helmtest.Find(objs, "Deployment", "modelgate-gatewayd").MarshalJSON(); strings.Contains(string(b), "s3cret") {
+		t.Error("The Redis password leaks into the gatewayd Deployment")
+	}
+}
+
+func checkRedisSentinel(t *testing.T, objs []*unstructured.Unstructured) {
+	c := container(t, objs, "modelgate-gatewayd")
+	for _, want := range []string{"--redis-mode=sentinel", "--redis-master-name=mymaster",
+		"--redis-addrs=sentinel-0.redis.svc:26379,sentinel-1.redis.svc:26379,sentinel-2.redis.svc:26379"} {
+		if !slices.Contains(c.Args, want) {
+			t.Errorf("gatewayd args %v lack %s", c.Args, want)
+		}
+	}
+	checkRedisSecretEnv(t, c, map[string]string{"MODELGATE_REDIS_PASSWORD": "redis-auth/redis-password",
+		"MODELGATE_REDIS_SENTINEL_PASSWORD": "redis-auth/sentinel-password"})
+	if helmtest.Find(objs, "Secret", "modelgate-redis") != nil {
+		t.Error("A Redis Secret renders although redis.existingSecret names one")
+	}
+}
+
+// checkRedisSecretEnv checks that gatewayd reads each variable of want from its "secret/key", and no Redis URL.
+func checkRedisSecretEnv(t *testing.T, c corev1.Container, want map[string]string) {
+	t.Helper()
+	if envVar(c, "MODELGATE_REDIS_URL") != nil {
+		t.Error("gatewayd reads a Redis URL in sentinel or cluster mode")
+	}
+	for name, ref := range want {
+		env := envVar(c, name)
+		if env == nil || env.ValueFrom == nil || env.ValueFrom.SecretKeyRef == nil ||
+			env.ValueFrom.SecretKeyRef.Name+"/"+env.ValueFrom.SecretKeyRef.Key != ref {
+			t.Errorf("%s = %+v, want it from Secret %s", name, env, ref)
+		}
 	}
 }
 

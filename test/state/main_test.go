@@ -130,10 +130,28 @@ func newWorkspace(t *testing.T, mode gatewayv1.LimitEnforcement, groups []gatewa
 }
 
 // onEachStore runs test against gatewayd on each store a deployment runs, with the flags that choose it: the
-// embedded store in a fresh directory, and a real redis-server.
+// embedded store in a fresh directory, and Redis standalone, Sentinel and Cluster on real redis-server processes.
 func onEachStore(t *testing.T, test func(t *testing.T, flags ...string)) {
 	t.Run("embedded", func(t *testing.T) { test(t, "--store=embedded", "--state-dir="+t.TempDir()) })
-	t.Run("redis", func(t *testing.T) { test(t, "--store=redis", "--redis-url="+redistest.Start(t).URL()) })
+	onEachRedis(t, test)
+}
+
+// onEachRedis runs test against gatewayd on each Redis deployment, with the flags that reach it.
+func onEachRedis(t *testing.T, test func(t *testing.T, flags ...string)) {
+	redistest.Each(t, func(t *testing.T, d *redistest.Deployment) { test(t, redisFlags(d)...) })
+}
+
+// redisFlags are gatewayd's flags that reach d.
+func redisFlags(d *redistest.Deployment) []string {
+	o := d.Options()
+	if o.Mode == redistest.Standalone {
+		return []string{"--store=redis", "--redis-url=" + o.URL}
+	}
+	flags := []string{"--store=redis", "--redis-mode=" + o.Mode, "--redis-addrs=" + strings.Join(o.Addrs, ",")}
+	if o.MasterName != "" {
+		flags = append(flags, "--redis-master-name="+o.MasterName)
+	}
+	return flags
 }
 
 // usageLimited is a model config of slug with a REQUEST DAY usage limit.

@@ -12,31 +12,37 @@ import (
 )
 
 // TestRedisExactUnderConcurrency: 1,000 concurrent calls against a REQUEST DAY limit of 100 admit exactly
-// 100, served by one gatewayd and by two gatewayd processes sharing Redis.
+// 100, served by one gatewayd and by two gatewayd processes sharing Redis, on each Redis deployment.
 func TestRedisExactUnderConcurrency(t *testing.T) {
 	for _, replicas := range []int{1, 2} {
 		t.Run(map[int]string{1: "one-gatewayd", 2: "two-gatewayds"}[replicas], func(t *testing.T) {
-			srv := redistest.Start(t)
-			w := newWorkspace(t, gatewayv1.LimitEnforcement("INDEPENDENT"), []gatewaytest.Group{{ID: "acme", Models: usageLimited(100)}}, nil)
-			var urls []string
-			for range replicas {
-				urls = append(urls, startGatewayd(t, w.ns, "--store=redis", "--redis-url="+srv.URL()).url)
-			}
-			c := hammer(1000, urls, []string{w.keys["acme"]})
-			if got := c.get(http.StatusOK); got != 100 {
-				t.Fatalf("admitted %d of 1000 concurrent calls across %d gatewayd, want exactly 100 (answers %v)", got, replicas, c.by)
-			}
-			if got := c.get(http.StatusTooManyRequests); got != 900 {
-				t.Fatalf("refused %d, want 900 (answers %v)", got, c.by)
-			}
+			onEachRedis(t, func(t *testing.T, flags ...string) { testExactUnderConcurrency(t, replicas, flags) })
 		})
+	}
+}
+
+func testExactUnderConcurrency(t *testing.T, replicas int, flags []string) {
+	w := newWorkspace(t, gatewayv1.LimitEnforcement("INDEPENDENT"), []gatewaytest.Group{{ID: "acme", Models: usageLimited(100)}}, nil)
+	var urls []string
+	for range replicas {
+		urls = append(urls, startGatewayd(t, w.ns, flags...).url)
+	}
+	c := hammer(1000, urls, []string{w.keys["acme"]})
+	if got := c.get(http.StatusOK); got != 100 {
+		t.Fatalf("admitted %d of 1000 concurrent calls across %d gatewayd, want exactly 100 (answers %v)", got, replicas, c.by)
+	}
+	if got := c.get(http.StatusTooManyRequests); got != 900 {
+		t.Fatalf("refused %d, want 900 (answers %v)", got, c.by)
 	}
 }
 
 // TestRedisCascadingSiblingsShareParentPool: in a CASCADING tree, sibling keys hammering through two
 // gatewayd processes get, together, exactly the parent's threshold.
 func TestRedisCascadingSiblingsShareParentPool(t *testing.T) {
-	srv := redistest.Start(t)
+	onEachRedis(t, testCascadingSiblingsShareParentPool)
+}
+
+func testCascadingSiblingsShareParentPool(t *testing.T, flags ...string) {
 	groups := []gatewaytest.Group{
 		{ID: "parent", Models: usageLimited(60)},
 		{ID: "leaf-a", Parent: "parent", Models: usageLimited(60)},
@@ -44,8 +50,8 @@ func TestRedisCascadingSiblingsShareParentPool(t *testing.T) {
 		{ID: "leaf-c", Parent: "parent", Models: usageLimited(60)},
 	}
 	w := newWorkspace(t, gatewayv1.LimitEnforcement("CASCADING"), groups, nil)
-	a := startGatewayd(t, w.ns, "--store=redis", "--redis-url="+srv.URL())
-	b := startGatewayd(t, w.ns, "--store=redis", "--redis-url="+srv.URL())
+	a := startGatewayd(t, w.ns, flags...)
+	b := startGatewayd(t, w.ns, flags...)
 	c := hammer(600, []string{a.url, b.url}, []string{w.keys["leaf-a"], w.keys["leaf-b"], w.keys["leaf-c"]})
 	if got := c.get(http.StatusOK); got != 60 {
 		t.Fatalf("siblings admitted %d in total, want exactly the parent's 60 (answers %v)", got, c.by)

@@ -102,8 +102,8 @@ rule, so that `helm install` explains itself instead of leaving a crash-looping 
 {{- if and (eq $store "embedded") (gt (int .Values.gatewayd.replicas) 1) }}
 {{- fail (printf "gatewayd.replicas=%d needs store.type=redis: the embedded store keeps rate windows in one pod's memory and usage in one pod's volume, so replicas would each enforce their own limits. Set store.type=redis with redis.url or redis.existingSecret, or set gatewayd.replicas=1." (int .Values.gatewayd.replicas)) }}
 {{- end }}
-{{- if and (eq $store "redis") (not .Values.redis.url) (not .Values.redis.existingSecret) }}
-{{- fail "store.type=redis needs redis.url or redis.existingSecret (a Secret holding the URL under redis.existingSecretKey)" }}
+{{- if eq $store "redis" }}
+{{- include "modelgate.validateRedis" . }}
 {{- end }}
 {{- if not (has .Values.gatewayd.secretAccess (list "named" "namespace")) }}
 {{- fail (printf "gatewayd.secretAccess must be \"named\" or \"namespace\", got %q" .Values.gatewayd.secretAccess) }}
@@ -119,4 +119,47 @@ rule, so that `helm install` explains itself instead of leaving a crash-looping 
 {{- fail (printf "namespaces: %q is not a valid namespace name (RFC 1123 label)" .) }}
 {{- end }}
 {{- end }}
+{{- end }}
+
+{{/*
+validateRedis checks redis.* against redis.mode: what each deployment needs, and nothing another one takes.
+*/}}
+{{- define "modelgate.validateRedis" -}}
+{{- $r := .Values.redis }}
+{{- $mode := $r.mode | default "standalone" }}
+{{- if eq $mode "standalone" }}
+{{- if and (not $r.url) (not $r.existingSecret) }}
+{{- fail "store.type=redis needs redis.url or redis.existingSecret (a Secret holding the URL under redis.existingSecretKey)" }}
+{{- end }}
+{{- if or $r.addrs $r.masterName $r.tls }}
+{{- fail "redis.addrs, redis.masterName and redis.tls are for redis.mode=sentinel or cluster; a standalone Redis takes redis.url (rediss:// for TLS)" }}
+{{- end }}
+{{- if and $r.tlsCASecret $r.url (not (hasPrefix "rediss://" $r.url)) }}
+{{- fail "redis.tlsCASecret needs TLS: a standalone redis.url that starts with rediss://" }}
+{{- end }}
+{{- else }}
+{{- if not $r.addrs }}
+{{- fail (printf "redis.mode=%s needs redis.addrs (host:port of the %s)" $mode (ternary "sentinels" "cluster's nodes" (eq $mode "sentinel"))) }}
+{{- end }}
+{{- if $r.url }}
+{{- fail (printf "redis.url is for redis.mode=standalone; redis.mode=%s takes redis.addrs" $mode) }}
+{{- end }}
+{{- if and (eq $mode "sentinel") (not $r.masterName) }}
+{{- fail "redis.mode=sentinel needs redis.masterName (the name the sentinels know the primary by)" }}
+{{- end }}
+{{- if and (eq $mode "cluster") $r.masterName }}
+{{- fail "redis.masterName is for redis.mode=sentinel" }}
+{{- end }}
+{{- if and $r.tlsCASecret (not $r.tls) }}
+{{- fail (printf "redis.tlsCASecret needs redis.tls=true with redis.mode=%s" $mode) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+modelgate.redis.inlineSecret is "true" when the chart renders the Secret of redis.url and the passwords.
+*/}}
+{{- define "modelgate.redis.inlineSecret" -}}
+{{- $r := .Values.redis }}
+{{- if and (eq .Values.store.type "redis") (not $r.existingSecret) (or $r.url $r.password $r.sentinelPassword) }}true{{ end }}
 {{- end }}

@@ -21,7 +21,7 @@ import (
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 func backends(t *testing.T) map[string]func(t *testing.T) queue.Store {
-	return map[string]func(t *testing.T) queue.Store{
+	out := map[string]func(t *testing.T) queue.Store{
 		"bolt": func(t *testing.T) queue.Store {
 			db, err := bolt.Open(filepath.Join(t.TempDir(), "q.db"), 0o600, nil)
 			if err != nil {
@@ -34,11 +34,14 @@ func backends(t *testing.T) map[string]func(t *testing.T) queue.Store {
 			}
 			return s
 		},
-		"redis": func(t *testing.T) queue.Store {
-			srv := redistest.Start(t)
-			return queue.NewRedis(srv.Client(), "")
-		},
 	}
+	// Redis on each deployment gatewayd runs on: standalone, Sentinel and Cluster.
+	for _, mode := range redistest.Modes {
+		out["redis-"+mode] = func(t *testing.T) queue.Store {
+			return queue.NewRedis(redistest.StartDeployment(t, mode).Client(), "")
+		}
+	}
+	return out
 }
 
 func eachBackend(t *testing.T, f func(t *testing.T, s queue.Store)) {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/modelgate/modelgate/gatewayd/state/redisclient"
 )
 
 // Redis keeps requests in Redis so that every replica enqueues, claims and delivers from the same place. Under
@@ -28,10 +30,15 @@ import (
 //
 // Claim, cancel, the transitions and the sweep are Lua scripts, each one atomic step, so two replicas never
 // claim one request and a request is never both queued and running. Scripts build the keys of a request's queue
-// from its hash, which needs a single Redis (not a cluster), as the rest of gatewayd's Redis state does.
+// from its hash, and the sweep walks indexes of every queue, so every key of the queue must be on one primary:
+// on Redis Cluster the whole prefix is one hash tag ("{mg:async}:"), the queue lives in one slot, and each script
+// names its "queues" key so that the cluster client sends it to that slot's primary. See docs/decisions.md,
+// "Redis Cluster and Sentinel", for what that slot bounds.
 type Redis struct {
 	client redis.UniversalClient
 	prefix string
+	// route is the key every script names, for the cluster client's routing; the scripts build the others.
+	route []string
 }
 
 // NewRedis keeps requests through client under prefix ("mg" when empty).
@@ -39,7 +46,8 @@ func NewRedis(client redis.UniversalClient, prefix string) *Redis {
 	if prefix == "" {
 		prefix = "mg"
 	}
-	return &Redis{client: client, prefix: prefix + ":async:"}
+	p := redisclient.Tag(redisclient.Clustered(client), prefix+":async") + ":"
+	return &Redis{client: client, prefix: p, route: []string{p + "queues"}}
 }
 
 //go:embed redis.lua
@@ -83,7 +91,7 @@ func (s *Redis) Enqueue(ctx context.Context, r *Request) error {
 	score := float64(r.Priority)*1e13 + float64(ms(r.CreatedAt))
 	if r.Key != "" {
 		// Counted first, in one script with the cap check; an enqueue that then fails gives the count back.
-		ok, err := scriptAdmitKey.Run(ctx, s.client, nil, s.prefix, r.Key, r.KeyCap).Int()
+		ok, err := scriptAdmitKey.Run(ctx, s.client, s.route, s.prefix, r.Key, r.KeyCap).Int()
 		if err != nil {
 			return fmt.Errorf("failed to count async request %s of its key in Redis: %w", r.ID, err)
 		}
@@ -150,7 +158,7 @@ func decodeHash(m map[string]string) (*Request, error) {
 
 // Cancel implements Store.
 func (s *Redis) Cancel(ctx context.Context, id string, now time.Time) (*Request, bool, error) {
-	res, err := scriptCancel.Run(ctx, s.client, nil, s.prefix, id, ms(now)).Int()
+	res, err := scriptCancel.Run(ctx, s.client, s.route, s.prefix, id, ms(now)).Int()
 	if err != nil {
 		return nil, false, fmt.Errorf("failed to cancel async request %s in Redis: %w", id, err)
 	}
@@ -163,7 +171,7 @@ func (s *Redis) Cancel(ctx context.Context, id string, now time.Time) (*Request,
 
 // Claim implements Store.
 func (s *Redis) Claim(ctx context.Context, q, owner string, now time.Time, lease time.Duration, maxInProgress int) (*Request, int, error) {
-	res, err := scriptClaim.Run(ctx, s.client, nil, s.prefix, q, owner, ms(now), ms(now.Add(lease)), maxInProgress, maxScanPerClaim).Slice()
+	res, err := scriptClaim.Run(ctx, s.client, s.route, s.prefix, q, owner, ms(now), ms(now.Add(lease)), maxInProgress, maxScanPerClaim).Slice()
 	if err != nil {
 		return nil, 0, fmt.Errorf("failed to claim from async queue %s in Redis: %w", q, err)
 	}
@@ -197,7 +205,7 @@ func leaseResult(res int, err error, what, id string) error {
 
 // Heartbeat implements Store.
 func (s *Redis) Heartbeat(ctx context.Context, id, owner string, until time.Time) error {
-	res, err := scriptHeartbeat.Run(ctx, s.client, nil, s.prefix, id, owner, ms(until)).Int()
+	res, err := scriptHeartbeat.Run(ctx, s.client, s.route, s.prefix, id, owner, ms(until)).Int()
 	return leaseResult(res, err, "extend the lease of", id)
 }
 
@@ -207,7 +215,7 @@ func (s *Redis) Retry(ctx context.Context, id, owner string, now, notBefore time
 	if err != nil {
 		return err
 	}
-	res, err := scriptRetry.Run(ctx, s.client, nil, s.prefix, id, owner, ms(now), ms(notBefore), attempts, e).Int()
+	res, err := scriptRetry.Run(ctx, s.client, s.route, s.prefix, id, owner, ms(now), ms(notBefore), attempts, e).Int()
 	return leaseResult(res, err, "requeue", id)
 }
 
@@ -217,7 +225,7 @@ func (s *Redis) Finish(ctx context.Context, id, owner string, now time.Time, out
 	if err != nil {
 		return err
 	}
-	res, err := scriptFinish.Run(ctx, s.client, nil, s.prefix, id, owner, ms(now), out.Status, out.Attempts, e, []byte(out.Output)).Int()
+	res, err := scriptFinish.Run(ctx, s.client, s.route, s.prefix, id, owner, ms(now), out.Status, out.Attempts, e, []byte(out.Output)).Int()
 	return leaseResult(res, err, "finish", id)
 }
 
@@ -236,7 +244,7 @@ func (s *Redis) Depth(ctx context.Context, q string) (queued, inProgress int, er
 
 // DueWebhooks implements Store.
 func (s *Redis) DueWebhooks(ctx context.Context, now time.Time, hold time.Duration, n int) ([]*Request, error) {
-	ids, err := scriptHooksDue.Run(ctx, s.client, nil, s.prefix, ms(now), ms(now.Add(hold)), n).StringSlice()
+	ids, err := scriptHooksDue.Run(ctx, s.client, s.route, s.prefix, ms(now), ms(now.Add(hold)), n).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("failed to take due async webhooks from Redis: %w", err)
 	}
@@ -256,7 +264,7 @@ func (s *Redis) DueWebhooks(ctx context.Context, now time.Time, hold time.Durati
 
 // WebhookDone implements Store.
 func (s *Redis) WebhookDone(ctx context.Context, id string, now time.Time, res WebhookResult, next time.Time) error {
-	if err := scriptHookDone.Run(ctx, s.client, nil, s.prefix, id, ms(now), int(res), ms(next)).Err(); err != nil {
+	if err := scriptHookDone.Run(ctx, s.client, s.route, s.prefix, id, ms(now), int(res), ms(next)).Err(); err != nil {
 		return fmt.Errorf("failed to record the webhook delivery of async request %s in Redis: %w", id, err)
 	}
 	return nil
@@ -264,7 +272,7 @@ func (s *Redis) WebhookDone(ctx context.Context, id string, now time.Time, res W
 
 // Sweep implements Store.
 func (s *Redis) Sweep(ctx context.Context, now time.Time, retention time.Duration) (Swept, error) {
-	res, err := scriptSweep.Run(ctx, s.client, nil, s.prefix, ms(now), ms(now.Add(-retention)), maxSweepPerStep).Int64Slice()
+	res, err := scriptSweep.Run(ctx, s.client, s.route, s.prefix, ms(now), ms(now.Add(-retention)), maxSweepPerStep).Int64Slice()
 	if err != nil || len(res) < 3 {
 		return Swept{}, fmt.Errorf("failed to sweep the async queues in Redis: %w", err)
 	}
