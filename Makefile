@@ -57,7 +57,9 @@ tidy-check: ## Fail when go.mod or go.sum is not what `go mod tidy` would write 
 	@go mod tidy -diff || { echo "go.mod is not tidy: run 'go mod tidy' and commit." >&2; exit 1; }
 
 .PHONY: test
-test: manifests generate vet tidy-check dashboard-check ## Run every suite: unit, golden, envtest (ginkgo), gatewayd integration, Redis and client tests, the cluster suite, then a short fuzz.
+# helm is installed before the suites: the /v1 and gatewayd suites act as the ServiceAccount the chart renders, so
+# several packages need bin/helm at once.
+test: manifests generate vet tidy-check dashboard-check helm ## Run every suite: unit, golden, envtest (ginkgo), gatewayd integration, Redis and client tests, the cluster suite, then a short fuzz.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go test $(GOTESTFLAGS) -count=1 -timeout 30m ./...
 	$(MAKE) --no-print-directory test-cluster
 	$(MAKE) --no-print-directory fuzz
