@@ -132,11 +132,9 @@ func (cl *claimer) claim(ctx context.Context, ns, kind, value string, c claimant
 			return &claimRefusal{holder: holder, revoked: true}, nil
 		}
 		if holder.kind == c.kind && holder.name == c.name {
-			// The same object again (a re-apply, a key renamed back, or re-created under its name): it keeps its
-			// claim, stamped anew so that nobody deletes it as a claim its holder gave up while this admission is in
-			// flight. A claim the same object took within gatewayv1.ClaimRestamp keeps its stamp, which outlives any
-			// admission still in flight: a burst of updates of one object writes its claim once, not once each.
-			if dryRun || holder.uid == c.uid && cl.clock().Sub(gatewayv1.ClaimedAt(have.Data, have.CreationTimestamp.Time)) < gatewayv1.ClaimRestamp {
+			// The same object again (a key renamed back, or re-created under its name): it keeps its claim, stamped
+			// anew so that nobody deletes it as a claim its holder gave up while this admission is in flight.
+			if dryRun {
 				return nil, nil
 			}
 			cl.setHolder(&have, c)

@@ -46,11 +46,6 @@ func ClaimName(kind, value string) string {
 // flight: longer than the webhook timeout.
 const ClaimGrace = 30 * time.Second
 
-// ClaimRestamp is the age past which a holder's own admission stamps its claim again: half of ClaimGrace, so a
-// claim kept unstamped still has at least ClaimGrace/2 (15 s) ahead of it, more than the webhook timeout (10 s by
-// default, the chart's webhook.timeoutSeconds), and a burst of updates of one object writes its claim once.
-const ClaimRestamp = ClaimGrace / 2
-
 // ClaimedAt is when the holder of a claim with data took it; created, the claim's creation time, for a claim
 // written before claims were stamped.
 func ClaimedAt(data map[string]string, created time.Time) time.Time {
