@@ -245,22 +245,59 @@ type KeyOwner struct {
 	Role   string `json:"role,omitempty"`
 }
 
-// Endpoint routes a slug to an upstream.
+// Endpoint routes a slug to its upstreams (docs/routing.md).
 type Endpoint struct {
 	ID      string   `json:"id"`
 	Slug    string   `json:"slug"`
 	Targets []Target `json:"targets"`
-	// TimeoutMillis bounds one upstream call; 0 means gatewayd's default.
+	// TimeoutMillis bounds one upstream try; 0 means gatewayd's default.
 	TimeoutMillis int64 `json:"timeoutMillis,omitempty"`
 	// SharedModelAPI holds federated keys calling the slug to the workspace's ModelAPILimits too.
 	SharedModelAPI bool `json:"sharedModelAPI,omitempty"`
+	// Retry says when a failed try is followed by another; nil keeps the defaults.
+	Retry *Retry `json:"retry,omitempty"`
+	// Cooldown says when a target leaves the rotation; nil keeps the defaults.
+	Cooldown *Cooldown `json:"cooldown,omitempty"`
 }
 
 // Target is one upstream of an Endpoint.
 type Target struct {
+	// Name is unique in the Endpoint: the spec's, or "target-<index>" when the spec names none.
+	Name        string `json:"name,omitempty"`
 	Provider    string `json:"provider"`
 	BaseURL     string `json:"baseURL"`
 	TargetModel string `json:"targetModel,omitempty"`
 	// APIKeySecret names the Secret entry with the upstream's key; gatewayd reads it, the snapshot never holds it.
 	APIKeySecret *SecretRef `json:"apiKeySecret,omitempty"`
+	// Weight is the target's share of calls among the usable targets of its priority; 0 means 1.
+	Weight int32 `json:"weight,omitempty"`
+	// Priority orders the targets: lower first.
+	Priority int32 `json:"priority,omitempty"`
+	// Pricing prices the target's tokens, nil when unpriced.
+	Pricing *Pricing `json:"pricing,omitempty"`
+	// APIVersion is the AZURE_OPENAI api-version; Region the BEDROCK region.
+	APIVersion string `json:"apiVersion,omitempty"`
+	Region     string `json:"region,omitempty"`
+}
+
+// Pricing is a target's price in USD per million tokens, as decimal strings.
+type Pricing struct {
+	InputPerMillionTokens  string `json:"inputPerMillionTokens,omitempty"`
+	OutputPerMillionTokens string `json:"outputPerMillionTokens,omitempty"`
+}
+
+// Retry is an Endpoint's retry policy.
+type Retry struct {
+	// Attempts is the number of further tries after the first; nil means the default (targets minus one, at
+	// most 2).
+	Attempts *int32 `json:"attempts,omitempty"`
+	// OnStatus are the upstream statuses that fail a try; empty means the default (429, 500, 502, 503, 504).
+	OnStatus []int32 `json:"onStatus,omitempty"`
+}
+
+// Cooldown is when a target leaves the rotation: after Failures consecutive failed tries, for DurationMillis.
+// Zero fields keep the defaults (3 failures, 30 s).
+type Cooldown struct {
+	Failures       int32 `json:"failures,omitempty"`
+	DurationMillis int64 `json:"durationMillis,omitempty"`
 }
