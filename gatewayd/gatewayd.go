@@ -38,8 +38,10 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/billing"
 	"github.com/modelgate/modelgate/gatewayd/concurrency"
+	"github.com/modelgate/modelgate/gatewayd/cooldown"
 	"github.com/modelgate/modelgate/gatewayd/dashboard"
 	"github.com/modelgate/modelgate/gatewayd/discovery"
+	"github.com/modelgate/modelgate/gatewayd/failover"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/inference"
 	"github.com/modelgate/modelgate/gatewayd/ingress"
@@ -177,6 +179,8 @@ type Gateway struct {
 	// under the body policy of gatewayd/ingress.
 	handler http.Handler
 	billing *billing.Recorder
+	// cooldown is the state of the Endpoint targets that calls tried on this replica.
+	cooldown *cooldown.Registry
 	// addrs are the ready addresses of the Services that model deployments run behind.
 	addrs *discovery.Watcher
 	// waker asks the manager to start deployments that calls wait for.
@@ -280,11 +284,15 @@ func New(opts Options) (*Gateway, error) {
 		})
 	}
 	up := upstream.New(upstream.Options{Transport: opts.Transport, Secrets: g.secrets, Timeout: opts.UpstreamTimeout})
+	if g.cooldown, err = cooldown.New(opts.Registry); err != nil {
+		return nil, err
+	}
 	calls := inference.New(inference.Options{
 		View:                   loader.View,
 		Limits:                 opts.Store,
 		Clock:                  opts.Clock,
 		Upstream:               up,
+		Endpoints:              failover.New(failover.Options{Upstream: up, Cooldown: g.cooldown}),
 		Metrics:                m,
 		MaxBodyBytes:           opts.MaxBodyBytes,
 		Billing:                g.billing,

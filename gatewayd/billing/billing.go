@@ -40,6 +40,11 @@ type Event struct {
 	APIKeyPrefix     string    `json:"apiKeyPrefix"`
 	StatusCode       int       `json:"statusCode"`
 	Tokens           Tokens    `json:"tokens"`
+	// Target and Provider name the Endpoint target that answered, Attempts the tries the call made
+	// (docs/routing.md, rule 1); empty for a call refused before any try.
+	Target   string `json:"target,omitempty"`
+	Provider string `json:"provider,omitempty"`
+	Attempts int    `json:"attempts,omitempty"`
 }
 
 // Record is an event with where it belongs, as the Recorder hands it to the Store.

@@ -17,7 +17,7 @@ func newRequestID() string { return ids.New(ids.Request) }
 func (h *Handler) recordBilling(key *view.Key, c *call, w *statusWriter, u upstream.Usage) {
 	ns := key.Group.Namespace
 	n := h.opts.View().Namespace(ns)
-	h.opts.Billing.Record(billing.Record{
+	rec := billing.Record{
 		Namespace: ns,
 		Refusal:   c.refusal,
 		Deliver:   n != nil && n.Snapshot != nil && n.Snapshot.Workspace.BillingWebhook != nil,
@@ -25,7 +25,12 @@ func (h *Handler) recordBilling(key *view.Key, c *call, w *statusWriter, u upstr
 			IdempotencyKey: "evt_" + strings.TrimPrefix(c.requestID, "req_"), Timestamp: h.opts.Clock.Now().UTC(),
 			RequestID: c.requestID, ModelSlug: c.model, ExternalEntityID: key.Group.ExternalEntityID, GroupID: key.Group.ID,
 			APIKeyPrefix: key.Prefix, StatusCode: w.code(),
-			Tokens: billing.Tokens{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens},
+			Tokens:   billing.Tokens{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens},
+			Attempts: c.tries.Attempts,
 		},
-	})
+	}
+	if t := c.tries.Target; t != nil {
+		rec.Event.Target, rec.Event.Provider = t.Name, t.Provider
+	}
+	h.opts.Billing.Record(rec)
 }

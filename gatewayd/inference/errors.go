@@ -7,9 +7,27 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/modelgate/modelgate/gatewayd/failover"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
+	"github.com/modelgate/modelgate/gatewayd/provider"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 )
+
+// writeCallError answers an Endpoint call that failed: a body or route the target's provider cannot take is the
+// client's 400 naming the provider and the route; an upstream failure is writeForwardError's.
+func writeCallError(w http.ResponseWriter, r *http.Request, slug string, err error) {
+	var us *provider.Unsupported
+	var be *failover.BodyError
+	switch {
+	case errors.As(err, &us):
+		httperr.WriteModelCall(w, http.StatusBadRequest, httperr.CodeClientError,
+			fmt.Sprintf("The %s provider does not serve %s.", us.Provider, us.Route), map[string]any{"provider": us.Provider, "route": us.Route})
+	case errors.As(err, &be):
+		httperr.WriteModelCall(w, http.StatusBadRequest, httperr.CodeClientError, "The request body must be a JSON object.", be.Err.Error())
+	default:
+		writeForwardError(w, r, slug, err)
+	}
+}
 
 // writeForwardError answers a call whose upstream failed before answering, in the model-call errors of
 // docs/rest-api.md ("Model-call errors"): 504 timeout, 502 model_unavailable, and a 499 recorded (not sent) when

@@ -15,6 +15,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/billing"
 	"github.com/modelgate/modelgate/gatewayd/concurrency"
+	"github.com/modelgate/modelgate/gatewayd/failover"
 	"github.com/modelgate/modelgate/gatewayd/ingress"
 	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/gatewayd/requestlog"
@@ -32,8 +33,10 @@ type Options struct {
 	Limits limits.Store
 	// Clock drives the limit windows and event timestamps.
 	Clock clock.PassiveClock
-	// Upstream forwards calls.
+	// Upstream forwards calls to model deployments.
 	Upstream *upstream.Client
+	// Endpoints runs the tries of a call to an Endpoint's targets.
+	Endpoints *failover.Caller
 	// Metrics receive the series of every call.
 	Metrics *Metrics
 	// MaxBodyBytes caps request bodies.

@@ -1,7 +1,6 @@
 package inference
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -13,8 +12,11 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/authz"
 	"github.com/modelgate/modelgate/gatewayd/billing"
+	"github.com/modelgate/modelgate/gatewayd/failover"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/limits"
+	"github.com/modelgate/modelgate/gatewayd/provider"
+	"github.com/modelgate/modelgate/gatewayd/provider/openai"
 	"github.com/modelgate/modelgate/gatewayd/requestlog"
 	"github.com/modelgate/modelgate/gatewayd/route"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
@@ -28,6 +30,8 @@ type call struct {
 	requestID string
 	// refusal names the limit that refused the call with 429, nil when none did.
 	refusal *billing.Refusal
+	// tries is what the call's tries did: the answering target and how many tries it took.
+	tries failover.Result
 }
 
 // openAI serves one OpenAI route for federated and workspace keys: suffix is appended to the Endpoint's base URL.
@@ -97,13 +101,13 @@ func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c
 		httperr.WriteModelCallError(w, berr)
 		return
 	}
-	req, err := parseRequest(body)
+	req, err := openai.ParseRequest(body)
 	if err != nil {
 		httperr.WriteModelCall(w, http.StatusBadRequest, httperr.CodeClientError, "The request body must be a JSON object.", err.Error())
 		return
 	}
 	var plan *limits.Plan
-	var to route.SlugTarget
+	var ep *view.Endpoint
 	rerr := route.Resolve(ctx, v, h.opts.View, c.workspace, h.opts.CatchUp, func(nv *view.View) *httperr.Error {
 		if nv != v && key != nil {
 			// A second look, in a newer view: the key's group as that view serves it.
@@ -123,17 +127,11 @@ func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c
 		}
 		// A label value only once the snapshot knows the slug, so callers cannot mint series.
 		c.model = req.Model
-		to, e = route.Slug(ns, req.Model, suffix)
+		ep, e = route.Slug(ns, req.Model)
 		return e
 	})
 	if rerr != nil {
 		httperr.WriteModelCallError(w, rerr)
-		return
-	}
-	target := to.Target
-	out, err := rewriteBody(body, to.TargetModel, req.Stream)
-	if err != nil {
-		httperr.WriteModelCall(w, http.StatusBadRequest, httperr.CodeClientError, "The request body must be a JSON object.", err.Error())
 		return
 	}
 	if lerr := h.admit(ctx, plan, c); lerr != nil {
@@ -144,17 +142,20 @@ func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c
 	if a := r.Header.Get("Accept"); a != "" {
 		header.Set("Accept", a)
 	}
-	res, err := h.opts.Upstream.Forward(ctx, upstream.Request{
-		Target: target, Body: bytes.NewReader(out), ContentLength: int64(len(out)), Header: header,
-		Stream: req.Stream, StreamUsage: req.wantsUsage(), Usage: true,
+	// The limits admitted the client's call once; the tries of its targets are failover's, and what the answering
+	// try reported is settled once below (docs/routing.md, rule 1).
+	res, err := h.opts.Endpoints.Call(ctx, &failover.Call{
+		Call:      provider.Call{Route: suffix, Body: body, Stream: req.Stream},
+		Namespace: c.workspace, Endpoint: ep, Header: header, StreamUsage: req.WantsUsage(),
 	}, w)
+	c.tries = res
 	if err != nil {
-		writeForwardError(w, r, target.Name, err)
+		writeCallError(w, r, ep.Slug, err)
 		return
 	}
-	h.opts.Metrics.upstream.WithLabelValues(c.workspace, target.Name).Observe(res.Duration.Seconds())
+	h.opts.Metrics.upstream.WithLabelValues(c.workspace, ep.Slug).Observe(res.Duration.Seconds())
 	if !res.Complete {
-		log.V(1).Info("Upstream answer cut short", "slug", target.Name)
+		log.V(1).Info("Upstream answer cut short", "slug", ep.Slug, "target", res.Target.Name)
 	}
 	// Whatever usage the upstream reported is charged, even when the relay to the client was cut short.
 	u = res.Usage

@@ -14,25 +14,17 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/wake"
 )
 
-// SlugTarget is where an OpenAI call for a slug goes, and the model name the upstream knows it by ("" keeps the
-// caller's).
-type SlugTarget struct {
-	Target      upstream.Target
-	TargetModel string
-}
-
-// Slug resolves the OpenAI route suffix of slug in namespace ns to the Endpoint that serves it; 503
+// Slug resolves slug in namespace ns to the Endpoint that serves it, whose targets gatewayd/failover tries; 503
 // model_not_ready when no Endpoint routes it.
-func Slug(ns *view.Namespace, slug, suffix string) (SlugTarget, *httperr.Error) {
+func Slug(ns *view.Namespace, slug string) (*view.Endpoint, *httperr.Error) {
 	var ep *view.Endpoint
 	if ns != nil {
 		ep = ns.Endpoints[slug]
 	}
 	if ep == nil {
-		return SlugTarget{}, httperr.New(http.StatusServiceUnavailable, httperr.CodeModelNotReady, "No Endpoint routes this model yet.", "model: "+slug)
+		return nil, httperr.New(http.StatusServiceUnavailable, httperr.CodeModelNotReady, "No Endpoint routes this model yet.", "model: "+slug)
 	}
-	t := upstream.Target{URL: ep.BaseURL + suffix, Name: ep.Slug, Namespace: ns.Name, Secret: ep.Secret, Timeout: ep.Timeout}
-	return SlugTarget{Target: t, TargetModel: ep.TargetModel}, nil
+	return ep, nil
 }
 
 // Addresses picks a ready address of a Service's EndpointSlices (gatewayd/discovery).

@@ -8,16 +8,11 @@ import (
 	"sync"
 )
 
-var (
-	dataPrefix   = []byte("data:")
-	promptTokens = []byte(`"prompt_tokens"`)
-)
-
 // relayStream copies an SSE stream event by event. Each event leaves as soon as it is complete, so nothing but
-// the current event is buffered; events that arrived together leave in one write. It reads the usage from the
-// final usage chunk and drops that chunk when the client did not ask for it. Each event pushes the deadline
-// back: for streams the timeout bounds the gap between chunks, not the whole answer.
-func relayStream(w Sink, body io.Reader, d *deadline, clientWantsUsage bool) (Usage, bool) {
+// the current event is buffered; events that arrived together leave in one write. The dialect reads the usage
+// from the event that reports it and says whether that event goes on to the client. Each event pushes the
+// deadline back: for streams the timeout bounds the gap between chunks, not the whole answer.
+func relayStream(w Sink, body io.Reader, d *deadline, dialect Dialect, clientWantsUsage bool) (Usage, bool) {
 	buf := streamBuffers.Get().(*streamBuffer)
 	defer buf.release()
 	br := buf.reader
@@ -32,10 +27,11 @@ func relayStream(w Sink, body io.Reader, d *deadline, clientWantsUsage bool) (Us
 		if len(event) > 0 {
 			d.reset()
 			keep := true
-			if bytes.Contains(event, promptTokens) {
-				if got, ok, noChoices := usageOf(eventData(event)); ok {
+			if dialect != nil {
+				var got Usage
+				var found bool
+				if got, found, keep = dialect.EventUsage(event, clientWantsUsage); found {
 					u = got
-					keep = !noChoices || clientWantsUsage
 				}
 			}
 			if keep {
@@ -108,8 +104,10 @@ func (b *streamBuffer) release() {
 	streamBuffers.Put(b)
 }
 
-// eventData joins the data lines of one SSE event.
-func eventData(event []byte) []byte {
+var dataPrefix = []byte("data:")
+
+// EventData joins the data lines of one server-sent event, for a Dialect that reads an event's JSON.
+func EventData(event []byte) []byte {
 	var out []byte
 	for line := range bytes.Lines(event) {
 		if rest, ok := bytes.CutPrefix(line, dataPrefix); ok {

@@ -13,7 +13,7 @@ func TestRelayStreamStripsUsage(t *testing.T) {
 	for _, wantUsage := range []bool{false, true} {
 		rec := &recorder{}
 		d := newDeadline(timeoutForTests, func() {})
-		u, ok := relayStream(rec, strings.NewReader(relayInput), d, wantUsage)
+		u, ok := relayStream(rec, strings.NewReader(relayInput), d, testDialect{}, wantUsage)
 		d.timer.Stop()
 		if !ok || u.Total() != 7 {
 			t.Fatalf("usage %+v ok %v", u, ok)
@@ -49,7 +49,7 @@ func TestRelayStreamHoldsNothingWhileWaiting(t *testing.T) {
 			up := &pieceReader{pieces: tc.pieces, rec: rec}
 			d := newDeadline(timeoutForTests, func() {})
 			defer d.timer.Stop()
-			if _, ok := relayStream(rec, up, d, true); !ok {
+			if _, ok := relayStream(rec, up, d, testDialect{}, true); !ok {
 				t.Fatal("relay failed")
 			}
 			if up.held != "" {

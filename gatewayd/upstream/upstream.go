@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/modelgate/modelgate/api/snapshot"
+
+	"github.com/modelgate/modelgate/gatewayd/tryplan"
 )
 
 // maxCapturedBody bounds how much of a non-streamed answer is kept to read its usage; the sink gets all of it.
@@ -43,7 +45,7 @@ type Target struct {
 	Name string
 	// Namespace is the workspace of Secret.
 	Namespace string
-	// Secret holds the key sent as "Authorization: Bearer", nil when the upstream needs none.
+	// Secret holds the upstream's key, sent as the Request's Dialect says; nil when the upstream needs none.
 	Secret *snapshot.SecretRef
 	// Timeout bounds the call (see Client.Forward); the client's default when zero.
 	Timeout time.Duration
@@ -61,8 +63,15 @@ type Request struct {
 	// drops that chunk unless StreamUsage.
 	Stream      bool
 	StreamUsage bool
-	// Usage reads the usage object of a non-streamed JSON answer.
+	// Usage reads the usage of a non-streamed JSON answer.
 	Usage bool
+	// Dialect authenticates the call and reads its answer's usage; nil for a model deployment, whose call carries
+	// no key and whose usage is not read.
+	Dialect Dialect
+	// Fail, when set, holds the statuses that fail this try: an answer with one of them is not relayed but
+	// returned as an *Error of KindStatus, so the caller can try elsewhere. The last try of a call leaves it nil,
+	// and its answer is relayed whatever it is.
+	Fail *tryplan.StatusSet
 }
 
 // Result is what a forwarded call did.
@@ -192,7 +201,7 @@ func (c *Client) Forward(ctx context.Context, req Request, sink Sink) (Result, e
 		// reach a server the Endpoint does not name.
 		return Result{}, &Error{Kind: KindUnavailable, Err: fmt.Errorf("upstream %s answered %d, a redirect, which gatewayd does not follow", req.Target.Name, resp.StatusCode)}
 	}
-	if resp.StatusCode >= 400 && !isJSON(resp) {
+	if resp.StatusCode >= 400 && (!isJSON(resp) || req.Fail != nil && req.Fail.Has(resp.StatusCode)) {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorSnippet))
 		return Result{}, &Error{Kind: KindStatus, Status: resp.StatusCode, Header: resp.Header, Snippet: strings.ToValidUTF8(string(b), "?"),
 			Err: fmt.Errorf("upstream %s answered %d", req.Target.Name, resp.StatusCode)}
@@ -221,12 +230,12 @@ func (c *Client) Forward(ctx context.Context, req Request, sink Sink) (Result, e
 		sink.Header().Set("X-Accel-Buffering", "no")
 		sink.WriteHeader(resp.StatusCode)
 		sink.Flush()
-		res.Usage, res.Complete = relayStream(sink, resp.Body, d, req.StreamUsage)
-	case req.Usage:
+		res.Usage, res.Complete = relayStream(sink, resp.Body, d, req.Dialect, req.StreamUsage)
+	case req.Usage && req.Dialect != nil:
 		c := captures.Get().(*capture)
 		c.sink, c.kept = sink, c.kept[:0]
 		_, err = c.relay(resp.StatusCode, resp.Body)
-		res.Usage, _, _ = usageOf(c.kept)
+		res.Usage, _ = req.Dialect.AnswerUsage(c.kept)
 		c.release()
 		res.Complete = err == nil
 	default:
@@ -267,11 +276,14 @@ func (c *Client) request(ctx context.Context, req Request) (*http.Request, error
 		if c.secrets == nil {
 			return nil, &Error{Kind: KindCredentials, Err: errors.New("no Secret reader configured")}
 		}
+		if req.Dialect == nil {
+			return nil, &Error{Kind: KindCredentials, Err: errors.New("no provider says how to send the key of " + t.Name)}
+		}
 		key, err := c.secrets.Upstream(ctx, t.Namespace, t.Secret, t.URL)
 		if err != nil {
 			return nil, &Error{Kind: KindCredentials, Err: err}
 		}
-		hreq.Header.Set("Authorization", "Bearer "+key)
+		req.Dialect.Authorize(hreq.Header, key)
 	}
 	return hreq, nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/modelgate/modelgate/api/snapshot"
+	"github.com/modelgate/modelgate/gatewayd/tryplan"
 )
 
 // TestForwardWithoutClient forwards into a plain buffer, as a queue worker with no client connection does, over
@@ -74,7 +75,7 @@ func TestForwardWithoutClient(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sink := httptest.NewRecorder()
-			res, err := c.Forward(context.Background(), Request{Target: tc.target, Body: strings.NewReader("{}"), ContentLength: 2, Header: json, Usage: true}, sink)
+			res, err := c.Forward(context.Background(), Request{Target: tc.target, Body: strings.NewReader("{}"), ContentLength: 2, Header: json, Usage: true, Dialect: testDialect{}}, sink)
 			if tc.kind == 0 {
 				if err != nil || res.Status != 200 || !res.Complete || res.Usage.Total() != 5 || !strings.Contains(sink.Body.String(), tc.wantBody) {
 					t.Fatalf("got %+v, %v, body %q", res, err, sink.Body.String())
@@ -107,6 +108,19 @@ func TestForwardWithoutClient(t *testing.T) {
 		sink.Header().Get("X-Internal") != "" {
 		t.Fatalf("JSON 429: %+v, %v, relayed headers %v", res, err, sink.Header())
 	}
+	// A try whose status fails it (Request.Fail) relays nothing, JSON or not: the caller tries elsewhere, and has
+	// the status and when to retry in the error.
+	var fail tryplan.StatusSet
+	fail.Add(429)
+	sink = httptest.NewRecorder()
+	_, err = c.Forward(context.Background(), Request{Target: Target{URL: srv.URL + "/json-429"}, Fail: &fail}, sink)
+	if ue := (*Error)(nil); !errors.As(err, &ue) || ue.Kind != KindStatus || ue.Status != 429 || ue.Header.Get("Retry-After") != "3" ||
+		sink.Body.Len() != 0 || len(sink.Header()) != 0 {
+		t.Fatalf("JSON 429 that fails the try: got %#v, sink %v %q", err, sink.Header(), sink.Body.String())
+	}
+	if res, err := c.Forward(context.Background(), Request{Target: Target{URL: srv.URL + "/json-400"}, Fail: &fail}, httptest.NewRecorder()); err != nil || res.Status != 400 {
+		t.Fatalf("a status outside Fail is relayed: %+v, %v", res, err)
+	}
 	_, err = c.Forward(context.Background(), Request{Target: Target{URL: srv.URL + "/text-429"}}, httptest.NewRecorder())
 	if ue := (*Error)(nil); !errors.As(err, &ue) || ue.Kind != KindStatus || ue.Status != 429 || ue.Header.Get("Retry-After") != "7" {
 		t.Fatalf("text 429: got %#v, want KindStatus 429 with its Retry-After", err)
@@ -133,7 +147,7 @@ func TestForwardRelaysLongAnswers(t *testing.T) {
 			}
 		}))
 		sink := httptest.NewRecorder()
-		res, err := New(Options{Timeout: 10 * time.Second}).Forward(context.Background(), Request{Target: Target{URL: srv.URL}, Usage: true}, sink)
+		res, err := New(Options{Timeout: 10 * time.Second}).Forward(context.Background(), Request{Target: Target{URL: srv.URL}, Usage: true, Dialect: testDialect{}}, sink)
 		srv.Close()
 		if err != nil || !res.Complete || res.Usage.Total() != 5 || sink.Body.String() != answer {
 			t.Fatalf("%d bytes: %+v, %v, relayed %d bytes", size, res, err, sink.Body.Len())

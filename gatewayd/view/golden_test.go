@@ -20,6 +20,7 @@ import (
 
 	"github.com/modelgate/modelgate/api/snapshot"
 	"github.com/modelgate/modelgate/gatewayd/limits"
+	"github.com/modelgate/modelgate/gatewayd/tryplan"
 )
 
 // update rewrites the golden files: go test ./gatewayd/view/ -update. Review the diff before committing.
@@ -122,12 +123,23 @@ type modelDump struct {
 }
 
 type endpointDump struct {
-	Slug        string `json:"slug"`
+	Slug    string       `json:"slug"`
+	Targets []targetDump `json:"targets"`
+	Timeout string       `json:"timeout,omitempty"`
+	Shared  bool         `json:"sharedModelAPI,omitempty"`
+	// Policy is "attempts=N onStatus=[...] cooldown=F/D".
+	Policy string `json:"policy"`
+}
+
+type targetDump struct {
+	Name        string `json:"name"`
+	Key         string `json:"key"`
+	Provider    string `json:"provider"`
 	BaseURL     string `json:"baseURL"`
 	TargetModel string `json:"targetModel,omitempty"`
 	Secret      string `json:"secret,omitempty"`
-	Timeout     string `json:"timeout,omitempty"`
-	Shared      bool   `json:"sharedModelAPI,omitempty"`
+	Weight      int    `json:"weight"`
+	Priority    int    `json:"priority"`
 }
 
 func dumpOf(t *testing.T, snaps []*snapshot.Snapshot) dump {
@@ -189,9 +201,14 @@ func namespaceDumpOf(ns *Namespace) namespaceDump {
 		}
 	})
 	for _, e := range ns.Endpoints {
-		ed := endpointDump{Slug: e.Slug, BaseURL: e.BaseURL, TargetModel: e.TargetModel, Shared: e.SharedModelAPI}
-		if e.Secret != nil {
-			ed.Secret = e.Secret.Name + "/" + e.Secret.Key
+		ed := endpointDump{Slug: e.Slug, Shared: e.SharedModelAPI, Policy: policyDump(e.Policy)}
+		for i, t := range e.Targets {
+			td := targetDump{Name: t.Name, Key: t.Key, Provider: t.Provider, BaseURL: t.BaseURL, TargetModel: t.TargetModel,
+				Weight: e.Plan[i].Weight, Priority: e.Plan[i].Priority}
+			if t.Secret != nil {
+				td.Secret = t.Secret.Name + "/" + t.Secret.Key
+			}
+			ed.Targets = append(ed.Targets, td)
 		}
 		if e.Timeout > 0 {
 			ed.Timeout = e.Timeout.String()
@@ -200,6 +217,17 @@ func namespaceDumpOf(ns *Namespace) namespaceDump {
 	}
 	slices.SortFunc(nd.Endpoints, func(a, b endpointDump) int { return cmp.Compare(a.Slug, b.Slug) })
 	return nd
+}
+
+// policyDump is an Endpoint's resolved retry and cooldown policy on one line.
+func policyDump(p tryplan.Policy) string {
+	var statuses []int
+	for s := 400; s < 600; s++ {
+		if p.Fail.Has(s) {
+			statuses = append(statuses, s)
+		}
+	}
+	return fmt.Sprintf("attempts=%d onStatus=%v cooldown=%d/%s", p.Attempts, statuses, p.Failures, p.Cooldown)
 }
 
 // planDump is one line per limit of p, in the order a call checks them: "TYPE/UNIT threshold bucket=<metering

@@ -14,6 +14,8 @@ import (
 	"net/url"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +24,7 @@ import (
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/api/v1alpha1/hierarchy"
 	"github.com/modelgate/modelgate/gatewayd/limits"
+	"github.com/modelgate/modelgate/gatewayd/tryplan"
 )
 
 // PrefixLen is the length of the lookup prefix of every key: its first 16 characters.
@@ -118,15 +121,33 @@ type WorkspaceKey struct {
 type Endpoint struct {
 	ID   string
 	Slug string
+	// Targets are the Endpoint's upstreams, in the spec's order; Plan is what gatewayd/tryplan reads of them.
+	Targets []Target
+	Plan    []tryplan.Target
+	// Policy is the retry and cooldown policy, defaults resolved.
+	Policy tryplan.Policy
+	// Timeout bounds one try; zero when the Endpoint leaves it to gatewayd's default.
+	Timeout time.Duration
+	// SharedModelAPI holds federated keys calling the slug to the workspace's model-API tier as well.
+	SharedModelAPI bool
+}
+
+// Target is one upstream of an Endpoint.
+type Target struct {
+	// Name is unique in its Endpoint.
+	Name     string
+	Provider string
 	// BaseURL has no trailing slash.
 	BaseURL     string
 	TargetModel string
 	// Secret holds the upstream's key, nil when the upstream needs none.
-	Secret *snapshot.SecretRef
-	// Timeout is zero when the Endpoint leaves it to gatewayd's default.
-	Timeout time.Duration
-	// SharedModelAPI holds federated keys calling the slug to the workspace's model-API tier as well.
-	SharedModelAPI bool
+	Secret     *snapshot.SecretRef
+	APIVersion string
+	Region     string
+	Pricing    *snapshot.Pricing
+	// Key names the target across views (namespace, Endpoint id and target name): gatewayd/cooldown keeps its
+	// state under it, so a snapshot reload keeps a target's cooldown.
+	Key string
 }
 
 // Empty returns a View with no namespace.
@@ -380,21 +401,12 @@ func BuildParts(s *snapshot.Snapshot, keys []KeyPart, version int64, checksum st
 			ns.tier[k.Prefix] = plan
 		}
 	}
-	for _, e := range s.Endpoints {
-		if len(e.Targets) == 0 {
-			return nil, fmt.Errorf("endpoints[%s].targets: must not be empty", e.ID)
+	for i := range s.Endpoints {
+		ep, err := newEndpoint(s.Namespace, &s.Endpoints[i])
+		if err != nil {
+			return nil, err
 		}
-		t := e.Targets[0]
-		u, err := url.Parse(t.BaseURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("endpoints[%s].targets[0].baseURL: %q is not an absolute http(s) URL", e.ID, t.BaseURL)
-		}
-		base := t.BaseURL
-		for len(base) > 0 && base[len(base)-1] == '/' {
-			base = base[:len(base)-1]
-		}
-		ns.Endpoints[e.Slug] = &Endpoint{ID: e.ID, Slug: e.Slug, BaseURL: base, TargetModel: t.TargetModel,
-			Secret: t.APIKeySecret, Timeout: time.Duration(e.TimeoutMillis) * time.Millisecond, SharedModelAPI: e.SharedModelAPI}
+		ns.Endpoints[ep.Slug] = ep
 	}
 	if err := ns.bindShared(s, store, prev); err != nil {
 		return nil, err
@@ -646,4 +658,42 @@ func (ns *Namespace) indexModels(s *snapshot.Snapshot) error {
 		ns.Deployments[d.ID] = d
 	}
 	return nil
+}
+
+// newEndpoint is the served form of e in namespace.
+func newEndpoint(namespace string, e *snapshot.Endpoint) (*Endpoint, error) {
+	if len(e.Targets) == 0 {
+		return nil, fmt.Errorf("endpoints[%s].targets: must not be empty", e.ID)
+	}
+	if len(e.Targets) > tryplan.MaxTargets {
+		return nil, fmt.Errorf("endpoints[%s].targets: %d targets, at most %d", e.ID, len(e.Targets), tryplan.MaxTargets)
+	}
+	ep := &Endpoint{ID: e.ID, Slug: e.Slug, Targets: make([]Target, len(e.Targets)), Plan: make([]tryplan.Target, len(e.Targets)),
+		Timeout: time.Duration(e.TimeoutMillis) * time.Millisecond, SharedModelAPI: e.SharedModelAPI}
+	for i, t := range e.Targets {
+		u, err := url.Parse(t.BaseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("endpoints[%s].targets[%d].baseURL: %q is not an absolute http(s) URL", e.ID, i, t.BaseURL)
+		}
+		name := t.Name
+		if name == "" {
+			name = "target-" + strconv.Itoa(i)
+		}
+		ep.Targets[i] = Target{Name: name, Provider: t.Provider, BaseURL: strings.TrimRight(t.BaseURL, "/"), TargetModel: t.TargetModel,
+			Secret: t.APIKeySecret, APIVersion: t.APIVersion, Region: t.Region, Pricing: t.Pricing,
+			Key: namespace + "/" + e.ID + "/" + name}
+		ep.Plan[i] = tryplan.Target{Weight: max(int(t.Weight), 1), Priority: int(t.Priority)}
+	}
+	var attempts *int32
+	var onStatus []int32
+	if r := e.Retry; r != nil {
+		attempts, onStatus = r.Attempts, r.OnStatus
+	}
+	var failures int32
+	var cooldown time.Duration
+	if c := e.Cooldown; c != nil {
+		failures, cooldown = c.Failures, time.Duration(c.DurationMillis)*time.Millisecond
+	}
+	ep.Policy = tryplan.NewPolicy(len(e.Targets), attempts, onStatus, failures, cooldown)
+	return ep, nil
 }

@@ -1,8 +1,10 @@
 // Package layers checks that imports in the module only point down the layers of docs/architecture.md:
 //
 //	api -> controllers, webhooks -> gatewayd/{httperr, ingress, limits, view, reload, auth, authz, discovery, billing, keyuse, state, wake,
-//	    requestlog, podlogs, sessions, stdwebhook}
+//	    requestlog, podlogs, sessions, stdwebhook, tryplan, cooldown}
 //	    -> gatewayd/upstream
+//	    -> gatewayd/provider (and one package per provider kind below it)
+//	    -> gatewayd/failover
 //	    -> gatewayd/route
 //	    -> gatewayd/inference, gatewayd/rest, gatewayd/async -> gatewayd -> cmd
 //
@@ -46,14 +48,18 @@ var layers = []layer{
 		"gatewayd/httperr", "gatewayd/limits", "gatewayd/view", "gatewayd/reload", "gatewayd/auth", "gatewayd/concurrency",
 		"gatewayd/authz", "gatewayd/discovery", "gatewayd/billing", "gatewayd/keyuse", "gatewayd/state", "gatewayd/version",
 		"gatewayd/async/queue", "gatewayd/requestlog", "gatewayd/podlogs", "gatewayd/wake", "gatewayd/ingress", "gatewayd/sessions",
-		"gatewayd/stdwebhook",
+		"gatewayd/stdwebhook", "gatewayd/tryplan", "gatewayd/cooldown",
 	}, peers: []string{
 		"gatewayd/httperr", "gatewayd/limits", "gatewayd/view", "gatewayd/reload", "gatewayd/auth", "gatewayd/concurrency",
 		"gatewayd/authz", "gatewayd/discovery", "gatewayd/billing", "gatewayd/keyuse", "gatewayd/state", "gatewayd/version",
 		"gatewayd/async/queue", "gatewayd/requestlog", "gatewayd/podlogs", "gatewayd/wake", "gatewayd/ingress", "gatewayd/sessions",
-		"gatewayd/stdwebhook",
+		"gatewayd/stdwebhook", "gatewayd/tryplan", "gatewayd/cooldown",
 	}, dataPlane: true},
 	{name: "forwarding core", prefixes: []string{"gatewayd/upstream"}, dataPlane: true},
+	// One package per provider kind under gatewayd/provider, each behind its one interface.
+	{name: "providers", prefixes: []string{"gatewayd/provider"}, dataPlane: true},
+	// The try loop of Endpoint calls, over the providers.
+	{name: "try loop", prefixes: []string{"gatewayd/failover"}, dataPlane: true},
 	// The route step: which deployment or Endpoint a model call names, and its upstream target. The sync and the
 	// async model-call handlers both ask it, so neither imports the other.
 	{name: "route step", prefixes: []string{"gatewayd/route"}, dataPlane: true},

@@ -1,5 +1,5 @@
 //go:build !race
 
-package upstream
+package openai
 
 const raceOn = false

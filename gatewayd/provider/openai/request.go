@@ -1,4 +1,4 @@
-package inference
+package openai
 
 import (
 	"bytes"
@@ -11,8 +11,8 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// inferenceRequest is the part of an OpenAI request body gatewayd reads.
-type inferenceRequest struct {
+// Request is the part of an OpenAI request body gatewayd reads.
+type Request struct {
 	Model         string
 	Stream        bool
 	StreamOptions *streamOptions
@@ -22,18 +22,19 @@ type streamOptions struct {
 	IncludeUsage bool
 }
 
-func (r *inferenceRequest) wantsUsage() bool {
+// WantsUsage: the client asked for the stream's usage chunk.
+func (r *Request) WantsUsage() bool {
 	return r.StreamOptions != nil && r.StreamOptions.IncludeUsage
 }
 
-// parseRequest reads the members gatewayd acts on (model, stream, stream_options.include_usage) the way every
+// ParseRequest reads the members gatewayd acts on (model, stream, stream_options.include_usage) the way every
 // upstream does, or refuses the body. Names are matched exactly, and a body that names one of those members
 // twice, or in another case ("Model", "STREAM"), is refused: upstreams differ on which duplicate wins and on case,
 // and gatewayd must charge, limit and allow exactly the call the upstream will run. Other members are passed
 // through unread, whatever their depth or numbers, but the body as a whole must be one valid JSON object (no
 // duplicate names at any depth, valid UTF-8).
-func parseRequest(body []byte) (inferenceRequest, error) {
-	var req inferenceRequest
+func ParseRequest(body []byte) (Request, error) {
+	var req Request
 	err := eachMember(body, "", func(name string, value jsontext.Value) error {
 		var err error
 		switch name {
@@ -100,11 +101,11 @@ func wrapField(name string, err error) error {
 	return fmt.Errorf("%s: %w", name, err)
 }
 
-// rewriteBody returns the body to forward: unchanged, except that "model" becomes targetModel when one is set
+// RewriteBody returns the body to forward: unchanged, except that "model" becomes targetModel when one is set
 // and, for streams, stream_options.include_usage is forced on so tokens can be counted. Top-level members keep
 // their order and values byte for byte; only the whitespace between them may change. The body must have passed
 // parseRequest, so there is one "model" and one "stream_options" to rewrite.
-func rewriteBody(body []byte, targetModel string, stream bool) ([]byte, error) {
+func RewriteBody(body []byte, targetModel string, stream bool) ([]byte, error) {
 	if targetModel == "" && !stream {
 		return body, nil
 	}

@@ -1,6 +1,6 @@
 //go:build race
 
-package upstream
+package openai
 
 // raceOn: the race detector drops sync.Pool items at random, so allocation counts mean nothing under it.
 const raceOn = true

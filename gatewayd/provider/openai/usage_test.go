@@ -1,4 +1,4 @@
-package upstream
+package openai
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package inference
+package openai
 
 import (
 	stdjson "encoding/json"
@@ -20,7 +20,7 @@ func TestRewriteBody(t *testing.T) {
 		{"stream null options", `{"stream_options":null}`, "", true, `{"stream_options":{"include_usage":true}}`},
 		{"empty object", `{}`, "b", true, `{"stream_options":{"include_usage":true}}`},
 	} {
-		got, err := rewriteBody([]byte(tc.in), tc.target, tc.stream)
+		got, err := RewriteBody([]byte(tc.in), tc.target, tc.stream)
 		if err != nil {
 			t.Errorf("%s: %v", tc.name, err)
 			continue
@@ -30,7 +30,7 @@ func TestRewriteBody(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{`[]`, `"x"`, `{"stream_options":3}`, `{"a":}`} {
-		if _, err := rewriteBody([]byte(bad), "b", true); err == nil {
+		if _, err := RewriteBody([]byte(bad), "b", true); err == nil {
 			t.Errorf("%s: accepted", bad)
 		}
 	}
@@ -40,7 +40,7 @@ func FuzzRewriteBody(f *testing.F) {
 	f.Add([]byte(`{"model":"a","stream":true,"stream_options":{"include_usage":false}}`), "t", true)
 	f.Add([]byte(`{"x":[{"y":null}]}`), "", false)
 	f.Fuzz(func(t *testing.T, body []byte, target string, stream bool) {
-		out, err := rewriteBody(body, target, stream)
+		out, err := RewriteBody(body, target, stream)
 		if err != nil || (target == "" && !stream) {
 			return
 		}
@@ -70,12 +70,12 @@ func TestParseRequestRefusesAmbiguity(t *testing.T) {
 		`{"model":1}`,
 		`{"stream":"yes"}`,
 	} {
-		if req, err := parseRequest([]byte(bad)); err == nil {
+		if req, err := ParseRequest([]byte(bad)); err == nil {
 			t.Errorf("%s: accepted as %+v", bad, req)
 		}
 	}
-	req, err := parseRequest([]byte(`{"model":"m","stream":true,"stream_options":{"include_usage":true},"Models":1,"x":[1e999,{"Model":2}]}`))
-	if err != nil || req.Model != "m" || !req.Stream || !req.wantsUsage() {
+	req, err := ParseRequest([]byte(`{"model":"m","stream":true,"stream_options":{"include_usage":true},"Models":1,"x":[1e999,{"Model":2}]}`))
+	if err != nil || req.Model != "m" || !req.Stream || !req.WantsUsage() {
 		t.Fatalf("got %+v, %v", req, err)
 	}
 }
@@ -99,13 +99,13 @@ func FuzzInferenceBody(f *testing.F) {
 		f.Add([]byte(seed), "target")
 	}
 	f.Fuzz(func(t *testing.T, body []byte, target string) {
-		req, err := parseRequest(body)
+		req, err := ParseRequest(body)
 		if err != nil || req.Model == "" || !utf8.ValidString(target) {
 			// A call without a model is refused before anything is forwarded, and an Endpoint's target model
 			// comes from the API server, which holds valid UTF-8 only.
 			return
 		}
-		out, err := rewriteBody(body, target, req.Stream)
+		out, err := RewriteBody(body, target, req.Stream)
 		if err != nil {
 			t.Fatalf("accepted %q but could not rewrite it: %v", body, err)
 		}
@@ -124,7 +124,7 @@ func FuzzInferenceBody(f *testing.F) {
 		if err := stdjson.Unmarshal(out, &lenient); err != nil {
 			t.Fatalf("forwarded %q, which a lenient upstream refuses: %v", out, err)
 		}
-		strict, err := parseRequest(out)
+		strict, err := ParseRequest(out)
 		if err != nil {
 			t.Fatalf("forwarded %q, which gatewayd itself refuses: %v", out, err)
 		}
@@ -133,7 +133,7 @@ func FuzzInferenceBody(f *testing.F) {
 				t.Fatalf("%s upstream reads model %q stream %v from %q; gatewayd checked model %q stream %v", name, got.Model, got.Stream, out, wantModel, req.Stream)
 			}
 		}
-		if req.Stream && (lenient.StreamOptions == nil || !lenient.StreamOptions.IncludeUsage || !strict.wantsUsage()) {
+		if req.Stream && (lenient.StreamOptions == nil || !lenient.StreamOptions.IncludeUsage || !strict.WantsUsage()) {
 			t.Fatalf("streamed %q without asking for the usage chunk", out)
 		}
 	})

@@ -1,24 +1,20 @@
-package upstream
+package openai
 
 import (
 	"bytes"
 	"encoding/json"
+
+	"github.com/modelgate/modelgate/gatewayd/upstream"
 )
 
-// Usage is the OpenAI usage object.
-type Usage struct {
+// Usage is the token counts of an answer, as Forward reports them.
+type Usage = upstream.Usage
+
+// wireUsage is OpenAI's usage object.
+type wireUsage struct {
 	PromptTokens     int64 `json:"prompt_tokens"`
 	CompletionTokens int64 `json:"completion_tokens"`
 	TotalTokens      int64 `json:"total_tokens"`
-}
-
-// Total is what a TOKEN limit charges: prompt plus completion tokens, or the reported total when an upstream
-// gives only that.
-func (u Usage) Total() int64 {
-	if n := u.PromptTokens + u.CompletionTokens; n > 0 {
-		return n
-	}
-	return u.TotalTokens
 }
 
 // usageOf reads the usage of a JSON response or stream chunk, and whether the chunk carries no choice (the
@@ -40,12 +36,12 @@ func usageOf(b []byte) (u Usage, ok, noChoices bool) {
 func usageOfJSON(b []byte) (u Usage, ok, noChoices bool) {
 	var v struct {
 		Choices []json.RawMessage `json:"choices"`
-		Usage   *Usage            `json:"usage"`
+		Usage   *wireUsage        `json:"usage"`
 	}
 	if json.Unmarshal(b, &v) != nil || v.Usage == nil {
 		return Usage{}, false, false
 	}
-	return *v.Usage, true, len(v.Choices) == 0
+	return Usage(*v.Usage), true, len(v.Choices) == 0
 }
 
 // scanUsage reads the usage of a valid JSON document whose top level is an object in which "choices" and

@@ -1,0 +1,51 @@
+// Package provider is the seam between a client's call and the upstreams of the kinds an Endpoint target names
+// (docs/routing.md "Providers"). Each kind is one package below this one that implements Provider: how the try's
+// request is built (its URL and body) and authenticated, and where its answer, stream included, reports usage.
+// gatewayd/failover asks For the target's kind before each try; nothing else on the request path knows a
+// provider's wire.
+package provider
+
+import (
+	"fmt"
+
+	"github.com/modelgate/modelgate/gatewayd/upstream"
+	"github.com/modelgate/modelgate/gatewayd/view"
+)
+
+// Call is one client call in OpenAI's shape, which every provider builds its upstream request from.
+type Call struct {
+	// Route is the OpenAI route after /v1: "/chat/completions", "/completions" or "/embeddings".
+	Route string
+	// Body is the client's body, already checked (gatewayd/provider/openai.ParseRequest).
+	Body []byte
+	// Stream: the client asked for a streamed answer.
+	Stream bool
+}
+
+// Provider is one kind of upstream.
+type Provider interface {
+	upstream.Dialect
+	// Request is the URL and body of call's try on t. The body may be call.Body itself: it is only read.
+	Request(t *view.Target, call *Call) (url string, body []byte, err error)
+}
+
+// Unsupported is a call a provider cannot serve: the client's 400 names the provider and the route.
+type Unsupported struct {
+	Provider, Route string
+}
+
+func (e *Unsupported) Error() string {
+	return fmt.Sprintf("provider %s does not serve %s", e.Provider, e.Route)
+}
+
+// kinds are the providers, by the name a target gives.
+var kinds = map[string]Provider{}
+
+// Register makes p the provider of kind; each provider package registers itself in an init.
+func Register(kind string, p Provider) { kinds[kind] = p }
+
+// For returns the provider of kind.
+func For(kind string) (Provider, bool) {
+	p, ok := kinds[kind]
+	return p, ok
+}
