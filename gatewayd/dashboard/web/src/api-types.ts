@@ -205,6 +205,22 @@ export interface EndpointPage {
   pagination: Pagination;
 }
 
+export interface EndpointTargets {
+  endpoint_id: string;
+  slug: string;
+  /** Host name of the gatewayd replica whose state the targets show. */
+  replica: string;
+  retry: {
+    attempts: number;
+    on_status: number[];
+  };
+  cooldown: {
+    failures: number;
+    duration_ms: number;
+  };
+  targets: TargetState[];
+}
+
 export interface Environment {
   name: string;
   created_at: string;
@@ -479,6 +495,27 @@ export interface Target {
   base_url: string;
   api_key_secret_ref?: SecretRef;
   target_model?: string;
+}
+
+export interface TargetState {
+  name: string;
+  provider: string;
+  base_url: string;
+  weight: number;
+  priority: number;
+  state: "up" | "cooling";
+  /** When the target is back in rotation; null while it is up. */
+  cooling_until: string | null;
+  consecutive_failures: number;
+  /** Tries of the last hour by outcome; failed tries are every outcome but ok and canceled. */
+  tries_last_hour: {
+    ok: number;
+    status: number;
+    unreachable: number;
+    timeout: number;
+    credentials: number;
+    canceled: number;
+  };
 }
 
 export interface Team {
