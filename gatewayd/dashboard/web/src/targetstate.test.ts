@@ -1,0 +1,22 @@
+import { describe, expect, it } from "vitest";
+import { triesSummary, untilText } from "./targetstate";
+
+const now = new Date("2026-11-29T09:00:00Z");
+const zero = { ok: 0, status: 0, unreachable: 0, timeout: 0, credentials: 0, canceled: 0 };
+
+describe("untilText", () => {
+  it("is the UTC time of day, with the date when it is another day", () => {
+    expect(untilText("2026-11-29T09:00:30.123456789Z", now)).toBe("09:00:30 UTC");
+    expect(untilText("2026-11-29T10:00:30+01:00", now)).toBe("09:00:30 UTC");
+    expect(untilText("2026-11-30T00:00:05Z", now)).toBe("2026-11-30 00:00:05 UTC");
+    expect(untilText("soon", now)).toBe("soon");
+  });
+});
+
+describe("triesSummary", () => {
+  it("counts every failing outcome as failed and canceled as neither", () => {
+    expect(triesSummary(zero)).toEqual({ ok: 0, failed: 0, detail: "" });
+    expect(triesSummary({ ...zero, ok: 7, status: 2, timeout: 1, canceled: 4 })).toEqual({ ok: 7, failed: 3, detail: "2 status, 1 timeout" });
+    expect(triesSummary({ ...zero, unreachable: 1, credentials: 5 })).toEqual({ ok: 0, failed: 6, detail: "1 unreachable, 5 credentials" });
+  });
+});
