@@ -9,6 +9,18 @@ type Provider string
 const (
 	// ProviderOpenAI is any OpenAI-compatible HTTP API (chat completions, completions, embeddings).
 	ProviderOpenAI Provider = "OPENAI"
+
+	// The providers below are pinned names that the enum does not take yet: gatewayd cannot call them, so an
+	// Endpoint naming one could not answer (docs/decisions.md "Endpoints with several targets").
+
+	// ProviderAzureOpenAI is Azure OpenAI; only its targets take apiVersion.
+	ProviderAzureOpenAI Provider = "AZURE_OPENAI"
+	// ProviderAnthropic is Anthropic's Messages API.
+	ProviderAnthropic Provider = "ANTHROPIC"
+	// ProviderBedrock is AWS Bedrock; only its targets take region.
+	ProviderBedrock Provider = "BEDROCK"
+	// ProviderGemini is Google's Gemini API.
+	ProviderGemini Provider = "GEMINI"
 )
 
 // EndpointTarget is one upstream of an Endpoint.
