@@ -94,6 +94,8 @@ export interface Chainlet {
 export interface CreateEndpoint {
   slug: string;
   targets: Target[];
+  retry?: EndpointRetry;
+  cooldown?: EndpointCooldown;
   timeout_ms?: number;
 }
 
@@ -195,14 +197,32 @@ export interface Endpoint {
   id: string;
   slug: string;
   targets: Target[];
+  retry?: EndpointRetry;
+  cooldown?: EndpointCooldown;
   timeout_ms?: number;
   created_at: string;
   updated_at: string;
 }
 
+/** When a target leaves the rotation. Absent, or {} in a PATCH: gatewayd's defaults (3 failures, 30000 ms). */
+export interface EndpointCooldown {
+  /** Consecutive failed tries that take a target out of rotation. */
+  failures?: number;
+  /** How long the target stays out. */
+  duration_ms?: number;
+}
+
 export interface EndpointPage {
   items: Endpoint[];
   pagination: Pagination;
+}
+
+/** When a failed try is followed by a try of another target. Absent, or {} in a PATCH: gatewayd's defaults (attempts: targets minus one, at most 2; on_status: 429, 500, 502, 503, 504). */
+export interface EndpointRetry {
+  /** Further tries after the first. */
+  attempts?: number;
+  /** Upstream statuses that fail a try; a refused connection or a timeout before the first answer byte always does. */
+  on_status?: number[];
 }
 
 export interface EndpointTargets {
@@ -380,8 +400,11 @@ export interface Pagination {
   cursor: string | null;
 }
 
+/** Replaces what it gives: targets as a whole list, retry and cooldown as a whole ({} returns to gatewayd's defaults), timeout_ms. The slug is immutable. */
 export interface PatchEndpoint {
   targets?: Target[];
+  retry?: EndpointRetry;
+  cooldown?: EndpointCooldown;
   timeout_ms?: number;
 }
 
@@ -490,11 +513,31 @@ export interface SecretRef {
   key?: string;
 }
 
+/** One upstream of an endpoint. An answer always gives name (target-<index> when none was given), weight and priority. */
 export interface Target {
+  /** Unique in the endpoint, a DNS-1123 label; target-<index> (0-based) when absent, a name no other target may then take. */
+  name?: string;
+  /** OPENAI only for now; AZURE_OPENAI, ANTHROPIC, BEDROCK and GEMINI are refused until gatewayd serves them. */
   provider: "OPENAI";
   base_url: string;
   api_key_secret_ref?: SecretRef;
   target_model?: string;
+  /** Share of calls among the usable targets of the same priority. */
+  weight?: number;
+  /** Lower first: a higher number takes a call only when no lower one can. */
+  priority?: number;
+  pricing?: TargetPricing;
+  /** AZURE_OPENAI only; refused on any other provider. */
+  api_version?: string;
+  /** BEDROCK only; refused on any other provider. */
+  region?: string;
+}
+
+export interface TargetPricing {
+  /** US dollars per million tokens, a non-negative decimal with at most 6 places after the point. */
+  input_per_million_tokens?: string;
+  /** US dollars per million tokens, a non-negative decimal with at most 6 places after the point. */
+  output_per_million_tokens?: string;
 }
 
 export interface TargetState {
