@@ -58,7 +58,8 @@ function EndpointSection(props: { row: Row; at: Date }) {
         Timeout {e.timeout_ms ? `${e.timeout_ms} ms` : "default"}; updated {utc(e.updated_at)}
         {s && (
           <>
-            ; a failed try (an answer of {s.retry.on_status.join(", ")}, or none) is followed by up to {s.retry.attempts} more;
+            ; a failed try (an answer of {s.retry.on_status.join(", ")}, or none){" "}
+            {s.retry.attempts === 0 ? "is not tried again" : `is followed by up to ${s.retry.attempts} more on other targets`};
             a target leaves the rotation for {s.cooldown.duration_ms / 1000} s after {s.cooldown.failures} failed{" "}
             {s.cooldown.failures === 1 ? "try" : "tries"} in a row
           </>
@@ -104,10 +105,10 @@ function EndpointSection(props: { row: Row; at: Date }) {
             })
             : e.targets.map((t, i) => (
               <tr key={i}>
-                <th scope="row" class="mono">target-{i}</th>
+                <th scope="row" class="mono">{t.name ?? `target-${i}`}</th>
                 <td class="mono">{t.provider} {t.base_url}{model(e, i)}</td>
-                <td class="num">—</td>
-                <td class="num">—</td>
+                <td class="num">{t.weight ?? 1}</td>
+                <td class="num">{t.priority ?? 0}</td>
                 <td>unknown</td>
                 <td class="num">—</td>
                 <td class="num">—</td>
