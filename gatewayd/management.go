@@ -21,7 +21,6 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/rest"
 	"github.com/modelgate/modelgate/gatewayd/rest/events"
 	"github.com/modelgate/modelgate/gatewayd/rest/kit"
-	"github.com/modelgate/modelgate/gatewayd/rest/targets"
 	"github.com/modelgate/modelgate/gatewayd/rest/throttles"
 	"github.com/modelgate/modelgate/gatewayd/rest/usage"
 )
@@ -66,9 +65,7 @@ func (g *Gateway) ManagementRoutes() []string { return slices.Clone(g.management
 func (g *Gateway) v1Routes() []rest.Route {
 	routes := []rest.Route{
 		{Pattern: "GET /v1/metrics", Access: kit.AccessMetrics, Handler: g.workspaceMetrics},
-		// The cooldown records tries on the wall clock (failover.Options.Now unset), so the state is read on it too.
-		{Pattern: "GET /v1/gateway/endpoints/{endpoint_id}/targets", Access: kit.AccessGateway,
-			Handler: inNamespace(targets.Handler(targets.Options{View: g.loader.View, Cooldown: g.cooldown, Replica: hostname()}))},
+		{Pattern: "GET /v1/gateway/endpoints/{endpoint_id}/targets", Access: kit.AccessGateway, Handler: inNamespace(g.targets.Handler)},
 	}
 	if b := g.opts.Billing; b != nil {
 		routes = append(routes,

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"slices"
 	"strings"
@@ -222,6 +223,11 @@ func TestRouteShowsThisReplicasCooldown(t *testing.T) {
 	if t1.State != targets.StateUp || t1.CoolingUntil != nil || t1.TriesLastHour["ok"] != 4 {
 		t.Errorf("target-1: %+v, want up with 4 ok tries", t1)
 	}
+	// One replica (no peers Service): its own state is the only one, and no replica went unanswered.
+	if len(t0.Replicas) != 1 || t0.Replicas[0].Replica != host || t0.Replicas[0].State != targets.StateCooling ||
+		a.UnansweredReplicas == nil || len(a.UnansweredReplicas) != 0 {
+		t.Errorf("replicas of target-0: %+v, unanswered %v; want this replica alone", t0.Replicas, a.UnansweredReplicas)
+	}
 
 	for _, c := range []struct {
 		id   string
@@ -231,5 +237,107 @@ func TestRouteShowsThisReplicasCooldown(t *testing.T) {
 		if code, body := read(c.id); code != c.code || !strings.Contains(string(body), c.want) {
 			t.Errorf("GET %s targets: %d %s, want %d with %s", c.id, code, body, c.code, c.want)
 		}
+	}
+}
+
+// replica is one replica's part of the targets route: its cooldown state, its Cluster and its metrics listener
+// (a loopback server answering targets.Path).
+type replica struct {
+	reg  *cooldown.Registry
+	c    *targets.Cluster
+	addr string
+}
+
+func newReplica(t *testing.T, name string, v *view.View, now time.Time, peers func(context.Context) ([]string, error)) *replica {
+	t.Helper()
+	reg, err := cooldown.New(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &replica{reg: reg}
+	r.c = targets.New(targets.Options{View: func() *view.View { return v }, Cooldown: reg, Replica: name, Now: func() time.Time { return now }, Peers: peers})
+	mux := http.NewServeMux()
+	mux.Handle("GET "+targets.Path, r.c)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	r.addr = strings.TrimPrefix(srv.URL, "http://")
+	return r
+}
+
+// record makes n tries of outcome o of the target name of Endpoint ep-1, each a second apart, ending at end.
+func (r *replica) record(name string, o cooldown.Outcome, n int, end time.Time, p cooldown.Policy) {
+	st := r.reg.Target(cooldown.Name{Key: "ws/ep-1/" + name, Workspace: "ws", Slug: "s", TargetName: name})
+	for i := range n {
+		st.Record(o, end.Add(time.Duration(i-n+1)*time.Second), p, 0)
+	}
+}
+
+// TestMergesEveryReplica: the route of replica A reads the state of every replica at targets.Path on their
+// loopback listeners: A's own address in the list of peers is not read twice, B's state is merged in by target
+// (cooling on any is cooling, until the latest time; the most consecutive failures; tries summed, each replica's
+// own state listed), C, whose view lacks the Endpoint, is left out, and a closed port is listed as unanswered.
+func TestMergesEveryReplica(t *testing.T) {
+	now := time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
+	s := &snapshot.Snapshot{Namespace: "ws", Endpoints: []snapshot.Endpoint{{ID: "ep-1", Slug: "s", Targets: []snapshot.Target{
+		{Name: "a", Provider: "OPENAI", BaseURL: "http://a"}, {Name: "b", Provider: "OPENAI", BaseURL: "http://b"}}}}}
+	ns, err := view.Build(s, 1, "x", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := view.Empty().With(ns)
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedAddr := closed.Addr().String()
+	closed.Close()
+	var addrs []string
+	a := newReplica(t, "gw-a", v, now, func(context.Context) ([]string, error) { return addrs, nil })
+	b := newReplica(t, "gw-b", v, now, nil)
+	c := newReplica(t, "gw-c", view.Empty(), now, nil)
+	addrs = []string{a.addr, b.addr, c.addr, closedAddr}
+
+	p := cooldown.Policy{Failures: 3, Duration: 30 * time.Second}
+	a.record("a", cooldown.Unreachable, 3, now.Add(-20*time.Second), p) // out until now+10s
+	b.record("a", cooldown.Status, 3, now.Add(-5*time.Second), p)       // out until now+25s
+	a.record("b", cooldown.OK, 4, now, p)
+	a.record("b", cooldown.Timeout, 1, now, p)
+	b.record("b", cooldown.OK, 2, now.Add(-time.Minute), p)
+	b.record("b", cooldown.Timeout, 2, now, p)
+	c.record("b", cooldown.OK, 100, now, p) // C serves no such Endpoint: never counted
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/gateway/endpoints/{endpoint_id}/targets", func(w http.ResponseWriter, r *http.Request) { a.c.Handler(w, r, "ws") })
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/gateway/endpoints/ep-1/targets", nil))
+	var got targets.Answer
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); rec.Code != http.StatusOK || err != nil || len(got.Targets) != 2 {
+		t.Fatalf("A's answer: %d %s", rec.Code, rec.Body)
+	}
+	if got.Replica != "gw-a" || !slices.Equal(got.UnansweredReplicas, []string{closedAddr}) {
+		t.Errorf("replica %q, unanswered %v; want gw-a and the closed port %s", got.Replica, got.UnansweredReplicas, closedAddr)
+	}
+	ta, tb := got.Targets[0], got.Targets[1]
+	names := func(rs []targets.ReplicaState) (out []string) {
+		for _, r := range rs {
+			out = append(out, r.Replica)
+		}
+		return out
+	}
+	if ta.State != targets.StateCooling || ta.CoolingUntil == nil || *ta.CoolingUntil != "2026-11-29T09:00:25Z" ||
+		!slices.Equal(names(ta.Replicas), []string{"gw-a", "gw-b"}) || *ta.Replicas[0].CoolingUntil != "2026-11-29T09:00:10Z" ||
+		ta.TriesLastHour["unreachable"] != 3 || ta.TriesLastHour["status"] != 3 || ta.Replicas[0].TriesLastHour["status"] != 0 {
+		t.Errorf("target a: %+v %+v, want cooling until B's 09:00:25, A's own until 09:00:10, 3 unreachable and 3 status tries", ta, ta.Replicas)
+	}
+	if tb.State != targets.StateUp || tb.CoolingUntil != nil || tb.ConsecutiveFailures != 2 || tb.TriesLastHour["ok"] != 6 || tb.TriesLastHour["timeout"] != 3 ||
+		!slices.Equal(names(tb.Replicas), []string{"gw-a", "gw-b"}) || tb.Replicas[0].ConsecutiveFailures != 1 || tb.Replicas[1].TriesLastHour["ok"] != 2 {
+		t.Errorf("target b: %+v %+v, want up, 2 consecutive failures (B's), 6 ok and 3 timeouts", tb, tb.Replicas)
+	}
+
+	// The internal route refuses a call that does not name both, as the request log's does.
+	rec = httptest.NewRecorder()
+	a.c.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, targets.Path+"?namespace=ws", nil))
+	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), `"field":"endpoint_id"`) {
+		t.Errorf("%s without endpoint_id: %d %s", targets.Path, rec.Code, rec.Body)
 	}
 }

@@ -228,7 +228,7 @@ export interface EndpointRetry {
 export interface EndpointTargets {
   endpoint_id: string;
   slug: string;
-  /** Host name of the gatewayd replica whose state the targets show. */
+  /** Host name of the gatewayd replica that answered; its view gives the endpoint, its policy and its targets. */
   replica: string;
   retry: {
     attempts: number;
@@ -239,6 +239,8 @@ export interface EndpointTargets {
     duration_ms: number;
   };
   targets: TargetState[];
+  /** Metrics addresses (host:port) of the replicas whose state could not be read and is left out. */
+  unanswered_replicas: string[];
 }
 
 export interface Environment {
@@ -546,11 +548,13 @@ export interface TargetState {
   base_url: string;
   weight: number;
   priority: number;
+  /** cooling when the target cools on any replica that answered. */
   state: "up" | "cooling";
-  /** When the target is back in rotation; null while it is up. */
+  /** When the target is back in rotation on every replica: the latest time it is out on one; null while it is up. */
   cooling_until: string | null;
+  /** The most consecutive failed tries of the target on any replica. */
   consecutive_failures: number;
-  /** Tries of the last hour by outcome; failed tries are every outcome but ok and canceled. */
+  /** Tries of the last hour on every replica that answered, by outcome; failed tries are every outcome but ok and canceled. */
   tries_last_hour: {
     ok: number;
     status: number;
@@ -559,6 +563,23 @@ export interface TargetState {
     credentials: number;
     canceled: number;
   };
+  /** The target's state on each replica that answered, the answering replica first. */
+  replicas: Array<{
+    /** The replica's host name. */
+    replica: string;
+    state: "up" | "cooling";
+    cooling_until: string | null;
+    consecutive_failures: number;
+    /** Tries of the last hour on this replica, by outcome. */
+    tries_last_hour: {
+      ok: number;
+      status: number;
+      unreachable: number;
+      timeout: number;
+      credentials: number;
+      canceled: number;
+    };
+  }>;
 }
 
 export interface Team {

@@ -1,10 +1,10 @@
 // The endpoints screen: each Endpoint of the workspace with its timeout and its targets, each target's weight and
-// priority and its state on the gatewayd replica that answered (up, or cooling until when; consecutive failures;
-// tries of the last hour, ok against failed). Its slug links to its usage.
+// priority and its state over the gatewayd replicas (up, or cooling until when, and on which replica; consecutive
+// failures; tries of the last hour, ok against failed). Its slug links to its usage.
 import { api, listAll, refusal } from "./api";
 import type { Endpoint, EndpointTargets } from "./api-types";
 import { BASE, Link } from "./router";
-import { triesSummary, untilText } from "./targetstate";
+import { replicaLine, replicasOf, triesSummary, untilText } from "./targetstate";
 import { Loading, Page, useAsync, utc } from "./ui";
 
 const enc = encodeURIComponent;
@@ -36,15 +36,29 @@ export function EndpointsPage() {
     <Page title="Endpoints" actions={<button type="button" onClick={data.reload} disabled={data.loading}>Refresh</button>}>
       {!data.data ? <Loading error={data.error} /> : data.data.rows.length === 0 ? <p>No endpoints.</p> : (
         <>
-          <p class="muted">
-            Target state as of {utc(data.data.at.toISOString())}, on gatewayd replica{" "}
-            <span class="mono">{data.data.rows.find((r) => r.state)?.state?.replica ?? "—"}</span>: each replica keeps its own
-            cooldown.
-          </p>
+          <Replicas rows={data.data.rows} at={data.data.at} />
           {data.data.rows.map((r) => <EndpointSection key={r.endpoint.id} row={r} at={data.data!.at} />)}
         </>
       )}
     </Page>
+  );
+}
+
+// Replicas says whose state the page shows: cooldown is kept per gatewayd replica, and the answers merge every
+// replica that answered; those that did not are named.
+function Replicas(props: { rows: Row[]; at: Date }) {
+  const { answered, unanswered } = replicasOf(props.rows.flatMap((r) => (r.state ? [r.state] : [])));
+  return (
+    <>
+      <p class="muted">
+        Target state as of {utc(props.at.toISOString())}, over gatewayd {answered.length === 1 ? "replica" : "replicas"}{" "}
+        <span class="mono">{answered.join(", ") || "—"}</span>. Each replica keeps its own cooldown: a target cooling on any
+        replica shows as cooling, until the latest time.
+      </p>
+      {unanswered.length > 0 && (
+        <p class="form-error" role="status">Replicas that did not answer, left out: <span class="mono">{unanswered.join(", ")}</span></p>
+      )}
+    </>
   );
 }
 
@@ -96,6 +110,7 @@ function EndpointSection(props: { row: Row; at: Date }) {
                     {t.state === "cooling" && t.cooling_until && (
                       <> until <time dateTime={t.cooling_until}>{untilText(t.cooling_until, props.at)}</time></>
                     )}
+                    {t.replicas.length > 1 && <div class="muted">{replicaLine(t.replicas, props.at)}</div>}
                   </td>
                   <td class="num">{t.consecutive_failures}</td>
                   <td class="num">{tries.ok}</td>

@@ -1,6 +1,6 @@
-// How the endpoints screen words a target's state on the replica that answered: until when a cooling target is out
-// of rotation, and its tries of the last hour as ok against failed.
-import type { TargetState } from "./api-types";
+// How the endpoints screen words a target's state over the gatewayd replicas: until when a cooling target is out
+// of rotation, its state on each replica, and its tries of the last hour as ok against failed.
+import type { EndpointTargets, TargetState } from "./api-types";
 
 export type Tries = TargetState["tries_last_hour"];
 
@@ -27,4 +27,23 @@ export function triesSummary(tries: Tries): { ok: number; failed: number; detail
     if (n > 0) parts.push(`${n} ${o}`);
   }
   return { ok: tries.ok ?? 0, failed, detail: parts.join(", ") };
+}
+
+// replicaLine is a target's state on each replica that answered: "gw-a up; gw-b cooling until 09:00:25 UTC".
+export function replicaLine(replicas: TargetState["replicas"], now: Date): string {
+  return replicas
+    .map((r) => `${r.replica} ${r.state === "cooling" && r.cooling_until ? `cooling until ${untilText(r.cooling_until, now)}` : r.state}`)
+    .join("; ");
+}
+
+// replicasOf are the replicas whose state the answers hold, in the order first seen, and the addresses of those
+// that did not answer.
+export function replicasOf(answers: EndpointTargets[]): { answered: string[]; unanswered: string[] } {
+  const answered = new Set<string>();
+  const unanswered = new Set<string>();
+  for (const a of answers) {
+    for (const t of a.targets) for (const r of t.replicas) answered.add(r.replica);
+    for (const u of a.unanswered_replicas) unanswered.add(u);
+  }
+  return { answered: [...answered], unanswered: [...unanswered] };
 }
