@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -77,7 +78,7 @@ func TestDescribe(t *testing.T) {
 		if got.CoolingUntil != nil {
 			until = *got.CoolingUntil
 		}
-		if got.State != w.state || until != w.until || got.ConsecutiveFailures != w.fails || !equalCounts(got.TriesLastHour, w.tries) {
+		if got.State != w.state || until != w.until || got.ConsecutiveFailures != w.fails || !maps.Equal(got.TriesLastHour, w.tries) {
 			t.Errorf("target %s: %s until %q, %d failures, tries %v; want %s until %q, %d, %v",
 				got.Name, got.State, until, got.ConsecutiveFailures, got.TriesLastHour, w.state, w.until, w.fails, w.tries)
 		}
@@ -85,18 +86,6 @@ func TestDescribe(t *testing.T) {
 	if got := a.Targets[0]; got.Weight != 3 || got.Priority != 0 || a.Targets[1].Priority != 1 || got.BaseURL != "http://a" {
 		t.Errorf("target a: %+v", got)
 	}
-}
-
-func equalCounts(a, b map[string]int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range b {
-		if n, ok := a[k]; !ok || n != v {
-			return false
-		}
-	}
-	return true
 }
 
 // TestRouteShowsThisReplicasCooldown runs a real gatewayd with an Endpoint of two targets on a loopback upstream:

@@ -554,15 +554,7 @@ export interface TargetState {
   cooling_until: string | null;
   /** The most consecutive failed tries of the target on any replica. */
   consecutive_failures: number;
-  /** Tries of the last hour on every replica that answered, by outcome; failed tries are every outcome but ok and canceled. */
-  tries_last_hour: {
-    ok: number;
-    status: number;
-    unreachable: number;
-    timeout: number;
-    credentials: number;
-    canceled: number;
-  };
+  tries_last_hour: TriesByOutcome;
   /** The target's state on each replica that answered, the answering replica first. */
   replicas: Array<{
     /** The replica's host name. */
@@ -570,15 +562,7 @@ export interface TargetState {
     state: "up" | "cooling";
     cooling_until: string | null;
     consecutive_failures: number;
-    /** Tries of the last hour on this replica, by outcome. */
-    tries_last_hour: {
-      ok: number;
-      status: number;
-      unreachable: number;
-      timeout: number;
-      credentials: number;
-      canceled: number;
-    };
+    tries_last_hour: TriesByOutcome;
   }>;
 }
 
@@ -615,6 +599,16 @@ export interface Throttles {
   items: ThrottleCount[];
   /** Always false: counts come from the rollup. Kept for clients of the earlier answer. */
   truncated: boolean;
+}
+
+/** Tries of the last hour by outcome; failed tries are every outcome but ok and canceled. Merged over replicas in a target, one replica's in replicas. */
+export interface TriesByOutcome {
+  ok: number;
+  status: number;
+  unreachable: number;
+  timeout: number;
+  credentials: number;
+  canceled: number;
 }
 
 export interface Usage {
