@@ -284,7 +284,7 @@ func New(opts Options) (*Gateway, error) {
 		})
 	}
 	up := upstream.New(upstream.Options{Transport: opts.Transport, Secrets: g.secrets, Timeout: opts.UpstreamTimeout})
-	if g.cooldown, err = cooldown.New(opts.Registry); err != nil {
+	if g.cooldown, err = cooldown.New(opts.Registry, opts.Clock.Now); err != nil {
 		return nil, err
 	}
 	calls := inference.New(inference.Options{
@@ -292,7 +292,7 @@ func New(opts Options) (*Gateway, error) {
 		Limits:                 opts.Store,
 		Clock:                  opts.Clock,
 		Upstream:               up,
-		Endpoints:              failover.New(failover.Options{Upstream: up, Cooldown: g.cooldown}),
+		Endpoints:              failover.New(failover.Options{Upstream: up, Cooldown: g.cooldown, Now: opts.Clock.Now}),
 		Metrics:                m,
 		MaxBodyBytes:           opts.MaxBodyBytes,
 		Billing:                g.billing,

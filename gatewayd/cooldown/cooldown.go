@@ -46,11 +46,15 @@ func (o Outcome) Failed() bool { return o != OK && o != Canceled }
 type Registry struct {
 	targets sync.Map // key -> *Target
 	tries   *prometheus.CounterVec
+	now     func() time.Time
 }
 
-// New returns a Registry whose series are registered on reg.
-func New(reg prometheus.Registerer) (*Registry, error) {
-	r := &Registry{tries: prometheus.NewCounterVec(prometheus.CounterOpts{
+// New returns a Registry whose series are registered on reg; now is the clock the gauge reads (time.Now when nil).
+func New(reg prometheus.Registerer, now func() time.Time) (*Registry, error) {
+	if now == nil {
+		now = time.Now
+	}
+	r := &Registry{now: now, tries: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "modelgate_upstream_tries_total",
 		Help: "Tries of Endpoint targets by workspace, slug, target name and outcome (ok, status, unreachable, timeout, credentials, canceled); a client call makes one or more.",
 	}, []string{"workspace", "slug", "target", "outcome"})}
@@ -219,7 +223,7 @@ var upDesc = prometheus.NewDesc("modelgate_upstream_target_up",
 func (c upCollector) Describe(ch chan<- *prometheus.Desc) { ch <- upDesc }
 
 func (c upCollector) Collect(ch chan<- prometheus.Metric) {
-	now := time.Now()
+	now := c.r.now()
 	c.r.targets.Range(func(_, v any) bool {
 		t := v.(*Target)
 		up := 1.0
