@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,7 +34,7 @@ import (
 type faultUpstream struct {
 	name string
 	srv  *httptest.Server
-	mode atomic.Value // string, or func() string drawn per request
+	mode atomic.Pointer[func() string] // the mode of each request, drawn when it arrives
 	seq  *atomic.Int64
 	mu   sync.Mutex
 	got  []faultRequest
@@ -56,14 +58,14 @@ const (
 
 func newFaultUpstream(t *testing.T, name string, seq *atomic.Int64) *faultUpstream {
 	u := &faultUpstream{name: name, seq: seq}
-	u.mode.Store(modeOK)
+	u.setMode(modeOK)
 	u.srv = httptest.NewServer(http.HandlerFunc(u.serve))
 	t.Cleanup(u.srv.Close)
 	return u
 }
 
-func (u *faultUpstream) setMode(m string)            { u.mode.Store(m) }
-func (u *faultUpstream) setModes(draw func() string) { u.mode.Store(draw) }
+func (u *faultUpstream) setMode(m string)            { u.setModes(func() string { return m }) }
+func (u *faultUpstream) setModes(draw func() string) { u.mode.Store(&draw) }
 func (u *faultUpstream) baseURL() string             { return u.srv.URL + "/v1" }
 func (u *faultUpstream) target(priority int32) snapshot.Target {
 	return snapshot.Target{Name: u.name, Provider: "OPENAI", BaseURL: u.baseURL(), Priority: priority}
@@ -77,13 +79,7 @@ func (u *faultUpstream) requests() []faultRequest {
 
 func (u *faultUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	var mode string
-	switch m := u.mode.Load().(type) {
-	case string:
-		mode = m
-	case func() string:
-		mode = m()
-	}
+	mode := (*u.mode.Load())()
 	u.mu.Lock()
 	u.got = append(u.got, faultRequest{seq: u.seq.Add(1), id: r.Header.Get("X-Request-Id"), mode: mode, body: string(body)})
 	u.mu.Unlock()
@@ -453,4 +449,151 @@ func TestFailoverRules(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestFailoverChaos: three targets fail at random (a seeded draw per try: error statuses, a 429 with Retry-After,
+// resets, hangs past the timeout, a 400) over 2,000 calls from four clients, while the clock moves a second per
+// call so cooldowns come and go. Every call is answered by the rules, the day's request limit admits exactly its
+// threshold, and every call has exactly one billing event naming its tries.
+func TestFailoverChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("2,000 calls")
+	}
+	const calls, threshold, clients = 2000, 1900, 4
+	var seq atomic.Int64
+	rng := newLockedRand(42)
+	// The draws: mostly answers, then the failures of rule 2, and a 400 that is an answer too.
+	draws := []struct {
+		mode   string
+		weight int
+	}{{modeOK, 45}, {"status:503", 15}, {"status:500", 5}, {"429:2", 10}, {modeReset, 10}, {modeHang, 3}, {"status:400", 2}, {"status:502", 10}}
+	total := 0
+	for _, d := range draws {
+		total += d.weight
+	}
+	draw := func() string {
+		n := rng.intN(total)
+		for _, d := range draws {
+			if n -= d.weight; n < 0 {
+				return d.mode
+			}
+		}
+		return modeOK
+	}
+	servers := []*faultUpstream{newFaultUpstream(t, "t0", &seq), newFaultUpstream(t, "t1", &seq), newFaultUpstream(t, "t2", &seq)}
+	targets := []snapshot.Target{servers[0].target(0), servers[1].target(0), servers[2].target(1)}
+	targets[0].Weight = 3
+	for _, s := range servers {
+		s.setModes(draw)
+	}
+	store := boltBilling(t)
+	f := failoverFixture(t, store, []snapshot.Endpoint{endpoint("chaos", targets, nil, &snapshot.Cooldown{Failures: 2, DurationMillis: 5000})},
+		[]gatewayv1.ModelConfig{limited("chaos", "REQUEST", "DAY", threshold)})
+
+	type answer struct {
+		id      string
+		status  int
+		content string
+		retry   string
+	}
+	answers := make([]answer, calls)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var clockMu sync.Mutex
+	for range clients {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= calls {
+					return
+				}
+				clockMu.Lock()
+				f.clock.SetTime(f.clock.Now().Add(time.Second))
+				clockMu.Unlock()
+				r := f.post("/v1/chat/completions", "Api-Key "+f.keys["root"], map[string]any{"model": "chaos", "messages": []any{}})
+				a := answer{id: r.header.Get("X-Request-Id"), status: r.status, retry: r.header.Get("Retry-After")}
+				if r.status == http.StatusOK {
+					a.content = content(t, r)
+				}
+				answers[i] = a
+			}
+		})
+	}
+	wg.Wait()
+
+	tries := map[string][]faultRequest{}
+	server := map[int64]string{}
+	for _, s := range servers {
+		for _, r := range s.requests() {
+			tries[r.id] = append(tries[r.id], r)
+			server[r.seq] = s.name
+		}
+	}
+	failing := func(mode string) bool { return mode != modeOK && mode != "status:400" }
+	admitted, refused := 0, 0
+	evs := events(t, store, f.ns, calls)
+	for _, a := range answers {
+		ts := tries[a.id]
+		slices.SortFunc(ts, func(x, y faultRequest) int { return int(x.seq - y.seq) })
+		ev, ok := evs[a.id]
+		if !ok {
+			t.Errorf("call %s: no billing event", a.id)
+			continue
+		}
+		if len(ts) == 0 {
+			// Refused by the day's limit before any try.
+			if a.status != http.StatusTooManyRequests || ev.Attempts != 0 {
+				t.Errorf("call %s: no try, answered %d, event %+v", a.id, a.status, ev)
+			}
+			refused++
+			continue
+		}
+		admitted++
+		if len(ts) > 3 {
+			t.Errorf("call %s: %d tries, at most 3", a.id, len(ts))
+		}
+		for _, tr := range ts[:len(ts)-1] {
+			if !failing(tr.mode) {
+				t.Errorf("call %s: a try answered %s and another try followed", a.id, tr.mode)
+			}
+		}
+		last := ts[len(ts)-1]
+		if failing(last.mode) && len(ts) < 3 {
+			t.Errorf("call %s: its last try failed (%s) after %d tries of 3", a.id, last.mode, len(ts))
+		}
+		// An upstream's JSON error is relayed as it is; a reset is 502 model_unavailable, a hang 504 timeout.
+		want := map[string]int{modeOK: 200, "status:400": 400, "status:503": 503, "status:500": 500, "status:502": 502,
+			"429:2": 429, modeReset: 502, modeHang: 504}[last.mode]
+		if a.status != want {
+			t.Errorf("call %s: answered %d, its last try was %s (want %d)", a.id, a.status, last.mode, want)
+		}
+		if last.mode == modeOK && a.content != server[last.seq] {
+			t.Errorf("call %s: answer of %q, last try on %s", a.id, a.content, server[last.seq])
+		}
+		if last.mode == "429:2" && a.retry != "2" {
+			t.Errorf("call %s: a last 429 without its Retry-After", a.id)
+		}
+		if ev.Attempts != len(ts) || ev.Target != server[last.seq] || ev.Provider != "OPENAI" {
+			t.Errorf("call %s: event %+v, want %d tries answered by %s", a.id, ev, len(ts), server[last.seq])
+		}
+	}
+	if admitted != threshold || refused != calls-threshold {
+		t.Errorf("%d calls admitted and %d refused; the day's limit admits exactly %d", admitted, refused, threshold)
+	}
+	t.Logf("%d calls: %d admitted, %d refused by the limit; tries per target %d, %d, %d", calls, admitted, refused,
+		len(servers[0].requests()), len(servers[1].requests()), len(servers[2].requests()))
+}
+
+// lockedRand is a seeded random source shared by the servers' handlers.
+type lockedRand struct {
+	mu sync.Mutex
+	r  *rand.Rand
+}
+
+func newLockedRand(seed uint64) *lockedRand { return &lockedRand{r: rand.New(rand.NewPCG(seed, seed))} }
+
+func (l *lockedRand) intN(n int) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r.IntN(n)
 }
