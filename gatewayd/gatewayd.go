@@ -42,6 +42,8 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/dashboard"
 	"github.com/modelgate/modelgate/gatewayd/discovery"
 	"github.com/modelgate/modelgate/gatewayd/failover"
+	// The provider kinds an Endpoint target may name register themselves (provider.Register).
+	_ "github.com/modelgate/modelgate/gatewayd/provider/openai"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/inference"
 	"github.com/modelgate/modelgate/gatewayd/ingress"
