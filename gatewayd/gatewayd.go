@@ -48,6 +48,8 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/keyuse"
 	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/gatewayd/podlogs"
+	// The provider kinds an Endpoint target may name register themselves (provider.Register).
+	_ "github.com/modelgate/modelgate/gatewayd/provider/openai"
 	"github.com/modelgate/modelgate/gatewayd/reload"
 	"github.com/modelgate/modelgate/gatewayd/requestlog"
 	"github.com/modelgate/modelgate/gatewayd/rest/sandboxes"
@@ -287,17 +289,18 @@ func New(opts Options) (*Gateway, error) {
 		})
 	}
 	up := upstream.New(upstream.Options{Transport: opts.Transport, Secrets: g.secrets, Timeout: opts.UpstreamTimeout})
-	if g.cooldown, err = cooldown.New(opts.Registry); err != nil {
+	if g.cooldown, err = cooldown.New(opts.Registry, opts.Clock.Now); err != nil {
 		return nil, err
 	}
-	// The cooldown records tries on the wall clock (failover.Options.Now unset), so the state is read on it too.
-	g.targets = targets.New(targets.Options{View: loader.View, Cooldown: g.cooldown, Replica: hostname(), Peers: g.requestLogs.Peers})
+	// The cooldown records tries on gatewayd's clock (failover.Options.Now), so the state is read on it too.
+	g.targets = targets.New(targets.Options{View: loader.View, Cooldown: g.cooldown, Replica: hostname(), Now: opts.Clock.Now,
+		Peers: g.requestLogs.Peers})
 	calls := inference.New(inference.Options{
 		View:                   loader.View,
 		Limits:                 opts.Store,
 		Clock:                  opts.Clock,
 		Upstream:               up,
-		Endpoints:              failover.New(failover.Options{Upstream: up, Cooldown: g.cooldown}),
+		Endpoints:              failover.New(failover.Options{Upstream: up, Cooldown: g.cooldown, Now: opts.Clock.Now}),
 		Metrics:                m,
 		MaxBodyBytes:           opts.MaxBodyBytes,
 		Billing:                g.billing,

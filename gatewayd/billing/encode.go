@@ -48,7 +48,20 @@ func appendEvent(dst []byte, e *Event) ([]byte, error) {
 	dst = strconv.AppendInt(dst, e.Tokens.InputTokens, 10)
 	dst = append(dst, `,"outputTokens":`...)
 	dst = strconv.AppendInt(dst, e.Tokens.OutputTokens, 10)
-	return append(dst, `}}`...), nil
+	dst = append(dst, '}')
+	if e.Target != "" {
+		dst = append(dst, `,"target":`...)
+		dst = appendJSONString(dst, e.Target)
+	}
+	if e.Provider != "" {
+		dst = append(dst, `,"provider":`...)
+		dst = appendJSONString(dst, e.Provider)
+	}
+	if e.Attempts != 0 {
+		dst = append(dst, `,"attempts":`...)
+		dst = strconv.AppendInt(dst, int64(e.Attempts), 10)
+	}
+	return append(dst, '}'), nil
 }
 
 // strictRFC3339 reports whether b, a time formatted with time.RFC3339Nano, is one time.Time.MarshalJSON accepts:

@@ -72,6 +72,7 @@ func TestAppendEventIsJSONMarshal(t *testing.T) {
 		func(e *Event) *string { return &e.IdempotencyKey }, func(e *Event) *string { return &e.RequestID },
 		func(e *Event) *string { return &e.ModelSlug }, func(e *Event) *string { return &e.ExternalEntityID },
 		func(e *Event) *string { return &e.GroupID }, func(e *Event) *string { return &e.APIKeyPrefix },
+		func(e *Event) *string { return &e.Target }, func(e *Event) *string { return &e.Provider },
 	}
 	for _, f := range fields {
 		for _, s := range trickyStrings {
@@ -87,7 +88,7 @@ func TestAppendEventIsJSONMarshal(t *testing.T) {
 	}
 	for _, n := range []int64{0, -1, 1, math.MaxInt64, math.MinInt64, math.MaxInt32 + 1, -1e15} {
 		e := base
-		e.StatusCode, e.Tokens.InputTokens, e.Tokens.OutputTokens = int(n), n, -n
+		e.StatusCode, e.Tokens.InputTokens, e.Tokens.OutputTokens, e.Attempts = int(n), n, -n, int(n)
 		checkAppendEvent(t, &e)
 	}
 	checkAppendEvent(t, &Event{})
@@ -118,7 +119,7 @@ func FuzzAppendEvent(f *testing.F) {
 		e := Event{
 			IdempotencyKey: s1, Timestamp: time.Unix(sec, nsec).In(loc), RequestID: s2, ModelSlug: s1 + s2,
 			ExternalEntityID: s2 + s1, GroupID: s1, APIKeyPrefix: s2, StatusCode: status,
-			Tokens: Tokens{InputTokens: in, OutputTokens: out},
+			Tokens: Tokens{InputTokens: in, OutputTokens: out}, Target: s2, Provider: s1, Attempts: status,
 		}
 		checkAppendEvent(t, &e)
 	})

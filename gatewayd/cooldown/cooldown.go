@@ -44,13 +44,20 @@ func (o Outcome) Failed() bool { return o != OK && o != Canceled }
 
 // Registry is the state of the targets of this replica.
 type Registry struct {
-	targets sync.Map // key -> *Target
+	// targets is read on every call without a lock or an allocation, and copied under mu to add a target: a
+	// target is added once, on its first try on this replica.
+	targets atomic.Pointer[map[string]*Target]
+	mu      sync.Mutex
 	tries   *prometheus.CounterVec
+	now     func() time.Time
 }
 
-// New returns a Registry whose series are registered on reg.
-func New(reg prometheus.Registerer) (*Registry, error) {
-	r := &Registry{tries: prometheus.NewCounterVec(prometheus.CounterOpts{
+// New returns a Registry whose series are registered on reg; now is the clock the gauge reads (time.Now when nil).
+func New(reg prometheus.Registerer, now func() time.Time) (*Registry, error) {
+	if now == nil {
+		now = time.Now
+	}
+	r := &Registry{now: now, tries: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "modelgate_upstream_tries_total",
 		Help: "Tries of Endpoint targets by workspace, slug, target name and outcome (ok, status, unreachable, timeout, credentials, canceled); a client call makes one or more.",
 	}, []string{"workspace", "slug", "target", "outcome"})}
@@ -71,21 +78,34 @@ type Name struct {
 
 // Target returns the state of the target of name, made on its first try.
 func (r *Registry) Target(name Name) *Target {
-	if t, ok := r.targets.Load(name.Key); ok {
-		return t.(*Target)
+	if t := r.Lookup(name.Key); t != nil {
+		return t
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := r.all()
+	if t := old[name.Key]; t != nil {
+		return t
 	}
 	t := &Target{name: name}
 	for o := range NumOutcomes {
 		t.counters[o] = r.tries.WithLabelValues(name.Workspace, name.Slug, name.TargetName, Outcome(o).String())
 	}
-	got, _ := r.targets.LoadOrStore(name.Key, t)
-	return got.(*Target)
+	next := make(map[string]*Target, len(old)+1)
+	for k, v := range old {
+		next[k] = v
+	}
+	next[name.Key] = t
+	r.targets.Store(&next)
+	return t
 }
 
 // Lookup returns the state of the target of key, nil when no call tried it on this replica.
-func (r *Registry) Lookup(key string) *Target {
-	if t, ok := r.targets.Load(key); ok {
-		return t.(*Target)
+func (r *Registry) Lookup(key string) *Target { return r.all()[key] }
+
+func (r *Registry) all() map[string]*Target {
+	if m := r.targets.Load(); m != nil {
+		return *m
 	}
 	return nil
 }
@@ -219,14 +239,12 @@ var upDesc = prometheus.NewDesc("modelgate_upstream_target_up",
 func (c upCollector) Describe(ch chan<- *prometheus.Desc) { ch <- upDesc }
 
 func (c upCollector) Collect(ch chan<- prometheus.Metric) {
-	now := time.Now()
-	c.r.targets.Range(func(_, v any) bool {
-		t := v.(*Target)
+	now := c.r.now()
+	for _, t := range c.r.all() {
 		up := 1.0
 		if t.Cooling(now) {
 			up = 0
 		}
 		ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, up, t.name.Workspace, t.name.Slug, t.name.TargetName)
-		return true
-	})
+	}
 }

@@ -11,7 +11,7 @@ import (
 
 func newTarget(t *testing.T) (*Registry, *Target) {
 	t.Helper()
-	r, err := New(prometheus.NewRegistry())
+	r, err := New(prometheus.NewRegistry(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -109,15 +109,16 @@ func (c *Caller) Call(ctx context.Context, call *Call, sink upstream.Sink) (Resu
 			break
 		}
 		t := &ep.Targets[i]
-		p, url, body, err := request(t, &call.Call)
-		if us := (*provider.Unsupported)(nil); errors.As(err, &us) {
+		p, url, body, err := request(t, call.Call)
+		if err != nil {
+			if !unsupported(err) {
+				return res, err
+			}
 			state[i].Tried = excluded
 			if res.Attempts == 0 {
 				lastErr = err
 			}
 			continue
-		} else if err != nil {
-			return res, err
 		}
 		res.Attempts++
 		last := res.Attempts == tries
@@ -150,16 +151,22 @@ func (c *Caller) Call(ctx context.Context, call *Call, sink upstream.Sink) (Resu
 
 // request is the provider, URL and body of call's try on t: a *provider.Unsupported when t's provider cannot
 // serve the route (or is unknown to this gatewayd), a *BodyError when it cannot send the client's body.
-func request(t *view.Target, call *provider.Call) (provider.Provider, string, []byte, error) {
+func request(t *view.Target, call provider.Call) (provider.Provider, string, []byte, error) {
 	p, ok := provider.For(t.Provider)
 	if !ok {
 		return nil, "", nil, &provider.Unsupported{Provider: t.Provider, Route: call.Route}
 	}
 	url, body, err := p.Request(t, call)
-	if us := (*provider.Unsupported)(nil); err != nil && !errors.As(err, &us) {
+	if err != nil && !unsupported(err) {
 		err = &BodyError{Err: err}
 	}
 	return p, url, body, err
+}
+
+// unsupported reports whether err is a *provider.Unsupported.
+func unsupported(err error) bool {
+	var us *provider.Unsupported
+	return errors.As(err, &us)
 }
 
 // excluded marks a target whose provider cannot serve the call: counted as cooling and tried more than any

@@ -26,7 +26,7 @@ type Call struct {
 type Provider interface {
 	upstream.Dialect
 	// Request is the URL and body of call's try on t. The body may be call.Body itself: it is only read.
-	Request(t *view.Target, call *Call) (url string, body []byte, err error)
+	Request(t *view.Target, call Call) (url string, body []byte, err error)
 }
 
 // Unsupported is a call a provider cannot serve: the client's 400 names the provider and the route.

@@ -207,6 +207,11 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		plain = append(plain, p.plain)
 		stream = append(stream, p.stream)
 	}
+	// The Endpoints of two targets come last, in the plain rotation only (their streams would say nothing the
+	// plain runs do not): two weighted targets, and a refused try before every answer.
+	routing := routingTargets{two: len(plain), failover: len(plain) + 1}
+	plain = append(plain, bySlugs("gatewayd, two targets", gw.URL, ws, emb, twoSlug, twoSlug),
+		bySlugs("gatewayd, refused try first", gw.URL, ws, emb, failoverSlug, failoverSlug))
 	want := expect(cfg)
 	// A peer's broken answers are the peer's finding, reported on its rows, not a failure of gatewayd's run.
 	peerV := map[int]*Violations{}
@@ -230,11 +235,14 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	cfg.progress("warming up %d targets", len(plain)+1)
 	for i := range plain {
 		Drive(ctx, plain[i], cfg.Concurrency, 200*time.Millisecond, false, want, vOf(i))
-		Drive(ctx, stream[i], 1, time.Millisecond, true, want, vOf(i))
+		if i < len(stream) {
+			Drive(ctx, stream[i], 1, time.Millisecond, true, want, vOf(i))
+		}
 	}
 	Drive(ctx, predict, cfg.Concurrency, 200*time.Millisecond, false, want, v)
 	u.forget()
 	rounds := newRounds(len(plain))
+	rounds.stream = rounds.stream[:len(stream)]
 	// drive runs plain target i, or the predict target when i is len(plain), and records the run.
 	drive := func(i, concurrency int, d time.Duration, into [][]Result, predictInto *[]Result) {
 		if i == len(plain) {
@@ -267,6 +275,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	rep.addLoad(cfg, rounds, withRedis != nil)
 	rep.addPeers(cfg, rounds, peerIndex, peerNotRun, peerV)
 	rep.addPredict(cfg, rounds)
+	rep.addRouting(cfg, rounds, routing)
 
 	cfg.progress("measuring the limiter check")
 	rep.addLimiter(benchLimiter())

@@ -601,3 +601,26 @@ func (r *Report) addPeers(cfg Config, rs *rounds, index map[string]int, notRun m
 		}
 	}
 }
+
+// routingTargets are the indexes, in the plain rotation, of the Endpoints of several targets.
+type routingTargets struct{ two, failover int }
+
+// addRouting reports what routing across targets costs (docs/routing.md): two weighted targets against the
+// one-target OpenAI route, and the latency a refused try adds to a call, each against the same round's
+// one-target runs.
+func (r *Report) addRouting(cfg Config, rs *rounds, at routingTargets) {
+	c := cfg.Concurrency
+	two := rs.throughputRatio(at.two, embedded)
+	r.add(fmt.Sprintf("throughput two weighted targets ÷ one target, concurrency %d", c), fmt.Sprintf("%.2f", two), "≥ 0.95", two >= 0.95)
+	added := func(q float64) float64 {
+		var xs []float64
+		for i := range rs.latency[at.failover] {
+			xs = append(xs, float64(p(q)(rs.latency[at.failover][i])-p(q)(rs.latency[embedded][i])))
+		}
+		return median(xs)
+	}
+	p50, p99 := added(.50), added(.99)
+	r.info("added latency p50, concurrency 1 (a refused try, then the answer − one target)", us(p50))
+	r.add("added latency p99, concurrency 1 (a refused try, then the answer − one target)", us(p99), "≤ +1000 µs", p99 <= 1e6)
+	r.Notes = append(r.Notes, "Routing: gatewayd, two targets = an Endpoint of two targets weighted 3 to 1, both on the zero-delay upstream, so the figure is gatewayd's own cost of choosing; refused try first = an Endpoint whose priority-0 target is a loopback port nothing listens on (its cooldown never takes it out), so every call makes a refused try and then the answering one. Both take a place in each round's rotation of the plain targets and are compared with the one-target OpenAI route of the same round.")
+}

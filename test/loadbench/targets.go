@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	stdlog "log"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,10 +28,14 @@ import (
 	"github.com/modelgate/modelgate/test/upstream"
 )
 
-// Slugs of the load workspace: one routed to the zero-delay upstream, one to the paced one.
+// Slugs of the load workspace: one routed to the zero-delay upstream, one to the paced one; and two Endpoints of
+// two targets on the zero-delay upstream (docs/routing.md): twoSlug weighted 3 to 1, failoverSlug whose first
+// target refuses every connection, so each of its calls makes a failed try before the one that answers.
 const (
-	plainSlug  = "bench/plain"
-	streamSlug = "bench/stream"
+	plainSlug    = "bench/plain"
+	streamSlug   = "bench/stream"
+	twoSlug      = "bench/two"
+	failoverSlug = "bench/failover"
 )
 
 // upstreams are the two fake OpenAI upstreams every target reaches.
@@ -146,10 +152,11 @@ func benchModels() []gatewayv1.ModelConfig {
 		}
 		usage = append(usage, gatewayv1.Limit{Type: typ, Unit: gatewayv1.UnitDay, Threshold: unlimited})
 	}
-	return []gatewayv1.ModelConfig{
-		{Slug: plainSlug, RateLimits: rate, UsageLimits: usage},
-		{Slug: streamSlug, RateLimits: rate, UsageLimits: usage},
+	var out []gatewayv1.ModelConfig
+	for _, slug := range []string{plainSlug, streamSlug, twoSlug, failoverSlug} {
+		out = append(out, gatewayv1.ModelConfig{Slug: slug, RateLimits: rate, UsageLimits: usage})
 	}
+	return out
 }
 
 // publishLoadWorkspace publishes the load workspace's snapshot straight into a fresh namespace, through the
@@ -166,9 +173,21 @@ func publishLoadWorkspace(ctx context.Context, cs kubernetes.Interface, u *upstr
 	})
 	key, rec := gatewaytest.NewKey("leaf-key", "leaf")
 	s.APIKeys = []snapshot.APIKey{rec}
+	refused, err := refusedBaseURL()
+	if err != nil {
+		return nil, err
+	}
+	// The refusing target never leaves the rotation, so every call of failoverSlug pays for its refused try.
+	never := &snapshot.Cooldown{Failures: math.MaxInt32}
 	s.Endpoints = []snapshot.Endpoint{
 		{ID: "plain", Slug: plainSlug, Targets: []snapshot.Target{{Provider: "OPENAI", BaseURL: u.plain.BaseURL()}}},
 		{ID: "stream", Slug: streamSlug, Targets: []snapshot.Target{{Provider: "OPENAI", BaseURL: u.paced.BaseURL()}}},
+		{ID: "two", Slug: twoSlug, Targets: []snapshot.Target{
+			{Name: "a", Provider: "OPENAI", BaseURL: u.plain.BaseURL(), Weight: 3},
+			{Name: "b", Provider: "OPENAI", BaseURL: u.plain.BaseURL(), Weight: 1}}},
+		{ID: "failover", Slug: failoverSlug, Cooldown: never, Targets: []snapshot.Target{
+			{Name: "refusing", Provider: "OPENAI", BaseURL: refused},
+			{Name: "answering", Provider: "OPENAI", BaseURL: u.plain.BaseURL(), Priority: 1}}},
 	}
 	invokeKey, invokeRec := gatewaytest.NewWorkspaceKey("bench-invoke", "WORKSPACE_INVOKE")
 	s.WorkspaceAPIKeys = []snapshot.WorkspaceAPIKey{invokeRec}
@@ -181,9 +200,20 @@ func publishLoadWorkspace(ctx context.Context, cs kubernetes.Interface, u *upstr
 	return &loadWorkspace{ns: ns, key: key, invokeKey: invokeKey}, nil
 }
 
+// refusedBaseURL is a loopback base URL on which nothing listens.
+func refusedBaseURL() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := ln.Addr().String()
+	return "http://" + addr + "/v1", ln.Close()
+}
+
 // startGatewayd serves the load workspace on state with every other default of cmd/gatewayd (metrics, billing
-// events, the management API), and returns its target and a function that stops it. The target's Charged reads
-// the root group's TOKEN DAY counters, which every call of the tree settles into.
+// events, the management API), and returns its target of the plain and stream slugs and a function that stops
+// it. The target's Charged reads the root group's TOKEN DAY counters of its slugs, which every call of the tree
+// settles into, and its Billed the billing events of its slugs (bySlugs gives a target of other slugs).
 func startGatewayd(ctx context.Context, name string, rc *rest.Config, ws *loadWorkspace, st *state) (*Target, func(), error) {
 	g, err := gatewayd.New(gatewayd.Options{RESTConfig: rc, Namespaces: []string{ws.ns}, Store: st.limits, Billing: st.billing})
 	if err != nil {
@@ -197,14 +227,24 @@ func startGatewayd(ctx context.Context, name string, rc *rest.Config, ws *loadWo
 	if err != nil {
 		return nil, nil, fmt.Errorf("gatewayd %s: %w", name, err)
 	}
+	return bySlugs(name, "http://"+ln.Addr().String()+"/v1/chat/completions", ws, st, plainSlug, streamSlug), stop, nil
+}
+
+// bySlugs is a target of a gatewayd at url that calls model, and streamModel for streams, whose accounting
+// reads those slugs' counters and billing events only.
+func bySlugs(name, url string, ws *loadWorkspace, st *state, model, streamModel string) *Target {
 	store := st.limits
 	root := limits.BucketKey{Namespace: ws.ns, Group: "root", Type: limits.Token, Unit: limits.Day}
+	slugs := []string{model}
+	if streamModel != model {
+		slugs = append(slugs, streamModel)
+	}
 	return &Target{
-		Name: name, URL: "http://" + ln.Addr().String() + "/v1/chat/completions", Auth: "Api-Key " + ws.key,
-		Model: plainSlug, StreamModel: streamSlug,
+		Name: name, URL: url, Auth: "Api-Key " + ws.key,
+		Model: model, StreamModel: streamModel,
 		Charged: func(ctx context.Context) (int64, error) {
 			var sum int64
-			for _, slug := range []string{plainSlug, streamSlug} {
+			for _, slug := range slugs {
 				k := root
 				k.Slug = slug
 				n, err := store.Count(ctx, k, time.Now())
@@ -224,7 +264,9 @@ func startGatewayd(ctx context.Context, name string, rc *rest.Config, ws *loadWo
 					return 0, err
 				}
 				for _, e := range events {
-					sum += e.Tokens.InputTokens + e.Tokens.OutputTokens
+					if slices.Contains(slugs, e.ModelSlug) {
+						sum += e.Tokens.InputTokens + e.Tokens.OutputTokens
+					}
 				}
 				if next == "" {
 					return sum, nil
@@ -232,7 +274,7 @@ func startGatewayd(ctx context.Context, name string, rc *rest.Config, ws *loadWo
 				q.Cursor = next
 			}
 		},
-	}, stop, nil
+	}
 }
 
 // directTarget calls the upstreams without anything in between.

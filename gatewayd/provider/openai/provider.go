@@ -22,7 +22,7 @@ func init() { provider.Register(Kind, Provider{}) }
 type Provider struct{}
 
 // Request is the target's base URL followed by the client's route, and the client's body with the target's model.
-func (Provider) Request(t *view.Target, call *provider.Call) (string, []byte, error) {
+func (Provider) Request(t *view.Target, call provider.Call) (string, []byte, error) {
 	body, err := RewriteBody(call.Body, t.TargetModel, call.Stream)
 	if err != nil {
 		return "", nil, err

@@ -36,7 +36,7 @@ func TestMain(m *testing.M) { kube.Main(m) }
 // TestDescribe: a target no call tried is up with every outcome counted 0; one past its failures is cooling until
 // the time the cooldown holds, in UTC; one whose cooldown has passed is up again with its tries still counted.
 func TestDescribe(t *testing.T) {
-	reg, err := cooldown.New(prometheus.NewRegistry())
+	reg, err := cooldown.New(prometheus.NewRegistry(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ type replica struct {
 
 func newReplica(t *testing.T, name string, v *view.View, now time.Time, peers func(context.Context) ([]string, error)) *replica {
 	t.Helper()
-	reg, err := cooldown.New(prometheus.NewRegistry())
+	reg, err := cooldown.New(prometheus.NewRegistry(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
