@@ -9,7 +9,6 @@ package targets
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -129,9 +128,7 @@ func New(opts Options) *Cluster {
 	if opts.HTTP == nil {
 		opts.HTTP = peerClient
 	}
-	b := make([]byte, 12)
-	_, _ = rand.Read(b)
-	return &Cluster{opts: opts, instance: hex.EncodeToString(b)}
+	return &Cluster{opts: opts, instance: rand.Text()}
 }
 
 // peerClient reads a replica's state within 2 s and follows no redirect.
