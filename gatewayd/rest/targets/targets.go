@@ -143,17 +143,11 @@ type peerAnswer struct {
 
 // ServeHTTP answers Path with this replica's state, 404 when it does not serve the Endpoint.
 func (c *Cluster) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	ns, id := r.URL.Query().Get("namespace"), r.URL.Query().Get("endpoint_id")
-	var missing []httperr.FieldError
-	for _, p := range []struct{ name, value string }{{"namespace", ns}, {"endpoint_id", id}} {
-		if p.value == "" {
-			missing = append(missing, httperr.FieldError{Field: p.name, Message: "is a required query parameter"})
-		}
-	}
-	if len(missing) > 0 {
-		httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidRequest, "namespace and endpoint_id are required query parameters.", missing)
+	q, ok := httperr.RequiredQuery(w, r, "namespace and endpoint_id are required query parameters.", "namespace", "endpoint_id")
+	if !ok {
 		return
 	}
+	ns, id := q[0], q[1]
 	ep := find(c.opts.View(), ns, id)
 	if ep == nil {
 		kit.NotFound(w, "Endpoint", id)
