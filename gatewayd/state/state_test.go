@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/modelgate/modelgate/gatewayd/async/queue"
 	"github.com/modelgate/modelgate/gatewayd/billing"
 	"github.com/modelgate/modelgate/gatewayd/limits"
@@ -108,6 +111,8 @@ func TestOpenNamesTheFlagAtFault(t *testing.T) {
 		{state.Config{Store: state.Redis, RedisMode: "cluster", RedisAddrs: "a:0"}, "--redis-addrs"},
 		{state.Config{Store: state.Redis, RedisMode: "cluster", RedisAddrs: "a:1", RedisMasterName: "m"}, "--redis-master-name"},
 		{state.Config{Store: state.Redis, RedisMode: "cluster", RedisAddrs: "a:1", RedisURL: "redis://a:1"}, "--redis-url"},
+		{state.Config{Store: state.Redis, RedisURL: "redis://a:1", RedisWaitReplicas: -1}, "--redis-wait-replicas"},
+		{state.Config{Store: state.Redis, RedisURL: "redis://a:1", RedisWaitReplicas: 1}, "--redis-wait-timeout"},
 	} {
 		if _, err := state.Open(context.Background(), tc.cfg); err == nil || !strings.HasPrefix(err.Error(), tc.flag+":") {
 			t.Errorf("%+v: error %v, want one that begins with %s", tc.cfg, err, tc.flag)
@@ -212,5 +217,40 @@ func TestRedisTLSWithItsOwnCA(t *testing.T) {
 		if _, err := state.Open(context.Background(), bad); err == nil || !strings.HasPrefix(err.Error(), "--redis-tls-ca-file:") {
 			t.Errorf("%+v: error %v, want one that names --redis-tls-ca-file", bad, err)
 		}
+	}
+}
+
+// TestRedisWaitFromTheFlags: --redis-wait-replicas and --redis-wait-timeout reach the async queue and the billing
+// store, and their short WAITs are counted in the collector gatewayd registers.
+func TestRedisWaitFromTheFlags(t *testing.T) {
+	ctx := context.Background()
+	d := redistest.StartDeployment(t, redistest.Sentinel)
+	cfg := redisConfig(d)
+	cfg.RedisWaitReplicas, cfg.RedisWaitTimeout = 1, 200*time.Millisecond
+	st, err := state.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	reg := prometheus.NewRegistry()
+	for _, c := range st.Collectors() {
+		reg.MustRegister(c)
+	}
+	d.Nodes[1].Pause()
+	now := time.Now().UTC()
+	charge(t, st, now)
+	r := &queue.Request{ID: "req", Namespace: "ns", ModelID: "m", DeploymentID: "d", Status: queue.Queued,
+		CreatedAt: now, StatusAt: now, MaxTimeInQueueSeconds: 60}
+	if err := st.Async().Enqueue(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+# HELP modelgate_redis_wait_short_total Writes (by what they stored) whose WAIT saw fewer replicas acknowledge than --redis-wait-replicas within --redis-wait-timeout; the write stayed and the call succeeded.
+# TYPE modelgate_redis_wait_short_total counter
+modelgate_redis_wait_short_total{write="async_request"} 1
+modelgate_redis_wait_short_total{write="billing_events"} 1
+`
+	if err := promtestutil.GatherAndCompare(reg, strings.NewReader(want), "modelgate_redis_wait_short_total"); err != nil {
+		t.Fatal(err)
 	}
 }
