@@ -266,11 +266,19 @@ func openRedis(ctx context.Context, cfg Config) (*State, error) {
 		}
 		return nil, fmt.Errorf("--redis-url: %w", err)
 	}
-	r := limits.NewRedis(client, limits.RedisOptions{FailOpen: cfg.RedisFailOpen, Log: log})
-	if err := r.Ping(ctx); err != nil {
+	checkCtx, cancel := context.WithTimeout(ctx, redisCheckTimeout)
+	err = redisclient.Check(checkCtx, o, client)
+	cancel()
+	if ae := (*redisclient.AuthError)(nil); errors.As(err, &ae) {
+		// Credentials a server refuses stay refused: stop here, naming the setting, rather than fail every call.
+		_ = client.Close()
+		return nil, fmt.Errorf("%s: %w", cfg.credentialSetting(ae.Sentinel), err)
+	}
+	if err != nil {
 		// Not fatal: gatewayd fails closed (or open) until Redis answers, and go-redis reconnects by itself.
 		log.Error(err, "Redis does not answer yet", "failOpen", cfg.RedisFailOpen)
 	}
+	r := limits.NewRedis(client, limits.RedisOptions{FailOpen: cfg.RedisFailOpen, Log: log})
 	// Limit counters do not wait: a check is on every call's path (docs/decisions.md, "Redis Cluster and Sentinel").
 	wait := redisclient.NewWait(cfg.RedisWaitReplicas, cfg.RedisWaitTimeout, log.WithName("redis-wait"))
 	st := &State{limits: r, billing: billing.NewRedis(client, "").WithWait(wait), keyUse: keyuse.NewRedis(client, ""),
@@ -293,6 +301,30 @@ func openRedis(ctx context.Context, cfg Config) (*State, error) {
 	log.Info("Using the Redis store", "mode", cfg.RedisMode, "addrs", redisAddrs(o, client), "failOpen", cfg.RedisFailOpen,
 		"waitReplicas", cfg.RedisWaitReplicas)
 	return st, nil
+}
+
+// redisCheckTimeout bounds the start's check of Redis's credentials; a Redis that does not answer by then is
+// waited for by the calls, not by the start.
+const redisCheckTimeout = 10 * time.Second
+
+// credentialSetting names where the credentials a sentinel (or a data node) refused come from, for the error that
+// stops the start: never the credentials themselves.
+func (c *Config) credentialSetting(sentinel bool) string {
+	switch {
+	case sentinel:
+		return "$" + RedisSentinelPasswordEnv
+	case c.RedisMode == redisclient.Standalone && urlHasCredentials(c.RedisURL):
+		// A URL's username and password win over the others (redisclient.New).
+		return "--redis-url"
+	case c.RedisUsername != "":
+		return "$" + RedisPasswordEnv + " (of --redis-username " + c.RedisUsername + ")"
+	}
+	return "$" + RedisPasswordEnv
+}
+
+func urlHasCredentials(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && u.User != nil
 }
 
 // redisAddrs names what client dials, for the log: never the URL, which may carry a password.

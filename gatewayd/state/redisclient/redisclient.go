@@ -58,21 +58,13 @@ var ErrCAFile = errors.New("no CA certificates")
 // New returns the client of o's deployment. o must name a known mode; a standalone URL that does not parse and a
 // CA file that does not load are errors (the latter wraps ErrCAFile).
 func New(o Options) (redis.UniversalClient, error) {
-	var roots *x509.CertPool
-	if o.TLSCAFile != "" {
-		pem, err := os.ReadFile(o.TLSCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrCAFile, err)
-		}
-		roots = x509.NewCertPool()
-		if !roots.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%w in %s", ErrCAFile, o.TLSCAFile)
-		}
+	roots, err := caPool(o)
+	if err != nil {
+		return nil, err
 	}
-	var tc *tls.Config
-	if o.TLS {
-		// The server name is the host dialed, which crypto/tls takes when none is set.
-		tc = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots}
+	tc, err := tlsConfig(o)
+	if err != nil {
+		return nil, err
 	}
 	switch o.Mode {
 	case Sentinel:
@@ -93,6 +85,35 @@ func New(o Options) (redis.UniversalClient, error) {
 		ro.TLSConfig.RootCAs = roots
 	}
 	return redis.NewClient(ro), nil
+}
+
+// caPool is the pool of o's CA file; nil (the system's roots) without one.
+func caPool(o Options) (*x509.CertPool, error) {
+	if o.TLSCAFile == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(o.TLSCAFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCAFile, err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%w in %s", ErrCAFile, o.TLSCAFile)
+	}
+	return roots, nil
+}
+
+// tlsConfig is the TLS configuration of the sentinels and nodes of o; nil without TLS (Options.TLS).
+func tlsConfig(o Options) (*tls.Config, error) {
+	if !o.TLS {
+		return nil, nil
+	}
+	roots, err := caPool(o)
+	if err != nil {
+		return nil, err
+	}
+	// The server name is the host dialed, which crypto/tls takes when none is set.
+	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots}, nil
 }
 
 // Clustered reports whether c is a Redis Cluster client, whose keys need hash tags.
