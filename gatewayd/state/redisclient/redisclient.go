@@ -4,7 +4,9 @@
 // script or a transaction shares in a hash tag: the workspace's namespace for the limit counters, the billing
 // events and rollups and the keys' last uses, one tag for the whole async queue (see docs/decisions.md,
 // "Redis Cluster and Sentinel"). On standalone Redis and Sentinel (one primary) the keys carry no tag and stay
-// those of earlier releases, so an upgrade keeps today's data.
+// those of earlier releases, so an upgrade keeps today's data. Check tells credentials a server refuses (which stop
+// the start) from a Redis that does not answer yet; Wait makes a write wait for replicas on the connection that
+// made it.
 package redisclient
 
 import (
