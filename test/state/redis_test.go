@@ -42,14 +42,16 @@ func testExactUnderConcurrency(t *testing.T, replicas int, flags []string) {
 // TestRedisAuthAndTLSProcesses: gatewayd processes on a Sentinel setup and a cluster that ask for an ACL user's
 // password on their data nodes (the sentinels for one of their own) and serve TLS only, with a CA of their own,
 // started as an operator starts them (--redis-username, --redis-tls, --redis-tls-ca-file, the passwords in
-// MODELGATE_REDIS_PASSWORD and MODELGATE_REDIS_SENTINEL_PASSWORD): two replicas admit a limit exactly once; with a
-// wrong password gatewayd exits at start, its log naming the variable and not quoting the password.
+// MODELGATE_REDIS_PASSWORD and MODELGATE_REDIS_SENTINEL_PASSWORD, and --redis-wait-replicas=1): two replicas
+// admit a limit exactly once; with a wrong password gatewayd exits at start, its log naming the variable and not
+// quoting the password.
 func TestRedisAuthAndTLSProcesses(t *testing.T) {
 	for _, mode := range []string{redistest.Sentinel, redistest.Cluster} {
 		t.Run(mode, func(t *testing.T) {
 			sec := redistest.Security{Username: "gatewayd", Password: "data-s3cret", SentinelPassword: "sentinel-s3cret", TLS: true}
 			d := redistest.StartSecured(t, mode, sec)
-			flags := redisFlags(d)
+			// Billing writes wait for the replica too (the WAIT on an authenticated TLS connection).
+			flags := append(redisFlags(d), "--redis-wait-replicas=1")
 			t.Setenv("MODELGATE_REDIS_PASSWORD", sec.Password)
 			t.Setenv("MODELGATE_REDIS_SENTINEL_PASSWORD", sec.SentinelPassword)
 			testExactUnderConcurrency(t, 2, flags)
