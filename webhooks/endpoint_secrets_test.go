@@ -87,5 +87,28 @@ var _ = Describe("Endpoint upstream credentials", func() {
 			expectRefused(k8s.Update(ctx, at(e, "https://attacker.example.org/v1")), "spec.targets[0].apiKeySecretRef.name", legacyRule)
 			expectRefused(k8s.Create(ctx, endpoint("new", "legacy")), "spec.targets[0].apiKeySecretRef.name", legacyRule)
 		})
+
+		It("checks every target of an Endpoint, not only the first", func() {
+			listing("openai", "api.example.com")
+			e := endpoint("two", "openai")
+			second := *e.Spec.Targets[0].DeepCopy()
+			second.Name, second.BaseURL = "second", "https://attacker.example.org/v1"
+			e.Spec.Targets = append(e.Spec.Targets, second)
+			expectRefused(k8s.Create(ctx, e), "spec.targets[1].baseURL", hostsRule)
+		})
+
+		It("keeps a target of a Secret that lists no hosts when the update moves it in the list", func() {
+			const legacyRule = "lists no hosts"
+			e := endpoint("moving", "legacy")
+			Expect(k8s.Create(ctx, e)).To(Succeed())
+			secret("legacy", map[string]string{gatewayv1.LabelUpstreamCredential: "true"})
+			Expect(k8s.Get(ctx, client.ObjectKeyFromObject(e), e)).To(Succeed())
+			kept := e.Spec.Targets[0]
+			kept.Name, kept.Weight = "kept", 3
+			e.Spec.Targets = []gatewayv1.EndpointTarget{{Provider: "OPENAI", BaseURL: "http://127.0.0.1:9999/v1"}, kept}
+			Expect(k8s.Update(ctx, e)).To(Succeed(), "the legacy target moved to index 1, its baseURL and Secret unchanged")
+			e.Spec.Targets[1].BaseURL = "https://attacker.example.org/v1"
+			expectRefused(k8s.Update(ctx, e), "spec.targets[1].apiKeySecretRef.name", legacyRule)
+		})
 	})
 })

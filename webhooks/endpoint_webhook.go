@@ -3,6 +3,7 @@ package webhooks
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -67,8 +68,8 @@ func (v *EndpointValidator) validate(ctx context.Context, e *gatewayv1.Endpoint)
 // Endpoint cannot make gatewayd send the workspace's own keys or webhook secrets to a server of its choosing, and
 // a baseURL whose host the Secret does not list (gatewayv1.UpstreamHostAllowed), so it cannot send the provider's
 // key anywhere else either. A Secret that lists no hosts (labelled before hosts were bound) keeps its Endpoints
-// as they are, with a warning, but no target may newly point it anywhere: a create, or a change of the target's
-// baseURL or Secret, is refused. A Secret that does not exist yet is admitted with a warning (GitOps applies in
+// as they are, with a warning, but no target may newly point it anywhere: a create, or a target whose baseURL and
+// Secret no target had before, is refused. Every target is checked, not only the first. A Secret that does not exist yet is admitted with a warning (GitOps applies in
 // any order); gatewayd refuses to use it until it exists and is marked, and sends it only to a host it lists.
 func (v *EndpointValidator) credentials(ctx context.Context, old, e *gatewayv1.Endpoint) (admission.Warnings, error) {
 	var warnings admission.Warnings
@@ -100,7 +101,7 @@ func (v *EndpointValidator) credentials(ctx context.Context, old, e *gatewayv1.E
 			errs = append(errs, field.Forbidden(target.Child("baseURL"), fmt.Sprintf(
 				"the key of Secret %q may be sent only to the hosts its annotation %s lists (%s); %s names another host",
 				s.Name, gatewayv1.AnnotationUpstreamHosts, s.Annotations[gatewayv1.AnnotationUpstreamHosts], t.BaseURL)))
-		case !listed && targetChanged(old, i, t):
+		case !listed && targetChanged(old, t):
 			errs = append(errs, field.Forbidden(path, fmt.Sprintf(
 				"Secret %q lists no hosts: annotate it with %s naming the host of %s before an Endpoint sends its key there (docs/operations.md)",
 				s.Name, gatewayv1.AnnotationUpstreamHosts, t.BaseURL)))
@@ -112,12 +113,14 @@ func (v *EndpointValidator) credentials(ctx context.Context, old, e *gatewayv1.E
 	return warnings, refuse(ctx, "Endpoint", e.Name, errs)
 }
 
-// targetChanged reports whether target i is new in the update from old (nil on a create), or sends its Secret
-// to another baseURL, or another Secret to its baseURL.
-func targetChanged(old *gatewayv1.Endpoint, i int, t gatewayv1.EndpointTarget) bool {
-	if old == nil || i >= len(old.Spec.Targets) {
+// targetChanged reports whether target t of the update from old (nil on a create) sends its Secret where no
+// target of old sent it: to another baseURL, or another Secret to its baseURL. A target kept as it was, though
+// moved in the list, renamed or reweighted, has not changed.
+func targetChanged(old *gatewayv1.Endpoint, t gatewayv1.EndpointTarget) bool {
+	if old == nil {
 		return true
 	}
-	o := old.Spec.Targets[i]
-	return o.BaseURL != t.BaseURL || o.APIKeySecretRef == nil || o.APIKeySecretRef.Name != t.APIKeySecretRef.Name
+	return !slices.ContainsFunc(old.Spec.Targets, func(o gatewayv1.EndpointTarget) bool {
+		return o.BaseURL == t.BaseURL && o.APIKeySecretRef != nil && o.APIKeySecretRef.Name == t.APIKeySecretRef.Name
+	})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/api/v1alpha1/hierarchy"
+	"github.com/modelgate/modelgate/api/v1alpha1/routing"
 )
 
 // Default Secret entries, used when a reference leaves its key empty.
@@ -99,7 +100,7 @@ func translateHead(in Input) *snapshot.Snapshot {
 		if e.DeletionTimestamp != nil || !slugs.Owns(e) {
 			continue
 		}
-		s.Endpoints = append(s.Endpoints, translateEndpoint(e))
+		s.Endpoints = append(s.Endpoints, routing.Snapshot(e))
 	}
 	slices.SortFunc(s.Endpoints, func(a, b snapshot.Endpoint) int { return strings.Compare(a.Slug, b.Slug) })
 	return s
@@ -210,21 +211,6 @@ func translateWorkspaceKey(k *gatewayv1.WorkspaceAPIKey, prefix, hash string) sn
 			role = gatewayv1.OrgRoleMember
 		}
 		out.Owner = &snapshot.KeyOwner{UserID: o.UserID, Email: o.Email, Name: o.Name, Role: string(role)}
-	}
-	return out
-}
-
-func translateEndpoint(e *gatewayv1.Endpoint) snapshot.Endpoint {
-	out := snapshot.Endpoint{ID: e.Name, Slug: e.Spec.Slug, Targets: make([]snapshot.Target, len(e.Spec.Targets)), SharedModelAPI: e.Spec.SharedModelAPI}
-	for i, t := range e.Spec.Targets {
-		out.Targets[i] = snapshot.Target{Provider: string(t.Provider), BaseURL: t.BaseURL, TargetModel: t.TargetModel}
-		if t.APIKeySecretRef != nil {
-			ref := secretRef(*t.APIKeySecretRef, DefaultAPIKeyEntry)
-			out.Targets[i].APIKeySecret = &ref
-		}
-	}
-	if e.Spec.Timeout != nil {
-		out.TimeoutMillis = e.Spec.Timeout.Milliseconds()
 	}
 	return out
 }

@@ -58,7 +58,7 @@ func TestLoginStoresAPrivateConfig(t *testing.T) {
 // complete flag values and model ids.
 func TestHelpAndCompletion(t *testing.T) {
 	c := as(t, "")
-	for _, cmd := range [][]string{{}, {"keys", "create"}, {"groups", "list"}, {"group-keys", "create"}, {"models", "promote"},
+	for _, cmd := range [][]string{{}, {"keys", "create"}, {"groups", "list"}, {"group-keys", "create"}, {"endpoints", "apply"}, {"models", "promote"},
 		{"predict"}, {"async", "status"}, {"chains", "delete"}, {"images", "push"}, {"login"}, {"completion", "zsh"}} {
 		r := c.ok(append(cmd, "--help")...)
 		if !strings.Contains(r.stdout, "Examples:") || !strings.Contains(r.stdout, "Usage:") {

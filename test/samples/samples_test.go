@@ -97,6 +97,15 @@ func TestSamplesApply(t *testing.T) {
 			t.Errorf("Namespace %s has %d Models and %d ModelDeployments after applying the model samples, want 2 and 2",
 				ns, len(models.Items), len(deployments.Items))
 		}
+		// endpoint-targets.yaml: an Endpoint of two targets with its retry and cooldown, as written.
+		var chat gatewayv1.Endpoint
+		if err := s.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-chat"}, &chat); err != nil {
+			t.Fatal(err)
+		}
+		if len(chat.Spec.Targets) != 2 || chat.Spec.Targets[0].Weight != 3 || chat.Spec.Targets[0].Priority != 0 ||
+			chat.Spec.Targets[1].Priority != 1 || chat.Spec.Retry == nil || chat.Spec.Cooldown == nil {
+			t.Errorf("Endpoint demo-chat of endpoint-targets.yaml reads back as %+v", chat.Spec)
+		}
 	})
 }
 

@@ -64,9 +64,14 @@ func (p printer) raw(body []byte, table func(v any) error) error {
 
 // list prints the array at field of the answer as a table of cols (the whole answer in json and yaml).
 func (p printer) list(body []byte, field string, cols []column) error {
+	return p.listRows(body, field, cols, func(items []any) []any { return items })
+}
+
+// listRows is list with rows made from the items first, for cells the answer does not hold as such.
+func (p printer) listRows(body []byte, field string, cols []column, rows func([]any) []any) error {
 	return p.raw(body, func(v any) error {
 		items, _ := lookup(v, field).([]any)
-		p.table(items, cols)
+		p.table(rows(items), cols)
 		if more, _ := lookup(v, "pagination.has_more").(bool); more {
 			fmt.Fprintf(p.out, "(more: --cursor %s, or --all)\n", cell(lookup(v, "pagination.cursor")))
 		}

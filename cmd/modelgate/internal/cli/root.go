@@ -120,7 +120,7 @@ unavailable (5xx). A refusal prints the server's error code and sentence, and on
 	pf.DurationVar(&a.timeout, "timeout", 5*time.Minute, "give up on a call after this long (an image upload only when this is given)")
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{FormatTable, FormatJSON, FormatYAML}, cobra.ShellCompDirectiveNoFileComp))
 
-	root.AddCommand(a.loginCmd(), a.keysCmd(), a.groupsCmd(), a.groupKeysCmd(), a.modelsCmd(), a.predictCmd(),
+	root.AddCommand(a.loginCmd(), a.keysCmd(), a.groupsCmd(), a.groupKeysCmd(), a.endpointsCmd(), a.modelsCmd(), a.predictCmd(),
 		a.asyncCmd(), a.chainsCmd(), a.imagesCmd())
 	completeModelIDs(root, a)
 	root.InitDefaultHelpCmd()
