@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/big"
 	"slices"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -399,6 +401,37 @@ var _ = Describe("Endpoint and Workspace reconcilers", func() {
 			g.Expect(readyReason(ws.Status.Conditions)).To(Equal("True/Ready"))
 			g.Expect(s.Endpoints).To(HaveLen(1))
 			g.Expect(s.Endpoints[0].ID).To(Equal("a-echo"))
+		}, timeout, poll).Should(Succeed())
+	})
+})
+
+var _ = Describe("Endpoint targets", func() {
+	It("counts an Endpoint's targets into status.targetCount, which kubectl get shows as Targets", func() {
+		ns := newNamespace()
+		e := &gatewayv1.Endpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "chat"},
+			Spec: gatewayv1.EndpointSpec{Slug: "chat/llama", Targets: []gatewayv1.EndpointTarget{
+				{Provider: gatewayv1.ProviderOpenAI, BaseURL: "http://127.0.0.1:9997/v1"},
+				{Name: "b", Provider: gatewayv1.ProviderOpenAI, BaseURL: "http://127.0.0.1:9998/v1", Priority: 1}}}}
+		Expect(k8s.Create(ctx, e)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(e), e)).To(Succeed())
+			g.Expect(e.Status.TargetCount).To(Equal(int32(2)))
+		}, timeout, poll).Should(Succeed())
+
+		out, _, err := kubectl("get", "endpoints.gateway.modelgate.io", "-n", ns)
+		Expect(err).NotTo(HaveOccurred())
+		table, err := io.ReadAll(out)
+		Expect(err).NotTo(HaveOccurred())
+		lines := strings.Split(strings.TrimSpace(string(table)), "\n")
+		Expect(lines).To(HaveLen(2), "%q", lines)
+		Expect(strings.Fields(lines[0])).To(Equal([]string{"NAME", "READY", "SLUG", "TARGETS", "UPSTREAM", "AGE"}))
+		Expect(strings.Fields(lines[1])[:5]).To(Equal([]string{"chat", "True", "chat/llama", "2", "http://127.0.0.1:9997/v1"}))
+
+		e.Spec.Targets = e.Spec.Targets[:1]
+		Expect(k8s.Update(ctx, e)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(e), e)).To(Succeed())
+			g.Expect(e.Status.TargetCount).To(Equal(int32(1)))
 		}, timeout, poll).Should(Succeed())
 	})
 })

@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"strconv"
 	"testing"
 	"time"
@@ -29,6 +30,8 @@ var (
 	ctx context.Context
 	// restConfig reaches the API server, for a real gatewayd that loads the published snapshots.
 	restConfig *rest.Config
+	// kubectl runs envtest's kubectl against the API server, for what an operator sees (printer columns).
+	kubectl func(args ...string) (stdout, stderr io.Reader, err error)
 )
 
 func TestControllers(t *testing.T) {
@@ -40,6 +43,7 @@ var _ = BeforeSuite(func() {
 	env := kubetest.StartSuite(kubetest.Options{CRDs: true})
 	k8s = env.Client
 	restConfig = env.Config
+	kubectl = env.Environment.ControlPlane.KubeCtl().Run
 	var cancel context.CancelFunc
 	ctx, cancel = context.WithCancel(context.Background())
 	DeferCleanup(cancel)

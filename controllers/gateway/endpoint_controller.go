@@ -14,13 +14,17 @@ import (
 )
 
 // NewEndpointReconciler reports whether an Endpoint routes its slug: it does unless an older Endpoint holds it.
-// Deleting the Endpoint that holds a slug hands it to the next oldest.
+// Deleting the Endpoint that holds a slug hands it to the next oldest. It also counts the Endpoint's targets into
+// status.targetCount, for kubectl get's Targets column.
 func NewEndpointReconciler(c client.Client) *kit.ReadyReconciler[*gatewayv1.Endpoint] {
 	return &kit.ReadyReconciler[*gatewayv1.Endpoint]{Client: c, Kind: "Endpoint",
 		Status: func(e *gatewayv1.Endpoint) (*[]metav1.Condition, *int64) {
 			return &e.Status.Conditions, &e.Status.ObservedGeneration
 		},
-		Check: endpointRoutesSlug, Peers: sameSlug}
+		Check: endpointRoutesSlug, Peers: sameSlug,
+		Count: func(e *gatewayv1.Endpoint) (*int32, int32) {
+			return &e.Status.TargetCount, int32(len(e.Spec.Targets))
+		}}
 }
 
 func endpointRoutesSlug(ctx context.Context, c client.Reader, e *gatewayv1.Endpoint) (kit.Check, error) {

@@ -30,6 +30,9 @@ type ReadyReconciler[T client.Object] struct {
 	Peers func(ctx context.Context, c client.Reader, obj client.Object) []reconcile.Request
 	// PeerPredicates filter the changes Peers sees.
 	PeerPredicates []predicate.Predicate
+	// Count, when set, points at a status field that counts something in obj's spec (an Endpoint's
+	// targetCount, which a printer column shows) and gives the count each pass writes there.
+	Count func(obj T) (field *int32, n int32)
 }
 
 // readyStatus is what a ReadyReconciler writes, compared before and after its pass.
@@ -37,6 +40,7 @@ type ReadyReconciler[T client.Object] struct {
 type readyStatus struct {
 	Conditions         []metav1.Condition
 	ObservedGeneration int64
+	Count              int32
 }
 
 // SetupWithManager registers the reconciler, its own kind's watch and the peers' on mgr.
@@ -54,7 +58,12 @@ func (r *ReadyReconciler[T]) SetupWithManager(mgr ctrl.Manager, opts controller.
 func (r *ReadyReconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	status := func(obj T) any {
 		conds, generation := r.Status(obj)
-		return readyStatus{Conditions: *conds, ObservedGeneration: *generation}
+		st := readyStatus{Conditions: *conds, ObservedGeneration: *generation}
+		if r.Count != nil {
+			field, _ := r.Count(obj)
+			st.Count = *field
+		}
+		return st
 	}
 	return Prelude[T]{Kind: r.Kind, Status: status}.Run(ctx, r.Client, req, func(ctx context.Context, obj T) (ctrl.Result, error) {
 		c, err := r.Check(ctx, r.Client, obj)
@@ -64,6 +73,10 @@ func (r *ReadyReconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (c
 		conds, generation := r.Status(obj)
 		*generation = obj.GetGeneration()
 		SetReady(conds, c, obj.GetGeneration())
+		if r.Count != nil {
+			field, n := r.Count(obj)
+			*field = n
+		}
 		return ctrl.Result{}, nil
 	})
 }

@@ -217,14 +217,32 @@ func translateWorkspaceKey(k *gatewayv1.WorkspaceAPIKey, prefix, hash string) sn
 func translateEndpoint(e *gatewayv1.Endpoint) snapshot.Endpoint {
 	out := snapshot.Endpoint{ID: e.Name, Slug: e.Spec.Slug, Targets: make([]snapshot.Target, len(e.Spec.Targets)), SharedModelAPI: e.Spec.SharedModelAPI}
 	for i, t := range e.Spec.Targets {
-		out.Targets[i] = snapshot.Target{Provider: string(t.Provider), BaseURL: t.BaseURL, TargetModel: t.TargetModel}
+		out.Targets[i] = snapshot.Target{
+			Name: gatewayv1.TargetName(i, t.Name), Provider: string(t.Provider), BaseURL: t.BaseURL, TargetModel: t.TargetModel,
+			// The API server defaults weight to 1; an object read from elsewhere may not carry it.
+			Weight: max(t.Weight, 1), Priority: t.Priority, APIVersion: t.APIVersion, Region: t.Region,
+		}
 		if t.APIKeySecretRef != nil {
 			ref := secretRef(*t.APIKeySecretRef, DefaultAPIKeyEntry)
 			out.Targets[i].APIKeySecret = &ref
 		}
+		if p := t.Pricing; p != nil {
+			out.Targets[i].Pricing = &snapshot.Pricing{InputPerMillionTokens: p.InputPerMillionTokens, OutputPerMillionTokens: p.OutputPerMillionTokens}
+		}
 	}
 	if e.Spec.Timeout != nil {
 		out.TimeoutMillis = e.Spec.Timeout.Milliseconds()
+	}
+	// Retry and cooldown stay nil when the spec has none, so gatewayd applies its defaults and the snapshot of an
+	// Endpoint written before they existed is unchanged.
+	if r := e.Spec.Retry; r != nil {
+		out.Retry = &snapshot.Retry{Attempts: r.Attempts, OnStatus: slices.Clone(r.OnStatus)}
+	}
+	if c := e.Spec.Cooldown; c != nil {
+		out.Cooldown = &snapshot.Cooldown{Failures: c.Failures}
+		if c.Duration != nil {
+			out.Cooldown.DurationMillis = c.Duration.Milliseconds()
+		}
 	}
 	return out
 }

@@ -329,12 +329,105 @@ spec: {slug: m, targets: [{provider: OPENAI, baseURL: "https://api.example.com/v
 kind: Endpoint
 spec: {slug: m, targets: []}`,
 			wantPath: "spec.targets", wantMsg: "should have at least 1 items"},
-		{name: "endpoint: two targets refused", object: `
+		{name: "endpoint: two weighted targets with retry and cooldown accepted", object: `
 kind: Endpoint
 spec:
   slug: m
-  targets: [{provider: OPENAI, baseURL: "http://a/v1"}, {provider: OPENAI, baseURL: "http://b/v1"}]`,
-			wantPath: "spec.targets", wantMsg: "must have at most 1 item"},
+  targets:
+  - {name: vllm-a, provider: OPENAI, baseURL: "http://a/v1", weight: 3, pricing: {inputPerMillionTokens: "0.60", outputPerMillionTokens: "0.8"}}
+  - {provider: OPENAI, baseURL: "http://b/v1", priority: 9, weight: 1000}
+  retry: {attempts: 5, onStatus: [400, 429, 599]}
+  cooldown: {failures: 100, duration: 1h}`},
+		{name: "endpoint: cooldown of 1s and 1 failure accepted", object: `
+kind: Endpoint
+spec: {slug: m, targets: [{provider: OPENAI, baseURL: "http://a/v1"}], retry: {attempts: 0}, cooldown: {failures: 1, duration: 1s}}`},
+		{name: "endpoint: 17 targets refused", object: seventeenTargets(),
+			wantPath: "spec.targets", wantMsg: "must have at most 16 items"},
+		{name: "endpoint: a repeated target name refused", object: `
+kind: Endpoint
+spec:
+  slug: m
+  targets: [{name: a, provider: OPENAI, baseURL: "http://a/v1"}, {name: a, provider: OPENAI, baseURL: "http://b/v1"}]`,
+			wantPath: "spec.targets", wantMsg: "target names must be unique"},
+		{name: "endpoint: a name equal to another target's default name refused", object: `
+kind: Endpoint
+spec:
+  slug: m
+  targets: [{name: target-1, provider: OPENAI, baseURL: "http://a/v1"}, {provider: OPENAI, baseURL: "http://b/v1"}]`,
+			wantPath: "spec.targets", wantMsg: "may not equal the default name target-<index>"},
+		{name: "endpoint: a target named by its own default name accepted", object: `
+kind: Endpoint
+spec:
+  slug: m
+  targets: [{name: target-0, provider: OPENAI, baseURL: "http://a/v1"}, {provider: OPENAI, baseURL: "http://b/v1"}]`},
+		{name: "endpoint: an upper-case target name refused", object: `
+kind: Endpoint
+spec: {slug: m, targets: [{name: VLLM, provider: OPENAI, baseURL: "http://a/v1"}]}`,
+			wantPath: "spec.targets[0].name", wantMsg: "should match"},
+		{name: "endpoint: a 64-character target name refused", object: `
+kind: Endpoint
+spec: {slug: m, targets: [{name: "` + strings.Repeat("a", 64) + `", provider: OPENAI, baseURL: "http://a/v1"}]}`,
+			wantPath: "spec.targets[0].name", wantMsg: "may not be more than 63 bytes"},
+		{name: "endpoint: weight 0 refused", object: `
+kind: Endpoint
+spec: {slug: m, targets: [{provider: OPENAI, baseURL: "http://a/v1", weight: 0}]}`,
+			wantPath: "spec.targets[0].weight", wantMsg: "should be greater than or equal to 1"},
+		{name: "endpoint: weight 1001 refused", object: `
+kind: Endpoint
+spec: {slug: m, targets: [{provider: OPENAI, baseURL: "http://a/v1", weight: 1001}]}`,
+			wantPath: "spec.targets[0].weight", wantMsg: "should be less than or equal to 1000"},
+		{name: "endpoint: priority 10 refused", object: `
+kind: Endpoint
+spec: {slug: m, targets: [{provider: OPENAI, baseURL: "http://a/v1", priority: 10}]}`,
+			wantPath: "spec.targets[0].priority", wantMsg: "should be less than or equal to 9"},
+		{name: "endpoint: priority -1 refused", object: `
+kind: Endpoint
+spec: {slug: m, targets: [{provider: OPENAI, baseURL: "http://a/v1", priority: -1}]}`,
+			wantPath: "spec.targets[0].priority", wantMsg: "should be greater than or equal to 0"},
+		{name: "endpoint: a price with seven places refused", object: `
+kind: Endpoint
+spec: {slug: m, targets: [{provider: OPENAI, baseURL: "http://a/v1", pricing: {inputPerMillionTokens: "0.0000001"}}]}`,
+			wantPath: "spec.targets[0].pricing.inputPerMillionTokens", wantMsg: "should match"},
+		{name: "endpoint: a negative price refused", object: `
+kind: Endpoint
+spec: {slug: m, targets: [{provider: OPENAI, baseURL: "http://a/v1", pricing: {outputPerMillionTokens: "-1"}}]}`,
+			wantPath: "spec.targets[0].pricing.outputPerMillionTokens", wantMsg: "should match"},
+		{name: "endpoint: apiVersion on an OPENAI target refused", object: `
+kind: Endpoint
+spec: {slug: m, targets: [{provider: OPENAI, baseURL: "http://a/v1", apiVersion: "2024-10-21"}]}`,
+			wantPath: "spec.targets[0]", wantMsg: "apiVersion is taken only by an AZURE_OPENAI target"},
+		{name: "endpoint: region on an OPENAI target refused", object: `
+kind: Endpoint
+spec: {slug: m, targets: [{provider: OPENAI, baseURL: "http://a/v1", region: us-east-1}]}`,
+			wantPath: "spec.targets[0]", wantMsg: "region is taken only by a BEDROCK target"},
+		{name: "endpoint: 6 retry attempts refused", object: `
+kind: Endpoint
+spec: {slug: m, targets: [{provider: OPENAI, baseURL: "http://a/v1"}], retry: {attempts: 6}}`,
+			wantPath: "spec.retry.attempts", wantMsg: "should be less than or equal to 5"},
+		{name: "endpoint: a retry status of 399 refused", object: `
+kind: Endpoint
+spec: {slug: m, targets: [{provider: OPENAI, baseURL: "http://a/v1"}], retry: {onStatus: [429, 399]}}`,
+			wantPath: "spec.retry.onStatus[1]", wantMsg: "should be greater than or equal to 400"},
+		{name: "endpoint: a retry status of 600 refused", object: `
+kind: Endpoint
+spec: {slug: m, targets: [{provider: OPENAI, baseURL: "http://a/v1"}], retry: {onStatus: [600]}}`,
+			wantPath: "spec.retry.onStatus[0]", wantMsg: "should be less than or equal to 599"},
+		{name: "endpoint: cooldown failures 0 refused", object: `
+kind: Endpoint
+spec: {slug: m, targets: [{provider: OPENAI, baseURL: "http://a/v1"}], cooldown: {failures: 0}}`,
+			wantPath: "spec.cooldown.failures", wantMsg: "should be greater than or equal to 1"},
+		{name: "endpoint: cooldown failures 101 refused", object: `
+kind: Endpoint
+spec: {slug: m, targets: [{provider: OPENAI, baseURL: "http://a/v1"}], cooldown: {failures: 101}}`,
+			wantPath: "spec.cooldown.failures", wantMsg: "should be less than or equal to 100"},
+		{name: "endpoint: a cooldown of 999ms refused", object: `
+kind: Endpoint
+spec: {slug: m, targets: [{provider: OPENAI, baseURL: "http://a/v1"}], cooldown: {duration: 999ms}}`,
+			wantPath: "spec.cooldown.duration", wantMsg: "duration must be from 1s to 1h"},
+		{name: "endpoint: a cooldown of 61m refused", object: `
+kind: Endpoint
+spec: {slug: m, targets: [{provider: OPENAI, baseURL: "http://a/v1"}], cooldown: {duration: 61m}}`,
+			wantPath: "spec.cooldown.duration", wantMsg: "duration must be from 1s to 1h"},
 		{name: "endpoint: unknown provider refused", object: `
 kind: Endpoint
 spec: {slug: m, targets: [{provider: ANTHROPIC, baseURL: "http://a/v1"}]}`,
