@@ -32,13 +32,20 @@ func benchGateway(b *testing.B) (url, upstreamURL, key, invoke string) {
 		b.Fatal(err)
 	}
 	big := int64(1) << 50
-	s := gatewaytest.Snapshot(ns, "CASCADING", []gatewaytest.Group{{ID: "root", Models: []gatewayv1.ModelConfig{{Slug: slug,
-		RateLimits:  []gatewayv1.Limit{{Type: "REQUEST", Unit: "SECOND", Threshold: big}, {Type: "TOKEN", Unit: "MINUTE", Threshold: big}},
-		UsageLimits: []gatewayv1.Limit{{Type: "REQUEST", Unit: "DAY", Threshold: big}, {Type: "TOKEN", Unit: "DAY", Threshold: big}},
-	}}}})
+	var models []gatewayv1.ModelConfig
+	for _, sl := range []string{slug, twoTargetSlug} {
+		models = append(models, gatewayv1.ModelConfig{Slug: sl,
+			RateLimits:  []gatewayv1.Limit{{Type: "REQUEST", Unit: "SECOND", Threshold: big}, {Type: "TOKEN", Unit: "MINUTE", Threshold: big}},
+			UsageLimits: []gatewayv1.Limit{{Type: "REQUEST", Unit: "DAY", Threshold: big}, {Type: "TOKEN", Unit: "DAY", Threshold: big}},
+		})
+	}
+	s := gatewaytest.Snapshot(ns, "CASCADING", []gatewaytest.Group{{ID: "root", Models: models}})
 	key, rec := gatewaytest.NewKey("k", "root")
 	s.APIKeys = []snapshot.APIKey{rec}
-	s.Endpoints = []snapshot.Endpoint{{ID: "e", Slug: slug, Targets: []snapshot.Target{{Provider: "OPENAI", BaseURL: up.BaseURL()}}}}
+	s.Endpoints = []snapshot.Endpoint{{ID: "e", Slug: slug, Targets: []snapshot.Target{{Provider: "OPENAI", BaseURL: up.BaseURL()}}},
+		// The same upstream twice, weighted 3 to 1: what choosing between two targets costs (docs/routing.md).
+		{ID: "two", Slug: twoTargetSlug, Targets: []snapshot.Target{{Name: "a", Provider: "OPENAI", BaseURL: up.BaseURL(), Weight: 3},
+			{Name: "b", Provider: "OPENAI", BaseURL: up.BaseURL(), Weight: 1}}}}
 	invoke, invokeRec := gatewaytest.NewWorkspaceKey("invoke", "WORKSPACE_INVOKE")
 	s.WorkspaceAPIKeys = []snapshot.WorkspaceAPIKey{invokeRec}
 	s.Models = []snapshot.ServedModel{{ID: "bench", Environments: []snapshot.EnvironmentRoute{{Name: "production", Deployment: "v1"}}}}
@@ -61,11 +68,22 @@ func benchGateway(b *testing.B) (url, upstreamURL, key, invoke string) {
 	return url, up.BaseURL(), key, invoke
 }
 
-var benchBody = []byte(`{"model":"` + slug + `","messages":[{"role":"user","content":"hello world"}]}`)
+// twoTargetSlug is the benchmarks' Endpoint of two targets.
+const twoTargetSlug = "bench/two"
+
+var (
+	benchBody    = []byte(`{"model":"` + slug + `","messages":[{"role":"user","content":"hello world"}]}`)
+	benchTwoBody = []byte(`{"model":"` + twoTargetSlug + `","messages":[{"role":"user","content":"hello world"}]}`)
+)
 
 // benchCall sends benchBody to target with auth on c and reads the answer.
 func benchCall(b *testing.B, c *http.Client, target, auth string) {
-	req, _ := http.NewRequest(http.MethodPost, target, bytes.NewReader(benchBody))
+	benchCallOf(b, c, target, auth, benchBody)
+}
+
+// benchCallOf sends body to target with auth on c and reads the answer.
+func benchCallOf(b *testing.B, c *http.Client, target, auth string, body []byte) {
+	req, _ := http.NewRequest(http.MethodPost, target, bytes.NewReader(body))
 	req.Header.Set("Authorization", auth)
 	resp, err := c.Do(req)
 	if err != nil {
@@ -100,6 +118,11 @@ func BenchmarkProxyOverhead(b *testing.B) {
 			benchCall(b, http.DefaultClient, url+"/models/bench/production/predict", "Api-Key "+invoke)
 		}
 	})
+	b.Run("gatewayd-two-targets", func(b *testing.B) {
+		for b.Loop() {
+			benchCallOf(b, http.DefaultClient, url+"/v1/chat/completions", "Api-Key "+key, benchTwoBody)
+		}
+	})
 }
 
 // BenchmarkRouteCPU drives the OpenAI route and /production/predict with 16 concurrent callers per core and
@@ -112,16 +135,20 @@ func BenchmarkRouteCPU(b *testing.B) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 256
 	c := &http.Client{Transport: tr}
-	for _, tc := range []struct{ name, path, auth string }{
-		{"openai", "/v1/chat/completions", "Api-Key " + key},
-		{"predict", "/models/bench/production/predict", "Api-Key " + invoke},
+	for _, tc := range []struct {
+		name, path, auth string
+		body             []byte
+	}{
+		{"openai", "/v1/chat/completions", "Api-Key " + key, benchBody},
+		{"predict", "/models/bench/production/predict", "Api-Key " + invoke, benchBody},
+		{"openai-two-targets", "/v1/chat/completions", "Api-Key " + key, benchTwoBody},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			before, gcs := testutil.ProcessCPU(), gcCycles()
 			b.SetParallelism(16)
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					benchCall(b, c, url+tc.path, tc.auth)
+					benchCallOf(b, c, url+tc.path, tc.auth, tc.body)
 				}
 			})
 			b.ReportMetric(float64(testutil.ProcessCPU()-before)/float64(b.N), "cpu-ns/op")

@@ -393,6 +393,11 @@ func NewWithState(ctx context.Context, opts Options, cfg state.Config) (*Gateway
 	if err != nil {
 		return nil, nil, errors.Join(err, st.Close())
 	}
+	for _, c := range st.Collectors() {
+		if err := g.opts.Registry.Register(c); err != nil {
+			return nil, nil, errors.Join(err, st.Close())
+		}
+	}
 	return g, st, nil
 }
 

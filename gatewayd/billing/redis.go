@@ -29,6 +29,8 @@ type Redis struct {
 	client    redis.UniversalClient
 	prefix    string
 	clustered bool
+	// wait, when set, makes each transaction of Append wait for replicas before Append answers (WithWait).
+	wait *redisclient.Wait
 }
 
 // NewRedis stores events through client under prefix ("mg" when empty).
@@ -37,6 +39,14 @@ func NewRedis(client redis.UniversalClient, prefix string) *Redis {
 		prefix = "mg"
 	}
 	return &Redis{client: client, prefix: prefix, clustered: redisclient.Clustered(client)}
+}
+
+// WithWait makes each of Append's writes (a batch's events, outbox entries and rollups, and on a cluster the
+// namespaces' set) wait until w's replicas acknowledge it, on the connection that wrote it, before Append
+// answers; nil waits for nothing. It returns s.
+func (s *Redis) WithWait(w *redisclient.Wait) *Redis {
+	s.wait = w
+	return s
 }
 
 // tag is ns as its keys carry it: a hash tag on a cluster.
@@ -89,7 +99,10 @@ func (s *Redis) Append(ctx context.Context, recs []Record) error {
 		}
 		byNS[i] = append(byNS[i], r)
 	}
-	if err := s.client.SAdd(ctx, s.namespaces(), toAny(names)...).Err(); err != nil {
+	err := s.wait.Write(ctx, s.client, s.namespaces(), "billing_events", func(c redis.Cmdable) error {
+		return c.SAdd(ctx, s.namespaces(), toAny(names)...).Err()
+	})
+	if err != nil {
 		return fmt.Errorf("failed to store %d billing events in Redis: %w", len(recs), err)
 	}
 	errs := make([]error, len(byNS))
@@ -121,48 +134,60 @@ func toAny(ss []string) []any {
 
 // appendTx writes recs in one transaction, with the namespaces' set when withSet.
 func (s *Redis) appendTx(ctx context.Context, recs []Record, withSet bool) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	// Every key of the transaction but the namespaces' set (written with it on one primary only) is in the slot of
+	// the records' namespace.
+	err := s.wait.Write(ctx, s.client, s.events(recs[0].Namespace), "billing_events", func(c redis.Cmdable) error {
+		_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error { return s.queueAppend(ctx, p, recs, withSet) })
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("failed to store %d billing events in Redis: %w", len(recs), err)
+	}
+	return nil
+}
+
+// queueAppend queues on p the writes of recs: events, outbox entries, rollups, and the namespaces' set when
+// withSet.
+func (s *Redis) queueAppend(ctx context.Context, p redis.Pipeliner, recs []Record, withSet bool) error {
 	var sums rollupSums
 	namespaces := map[string]bool{}
 	// buf holds the JSON of every event of the batch, one after the other: the pipeline keeps each value until it
 	// sends the batch, so each event has its own range of buf, as in the embedded store's Append.
 	buf := make([]byte, 0, len(recs)*eventJSONSize)
-	_, err := s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		for _, r := range recs {
-			start := len(buf)
-			var err error
-			if buf, err = appendEvent(buf, &r.Event); err != nil {
-				return err
-			}
-			v := buf[start:len(buf):len(buf)]
-			p.XAdd(ctx, &redis.XAddArgs{Stream: s.events(r.Namespace), Values: []any{"e", v}})
-			if r.Deliver {
-				p.XAdd(ctx, &redis.XAddArgs{Stream: s.outbox(r.Namespace), Values: []any{"e", v}})
-			}
-			namespaces[r.Namespace] = true
-			// The minute comes from the event's time, not Redis's, as in the embedded store.
-			minute := throttleMinute(r.Event.Timestamp)
-			if tk, ok := throttleOf(&r); ok {
-				sums.add(s.throttles(r.Namespace, minute), string(tk.encode()), 1, ThrottleKeep)
-			}
-			c := usageOf(&r)
-			for _, g := range usageGroups(&r) {
-				h := s.usage(r.Namespace, g, minute)
-				for _, f := range usageFields(&c) {
-					sums.add(h, f.letter+"|"+r.Event.ModelSlug, *f.n, UsageKeep)
-				}
+	for _, r := range recs {
+		start := len(buf)
+		var err error
+		if buf, err = appendEvent(buf, &r.Event); err != nil {
+			return err
+		}
+		v := buf[start:len(buf):len(buf)]
+		p.XAdd(ctx, &redis.XAddArgs{Stream: s.events(r.Namespace), Values: []any{"e", v}})
+		if r.Deliver {
+			p.XAdd(ctx, &redis.XAddArgs{Stream: s.outbox(r.Namespace), Values: []any{"e", v}})
+		}
+		namespaces[r.Namespace] = true
+		// The minute comes from the event's time, not Redis's, as in the embedded store.
+		minute := throttleMinute(r.Event.Timestamp)
+		if tk, ok := throttleOf(&r); ok {
+			sums.add(s.throttles(r.Namespace, minute), string(tk.encode()), 1, ThrottleKeep)
+		}
+		c := usageOf(&r)
+		for _, g := range usageGroups(&r) {
+			h := s.usage(r.Namespace, g, minute)
+			for _, f := range usageFields(&c) {
+				sums.add(h, f.letter+"|"+r.Event.ModelSlug, *f.n, UsageKeep)
 			}
 		}
-		if withSet {
-			for ns := range namespaces {
-				p.SAdd(ctx, s.namespaces(), ns)
-			}
-		}
-		sums.write(ctx, p)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("failed to store %d billing events in Redis: %w", len(recs), err)
 	}
+	if withSet {
+		for ns := range namespaces {
+			p.SAdd(ctx, s.namespaces(), ns)
+		}
+	}
+	sums.write(ctx, p)
 	return nil
 }
 

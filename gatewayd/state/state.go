@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	bolt "go.etcd.io/bbolt"
 
@@ -77,6 +78,11 @@ type Config struct {
 	RedisTLSCAFile string
 	// RedisFailOpen admits limited calls while Redis is unreachable.
 	RedisFailOpen bool
+	// RedisWaitReplicas is how many replicas must acknowledge an accepted async request and a billing write before
+	// it is answered (Redis's WAIT); 0 waits for none.
+	RedisWaitReplicas int
+	// RedisWaitTimeout bounds each WAIT; past it the write stays and the call succeeds, counted short.
+	RedisWaitTimeout time.Duration
 }
 
 // BindFlags registers the flags of c on fs, with their defaults.
@@ -91,6 +97,8 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.RedisUsername, "redis-username", "", "ACL user of the Redis nodes (empty: the default user). The password is read from $"+RedisPasswordEnv+", the sentinels' from $"+RedisSentinelPasswordEnv+".")
 	fs.StringVar(&c.RedisTLSCAFile, "redis-tls-ca-file", "", "PEM file of the CAs that sign Redis's certificates, for a CA that is not one of the system's (with rediss:// or --redis-tls).")
 	fs.BoolVar(&c.RedisTLS, "redis-tls", false, "With --redis-mode=sentinel or cluster, dial the sentinels and the nodes over TLS (standalone: a rediss:// URL).")
+	fs.IntVar(&c.RedisWaitReplicas, "redis-wait-replicas", 0, "How many Redis replicas must acknowledge the write that accepts an async request, and each billing write, before gatewayd answers (WAIT on the primary that took it), so that a failover does not lose them; 0 waits for none. Limit counters never wait.")
+	fs.DurationVar(&c.RedisWaitTimeout, "redis-wait-timeout", redisclient.DefaultWaitTimeout, "How long a write of --redis-wait-replicas waits for its replicas; past it the write stays, the call succeeds, and modelgate_redis_wait_short_total counts it.")
 	fs.BoolVar(&c.RedisFailOpen, "redis-fail-open", false, "Admit limited calls when Redis is unreachable, instead of answering 503 limits_unavailable.")
 }
 
@@ -113,6 +121,13 @@ func (c *Config) redisOptions() (redisclient.Options, error) {
 			return o, fmt.Errorf("--redis-addrs: %q has no port between 1 and 65535", a)
 		}
 		o.Addrs = append(o.Addrs, a)
+	}
+	switch {
+	case c.RedisWaitReplicas < 0:
+		return o, fmt.Errorf("--redis-wait-replicas: must be 0 or more, not %d", c.RedisWaitReplicas)
+	case c.RedisWaitReplicas > 0 && c.RedisWaitTimeout <= 0:
+		// Redis's WAIT with no timeout blocks until enough replicas answer, which may be never.
+		return o, fmt.Errorf("--redis-wait-timeout: must be more than 0 with --redis-wait-replicas, not %s", c.RedisWaitTimeout)
 	}
 	switch c.RedisMode {
 	case redisclient.Standalone:
@@ -154,6 +169,8 @@ type State struct {
 	session sessions.Store
 	windows limits.Windows
 	spool   string
+	// collectors are the store's metrics, for gatewayd's registry.
+	collectors []prometheus.Collector
 	// closers run in order on Close: the users first (they flush), then what they share.
 	closers []func() error
 }
@@ -176,6 +193,9 @@ func (s *State) Sessions() sessions.Store { return s.session }
 // ManagementLimits counts the management API's rate limits: this process's memory on the embedded store, shared
 // by every replica on Redis.
 func (s *State) ManagementLimits() limits.Windows { return s.windows }
+
+// Collectors are the store's metrics (Redis's short WAITs), for gatewayd's registry.
+func (s *State) Collectors() []prometheus.Collector { return s.collectors }
 
 // Spool is the file that keeps billing events the store refused at shutdown; empty when there is none.
 func (s *State) Spool() string { return s.spool }
@@ -246,12 +266,23 @@ func openRedis(ctx context.Context, cfg Config) (*State, error) {
 		}
 		return nil, fmt.Errorf("--redis-url: %w", err)
 	}
-	r := limits.NewRedis(client, limits.RedisOptions{FailOpen: cfg.RedisFailOpen, Log: log})
-	if err := r.Ping(ctx); err != nil {
+	checkCtx, cancel := context.WithTimeout(ctx, redisCheckTimeout)
+	err = redisclient.Check(checkCtx, o, client)
+	cancel()
+	if ae := (*redisclient.AuthError)(nil); errors.As(err, &ae) {
+		// Credentials a server refuses stay refused: stop here, naming the setting, rather than fail every call.
+		_ = client.Close()
+		return nil, fmt.Errorf("%s: %w", cfg.credentialSetting(ae.Sentinel), err)
+	}
+	if err != nil {
 		// Not fatal: gatewayd fails closed (or open) until Redis answers, and go-redis reconnects by itself.
 		log.Error(err, "Redis does not answer yet", "failOpen", cfg.RedisFailOpen)
 	}
-	st := &State{limits: r, billing: billing.NewRedis(client, ""), keyUse: keyuse.NewRedis(client, ""), async: queue.NewRedis(client, ""),
+	r := limits.NewRedis(client, limits.RedisOptions{FailOpen: cfg.RedisFailOpen, Log: log})
+	// Limit counters do not wait: a check is on every call's path (docs/decisions.md, "Redis Cluster and Sentinel").
+	wait := redisclient.NewWait(cfg.RedisWaitReplicas, cfg.RedisWaitTimeout, log.WithName("redis-wait"))
+	st := &State{limits: r, billing: billing.NewRedis(client, "").WithWait(wait), keyUse: keyuse.NewRedis(client, ""),
+		async:   queue.NewRedis(client, "").WithWait(wait),
 		session: sessions.NewRedis(client), windows: limits.NewRedisWindows(client, "", log.WithName("management-limits")),
 		// The store queues token charges: flush them before the client goes.
 		closers: []func() error{r.Close, client.Close}}
@@ -264,8 +295,36 @@ func openRedis(ctx context.Context, cfg Config) (*State, error) {
 			st.spool = filepath.Join(cfg.Dir, spoolFile)
 		}
 	}
-	log.Info("Using the Redis store", "mode", cfg.RedisMode, "addrs", redisAddrs(o, client), "failOpen", cfg.RedisFailOpen)
+	if wait != nil {
+		st.collectors = append(st.collectors, wait.Collector())
+	}
+	log.Info("Using the Redis store", "mode", cfg.RedisMode, "addrs", redisAddrs(o, client), "failOpen", cfg.RedisFailOpen,
+		"waitReplicas", cfg.RedisWaitReplicas)
 	return st, nil
+}
+
+// redisCheckTimeout bounds the start's check of Redis's credentials; a Redis that does not answer by then is
+// waited for by the calls, not by the start.
+const redisCheckTimeout = 10 * time.Second
+
+// credentialSetting names where the credentials a sentinel (or a data node) refused come from, for the error that
+// stops the start: never the credentials themselves.
+func (c *Config) credentialSetting(sentinel bool) string {
+	switch {
+	case sentinel:
+		return "$" + RedisSentinelPasswordEnv
+	case c.RedisMode == redisclient.Standalone && urlHasCredentials(c.RedisURL):
+		// A URL's username and password win over the others (redisclient.New).
+		return "--redis-url"
+	case c.RedisUsername != "":
+		return "$" + RedisPasswordEnv + " (of --redis-username " + c.RedisUsername + ")"
+	}
+	return "$" + RedisPasswordEnv
+}
+
+func urlHasCredentials(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && u.User != nil
 }
 
 // redisAddrs names what client dials, for the log: never the URL, which may carry a password.

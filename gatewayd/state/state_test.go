@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/modelgate/modelgate/gatewayd/async/queue"
 	"github.com/modelgate/modelgate/gatewayd/billing"
 	"github.com/modelgate/modelgate/gatewayd/limits"
@@ -31,6 +34,31 @@ func charge(t *testing.T, st *state.State, now time.Time) {
 	}
 }
 
+// openAndWrite opens the store cfg chooses, closed when the test ends, and charges a call, records its event and
+// accepts an async request through it.
+func openAndWrite(t *testing.T, cfg state.Config) (*state.State, time.Time) {
+	t.Helper()
+	st, err := state.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	now := time.Now().UTC()
+	charge(t, st, now)
+	enqueue(t, st, now)
+	return st, now
+}
+
+// enqueue accepts one async request through the queue the state hands out.
+func enqueue(t *testing.T, st *state.State, now time.Time) {
+	t.Helper()
+	r := &queue.Request{ID: "req", Namespace: "ns", ModelID: "m", DeploymentID: "d", Status: queue.Queued,
+		CreatedAt: now, StatusAt: now, MaxTimeInQueueSeconds: 60}
+	if err := st.Async().Enqueue(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func count(t *testing.T, st *state.State, now time.Time) (usage int64, events int) {
 	t.Helper()
 	ctx := context.Background()
@@ -45,11 +73,19 @@ func count(t *testing.T, st *state.State, now time.Time) (usage int64, events in
 	return n, len(evs)
 }
 
-// redisConfig is the configuration gatewayd's flags give to reach d.
+// redisConfig is the configuration gatewayd's flags give to reach d; its passwords come from the environment
+// (secrets).
 func redisConfig(d *redistest.Deployment) state.Config {
 	o := d.Options()
 	return state.Config{Store: state.Redis, RedisMode: o.Mode, RedisURL: o.URL, RedisAddrs: strings.Join(o.Addrs, ","),
-		RedisMasterName: o.MasterName}
+		RedisMasterName: o.MasterName, RedisUsername: o.Username, RedisTLS: o.TLS, RedisTLSCAFile: o.TLSCAFile}
+}
+
+// secrets is an environment that holds the passwords given.
+func secrets(password, sentinelPassword string) func(string) string {
+	return func(name string) string {
+		return map[string]string{state.RedisPasswordEnv: password, state.RedisSentinelPasswordEnv: sentinelPassword}[name]
+	}
 }
 
 // TestStateSurvivesAReopen: what the limit store and the billing store wrote is there after Close and Open,
@@ -108,6 +144,8 @@ func TestOpenNamesTheFlagAtFault(t *testing.T) {
 		{state.Config{Store: state.Redis, RedisMode: "cluster", RedisAddrs: "a:0"}, "--redis-addrs"},
 		{state.Config{Store: state.Redis, RedisMode: "cluster", RedisAddrs: "a:1", RedisMasterName: "m"}, "--redis-master-name"},
 		{state.Config{Store: state.Redis, RedisMode: "cluster", RedisAddrs: "a:1", RedisURL: "redis://a:1"}, "--redis-url"},
+		{state.Config{Store: state.Redis, RedisURL: "redis://a:1", RedisWaitReplicas: -1}, "--redis-wait-replicas"},
+		{state.Config{Store: state.Redis, RedisURL: "redis://a:1", RedisWaitReplicas: 1}, "--redis-wait-timeout"},
 	} {
 		if _, err := state.Open(context.Background(), tc.cfg); err == nil || !strings.HasPrefix(err.Error(), tc.flag+":") {
 			t.Errorf("%+v: error %v, want one that begins with %s", tc.cfg, err, tc.flag)
@@ -125,11 +163,12 @@ func TestRedisPasswordStaysOutOfErrors(t *testing.T) {
 }
 
 // TestRedisPasswordFromTheEnvironment: a Redis that asks for a password is reached with the one LoadSecrets reads
-// from the environment, and refused without it.
+// from the environment; without it, or with a wrong one, gatewayd does not start, and the error names the
+// setting (and not the password).
 func TestRedisPasswordFromTheEnvironment(t *testing.T) {
 	srv := redistest.StartArgs(t, "--requirepass", "s3cret")
 	cfg := state.Config{Store: state.Redis, RedisURL: srv.URL()}
-	cfg.LoadSecrets(func(name string) string { return map[string]string{state.RedisPasswordEnv: "s3cret"}[name] })
+	cfg.LoadSecrets(secrets("s3cret", ""))
 	st, err := state.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -137,14 +176,60 @@ func TestRedisPasswordFromTheEnvironment(t *testing.T) {
 	defer st.Close()
 	charge(t, st, time.Now().UTC())
 
-	cfg.RedisPassword = ""
-	bad, err := state.Open(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
+	for _, password := range []string{"", "wr0ng"} {
+		cfg.LoadSecrets(secrets(password, ""))
+		refusedAtStart(t, cfg, "$"+state.RedisPasswordEnv+":", password)
 	}
-	defer bad.Close()
-	if _, err := bad.Limits().Count(context.Background(), limits.BucketKey{Namespace: "ns"}, time.Now()); err == nil {
-		t.Fatal("a client without the password was answered")
+	// A URL's password is the URL's setting.
+	cfg.LoadSecrets(secrets("", ""))
+	cfg.RedisURL = "redis://:wr0ng@" + srv.Addr()
+	refusedAtStart(t, cfg, "--redis-url:", "wr0ng")
+}
+
+// refusedAtStart checks that Open refuses cfg with an error that begins with setting and does not hold password.
+func refusedAtStart(t *testing.T, cfg state.Config, setting, password string) {
+	t.Helper()
+	st, err := state.Open(context.Background(), cfg)
+	if err == nil {
+		_ = st.Close()
+		t.Fatalf("gatewayd started with credentials Redis refuses; want an error naming %s", setting)
+	}
+	if !strings.HasPrefix(err.Error(), setting) || (password != "" && strings.Contains(err.Error(), password)) {
+		t.Errorf("error %q: want one that begins with %s and does not quote the password", err, setting)
+
+	}
+}
+
+// TestRedisAuthAndTLSOnSentinelAndCluster: a Sentinel setup and a cluster that ask for a password of an ACL user on
+// their data nodes (and another on the sentinels) and serve TLS only, with certificates of a CA of their own, are
+// reached with the flags and environment an operator gives (--redis-username, --redis-tls, --redis-tls-ca-file,
+// MODELGATE_REDIS_PASSWORD, MODELGATE_REDIS_SENTINEL_PASSWORD); a wrong password stops the start with an error
+// that names its setting.
+func TestRedisAuthAndTLSOnSentinelAndCluster(t *testing.T) {
+	for _, mode := range []string{redistest.Sentinel, redistest.Cluster} {
+		t.Run(mode, func(t *testing.T) {
+			sec := redistest.Security{Username: "gatewayd", Password: "data-s3cret", TLS: true}
+			if mode == redistest.Sentinel {
+				sec.SentinelPassword = "sentinel-s3cret"
+			}
+			d := redistest.StartSecured(t, mode, sec)
+			cfg := redisConfig(d)
+			if cfg.RedisUsername != "gatewayd" || !cfg.RedisTLS || cfg.RedisTLSCAFile == "" {
+				t.Fatalf("the flags do not ask for the user and TLS: %+v", cfg)
+			}
+			cfg.LoadSecrets(secrets(sec.Password, sec.SentinelPassword))
+			st, now := openAndWrite(t, cfg)
+			if usage, events := count(t, st, now); usage != 1 || events != 1 {
+				t.Errorf("read back %d calls and %d events, want 1 and 1", usage, events)
+			}
+
+			cfg.LoadSecrets(secrets("wr0ng", sec.SentinelPassword))
+			refusedAtStart(t, cfg, "$"+state.RedisPasswordEnv+" (of --redis-username gatewayd):", "wr0ng")
+			if mode == redistest.Sentinel {
+				cfg.LoadSecrets(secrets(sec.Password, "wr0ng"))
+				refusedAtStart(t, cfg, "$"+state.RedisSentinelPasswordEnv+":", "wr0ng")
+			}
+		})
 	}
 }
 
@@ -158,18 +243,7 @@ func TestRedisKeyLayout(t *testing.T) {
 		redistest.Cluster:    {"mg:{ns}:g:s", "mg:billing:events:{ns}", "mg:billing:namespaces", "{mg:async}:queues"},
 	}
 	redistest.Each(t, func(t *testing.T, d *redistest.Deployment) {
-		st, err := state.Open(context.Background(), redisConfig(d))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.Close()
-		now := time.Now().UTC()
-		charge(t, st, now)
-		r := &queue.Request{ID: "req", Namespace: "ns", ModelID: "m", DeploymentID: "d", Status: queue.Queued,
-			CreatedAt: now, StatusAt: now, MaxTimeInQueueSeconds: 60}
-		if err := st.Async().Enqueue(context.Background(), r); err != nil {
-			t.Fatal(err)
-		}
+		openAndWrite(t, redisConfig(d))
 		keys, err := redistest.Keys(context.Background(), d.Client(), "*")
 		if err != nil {
 			t.Fatal(err)
@@ -212,5 +286,36 @@ func TestRedisTLSWithItsOwnCA(t *testing.T) {
 		if _, err := state.Open(context.Background(), bad); err == nil || !strings.HasPrefix(err.Error(), "--redis-tls-ca-file:") {
 			t.Errorf("%+v: error %v, want one that names --redis-tls-ca-file", bad, err)
 		}
+	}
+}
+
+// TestRedisWaitFromTheFlags: --redis-wait-replicas and --redis-wait-timeout reach the async queue and the billing
+// store, and their short WAITs are counted in the collector gatewayd registers.
+func TestRedisWaitFromTheFlags(t *testing.T) {
+	ctx := context.Background()
+	d := redistest.StartDeployment(t, redistest.Sentinel)
+	cfg := redisConfig(d)
+	cfg.RedisWaitReplicas, cfg.RedisWaitTimeout = 1, 200*time.Millisecond
+	st, err := state.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	reg := prometheus.NewRegistry()
+	for _, c := range st.Collectors() {
+		reg.MustRegister(c)
+	}
+	d.Nodes[1].Pause()
+	now := time.Now().UTC()
+	charge(t, st, now)
+	enqueue(t, st, now)
+	want := `
+# HELP modelgate_redis_wait_short_total Writes (by what they stored) whose WAIT saw fewer replicas acknowledge than --redis-wait-replicas within --redis-wait-timeout; the write stayed and the call succeeded.
+# TYPE modelgate_redis_wait_short_total counter
+modelgate_redis_wait_short_total{write="async_request"} 1
+modelgate_redis_wait_short_total{write="billing_events"} 1
+`
+	if err := promtestutil.GatherAndCompare(reg, strings.NewReader(want), "modelgate_redis_wait_short_total"); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -92,6 +92,7 @@ func TestCluster(t *testing.T) {
 		{"every write route of the OpenAPI document with gatewayd's RBAC", tour.everyWrite},
 		{"a container model's life on real pods", tour.containerModelLife},
 		{"a promotion's scale-down holds until a call", tour.promotedStaysDown},
+		{"an Endpoint's target pod deleted under load fails no call", tour.failoverOnPodDeletion},
 		{"figures on real pods: ten wakes from zero, the overhead against the pod, async dispatch", tour.figuresOnRealPods},
 	} {
 		if !t.Run(step.name, step.run) {

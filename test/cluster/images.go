@@ -27,6 +27,8 @@ const (
 	ImageTag        = "cluster"
 	// DemoModelImage serves the demo model (cmd/demo-model) on :8080.
 	DemoModelImage = "modelgate.local/demo-model:cluster"
+	// DemoUpstreamImage serves the demo OpenAI-compatible upstream (cmd/demo-upstream) on :8080, base URL /v1.
+	DemoUpstreamImage = "modelgate.local/demo-upstream:cluster"
 	// PauseImage holds each pod's network namespace: a static program that sleeps until it is stopped.
 	PauseImage = "modelgate.local/pause:cluster"
 )
@@ -57,6 +59,12 @@ func productImages() []imageSpec {
 			entrypoint: []string{"/demo-model", "--addr=:8080"},
 			user:       nonroot,
 			binaries:   map[string]string{"./cmd/demo-model": "/demo-model"},
+		},
+		{
+			ref:        DemoUpstreamImage,
+			entrypoint: []string{"/demo-upstream", "--addr=:8080"},
+			user:       nonroot,
+			binaries:   map[string]string{"./cmd/demo-upstream": "/demo-upstream"},
 		},
 		{
 			ref:        PauseImage,

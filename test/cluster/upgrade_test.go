@@ -273,7 +273,7 @@ func (tr *tour) podDeletedUnderLoad(t *testing.T) {
 	}
 }
 
-// load is clients calling the url model through gatewayd's Service without pause, until stop.
+// load is clients calling gatewayd's Service without pause, until stop.
 type load struct {
 	ok, failed atomic.Int64
 	mu         sync.Mutex
@@ -284,6 +284,14 @@ type load struct {
 
 // steadyLoad starts n clients calling the seeded url model's predict without pause.
 func (tr *tour) steadyLoad(n int) *load {
+	return startLoad(n, func() (answer, error) {
+		return tr.do(http.MethodPost, "/models/demo-model/production/predict", "Bearer "+tr.p.APIKey, map[string]any{"text": "steady"}, nil)
+	})
+}
+
+// startLoad starts n clients running call without pause; a call is answered when it gets a 2xx, and failed on
+// any other answer or a failed exchange.
+func startLoad(n int, call func() (answer, error)) *load {
 	l := &load{done: make(chan struct{})}
 	for range n {
 		l.wg.Go(func() {
@@ -293,8 +301,8 @@ func (tr *tour) steadyLoad(n int) *load {
 					return
 				default:
 				}
-				a, err := tr.do(http.MethodPost, "/models/demo-model/production/predict", "Bearer "+tr.p.APIKey, map[string]any{"text": "steady"}, nil)
-				if err == nil && a.code == http.StatusOK {
+				a, err := call()
+				if err == nil && a.code >= 200 && a.code < 300 {
 					l.ok.Add(1)
 					continue
 				}

@@ -48,6 +48,9 @@ type Config struct {
 	SkipPropagation, SkipScale bool
 	// RedisServer is the redis-server binary for the Redis rows; empty looks it up on PATH.
 	RedisServer string
+	// RedisCluster also drives gatewayd on a 6-node Redis Cluster (three primaries, one replica each, started by
+	// gatewayd/state/redistest), beside gatewayd on one redis-server: the Cluster ÷ standalone rows.
+	RedisCluster bool
 	// Peers locates nginx, node and Portkey; SkipPeers leaves the peer rows out.
 	Peers     PeerPaths
 	SkipPeers bool
@@ -138,6 +141,27 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		}
 		defer stopRedis()
 	}
+	var withCluster *Target
+	switch {
+	case withRedis == nil:
+		rep.RedisClusterNotRun = "the standalone Redis rows did not run: " + rep.RedisNotRun
+	case !cfg.RedisCluster:
+		rep.RedisClusterNotRun = errSkipped.Error()
+	default:
+		cfg.progress("starting a 6-node Redis Cluster (gatewayd/state/redistest)")
+		rc, err := openRedisCluster(ctx)
+		if err != nil {
+			rep.RedisClusterNotRun = err.Error()
+			cfg.progress("Redis Cluster rows not run: %v", err)
+			break
+		}
+		defer rc.close()
+		var stopCluster func()
+		if withCluster, stopCluster, err = startGatewayd(ctx, "gatewayd+Redis Cluster", st.Config, ws, rc); err != nil {
+			return nil, err
+		}
+		defer stopCluster()
+	}
 
 	var peers []*peer
 	peerNotRun := map[string]error{}
@@ -165,9 +189,11 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	proxyPlain, proxyStream := proxyTarget(u)
 	plain := []*Target{directPlain, proxyPlain, gw}
 	stream := []*Target{directStream, proxyStream, gw}
-	if withRedis != nil {
-		plain = append(plain, withRedis)
-		stream = append(stream, withRedis)
+	for _, t := range []*Target{withRedis, withCluster} {
+		if t != nil {
+			plain = append(plain, t)
+			stream = append(stream, t)
+		}
 	}
 	// With peers, gatewayd also runs in its own process (the scale measurement's child, on the embedded store), as
 	// the peers do: on a shared machine a separate process gets its own share of the CPU, which the in-process
@@ -200,7 +226,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 			peers = append(peers, fs...)
 		}
 	}
-	// Peers come last, so the fixed indexes (direct, proxy, embedded, withRedis) keep their meaning.
+	// Peers come last, so the fixed indexes (direct, proxy, embedded, withRedis, withCluster) keep their meaning.
 	peerIndex := map[string]int{}
 	for _, p := range peers {
 		peerIndex[p.name] = len(plain)
@@ -272,7 +298,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	for _, t := range plain[embedded:] {
 		t.CheckBilling(ctx, v)
 	}
-	rep.addLoad(cfg, rounds, withRedis != nil)
+	rep.addLoad(cfg, rounds, withRedis != nil, withCluster != nil)
 	rep.addPeers(cfg, rounds, peerIndex, peerNotRun, peerV)
 	rep.addPredict(cfg, rounds)
 	rep.addRouting(cfg, rounds, routing)
@@ -377,6 +403,7 @@ func (c Config) Override(o Config) Config {
 	c.SkipPeers = c.SkipPeers || o.SkipPeers
 	c.ServerEval = c.ServerEval || o.ServerEval
 	c.Floor = c.Floor || o.Floor
+	c.RedisCluster = c.RedisCluster || o.RedisCluster
 	set(&c.Peers.Nginx, o.Peers.Nginx)
 	set(&c.Peers.Node, o.Peers.Node)
 	set(&c.Peers.PortkeyDir, o.Peers.PortkeyDir)

@@ -5,11 +5,13 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,6 +20,9 @@ import (
 
 	"github.com/go-logr/logr/testr"
 
+	"github.com/modelgate/modelgate/gatewayd/billing"
+	"github.com/modelgate/modelgate/gatewayd/limits"
+	"github.com/modelgate/modelgate/gatewayd/state/redistest"
 	"github.com/modelgate/modelgate/test/testutil"
 	"github.com/modelgate/modelgate/test/upstream"
 )
@@ -322,4 +327,42 @@ func streamingProxy(up *upstream.Server, relay func(w http.ResponseWriter, lines
 		w.Header().Set("Content-Type", "text/event-stream")
 		relay(w, bufio.NewScanner(resp.Body))
 	})
+}
+
+// TestOpenRedisCluster: the Redis Cluster phase's store, a 6-node cluster started through redistest outside a
+// test, takes a charge and an event; the harness's close stops every node it started.
+func TestOpenRedisCluster(t *testing.T) {
+	if _, err := exec.LookPath("redis-cli"); err != nil {
+		t.Skip("SKIPPING: redis-cli is not installed; the Redis Cluster phase did NOT run")
+	}
+	ctx := context.Background()
+	st, err := openRedisCluster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+	p := &limits.Plan{Limits: []limits.Limit{{Key: limits.BucketKey{Namespace: "ns", Group: "g", Slug: "s", Type: limits.Request, Unit: limits.Day}, Threshold: 10}}}
+	if err := st.limits.Bind(p); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := st.limits.Admit(ctx, p, time.Now()); err != nil || !res.Allowed {
+		t.Fatalf("admit on the cluster: %+v, %v", res, err)
+	}
+	if err := st.billing.Append(ctx, []billing.Record{{Namespace: "ns", Event: billing.Event{IdempotencyKey: "evt_1", Timestamp: time.Now()}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	h := &harness{}
+	var d *redistest.Deployment
+	if err := h.run(func() { d = redistest.StartDeployment(h, redistest.Standalone) }); err != nil {
+		t.Fatal(err)
+	}
+	h.close()
+	if c, err := net.Dial("tcp", d.Addrs[0]); err == nil {
+		c.Close()
+		t.Errorf("redis-server on %s still answers after the harness closed", d.Addrs[0])
+	}
+	if err := h.run(func() { h.Fatalf("stopped: %d", 1) }); err == nil || err.Error() != "stopped: 1" {
+		t.Errorf("Fatalf in run answered %v, want its message", err)
+	}
 }

@@ -2,11 +2,16 @@ package loadbench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
+	"strings"
+	"sync"
+	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -14,6 +19,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/billing"
 	"github.com/modelgate/modelgate/gatewayd/limits"
 	gwstate "github.com/modelgate/modelgate/gatewayd/state"
+	"github.com/modelgate/modelgate/gatewayd/state/redistest"
 )
 
 // state is a limit store and a billing store, opened by gatewayd/state as cmd/gatewayd opens them for one
@@ -92,4 +98,89 @@ func openRedis(ctx context.Context, path string) (*state, error) {
 		return nil, err
 	}
 	return fromStore(st, stop), nil
+}
+
+// openRedisCluster starts a 6-node Redis Cluster (three primaries, one replica each) on loopback through the
+// tests' harness, gatewayd/state/redistest, and opens the state of cmd/gatewayd --store=redis --redis-mode=cluster
+// on it. It fails, and the Redis Cluster rows print as not run, when the cluster does not form.
+func openRedisCluster(ctx context.Context) (*state, error) {
+	h := &harness{}
+	var d *redistest.Deployment
+	if err := h.run(func() { d = redistest.StartDeployment(h, redistest.Cluster) }); err != nil {
+		h.close()
+		return nil, fmt.Errorf("redis cluster: %w", err)
+	}
+	st, err := gwstate.Open(ctx, gwstate.Config{Store: gwstate.Redis, RedisMode: redistest.Cluster, RedisAddrs: strings.Join(d.Addrs, ",")})
+	if err != nil {
+		h.close()
+		return nil, err
+	}
+	return fromStore(st, h.close), nil
+}
+
+// harness is the testing.TB that redistest needs, outside a test: it keeps the cleanups for close, and turns
+// Fatal and Skip into the error of run. Only the methods below are called; the embedded TB is nil.
+type harness struct {
+	testing.TB
+	mu       sync.Mutex
+	cleanups []func()
+	err      error
+}
+
+// run calls fn on a goroutine of its own, which Fatal and Skip end, and answers their message.
+func (h *harness) run(fn func()) error {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn()
+	}()
+	<-done
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
+}
+
+// close runs the cleanups, last registered first.
+func (h *harness) close() {
+	h.mu.Lock()
+	cs := h.cleanups
+	h.cleanups = nil
+	h.mu.Unlock()
+	for i := len(cs) - 1; i >= 0; i-- {
+		cs[i]()
+	}
+}
+
+func (h *harness) Helper() {}
+
+func (h *harness) Cleanup(f func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.cleanups = append(h.cleanups, f)
+}
+
+func (h *harness) TempDir() string {
+	dir, err := os.MkdirTemp("", "loadbench-redis-")
+	if err != nil {
+		h.Fatal(err)
+	}
+	h.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
+
+func (h *harness) Logf(format string, args ...any) {}
+
+func (h *harness) Fatal(args ...any) { h.fail(fmt.Sprint(args...)) }
+
+func (h *harness) Fatalf(format string, args ...any) { h.fail(fmt.Sprintf(format, args...)) }
+
+func (h *harness) Skip(args ...any) { h.fail(fmt.Sprint(args...)) }
+
+func (h *harness) fail(msg string) {
+	h.mu.Lock()
+	if h.err == nil {
+		h.err = errors.New(msg)
+	}
+	h.mu.Unlock()
+	runtime.Goexit()
 }

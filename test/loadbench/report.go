@@ -43,6 +43,8 @@ type Report struct {
 	Errors []string
 	// RedisNotRun is why the Redis rows were not run, empty when they were.
 	RedisNotRun string
+	// RedisClusterNotRun is why the Redis Cluster rows were not run, empty when they were.
+	RedisClusterNotRun string
 	// Machine, Date, Commit and Command identify the run in docs/benchmarks.md.
 	Machine, Date, Commit, Command string
 	quick                          bool
@@ -104,6 +106,8 @@ const (
 	proxy
 	embedded
 	withRedis
+	// withCluster is there only when withRedis is.
+	withCluster
 )
 
 // throughputRatio is the median over rounds of target i's throughput divided by target of's in the same round.
@@ -135,7 +139,7 @@ func p(q float64) func(r Result) time.Duration {
 
 func us(d float64) string { return fmt.Sprintf("%+.0f µs", d/1e3) }
 
-func (r *Report) addLoad(cfg Config, rs *rounds, redis bool) {
+func (r *Report) addLoad(cfg Config, rs *rounds, redis, cluster bool) {
 	lat := func(i int, q float64) func([]Result) float64 {
 		return func(round []Result) float64 { return float64(p(q)(round[i])) }
 	}
@@ -207,6 +211,17 @@ func (r *Report) addLoad(cfg Config, rs *rounds, redis bool) {
 	rr := rs.throughputRatio(withRedis, embedded)
 	r.add(redisFigure, fmt.Sprintf("%.2f", rr), "≥ 0.70", rr >= 0.70)
 	r.info("added latency p50, concurrency 1 (gatewayd+Redis − direct)", us(perRound(rs.latency, added(withRedis, .5))))
+
+	clusterFigure := fmt.Sprintf("throughput gatewayd+Redis Cluster ÷ gatewayd+Redis standalone, concurrency %d", c)
+	if !cluster {
+		r.notRun(clusterFigure, "≥ 0.90", r.RedisClusterNotRun)
+		return
+	}
+	cr := rs.throughputRatio(withCluster, withRedis)
+	r.add(clusterFigure, fmt.Sprintf("%.2f", cr), "≥ 0.90", cr >= 0.90)
+	r.info(fmt.Sprintf("throughput gatewayd+Redis standalone / Cluster, concurrency %d", c),
+		fmt.Sprintf("%.0f / %.0f req/s", rs.rate(withRedis), rs.rate(withCluster)))
+	r.info("added latency p50, concurrency 1 (gatewayd+Redis Cluster − direct)", us(perRound(rs.latency, added(withCluster, .5))))
 }
 
 func (r *Report) addLimiter(res testing.BenchmarkResult) {

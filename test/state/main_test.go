@@ -151,6 +151,12 @@ func redisFlags(d *redistest.Deployment) []string {
 	if o.MasterName != "" {
 		flags = append(flags, "--redis-master-name="+o.MasterName)
 	}
+	if o.Username != "" {
+		flags = append(flags, "--redis-username="+o.Username)
+	}
+	if o.TLS {
+		flags = append(flags, "--redis-tls", "--redis-tls-ca-file="+o.TLSCAFile)
+	}
 	return flags
 }
 

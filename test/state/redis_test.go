@@ -2,6 +2,8 @@ package state
 
 import (
 	"net/http"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -9,6 +11,7 @@ import (
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/gatewaytest"
 	"github.com/modelgate/modelgate/gatewayd/state/redistest"
+	"github.com/modelgate/modelgate/test/testutil"
 )
 
 // TestRedisExactUnderConcurrency: 1,000 concurrent calls against a REQUEST DAY limit of 100 admit exactly
@@ -33,6 +36,42 @@ func testExactUnderConcurrency(t *testing.T, replicas int, flags []string) {
 	}
 	if got := c.get(http.StatusTooManyRequests); got != 900 {
 		t.Fatalf("refused %d, want 900 (answers %v)", got, c.by)
+	}
+}
+
+// TestRedisAuthAndTLSProcesses: gatewayd processes on a Sentinel setup and a cluster that ask for an ACL user's
+// password on their data nodes (the sentinels for one of their own) and serve TLS only, with a CA of their own,
+// started as an operator starts them (--redis-username, --redis-tls, --redis-tls-ca-file, the passwords in
+// MODELGATE_REDIS_PASSWORD and MODELGATE_REDIS_SENTINEL_PASSWORD, and --redis-wait-replicas=1): two replicas
+// admit a limit exactly once; with a wrong password gatewayd exits at start, its log naming the variable and not
+// quoting the password.
+func TestRedisAuthAndTLSProcesses(t *testing.T) {
+	for _, mode := range []string{redistest.Sentinel, redistest.Cluster} {
+		t.Run(mode, func(t *testing.T) {
+			sec := redistest.Security{Username: "gatewayd", Password: "data-s3cret", SentinelPassword: "sentinel-s3cret", TLS: true}
+			d := redistest.StartSecured(t, mode, sec)
+			// Billing writes wait for the replica too (the WAIT on an authenticated TLS connection).
+			flags := append(redisFlags(d), "--redis-wait-replicas=1")
+			t.Setenv("MODELGATE_REDIS_PASSWORD", sec.Password)
+			t.Setenv("MODELGATE_REDIS_SENTINEL_PASSWORD", sec.SentinelPassword)
+			testExactUnderConcurrency(t, 2, flags)
+
+			t.Setenv("MODELGATE_REDIS_PASSWORD", "wr0ng")
+			addr := "127.0.0.1:" + strconv.Itoa(testutil.MustFreePort(t))
+			p := testutil.StartProcess(t, "gatewayd "+addr, kubeconfig, binary,
+				append([]string{"--addr=" + addr, "--metrics-addr=127.0.0.1:0", "--namespaces=ns"}, flags...)...)
+			select {
+			case <-p.Done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("gatewayd with a wrong Redis password is still running after 30s; want it to exit at start")
+			}
+			logs := p.Logs()
+			if p.Cmd.ProcessState.ExitCode() == 0 || !strings.Contains(logs, "MODELGATE_REDIS_PASSWORD (of --redis-username gatewayd)") ||
+				strings.Contains(logs, "wr0ng") {
+				t.Errorf("gatewayd with a wrong Redis password exited %d; want non-zero, its log naming MODELGATE_REDIS_PASSWORD and not the password:\n%s",
+					p.Cmd.ProcessState.ExitCode(), logs)
+			}
+		})
 	}
 }
 

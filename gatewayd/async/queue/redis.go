@@ -39,6 +39,8 @@ type Redis struct {
 	prefix string
 	// route is the key every script names, for the cluster client's routing; the scripts build the others.
 	route []string
+	// wait, when set, makes an enqueue wait for replicas before it is answered (WithWait).
+	wait *redisclient.Wait
 }
 
 // NewRedis keeps requests through client under prefix ("mg" when empty).
@@ -48,6 +50,13 @@ func NewRedis(client redis.UniversalClient, prefix string) *Redis {
 	}
 	p := redisclient.Tag(redisclient.Clustered(client), prefix+":async") + ":"
 	return &Redis{client: client, prefix: p, route: []string{p + "queues"}}
+}
+
+// WithWait makes each enqueue (the key's count and the request) wait until w's replicas acknowledge it, on the
+// connection that wrote it, before Enqueue answers; nil waits for nothing. It returns s.
+func (s *Redis) WithWait(w *redisclient.Wait) *Redis {
+	s.wait = w
+	return s
 }
 
 //go:embed redis.lua
@@ -89,33 +98,44 @@ func (s *Redis) Enqueue(ctx context.Context, r *Request) error {
 		return err
 	}
 	score := float64(r.Priority)*1e13 + float64(ms(r.CreatedAt))
-	if r.Key != "" {
-		// Counted first, in one script with the cap check; an enqueue that then fails gives the count back.
-		ok, err := scriptAdmitKey.Run(ctx, s.client, s.route, s.prefix, r.Key, r.KeyCap).Int()
+	full := false
+	err = s.wait.Write(ctx, s.client, s.route[0], "async_request", func(c redis.Cmdable) error {
+		if r.Key != "" {
+			// Counted first, in one script with the cap check; an enqueue that then fails gives the count back.
+			ok, err := scriptAdmitKey.Run(ctx, c, s.route, s.prefix, r.Key, r.KeyCap).Int()
+			if err != nil {
+				return fmt.Errorf("failed to count async request %s of its key in Redis: %w", r.ID, err)
+			}
+			if ok == 0 {
+				full = true
+				return nil
+			}
+		}
+		_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.HSet(ctx, s.key(r.ID), "key", r.Key,
+				"id", r.ID, "ns", r.Namespace, "model", r.ModelID, "dep", r.DeploymentID, "env", r.Environment, "queue", r.Queue(),
+				"input", []byte(r.Input), "webhook", r.Webhook, "prio", r.Priority, "mtq", r.MaxTimeInQueueSeconds,
+				"ma", r.Retry.MaxAttempts, "idm", r.Retry.InitialDelayMs, "mdm", r.Retry.MaxDelayMs,
+				"status", r.Status, "whs", r.WebhookStatus, "created", ms(r.CreatedAt), "status_at", ms(r.StatusAt),
+				"nb", ms(r.NotBefore), "attempts", r.Attempts, "errors", errs, "owner", "", "lease", 0, "wha", 0, "whn", 0)
+			p.ZAdd(ctx, s.prefix+"q:"+r.Queue(), redis.Z{Score: score, Member: r.ID})
+			p.ZAdd(ctx, s.prefix+"deadline", redis.Z{Score: float64(ms(r.Deadline())), Member: r.ID})
+			p.SAdd(ctx, s.prefix+"queues", r.Queue())
+			return nil
+		})
 		if err != nil {
-			return fmt.Errorf("failed to count async request %s of its key in Redis: %w", r.ID, err)
+			if r.Key != "" {
+				s.client.HIncrBy(ctx, s.prefix+"keys", r.Key, -1)
+			}
+			return fmt.Errorf("failed to enqueue async request %s in Redis: %w", r.ID, err)
 		}
-		if ok == 0 {
-			return ErrKeyFull
-		}
-	}
-	_, err = s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, s.key(r.ID), "key", r.Key,
-			"id", r.ID, "ns", r.Namespace, "model", r.ModelID, "dep", r.DeploymentID, "env", r.Environment, "queue", r.Queue(),
-			"input", []byte(r.Input), "webhook", r.Webhook, "prio", r.Priority, "mtq", r.MaxTimeInQueueSeconds,
-			"ma", r.Retry.MaxAttempts, "idm", r.Retry.InitialDelayMs, "mdm", r.Retry.MaxDelayMs,
-			"status", r.Status, "whs", r.WebhookStatus, "created", ms(r.CreatedAt), "status_at", ms(r.StatusAt),
-			"nb", ms(r.NotBefore), "attempts", r.Attempts, "errors", errs, "owner", "", "lease", 0, "wha", 0, "whn", 0)
-		p.ZAdd(ctx, s.prefix+"q:"+r.Queue(), redis.Z{Score: score, Member: r.ID})
-		p.ZAdd(ctx, s.prefix+"deadline", redis.Z{Score: float64(ms(r.Deadline())), Member: r.ID})
-		p.SAdd(ctx, s.prefix+"queues", r.Queue())
 		return nil
 	})
 	if err != nil {
-		if r.Key != "" {
-			s.client.HIncrBy(ctx, s.prefix+"keys", r.Key, -1)
-		}
-		return fmt.Errorf("failed to enqueue async request %s in Redis: %w", r.ID, err)
+		return err
+	}
+	if full {
+		return ErrKeyFull
 	}
 	return nil
 }

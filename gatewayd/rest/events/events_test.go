@@ -22,7 +22,8 @@ import (
 
 var t0 = time.Date(2026, 3, 14, 10, 0, 0, 0, time.UTC)
 
-// withStores runs fn on each billing store a deployment runs, holding five events of ws a minute apart (keys
+// withStores runs fn on each billing store a deployment runs (bbolt; Redis standalone, Sentinel and Cluster on
+// real redis-server processes), holding five events of ws a minute apart (keys
 // p0 to p4, alternately of entity e0 and e1) and one of another workspace.
 func withStores(t *testing.T, fn func(t *testing.T, store billing.Store)) {
 	seed := func(t *testing.T, store billing.Store) billing.Store {
@@ -48,7 +49,7 @@ func withStores(t *testing.T, fn func(t *testing.T, store billing.Store)) {
 		fn(t, seed(t, billing.NewBolt(db)))
 	})
 	t.Run("redis", func(t *testing.T) {
-		fn(t, seed(t, billing.NewRedis(redistest.Start(t).Client(), "")))
+		redistest.Each(t, func(t *testing.T, d *redistest.Deployment) { fn(t, seed(t, billing.NewRedis(d.Client(), ""))) })
 	})
 }
 

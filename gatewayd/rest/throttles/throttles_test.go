@@ -16,7 +16,8 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/state/redistest"
 )
 
-// withStores runs fn on each billing store a deployment runs: bbolt (embedded) and a real redis-server.
+// withStores runs fn on each billing store a deployment runs: bbolt (embedded), and Redis standalone, Sentinel and
+// Cluster on real redis-server processes.
 func withStores(t *testing.T, fn func(t *testing.T, store billing.Store)) {
 	t.Run("bolt", func(t *testing.T) {
 		db, err := bolt.Open(filepath.Join(t.TempDir(), "b.db"), 0o600, nil)
@@ -27,7 +28,7 @@ func withStores(t *testing.T, fn func(t *testing.T, store billing.Store)) {
 		fn(t, billing.NewBolt(db))
 	})
 	t.Run("redis", func(t *testing.T) {
-		fn(t, billing.NewRedis(redistest.Start(t).Client(), ""))
+		redistest.Each(t, func(t *testing.T, d *redistest.Deployment) { fn(t, billing.NewRedis(d.Client(), "")) })
 	})
 }
 

@@ -74,7 +74,8 @@ func TestSpanAndBucketize(t *testing.T) {
 	}
 }
 
-// TestUsageRoute: GET /v1/gateway/usage answers, from the rollup of each store a deployment runs, the calls, 429s
+// TestUsageRoute: GET /v1/gateway/usage answers, from the rollup of each store a deployment runs (bbolt; Redis
+// standalone, Sentinel and Cluster), the calls, 429s
 // and tokens per slug and bucket of a group or of the workspace, with the group's effective limits scaled onto
 // the bucket; a bad window is refused naming the field, an unknown group is 404.
 func TestUsageRoute(t *testing.T) {
@@ -86,7 +87,9 @@ func TestUsageRoute(t *testing.T) {
 		t.Cleanup(func() { _ = db.Close() })
 		testRoute(t, billing.NewBolt(db))
 	})
-	t.Run("redis", func(t *testing.T) { testRoute(t, billing.NewRedis(redistest.Start(t).Client(), "")) })
+	t.Run("redis", func(t *testing.T) {
+		redistest.Each(t, func(t *testing.T, d *redistest.Deployment) { testRoute(t, billing.NewRedis(d.Client(), "")) })
+	})
 }
 
 func testRoute(t *testing.T, store billing.Store) {

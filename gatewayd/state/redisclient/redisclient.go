@@ -4,7 +4,9 @@
 // script or a transaction shares in a hash tag: the workspace's namespace for the limit counters, the billing
 // events and rollups and the keys' last uses, one tag for the whole async queue (see docs/decisions.md,
 // "Redis Cluster and Sentinel"). On standalone Redis and Sentinel (one primary) the keys carry no tag and stay
-// those of earlier releases, so an upgrade keeps today's data.
+// those of earlier releases, so an upgrade keeps today's data. Check tells credentials a server refuses (which stop
+// the start) from a Redis that does not answer yet; Wait makes a write wait for replicas on the connection that
+// made it.
 package redisclient
 
 import (
@@ -58,21 +60,13 @@ var ErrCAFile = errors.New("no CA certificates")
 // New returns the client of o's deployment. o must name a known mode; a standalone URL that does not parse and a
 // CA file that does not load are errors (the latter wraps ErrCAFile).
 func New(o Options) (redis.UniversalClient, error) {
-	var roots *x509.CertPool
-	if o.TLSCAFile != "" {
-		pem, err := os.ReadFile(o.TLSCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrCAFile, err)
-		}
-		roots = x509.NewCertPool()
-		if !roots.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%w in %s", ErrCAFile, o.TLSCAFile)
-		}
+	roots, err := caPool(o)
+	if err != nil {
+		return nil, err
 	}
-	var tc *tls.Config
-	if o.TLS {
-		// The server name is the host dialed, which crypto/tls takes when none is set.
-		tc = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots}
+	tc, err := tlsConfig(o)
+	if err != nil {
+		return nil, err
 	}
 	switch o.Mode {
 	case Sentinel:
@@ -93,6 +87,35 @@ func New(o Options) (redis.UniversalClient, error) {
 		ro.TLSConfig.RootCAs = roots
 	}
 	return redis.NewClient(ro), nil
+}
+
+// caPool is the pool of o's CA file; nil (the system's roots) without one.
+func caPool(o Options) (*x509.CertPool, error) {
+	if o.TLSCAFile == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(o.TLSCAFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCAFile, err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%w in %s", ErrCAFile, o.TLSCAFile)
+	}
+	return roots, nil
+}
+
+// tlsConfig is the TLS configuration of the sentinels and nodes of o; nil without TLS (Options.TLS).
+func tlsConfig(o Options) (*tls.Config, error) {
+	if !o.TLS {
+		return nil, nil
+	}
+	roots, err := caPool(o)
+	if err != nil {
+		return nil, err
+	}
+	// The server name is the host dialed, which crypto/tls takes when none is set.
+	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots}, nil
 }
 
 // Clustered reports whether c is a Redis Cluster client, whose keys need hash tags.

@@ -25,9 +25,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/modelgate/modelgate/gatewayd/state/redisclient"
@@ -56,8 +59,15 @@ type Server struct {
 	// args are the arguments beyond the port, kept for Restart.
 	args []string
 	cmd  *exec.Cmd
-	// tls reaches a server that serves TLS only (StartTLS).
+	// tls reaches a server that serves TLS only (StartTLS, a Deployment with Security.TLS).
 	tls *tls.Config
+	// username and password authenticate to the server, when it asks.
+	username, password string
+}
+
+// options are what a client of the server needs to reach it.
+func (s *Server) options() *redis.Options {
+	return &redis.Options{Addr: s.Addr(), Username: s.username, Password: s.password, TLSConfig: s.tls}
 }
 
 // Start starts a standalone redis-server on a free loopback port and stops it when the test ends.
@@ -76,25 +86,44 @@ func StartArgs(t testing.TB, args ...string) *Server {
 // of its own, and returns it with the PEM file of that CA.
 func StartTLS(t testing.TB) (*Server, string) {
 	t.Helper()
+	files := newTLSFiles(t)
+	s := &Server{t: t, Port: freePort(t), tls: files.client}
+	s.args = append(files.serverArgs(s.Port), "--dir", t.TempDir())
+	// Before it starts, so a server that never answers is stopped too.
+	t.Cleanup(s.Kill)
+	s.Restart()
+	return s, files.ca
+}
+
+// tlsFiles are a throwaway CA and a certificate for 127.0.0.1 it signs, in a directory of the test's.
+type tlsFiles struct {
+	dir, ca, cert, key string
+	// client trusts the CA.
+	client *tls.Config
+}
+
+func newTLSFiles(t testing.TB) *tlsFiles {
+	t.Helper()
 	dir := t.TempDir()
 	caPEM, certPEM, keyPEM := certificates(t)
-	files := map[string][]byte{"ca.crt": caPEM, "tls.crt": certPEM, "tls.key": keyPEM}
-	for name, b := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+	f := &tlsFiles{dir: dir, ca: filepath.Join(dir, "ca.crt"), cert: filepath.Join(dir, "tls.crt"), key: filepath.Join(dir, "tls.key")}
+	for name, b := range map[string][]byte{f.ca: caPEM, f.cert: certPEM, f.key: keyPEM} {
+		if err := os.WriteFile(name, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(caPEM)
-	s := &Server{t: t, Port: freePort(t), tls: &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}}
-	// The plain port is off; the port Restart gives comes first, and a later one wins.
-	s.args = []string{"--port", "0", "--tls-port", strconv.Itoa(s.Port), "--tls-cert-file", filepath.Join(dir, "tls.crt"),
-		"--tls-key-file", filepath.Join(dir, "tls.key"), "--tls-ca-cert-file", filepath.Join(dir, "ca.crt"),
-		"--tls-auth-clients", "no", "--dir", dir}
-	// Before it starts, so a server that never answers is stopped too.
-	t.Cleanup(s.Kill)
-	s.Restart()
-	return s, filepath.Join(dir, "ca.crt")
+	f.client = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	return f
+}
+
+// serverArgs serve TLS only on port, and dial other servers (a replica its primary, a sentinel what it watches,
+// cluster nodes one another) over TLS. The plain port is off: the port Restart gives comes first, and a later one
+// wins.
+func (f *tlsFiles) serverArgs(port int) []string {
+	return []string{"--port", "0", "--tls-port", strconv.Itoa(port), "--tls-cert-file", f.cert, "--tls-key-file", f.key,
+		"--tls-ca-cert-file", f.ca, "--tls-auth-clients", "no", "--tls-replication", "yes"}
 }
 
 // certificates returns a CA, and a server certificate and key for 127.0.0.1 that it signs, in PEM.
@@ -117,7 +146,8 @@ func certificates(t testing.TB) (caPEM, certPEM, keyPEM []byte) {
 	}
 	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"}, NotBefore: now.Add(-time.Hour),
 		NotAfter: now.Add(time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+		// Client authentication too: cluster nodes present it to one another on the cluster bus, which always asks.
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
 	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
 	if err != nil {
 		t.Fatal(err)
@@ -133,6 +163,13 @@ func certificates(t testing.TB) (caPEM, certPEM, keyPEM []byte) {
 
 func startServer(t testing.TB, args ...string) *Server {
 	t.Helper()
+	return startSecured(t, Security{}, nil, args...)
+}
+
+// startSecured starts a redis-server with args, which clients reach with sec's user and password (the server
+// asks for them when sec has a password) and, with files, over TLS only.
+func startSecured(t testing.TB, sec Security, files *tlsFiles, args ...string) *Server {
+	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Skip("SKIPPING: redis-server is not installed (apt-get install redis-server); the Redis tests did NOT run")
 	}
@@ -141,7 +178,11 @@ func startServer(t testing.TB, args ...string) *Server {
 		// the test's, not the package's.
 		args = append(args, "--dir", t.TempDir())
 	}
-	s := &Server{t: t, Port: freePort(t), args: args}
+	s := &Server{t: t, Port: freePort(t), args: args, username: sec.Username, password: sec.Password}
+	if files != nil {
+		s.tls = files.client
+		s.args = append(s.args, files.serverArgs(s.Port)...)
+	}
 	// Before it starts, so a server that never answers is stopped too.
 	t.Cleanup(s.Kill)
 	s.Restart()
@@ -167,7 +208,7 @@ func (s *Server) URL() string { return "redis://" + s.Addr() }
 
 // Client returns a client of the server, closed when the test ends.
 func (s *Server) Client() *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	c := redis.NewClient(s.options())
 	s.t.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -180,6 +221,35 @@ func (s *Server) Kill() {
 	_ = s.cmd.Process.Kill()
 	_ = s.cmd.Wait()
 	s.cmd = nil
+}
+
+// Pause stops the server with SIGSTOP until Resume (or the test's end): it holds its connections and answers
+// nothing, as a replica stuck or cut off does. A paused replica acknowledges no write, so a WAIT for it times out.
+func (s *Server) Pause() {
+	s.t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		s.t.Fatalf("redistest: failed to pause redis-server on port %d: %v", s.Port, err)
+	}
+	s.t.Cleanup(s.Resume)
+}
+
+// Reader returns a connection to the server itself, closed when the test ends, that reads what it holds: on a
+// replica, what it has received.
+func (s *Server) Reader() *redis.Conn {
+	c := redis.NewClient(s.options())
+	conn := c.Conn()
+	s.t.Cleanup(func() { _ = conn.Close(); _ = c.Close() })
+	// A cluster replica redirects reads to its primary unless the connection says READONLY; other servers refuse
+	// the command and answer reads anyway.
+	_ = conn.ReadOnly(context.Background()).Err()
+	return conn
+}
+
+// Resume continues a paused server.
+func (s *Server) Resume() {
+	if s.cmd != nil {
+		_ = s.cmd.Process.Signal(syscall.SIGCONT)
+	}
 }
 
 // Restart starts the server (again) on the same port, empty, and waits until it answers.
@@ -198,7 +268,9 @@ func (s *Server) Restart() {
 		s.t.Fatalf("failed to start redis-server: %v", err)
 	}
 	s.cmd = cmd
-	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, TLSConfig: s.tls})
+	o := s.options()
+	o.MaxRetries = -1
+	c := redis.NewClient(o)
 	defer c.Close()
 	for range 500 {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -225,15 +297,45 @@ type Deployment struct {
 	Nodes []*Server
 	// Sentinels are the sentinels of a Sentinel deployment.
 	Sentinels []*Server
+	// Security is how clients authenticate and whether they dial TLS (StartSecured).
+	Security Security
+	// CAFile is the PEM file of the CA that signs every server's certificate, with Security.TLS.
+	CAFile string
+	tls    *tlsFiles
+}
+
+// Security is what a deployment asks of its clients: a password (and an ACL user) on every data node, a
+// password on every sentinel, TLS only. The zero value asks nothing.
+type Security struct {
+	// Username is an ACL user of every data node with all permissions, whose password is Password; the default
+	// user has Password too (replicas and redis-cli use it).
+	Username string
+	// Password is every data node's password (requirepass, and masterauth for replicas).
+	Password string
+	// SentinelPassword is every sentinel's password (requirepass on the sentinels).
+	SentinelPassword string
+	// TLS serves TLS only, on every node and sentinel, with a certificate for 127.0.0.1 of a throwaway CA
+	// (Deployment.CAFile); servers dial one another over TLS too.
+	TLS bool
 }
 
 // StartDeployment starts a deployment of mode, waits until it serves, and stops it when the test ends.
 func StartDeployment(t testing.TB, mode string) *Deployment {
 	t.Helper()
-	d := &Deployment{t: t, Mode: mode}
+	return StartSecured(t, mode, Security{})
+}
+
+// StartSecured starts a deployment of mode as StartDeployment does, which asks its clients what sec says.
+func StartSecured(t testing.TB, mode string, sec Security) *Deployment {
+	t.Helper()
+	d := &Deployment{t: t, Mode: mode, Security: sec}
+	if sec.TLS {
+		d.tls = newTLSFiles(t)
+		d.CAFile = d.tls.ca
+	}
 	switch mode {
 	case Standalone:
-		d.Nodes = []*Server{startServer(t)}
+		d.Nodes = []*Server{d.dataNode()}
 		d.Addrs = []string{d.Nodes[0].Addr()}
 	case Sentinel:
 		d.startSentinel()
@@ -252,14 +354,51 @@ func Each(t *testing.T, fn func(t *testing.T, d *Deployment)) {
 	}
 }
 
-// Options are what gatewayd's --redis-* flags say to reach the deployment.
+// EachFailover runs fn in a subtest per deployment that fails over (Sentinel, Cluster), each on a deployment of
+// its own, once without WAIT (wait is nil) and once with WAIT for one replica within 200 ms
+// (--redis-wait-replicas=1): the two sides of what a failover may lose.
+func EachFailover(t *testing.T, fn func(t *testing.T, d *Deployment, wait *redisclient.Wait)) {
+	for _, mode := range []string{Sentinel, Cluster} {
+		for _, replicas := range []int{0, 1} {
+			t.Run(fmt.Sprintf("%s/wait=%d", mode, replicas), func(t *testing.T) {
+				fn(t, StartDeployment(t, mode), redisclient.NewWait(replicas, 200*time.Millisecond, logr.Discard()))
+			})
+		}
+	}
+}
+
+// dataNode starts a data node of the deployment, with args.
+func (d *Deployment) dataNode(args ...string) *Server {
+	d.t.Helper()
+	sec := d.Security
+	if sec.Password != "" {
+		args = append(args, "--requirepass", sec.Password, "--masterauth", sec.Password)
+	}
+	if sec.Username != "" {
+		args = append(args, "--user", sec.Username, "on", ">"+sec.Password, "~*", "&*", "+@all")
+	}
+	return startSecured(d.t, Security{Username: sec.Username, Password: sec.Password}, d.tls, args...)
+}
+
+// clusterClient reaches the deployment's cluster as the harness does (no slot map reload).
+func (d *Deployment) clusterClient() *redis.ClusterClient {
+	o := d.Nodes[0].options()
+	return redis.NewClusterClient(&redis.ClusterOptions{Addrs: d.Addrs, Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig})
+}
+
+// Options are what gatewayd's --redis-* flags (and MODELGATE_REDIS_PASSWORD, MODELGATE_REDIS_SENTINEL_PASSWORD)
+// say to reach the deployment.
 func (d *Deployment) Options() redisclient.Options {
-	o := redisclient.Options{Mode: d.Mode, Addrs: d.Addrs}
+	o := redisclient.Options{Mode: d.Mode, Addrs: d.Addrs, Username: d.Security.Username, Password: d.Security.Password,
+		SentinelPassword: d.Security.SentinelPassword, TLS: d.Security.TLS, TLSCAFile: d.CAFile}
 	switch d.Mode {
 	case Sentinel:
 		o.MasterName = MasterName
 	case Standalone:
-		o.URL, o.Addrs = d.Nodes[0].URL(), nil
+		o.URL, o.Addrs, o.TLS = d.Nodes[0].URL(), nil, false
+		if d.Security.TLS {
+			o.URL = "rediss://" + d.Nodes[0].Addr()
+		}
 	}
 	return o
 }
@@ -300,7 +439,7 @@ func (d *Deployment) PrimaryOf(ctx context.Context, key string) *Server {
 	var addr string
 	switch d.Mode {
 	case Cluster:
-		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: d.Addrs})
+		c := d.clusterClient()
 		defer c.Close()
 		n, err := c.MasterForKey(ctx, key)
 		if err != nil {
@@ -308,7 +447,7 @@ func (d *Deployment) PrimaryOf(ctx context.Context, key string) *Server {
 		}
 		addr = n.Options().Addr
 	case Sentinel:
-		c := redis.NewSentinelClient(&redis.Options{Addr: d.Sentinels[0].Addr()})
+		c := redis.NewSentinelClient(d.Sentinels[0].options())
 		defer c.Close()
 		hp, err := c.GetMasterAddrByName(ctx, MasterName).Result()
 		if err != nil || len(hp) != 2 {
@@ -327,33 +466,47 @@ func (d *Deployment) PrimaryOf(ctx context.Context, key string) *Server {
 	return nil
 }
 
+// ReplicaOf returns the data node that replicates primary.
+func (d *Deployment) ReplicaOf(ctx context.Context, primary *Server) *Server {
+	d.t.Helper()
+	for _, n := range d.Nodes {
+		if port, err := infoField(ctx, n, "master_port"); err == nil && port == strconv.Itoa(primary.Port) {
+			return n
+		}
+	}
+	d.t.Fatalf("redistest: no replica of %s", primary.Addr())
+	return nil
+}
+
+// infoField is the field name of s's INFO replication.
+func infoField(ctx context.Context, s *Server, name string) (string, error) {
+	c := redis.NewClient(s.options())
+	defer c.Close()
+	info, err := c.Info(ctx, "replication").Result()
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, name+":"); ok {
+			return v, nil
+		}
+	}
+	return "", nil
+}
+
 // ReplicationLag is how many bytes of primary's replication stream its replica has not processed yet: the
 // primary's master_repl_offset against the replica's slave_repl_offset, read right after. What the replica has not
 // received dies with the primary if it dies now.
 func (d *Deployment) ReplicationLag(ctx context.Context, primary *Server) (int64, error) {
-	field := func(s *Server, name string) (string, error) {
-		c := redis.NewClient(&redis.Options{Addr: s.Addr()})
-		defer c.Close()
-		info, err := c.Info(ctx, "replication").Result()
-		if err != nil {
-			return "", err
-		}
-		for _, line := range strings.Split(info, "\r\n") {
-			if v, ok := strings.CutPrefix(line, name+":"); ok {
-				return v, nil
-			}
-		}
-		return "", nil
-	}
-	offset, err := field(primary, "master_repl_offset")
+	offset, err := infoField(ctx, primary, "master_repl_offset")
 	if err != nil {
 		return 0, err
 	}
 	for _, n := range d.Nodes {
-		if port, err := field(n, "master_port"); err != nil || port != strconv.Itoa(primary.Port) {
+		if port, err := infoField(ctx, n, "master_port"); err != nil || port != strconv.Itoa(primary.Port) {
 			continue
 		}
-		processed, err := field(n, "slave_repl_offset")
+		processed, err := infoField(ctx, n, "slave_repl_offset")
 		if err != nil {
 			return 0, err
 		}
@@ -364,12 +517,66 @@ func (d *Deployment) ReplicationLag(ctx context.Context, primary *Server) (int64
 	return 0, fmt.Errorf("redistest: no replica of %s", primary.Addr())
 }
 
+// Writes are what KillUnderWrites's writers did: the ids whose write succeeded and those whose write failed.
+type Writes struct {
+	Accepted, Refused []string
+}
+
+// KillUnderWrites runs eight writers, each calling write with ids of its own ("<writer>-<n>", a second's deadline
+// each), kills victim (SIGKILL) once 500 writes have succeeded, and stops once writes have failed and 500 more
+// have succeeded after the kill: the store took writes again after the failover. It fails the test when that does
+// not happen within 60 s.
+func KillUnderWrites(t testing.TB, victim *Server, write func(ctx context.Context, id string) error) Writes {
+	t.Helper()
+	var mu sync.Mutex
+	var w Writes
+	var failed, afterKill atomic.Int64
+	var killed atomic.Bool
+	var killOnce sync.Once
+	deadline := time.Now().Add(60 * time.Second)
+	var wg sync.WaitGroup
+	for writer := range 8 {
+		wg.Go(func() {
+			for i := 0; time.Now().Before(deadline); i++ {
+				id := fmt.Sprintf("%d-%d", writer, i)
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				err := write(ctx, id)
+				cancel()
+				if err != nil {
+					failed.Add(1)
+					mu.Lock()
+					w.Refused = append(w.Refused, id)
+					mu.Unlock()
+					time.Sleep(10 * time.Millisecond)
+					continue
+				}
+				mu.Lock()
+				w.Accepted = append(w.Accepted, id)
+				n := len(w.Accepted)
+				mu.Unlock()
+				if n == 500 {
+					killOnce.Do(func() { victim.Kill(); killed.Store(true) })
+				}
+				// Enough written after the takeover: stop.
+				if killed.Load() && failed.Load() > 0 && afterKill.Add(1) >= 500 {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if afterKill.Load() < 500 {
+		t.Fatalf("redistest: the store did not write again after the failover: %d written, %d failed", len(w.Accepted), failed.Load())
+	}
+	return w
+}
+
 // startSentinel starts a primary, its replica and three sentinels that monitor the primary, and waits until the
 // replica copies the primary and every sentinel names the primary.
 func (d *Deployment) startSentinel() {
 	t := d.t
-	primary := startServer(t)
-	replica := startServer(t, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port))
+	primary := d.dataNode()
+	replica := d.dataNode("--replicaof", "127.0.0.1", strconv.Itoa(primary.Port))
 	d.Nodes = []*Server{primary, replica}
 	dir := t.TempDir()
 	for i := range 3 {
@@ -377,15 +584,23 @@ func (d *Deployment) startSentinel() {
 		text := fmt.Sprintf("bind 127.0.0.1\nprotected-mode no\ndir %s\nsentinel monitor %s 127.0.0.1 %d 2\n"+
 			"sentinel down-after-milliseconds %s 1000\nsentinel failover-timeout %s 5000\n",
 			dir, MasterName, primary.Port, MasterName, MasterName)
+		if d.Security.Password != "" {
+			text += fmt.Sprintf("sentinel auth-pass %s %s\n", MasterName, d.Security.Password)
+		}
 		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		s := startServer(t, conf, "--sentinel")
+		args := []string{conf, "--sentinel"}
+		if d.Security.SentinelPassword != "" {
+			// A sentinel gives its own password to the other sentinels too.
+			args = append(args, "--requirepass", d.Security.SentinelPassword)
+		}
+		s := startSecured(t, Security{Password: d.Security.SentinelPassword}, d.tls, args...)
 		d.Sentinels = append(d.Sentinels, s)
 		d.Addrs = append(d.Addrs, s.Addr())
 	}
 	until(t, "the replica copies the primary", func(ctx context.Context) bool {
-		c := redis.NewClient(&redis.Options{Addr: replica.Addr()})
+		c := redis.NewClient(replica.options())
 		defer c.Close()
 		info, err := c.Info(ctx, "replication").Result()
 		return err == nil && strings.Contains(info, "master_link_status:up")
@@ -393,7 +608,7 @@ func (d *Deployment) startSentinel() {
 	streams(t, primary, "redistest-probe")
 	for _, s := range d.Sentinels {
 		until(t, "sentinel "+s.Addr()+" names the primary", func(ctx context.Context) bool {
-			c := redis.NewSentinelClient(&redis.Options{Addr: s.Addr()})
+			c := redis.NewSentinelClient(s.options())
 			defer c.Close()
 			addr, err := c.GetMasterAddrByName(ctx, MasterName).Result()
 			return err == nil && len(addr) == 2 && addr[1] == strconv.Itoa(primary.Port)
@@ -411,22 +626,33 @@ func (d *Deployment) startCluster() {
 	dir := t.TempDir()
 	for i := range 6 {
 		// The bus port is given, since port+10000 may not be free (or a port at all).
-		s := startServer(t, "--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(freePort(t)),
+		args := []string{"--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(freePort(t)),
 			"--cluster-config-file", filepath.Join(dir, fmt.Sprintf("nodes-%d.conf", i)), "--dir", dir,
-			"--cluster-node-timeout", "2000")
+			"--cluster-node-timeout", "2000"}
+		if d.tls != nil {
+			args = append(args, "--tls-cluster", "yes")
+		}
+		s := d.dataNode(args...)
 		d.Nodes = append(d.Nodes, s)
 		d.Addrs = append(d.Addrs, s.Addr())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	args := append([]string{"--cluster", "create"}, d.Addrs...)
-	out, err := exec.CommandContext(ctx, "redis-cli", append(args, "--cluster-replicas", "1", "--cluster-yes")...).CombinedOutput()
+	args = append(args, "--cluster-replicas", "1", "--cluster-yes")
+	if d.Security.Password != "" {
+		args = append(args, "-a", d.Security.Password, "--no-auth-warning")
+	}
+	if d.tls != nil {
+		args = append(args, "--tls", "--cacert", d.tls.ca)
+	}
+	out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
 	}
 	for _, s := range d.Nodes {
 		until(t, "node "+s.Addr()+" serves every slot", func(ctx context.Context) bool {
-			c := redis.NewClient(&redis.Options{Addr: s.Addr()})
+			c := redis.NewClient(s.options())
 			defer c.Close()
 			info, err := c.ClusterInfo(ctx).Result()
 			return err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_slots_ok:16384")
@@ -436,7 +662,7 @@ func (d *Deployment) startCluster() {
 	until(t, "three replicas copy their primaries", func(ctx context.Context) bool {
 		n := 0
 		for _, s := range d.Nodes {
-			c := redis.NewClient(&redis.Options{Addr: s.Addr()})
+			c := redis.NewClient(s.options())
 			info, err := c.Info(ctx, "replication").Result()
 			c.Close()
 			if err == nil && strings.Contains(info, "role:slave") && strings.Contains(info, "master_link_status:up") {
@@ -446,7 +672,7 @@ func (d *Deployment) startCluster() {
 		return n == 3
 	})
 	// A key on each primary, to see its replica take its writes.
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: d.Addrs})
+	c := d.clusterClient()
 	defer c.Close()
 	probes := map[string]string{}
 	for i := 0; len(probes) < 3 && i < 1000; i++ {
@@ -473,7 +699,7 @@ func (d *Deployment) startCluster() {
 // from the replica's first acknowledgement, up to a second later: writes made before that die with the primary.
 func streams(t testing.TB, primary *Server, key string) {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: primary.Addr()})
+	c := redis.NewClient(primary.options())
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()

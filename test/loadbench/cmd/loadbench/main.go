@@ -45,6 +45,7 @@ func main() {
 	flag.BoolVar(&set.SkipPropagation, "skip-propagation", false, "Leave out the propagation measurement.")
 	flag.BoolVar(&set.SkipScale, "skip-scale", false, "Leave out the memory measurement.")
 	flag.StringVar(&set.RedisServer, "redis-server", "", "redis-server binary for the Redis rows; default from PATH.")
+	flag.BoolVar(&set.RedisCluster, "redis-cluster", false, "Also drive gatewayd on a 6-node Redis Cluster (redis-server and redis-cli from PATH) beside gatewayd on one redis-server, and report Cluster ÷ standalone.")
 	flag.BoolVar(&set.SkipPeers, "skip-peers", false, "Leave out the nginx and Portkey rows.")
 	flag.BoolVar(&set.ServerEval, "server-eval", false, "Also drive gatewayd in its own process served by fasthttp, beside the peers (the server evaluation of docs/decisions.md).")
 	flag.BoolVar(&set.Floor, "floor", false, "Also drive, beside the peers (and in -syscalls), the floor: a Go proxy in its own process that only proxies, on net/http with gatewayd's transport, on net/http's server with fasthttp's client, and on fasthttp natively (docs/benchmarks.md).")
