@@ -53,6 +53,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/reload"
 	"github.com/modelgate/modelgate/gatewayd/requestlog"
 	"github.com/modelgate/modelgate/gatewayd/rest/sandboxes"
+	"github.com/modelgate/modelgate/gatewayd/rest/targets"
 	"github.com/modelgate/modelgate/gatewayd/sessions"
 	"github.com/modelgate/modelgate/gatewayd/state"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
@@ -181,8 +182,10 @@ type Gateway struct {
 	// under the body policy of gatewayd/ingress.
 	handler http.Handler
 	billing *billing.Recorder
-	// cooldown is the state of the Endpoint targets that calls tried on this replica.
+	// cooldown is the state of the Endpoint targets that calls tried on this replica; targets answers it, merged
+	// with every other replica's.
 	cooldown *cooldown.Registry
+	targets  *targets.Cluster
 	// addrs are the ready addresses of the Services that model deployments run behind.
 	addrs *discovery.Watcher
 	// waker asks the manager to start deployments that calls wait for.
@@ -289,6 +292,9 @@ func New(opts Options) (*Gateway, error) {
 	if g.cooldown, err = cooldown.New(opts.Registry, opts.Clock.Now); err != nil {
 		return nil, err
 	}
+	// The cooldown records tries on gatewayd's clock (failover.Options.Now), so the state is read on it too.
+	g.targets = targets.New(targets.Options{View: loader.View, Cooldown: g.cooldown, Replica: hostname(), Now: opts.Clock.Now,
+		Peers: g.requestLogs.Peers})
 	calls := inference.New(inference.Options{
 		View:                   loader.View,
 		Limits:                 opts.Store,
@@ -449,10 +455,12 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	if g.opts.MetricsListener != nil {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", g.metricsHandler())
-		// Internal too: the autoscaler's view of every workspace's calls in flight (api/stats), and this
-		// replica's request log, which the logs route of every replica reads.
+		// Internal too: the autoscaler's view of every workspace's calls in flight (api/stats), this replica's
+		// request log, which the logs route of every replica reads, and its Endpoint targets' state, which the
+		// targets route of every replica reads.
 		g.calls.Register(mux)
 		mux.Handle("GET "+requestlog.Path, g.requests)
+		mux.Handle("GET "+targets.Path, g.targets)
 		mux.HandleFunc("/", unrouted(mux))
 		msrv := &http.Server{Handler: ingress.Guard(mux, g.opts.BodyReadTimeout), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 		go func() { _ = msrv.Serve(g.opts.MetricsListener) }()

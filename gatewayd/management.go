@@ -59,10 +59,14 @@ func (g *Gateway) mountV1() error {
 func (g *Gateway) ManagementRoutes() []string { return slices.Clone(g.managementRoutes) }
 
 // v1Routes are the /v1 routes gatewayd serves from its own parts (the metrics registry, the billing store and its
-// rollups) rather than from the management API's resources; mountV1 puts them behind the same wrapper. A new
-// route of this kind is one more entry here (and in rest/openapi.json, which TestEveryV1RouteIsWrapped checks).
+// rollups, the cooldown state of Endpoint targets) rather than from the management API's resources; mountV1 puts
+// them behind the same wrapper. A new route of this kind is one more entry here (and in rest/openapi.json, which
+// TestEveryV1RouteIsWrapped checks).
 func (g *Gateway) v1Routes() []rest.Route {
-	routes := []rest.Route{{Pattern: "GET /v1/metrics", Access: kit.AccessMetrics, Handler: g.workspaceMetrics}}
+	routes := []rest.Route{
+		{Pattern: "GET /v1/metrics", Access: kit.AccessMetrics, Handler: g.workspaceMetrics},
+		{Pattern: "GET /v1/gateway/endpoints/{endpoint_id}/targets", Access: kit.AccessGateway, Handler: inNamespace(g.targets.Handler)},
+	}
 	if b := g.opts.Billing; b != nil {
 		routes = append(routes,
 			rest.Route{Pattern: "GET /v1/gateway/events", Access: kit.AccessGateway, Handler: inNamespace(events.Handler(b))},

@@ -113,6 +113,23 @@ func Write(w http.ResponseWriter, status int, code, msg string, detail any) {
 	WriteJSON(w, status, Body{Error: msg, ErrorCode: code, Detail: detail})
 }
 
+// RequiredQuery reads the query parameters names of r, each required: when any is empty it writes 400
+// invalid_request naming every missing one (msg the sentence) and reports false.
+func RequiredQuery(w http.ResponseWriter, r *http.Request, msg string, names ...string) ([]string, bool) {
+	vals := make([]string, len(names))
+	var missing []FieldError
+	for i, name := range names {
+		if vals[i] = r.URL.Query().Get(name); vals[i] == "" {
+			missing = append(missing, FieldError{Field: name, Message: "is a required query parameter"})
+		}
+	}
+	if len(missing) > 0 {
+		Write(w, http.StatusBadRequest, CodeInvalidRequest, msg, missing)
+		return nil, false
+	}
+	return vals, true
+}
+
 // WriteError writes e, with its Retry-After header when it has one.
 func WriteError(w http.ResponseWriter, e *Error) {
 	if e.RetryAfter > 0 {

@@ -27,18 +27,11 @@ type Answer struct {
 
 // ServeHTTP answers Path.
 func (l *Log) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	ns, deployment := r.URL.Query().Get("namespace"), r.URL.Query().Get("deployment")
-	var missing []httperr.FieldError
-	for _, p := range []struct{ name, value string }{{"namespace", ns}, {"deployment", deployment}} {
-		if p.value == "" {
-			missing = append(missing, httperr.FieldError{Field: p.name, Message: "is a required query parameter"})
-		}
-	}
-	if len(missing) > 0 {
-		httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidRequest, "namespace and deployment are required query parameters.", missing)
+	q, ok := httperr.RequiredQuery(w, r, "namespace and deployment are required query parameters.", "namespace", "deployment")
+	if !ok {
 		return
 	}
-	httperr.WriteJSON(w, http.StatusOK, l.answer(ns, deployment))
+	httperr.WriteJSON(w, http.StatusOK, l.answer(q[0], q[1]))
 }
 
 // answer is this replica's lines of one deployment.

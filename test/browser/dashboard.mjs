@@ -7,7 +7,8 @@
 // subtrees; a subtree is deleted; the tree is navigated with the keyboard over five levels; workspace keys are
 // offered as authz.Decide allows each key type, and an organization admin creates a team key for the shared model
 // API (a refused name shown next to its field, the secret shown once and copied, the key calling the model API),
-// renames it and revokes it after a confirmation; zero axe (WCAG 2.2 AA) violations on every screen in both themes;
+// renames it and revokes it after a confirmation; an Endpoint of two targets whose first refuses connections shows
+// that target cooling until a time and the other up; zero axe (WCAG 2.2 AA) violations on every screen in both themes;
 // no console error, page error or CSP violation. Screenshots of every screen in both themes go to OUT_DIR.
 import { readFileSync } from "node:fs";
 import { api, BASE, check, context, env, expectLoadFailures, failed, finish, KEY, must, OUT, page, run, screen, SLUG, until } from "./harness.mjs";
@@ -388,9 +389,52 @@ try {
   }
   check((await api("GET", `/v1/gateway/groups/${chain[0].id}`)).status === 200, "the subtree's parent remains");
 
+  // ---- An Endpoint of two targets: target-0 at a loopback port where nothing listens, tried first (priority 0),
+  // and target-1 the demo upstream behind it (priority 1). Each call of a federated key fails on target-0 and is
+  // served by target-1, until target-0's third failure in a row (the default cooldown) takes it out of rotation.
+  // The Endpoints page then shows target-0 cooling until the time the targets route answers and target-1 up.
+  const demo = (await api("GET", "/v1/gateway/endpoints")).json?.items?.find((e) => e.slug === SLUG);
+  must(demo, "the demo endpoint is listed");
+  const pairSlug = `pair-${run}`;
+  const pair = await api("POST", "/v1/gateway/endpoints", {
+    slug: pairSlug,
+    targets: [{ provider: "OPENAI", base_url: "http://127.0.0.1:1/v1" }, { ...demo.targets[0], name: undefined, priority: 1 }],
+  });
+  must(pair.status === 201, `an endpoint of two targets is created (${pair.status} ${pair.text.slice(0, 200)})`);
+  const pairGroup = await api("POST", "/v1/gateway/groups", {
+    metadata: { name: `Pair ${run}`, external_entity_id: `pair-${run}` }, models: [{ slug: pairSlug }], hierarchy: { limit_enforcement: "INDEPENDENT" },
+  });
+  must(pairGroup.status === 201, `a group may call it (${pairGroup.status})`);
+  const pairKey = (await api("POST", `/v1/gateway/groups/${pairGroup.json.id}/api_keys`, { name: "pair" })).json?.api_key;
+  must(pairKey, "a key of the group is minted");
+  const pairStatuses = [];
+  let pairState = null;
+  for (let i = 0; i < 10 && pairState?.targets?.[0]?.state !== "cooling"; i++) {
+    pairStatuses.push((await api("POST", "/v1/chat/completions", { model: pairSlug, messages: [{ role: "user", content: "hi" }] }, `Api-Key ${pairKey}`)).status);
+    pairState = (await api("GET", `/v1/gateway/endpoints/${pair.json.id}/targets`)).json;
+  }
+  const [t0, t1] = pairState?.targets ?? [];
+  must(t0?.state === "cooling" && t0.cooling_until, `target-0 is cooling after its failures (${JSON.stringify(pairState)})`);
+  check(pairStatuses.length === 3 && pairStatuses.every((s) => s === 200), `three calls, each served by target-1, took target-0 out (${pairStatuses.join(",")})`);
+  check(t0.name === "target-0" && t0.tries_last_hour.unreachable === 3 && t1.name === "target-1" && t1.state === "up" && t1.tries_last_hour.ok === 3,
+    `the targets route counts target-0's refused connections and target-1's answers (${JSON.stringify(pairState.targets)})`);
+  await page.goto(`${BASE}/dashboard/endpoints`);
+  await page.getByRole("heading", { level: 1, name: "Endpoints" }).waitFor();
+  await page.locator("[aria-busy=true]").waitFor({ state: "detached" });
+  const pairSection = page.getByRole("region", { name: pairSlug });
+  const row0 = pairSection.locator("tr[data-target=target-0]");
+  const row1 = pairSection.locator("tr[data-target=target-1]");
+  const until0 = row0.locator("time");
+  const hms = new Date(t0.cooling_until).toISOString().slice(11, 19);
+  check((await row0.locator("td").nth(3).textContent()).startsWith("cooling until ") && (await until0.getAttribute("datetime")) === t0.cooling_until &&
+    (await until0.textContent()).endsWith(`${hms} UTC`), `the page shows target-0 cooling until ${hms} UTC, in words (${await row0.textContent()})`);
+  check((await row0.locator("td").nth(6).textContent()) === "3 (3 unreachable)", `the page counts target-0's three failed tries (${await row0.locator("td").nth(6).textContent()})`);
+  check((await row1.locator("td").nth(3).textContent()) === "up" && (await row1.locator("td").nth(5).textContent()) === "3" && (await row1.locator("td").nth(2).textContent()) === "1",
+    `the page shows target-1 up, at priority 1, with three ok tries (${await row1.textContent()})`);
+  await screen("endpoints");
+
   // ---- The other screens.
   for (const [path, name, heading] of [
-    ["endpoints", "endpoints", "Endpoints"],
     ["events", "billing-events", "Billing events"],
     ["models", "models", "Models"],
   ]) {

@@ -94,6 +94,8 @@ export interface Chainlet {
 export interface CreateEndpoint {
   slug: string;
   targets: Target[];
+  retry?: EndpointRetry;
+  cooldown?: EndpointCooldown;
   timeout_ms?: number;
 }
 
@@ -195,14 +197,50 @@ export interface Endpoint {
   id: string;
   slug: string;
   targets: Target[];
+  retry?: EndpointRetry;
+  cooldown?: EndpointCooldown;
   timeout_ms?: number;
   created_at: string;
   updated_at: string;
 }
 
+/** When a target leaves the rotation. Absent, or {} in a PATCH: gatewayd's defaults (3 failures, 30000 ms). */
+export interface EndpointCooldown {
+  /** Consecutive failed tries that take a target out of rotation. */
+  failures?: number;
+  /** How long the target stays out. */
+  duration_ms?: number;
+}
+
 export interface EndpointPage {
   items: Endpoint[];
   pagination: Pagination;
+}
+
+/** When a failed try is followed by a try of another target. Absent, or {} in a PATCH: gatewayd's defaults (attempts: targets minus one, at most 2; on_status: 429, 500, 502, 503, 504). */
+export interface EndpointRetry {
+  /** Further tries after the first. */
+  attempts?: number;
+  /** Upstream statuses that fail a try; a refused connection or a timeout before the first answer byte always does. */
+  on_status?: number[];
+}
+
+export interface EndpointTargets {
+  endpoint_id: string;
+  slug: string;
+  /** Host name of the gatewayd replica that answered; its view gives the endpoint, its policy and its targets. */
+  replica: string;
+  retry: {
+    attempts: number;
+    on_status: number[];
+  };
+  cooldown: {
+    failures: number;
+    duration_ms: number;
+  };
+  targets: TargetState[];
+  /** Metrics addresses (host:port) of the replicas whose state could not be read and is left out. */
+  unanswered_replicas: string[];
 }
 
 export interface Environment {
@@ -364,8 +402,11 @@ export interface Pagination {
   cursor: string | null;
 }
 
+/** Replaces what it gives: targets as a whole list, retry and cooldown as a whole ({} returns to gatewayd's defaults), timeout_ms. The slug is immutable. */
 export interface PatchEndpoint {
   targets?: Target[];
+  retry?: EndpointRetry;
+  cooldown?: EndpointCooldown;
   timeout_ms?: number;
 }
 
@@ -474,11 +515,55 @@ export interface SecretRef {
   key?: string;
 }
 
+/** One upstream of an endpoint. An answer always gives name (target-<index> when none was given), weight and priority. */
 export interface Target {
+  /** Unique in the endpoint, a DNS-1123 label; target-<index> (0-based) when absent, a name no other target may then take. */
+  name?: string;
+  /** OPENAI only for now; AZURE_OPENAI, ANTHROPIC, BEDROCK and GEMINI are refused until gatewayd serves them. */
   provider: "OPENAI";
   base_url: string;
   api_key_secret_ref?: SecretRef;
   target_model?: string;
+  /** Share of calls among the usable targets of the same priority. */
+  weight?: number;
+  /** Lower first: a higher number takes a call only when no lower one can. */
+  priority?: number;
+  pricing?: TargetPricing;
+  /** AZURE_OPENAI only; refused on any other provider. */
+  api_version?: string;
+  /** BEDROCK only; refused on any other provider. */
+  region?: string;
+}
+
+export interface TargetPricing {
+  /** US dollars per million tokens, a non-negative decimal with at most 6 places after the point. */
+  input_per_million_tokens?: string;
+  /** US dollars per million tokens, a non-negative decimal with at most 6 places after the point. */
+  output_per_million_tokens?: string;
+}
+
+export interface TargetState {
+  name: string;
+  provider: string;
+  base_url: string;
+  weight: number;
+  priority: number;
+  /** cooling when the target cools on any replica that answered. */
+  state: "up" | "cooling";
+  /** When the target is back in rotation on every replica: the latest time it is out on one; null while it is up. */
+  cooling_until: string | null;
+  /** The most consecutive failed tries of the target on any replica. */
+  consecutive_failures: number;
+  tries_last_hour: TriesByOutcome;
+  /** The target's state on each replica that answered, the answering replica first. */
+  replicas: Array<{
+    /** The replica's host name. */
+    replica: string;
+    state: "up" | "cooling";
+    cooling_until: string | null;
+    consecutive_failures: number;
+    tries_last_hour: TriesByOutcome;
+  }>;
 }
 
 export interface Team {
@@ -514,6 +599,16 @@ export interface Throttles {
   items: ThrottleCount[];
   /** Always false: counts come from the rollup. Kept for clients of the earlier answer. */
   truncated: boolean;
+}
+
+/** Tries of the last hour by outcome; failed tries are every outcome but ok and canceled. Merged over replicas in a target, one replica's in replicas. */
+export interface TriesByOutcome {
+  ok: number;
+  status: number;
+  unreachable: number;
+  timeout: number;
+  credentials: number;
+  canceled: number;
 }
 
 export interface Usage {
