@@ -152,8 +152,14 @@ func (t *Target) Record(o Outcome, now time.Time, p Policy, retryAfter time.Dura
 	t.ledger.add(o, now)
 	switch {
 	case o == OK:
-		t.failures.Store(0)
-		t.until.Store(0)
+		// Written only when set: every call of a busy target lands here, and a store each time would move the
+		// cache line between the cores that serve its calls.
+		if t.failures.Load() != 0 {
+			t.failures.Store(0)
+		}
+		if t.until.Load() != 0 {
+			t.until.Store(0)
+		}
 		return
 	case !o.Failed():
 		return
