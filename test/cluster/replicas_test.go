@@ -25,10 +25,16 @@ import (
 	"github.com/modelgate/modelgate/test/stack"
 )
 
+// The Redis deployments twoReplicas can give gatewayd's shared state, as the chart's redis.mode names them.
+const (
+	standaloneRedis = "standalone"
+	redisCluster    = "cluster"
+)
+
 // twoReplicas builds the images, starts the cluster and installs the chart with two gatewayd replicas sharing
-// Redis (redis-server from Debian, run inside the cluster's network on the client address); everything is
-// removed when the test ends.
-func twoReplicas(t *testing.T, ctx context.Context) *tour {
+// Redis outside the pods (Debian's redis-server, run inside the cluster's network on the client address): one
+// server (standaloneRedis) or a Redis Cluster of six nodes (redisCluster). Everything is removed when the test ends.
+func twoReplicas(t *testing.T, ctx context.Context, redisMode string) *tour {
 	binDir, root, helm := suite(t)
 	redis, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -52,17 +58,27 @@ func twoReplicas(t *testing.T, ctx context.Context) *tour {
 	})
 
 	// Redis for gatewayd's shared state, inside the namespace; stopped before the cluster goes.
-	redisAddr := net.JoinHostPort(cluster.ClientIP, "6379")
-	rs := c.Netns.Command(context.Background(), redis, "--bind", cluster.ClientIP, "--port", "6379", "--save", "", "--appendonly", "no",
-		"--dir", t.TempDir(), "--protected-mode", "no")
-	rs.Stdout, rs.Stderr = os.Stderr, os.Stderr
-	if err := rs.Start(); err != nil {
-		t.Fatal(err)
+	var store string
+	switch redisMode {
+	case standaloneRedis:
+		redisAddr := net.JoinHostPort(cluster.ClientIP, "6379")
+		rs := c.Netns.Command(context.Background(), redis, "--bind", cluster.ClientIP, "--port", "6379", "--save", "", "--appendonly", "no",
+			"--dir", t.TempDir(), "--protected-mode", "no")
+		rs.Stdout, rs.Stderr = os.Stderr, os.Stderr
+		if err := rs.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = rs.Process.Kill(); _ = rs.Wait() })
+		store = fmt.Sprintf("redis: {url: \"redis://%s\"}\n", redisAddr)
+	case redisCluster:
+		addrs := startRedisCluster(t, ctx, c, redis)
+		store = fmt.Sprintf("redis: {mode: cluster, addrs: [%s]}\n", strings.Join(addrs, ", "))
+	default:
+		t.Fatalf("unknown Redis mode %q", redisMode)
 	}
-	t.Cleanup(func() { _ = rs.Process.Kill(); _ = rs.Wait() })
 
 	values := filepath.Join(t.TempDir(), "redis.yaml")
-	if err := os.WriteFile(values, []byte(fmt.Sprintf("store: {type: redis}\nredis: {url: \"redis://%s\"}\ngatewayd: {replicas: 2}\n", redisAddr)), 0o644); err != nil {
+	if err := os.WriteFile(values, []byte("store: {type: redis}\n"+store+"gatewayd: {replicas: 2}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	p, err := c.Install(ctx, cluster.InstallOptions{Root: root, Helm: helm, Values: []string{values}})
@@ -82,7 +98,7 @@ func twoReplicas(t *testing.T, ctx context.Context) *tour {
 func TestClusterReadYourWrites(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
-	tr := twoReplicas(t, ctx)
+	tr := twoReplicas(t, ctx, standaloneRedis)
 	replicas := tr.gatewaydPods(t)
 	t.Logf("gatewayd replicas: %v", replicas)
 	keys := tr.keyManager(t, "rw-keys", replicas)

@@ -19,7 +19,7 @@ import (
 func TestClusterTargetsAcrossReplicas(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	tr := twoReplicas(t, ctx)
+	tr := twoReplicas(t, ctx, standaloneRedis)
 	replicas := tr.gatewaydPods(t)
 	caller, reader := replicas[0], replicas[1]
 	admin := "Bearer " + tr.p.APIKey

@@ -27,10 +27,50 @@ import (
 // Debian, run inside the cluster's network on the client address), then `helm upgrade` that rolls them while
 // eight clients call the url model through gatewayd's Service without pause.
 func TestClusterRollingUpgrade(t *testing.T) {
+	tr := upgradedUnderLoad(t, standaloneRedis)
+	t.Run("the manager killed mid-build and mid-reconcile", func(t *testing.T) {
+		tr.managerKilled(t)
+	})
+}
+
+// The same on a Redis Cluster outside the pods, as a managed Redis's cluster mode would be: six nodes (three
+// primaries, one replica each) inside the cluster's network on the client address, the chart installed with
+// redis.mode=cluster and the nodes' addresses. The rolling upgrade fails no call, and a gatewayd pod deleted under
+// load loses and repeats no async request.
+func TestClusterRollingUpgradeRedisCluster(t *testing.T) {
+	tr := upgradedUnderLoad(t, redisCluster)
+
+	// gatewayd's state is on the cluster indeed: each workspace's keys and the async queue's are in a hash slot of
+	// their own (docs/operations.md, "Redis"), on whichever primaries serve those slots.
+	keys := redisClusterKeys(t, tr.ctx, tr.c)
+	t.Logf("keys on each Redis Cluster primary: %v", keys)
+	total := 0
+	for _, n := range keys {
+		total += n
+	}
+	if len(keys) != 3 || total == 0 {
+		t.Fatalf("the Redis Cluster's primaries and their keys: %v, want 3 primaries holding gatewayd's keys", keys)
+	}
+}
+
+// upgradedUnderLoad installs two gatewayd replicas on redisMode's Redis, rolls them under load, then deletes one
+// of their pods under load.
+func upgradedUnderLoad(t *testing.T, redisMode string) *tour {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	tr := twoReplicas(t, ctx)
-	c, root := tr.c, tr.root
+	t.Cleanup(cancel)
+	tr := twoReplicas(t, ctx, redisMode)
+	tr.rollingUpgrade(t, redisMode)
+	t.Run("a gatewayd pod deleted under load loses and repeats no async request", func(t *testing.T) {
+		tr.podDeletedUnderLoad(t)
+	})
+	return tr
+}
+
+// rollingUpgrade runs `helm upgrade` with a new pod template, which rolls both gatewayd replicas one at a time
+// (maxSurge 1, maxUnavailable 0), while eight clients call the url model through gatewayd's Service without pause:
+// not one call may fail. redisMode is the Redis the replicas share, for the figure.
+func (tr *tour) rollingUpgrade(t *testing.T, redisMode string) {
+	t.Helper()
 	_, _, helm := suite(t)
 
 	// Steady load: eight clients, each calling without pause.
@@ -42,9 +82,8 @@ func TestClusterRollingUpgrade(t *testing.T) {
 		t.Fatalf("no call succeeded before the upgrade (%d failed)", load.failed.Load())
 	}
 
-	// The upgrade: a new pod template rolls both replicas, one at a time (maxSurge 1, maxUnavailable 0).
 	start := time.Now()
-	out, err := c.Exec(ctx, helm, "upgrade", cluster.ReleaseName, filepath.Join(root, "charts", "modelgate"),
+	out, err := tr.c.Exec(tr.ctx, helm, "upgrade", cluster.ReleaseName, filepath.Join(tr.root, "charts", "modelgate"),
 		"--namespace", cluster.ReleaseNamespace, "--reuse-values", "--set-string", "gatewayd.podAnnotations.rolled-at="+start.Format(time.RFC3339Nano),
 		"--wait", "--timeout", "5m")
 	if err != nil {
@@ -55,21 +94,14 @@ func TestClusterRollingUpgrade(t *testing.T) {
 	time.Sleep(3 * time.Second) // calls on the new replicas only
 	load.stop()
 
-	t.Logf("figure: rolling upgrade of 2 gatewayd replicas under load took %s; %d calls answered, %d failed",
-		rollout.Round(time.Millisecond), load.ok.Load(), load.failed.Load())
+	t.Logf("figure: rolling upgrade of 2 gatewayd replicas on %s Redis under load took %s; %d calls answered, %d failed",
+		redisMode, rollout.Round(time.Millisecond), load.ok.Load(), load.failed.Load())
 	if n := load.failed.Load(); n > 0 {
 		t.Fatalf("%d calls failed during the rolling upgrade (%d answered), for example: %v", n, load.ok.Load(), load.samples())
 	}
 	if load.ok.Load() <= before {
 		t.Fatalf("no call was answered during the upgrade")
 	}
-
-	t.Run("a gatewayd pod deleted under load loses and repeats no async request", func(t *testing.T) {
-		tr.podDeletedUnderLoad(t)
-	})
-	t.Run("the manager killed mid-build and mid-reconcile", func(t *testing.T) {
-		tr.managerKilled(t)
-	})
 }
 
 // managerKilled kills the manager's process (SIGKILL: its leader Lease left to expire) while a sandbox build is
