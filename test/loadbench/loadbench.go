@@ -195,6 +195,16 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 			stream = append(stream, t)
 		}
 	}
+	// The Endpoints of several targets follow the in-process gatewayds, so that in every round's rotation each
+	// follows a target of the same process, as the one-target route follows the bare proxy (a target that follows
+	// a process of its own runs while that process winds down): two weighted targets, and a refused try before
+	// every answer. Their streams would say nothing the plain runs do not; the stream list runs gatewayd's own in
+	// their places, so that the peers keep one index in both lists. The fixed indexes above stay: a row of a
+	// target that did not run is not read.
+	routing := routingTargets{two: len(plain), failover: len(plain) + 1}
+	plain = append(plain, bySlugs("gatewayd, two targets", gw.URL, ws, emb, twoSlug, twoSlug),
+		bySlugs("gatewayd, refused try first", gw.URL, ws, emb, failoverSlug, failoverSlug))
+	stream = append(stream, gw, gw)
 	// With peers, gatewayd also runs in its own process (the scale measurement's child, on the embedded store), as
 	// the peers do: on a shared machine a separate process gets its own share of the CPU, which the in-process
 	// targets share with the load generator.
@@ -233,11 +243,6 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		plain = append(plain, p.plain)
 		stream = append(stream, p.stream)
 	}
-	// The Endpoints of two targets come last, in the plain rotation only (their streams would say nothing the
-	// plain runs do not): two weighted targets, and a refused try before every answer.
-	routing := routingTargets{two: len(plain), failover: len(plain) + 1}
-	plain = append(plain, bySlugs("gatewayd, two targets", gw.URL, ws, emb, twoSlug, twoSlug),
-		bySlugs("gatewayd, refused try first", gw.URL, ws, emb, failoverSlug, failoverSlug))
 	want := expect(cfg)
 	// A peer's broken answers are the peer's finding, reported on its rows, not a failure of gatewayd's run.
 	peerV := map[int]*Violations{}
@@ -261,14 +266,11 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	cfg.progress("warming up %d targets", len(plain)+1)
 	for i := range plain {
 		Drive(ctx, plain[i], cfg.Concurrency, 200*time.Millisecond, false, want, vOf(i))
-		if i < len(stream) {
-			Drive(ctx, stream[i], 1, time.Millisecond, true, want, vOf(i))
-		}
+		Drive(ctx, stream[i], 1, time.Millisecond, true, want, vOf(i))
 	}
 	Drive(ctx, predict, cfg.Concurrency, 200*time.Millisecond, false, want, v)
 	u.forget()
 	rounds := newRounds(len(plain))
-	rounds.stream = rounds.stream[:len(stream)]
 	// drive runs plain target i, or the predict target when i is len(plain), and records the run.
 	drive := func(i, concurrency int, d time.Duration, into [][]Result, predictInto *[]Result) {
 		if i == len(plain) {
