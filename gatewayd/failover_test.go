@@ -130,16 +130,9 @@ func hijackAndReset(w http.ResponseWriter) {
 	_ = conn.Close()
 }
 
-// refusedURL is a loopback base URL on which nothing listens: a connection to it is refused.
-func refusedURL(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return "http://" + addr + "/v1"
-}
+// refusedURL is a loopback base URL that refuses every connection: port 1 (tcpmux), on which nothing listens
+// here. A port freed by the test could be taken by another package's server meanwhile.
+const refusedURL = "http://127.0.0.1:1/v1"
 
 // ids are the request ids a server received.
 func (u *faultUpstream) ids() []string {
@@ -247,7 +240,7 @@ func TestFailoverRules(t *testing.T) {
 		kindA[k], kindB[k] = a, b
 		ta := a.target(0)
 		if k == "refused" {
-			ta.BaseURL = refusedURL(t)
+			ta.BaseURL = refusedURL
 		}
 		tb := b.target(1)
 		tb.TargetModel = "model-of-b"

@@ -173,10 +173,6 @@ func publishLoadWorkspace(ctx context.Context, cs kubernetes.Interface, u *upstr
 	})
 	key, rec := gatewaytest.NewKey("leaf-key", "leaf")
 	s.APIKeys = []snapshot.APIKey{rec}
-	refused, err := refusedBaseURL()
-	if err != nil {
-		return nil, err
-	}
 	// The refusing target never leaves the rotation, so every call of failoverSlug pays for its refused try.
 	never := &snapshot.Cooldown{Failures: math.MaxInt32}
 	s.Endpoints = []snapshot.Endpoint{
@@ -186,7 +182,7 @@ func publishLoadWorkspace(ctx context.Context, cs kubernetes.Interface, u *upstr
 			{Name: "a", Provider: "OPENAI", BaseURL: u.plain.BaseURL(), Weight: 3},
 			{Name: "b", Provider: "OPENAI", BaseURL: u.plain.BaseURL(), Weight: 1}}},
 		{ID: "failover", Slug: failoverSlug, Cooldown: never, Targets: []snapshot.Target{
-			{Name: "refusing", Provider: "OPENAI", BaseURL: refused},
+			{Name: "refusing", Provider: "OPENAI", BaseURL: refusedBaseURL},
 			{Name: "answering", Provider: "OPENAI", BaseURL: u.plain.BaseURL(), Priority: 1}}},
 	}
 	invokeKey, invokeRec := gatewaytest.NewWorkspaceKey("bench-invoke", "WORKSPACE_INVOKE")
@@ -200,15 +196,9 @@ func publishLoadWorkspace(ctx context.Context, cs kubernetes.Interface, u *upstr
 	return &loadWorkspace{ns: ns, key: key, invokeKey: invokeKey}, nil
 }
 
-// refusedBaseURL is a loopback base URL on which nothing listens.
-func refusedBaseURL() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	addr := ln.Addr().String()
-	return "http://" + addr + "/v1", ln.Close()
-}
+// refusedBaseURL is a loopback base URL that refuses every connection: port 1 (tcpmux), on which nothing listens
+// here. A port freed by the harness could be taken by another test's server meanwhile.
+const refusedBaseURL = "http://127.0.0.1:1/v1"
 
 // startGatewayd serves the load workspace on state with every other default of cmd/gatewayd (metrics, billing
 // events, the management API), and returns its target of the plain and stream slugs and a function that stops
