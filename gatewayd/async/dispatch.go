@@ -253,7 +253,7 @@ func (s *Service) run(ctx context.Context, namespace string, d snapshot.Deployme
 	case retry:
 		attempts++
 		if status == http.StatusServiceUnavailable {
-			s.backoff(q, now, retryAfter(header))
+			s.backoff(q, now, upstream.RetryAfter(header, now))
 		}
 		if attempts >= r.Retry.MaxAttempts {
 			e.Message += fmt.Sprintf(" Gave up after %d attempts.", attempts)
@@ -265,7 +265,7 @@ func (s *Service) run(ctx context.Context, namespace string, d snapshot.Deployme
 	case requeue:
 		delay := time.Duration(0)
 		if status == http.StatusTooManyRequests {
-			s.backoff(q, now, retryAfter(header))
+			s.backoff(q, now, upstream.RetryAfter(header, now))
 		} else if errors.Is(err, errNotReady) {
 			delay = pauseMin
 		}
@@ -330,17 +330,6 @@ func (s *Service) call(ctx context.Context, namespace string, d *snapshot.Deploy
 		out, _ = json.Marshal(k.body.String())
 	}
 	return k.status, k.header, out, nil
-}
-
-func retryAfter(h http.Header) time.Duration {
-	if h == nil {
-		return 0
-	}
-	n, err := strconv.Atoi(h.Get("Retry-After"))
-	if err != nil || n <= 0 {
-		return 0
-	}
-	return time.Duration(n) * time.Second
 }
 
 // heartbeat extends the lease of id every third of the lease until ctx ends; when the lease is lost it cancels

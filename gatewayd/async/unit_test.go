@@ -2,7 +2,6 @@ package async
 
 import (
 	"errors"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -115,15 +114,6 @@ func TestRetryDelay(t *testing.T) {
 	}
 	if d := retryDelay(queue.RetryConfig{InitialDelayMs: 3000, MaxDelayMs: 0}, 1); d != 0 {
 		t.Fatalf("max 0 caps every delay: %v", d)
-	}
-}
-
-func TestRetryAfter(t *testing.T) {
-	if d := retryAfter(http.Header{"Retry-After": {"3"}}); d != 3*time.Second {
-		t.Fatal(d)
-	}
-	if d := retryAfter(http.Header{"Retry-After": {"soon"}}); d != 0 {
-		t.Fatal(d)
 	}
 }
 

@@ -9,10 +9,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/modelgate/modelgate/gatewayd/cooldown"
@@ -132,8 +130,9 @@ func (c *Caller) Call(ctx context.Context, call *Call, sink upstream.Sink) (Resu
 		}
 		res.Result, err = c.up.Forward(ctx, req, sink)
 		res.Target = t
-		outcome, retryAfter := classify(ctx, res.Result, err, &ep.Policy.Fail, sink)
-		health[i].Record(outcome, c.now(), policy, retryAfter)
+		now := c.now()
+		outcome, retryAfter := classify(ctx, res.Result, err, &ep.Policy.Fail, sink, now)
+		health[i].Record(outcome, now, policy, retryAfter)
 		state[i].Tried++
 		if !outcome.Failed() || last || err == nil {
 			// An answer; or a failed try that wrote to the client (the last try, or an answer cut after its first
@@ -180,15 +179,11 @@ func (e *BodyError) Error() string { return "the request body cannot be sent: " 
 func (e *BodyError) Unwrap() error { return e.Err }
 
 // classify is how a try ended, and the Retry-After of an upstream 429 (zero when none).
-func classify(ctx context.Context, res upstream.Result, err error, fail *tryplan.StatusSet, sink upstream.Sink) (cooldown.Outcome, time.Duration) {
+func classify(ctx context.Context, res upstream.Result, err error, fail *tryplan.StatusSet, sink upstream.Sink, now time.Time) (cooldown.Outcome, time.Duration) {
 	if err == nil {
 		switch {
 		case fail.Has(res.Status):
-			var ra time.Duration
-			if res.Status == http.StatusTooManyRequests {
-				ra = RetryAfter(sink.Header())
-			}
-			return cooldown.Status, ra
+			return cooldown.Status, rateLimitedFor(res.Status, sink.Header(), now)
 		case !res.Complete && ctx.Err() != nil:
 			return cooldown.Canceled, 0
 		case !res.Complete:
@@ -206,11 +201,7 @@ func classify(ctx context.Context, res upstream.Result, err error, fail *tryplan
 		if !fail.Has(ue.Status) {
 			return cooldown.OK, 0
 		}
-		var ra time.Duration
-		if ue.Status == http.StatusTooManyRequests {
-			ra = RetryAfter(ue.Header)
-		}
-		return cooldown.Status, ra
+		return cooldown.Status, rateLimitedFor(ue.Status, ue.Header, now)
 	case upstream.KindTimeout:
 		return cooldown.Timeout, 0
 	case upstream.KindCredentials:
@@ -224,28 +215,11 @@ func classify(ctx context.Context, res upstream.Result, err error, fail *tryplan
 // maxRetryAfter bounds how long an upstream's Retry-After keeps a target out.
 const maxRetryAfter = time.Hour
 
-// RetryAfter reads an upstream's Retry-After-Ms, or else its Retry-After in seconds or as an HTTP date; zero when
-// it sends neither or they cannot be read. It is at most an hour.
-func RetryAfter(h http.Header) time.Duration {
-	var d time.Duration
-	if v := h.Get("Retry-After-Ms"); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 {
-			d = time.Duration(ms * float64(time.Millisecond))
-		}
-	} else if v := h.Get("Retry-After"); v != "" {
-		if s, err := strconv.ParseFloat(v, 64); err == nil {
-			d = time.Duration(s * float64(time.Second))
-		} else if at, err := http.ParseTime(v); err == nil {
-			d = time.Until(at)
-		}
+// rateLimitedFor is how long an upstream's 429 keeps its target out (upstream.RetryAfter, at most an hour); zero for
+// any other status.
+func rateLimitedFor(status int, h http.Header, now time.Time) time.Duration {
+	if status != http.StatusTooManyRequests {
+		return 0
 	}
-	return min(max(d, 0), maxRetryAfter)
-}
-
-// String is for logs.
-func (r Result) String() string {
-	if r.Target == nil {
-		return "no try"
-	}
-	return fmt.Sprintf("%s after %d tries: %d", r.Target.Name, r.Attempts, r.Status)
+	return min(upstream.RetryAfter(h, now), maxRetryAfter)
 }

@@ -261,6 +261,25 @@ func CopyRetryHeaders(dst, src http.Header) {
 	}
 }
 
+// RetryAfter is when an upstream's answer says to try again: its Retry-After-Ms (which OpenAI-compatible servers
+// send and their SDKs read first), or else its Retry-After in seconds or as an HTTP date, counted from now; zero
+// when it sends neither or they cannot be read.
+func RetryAfter(h http.Header, now time.Time) time.Duration {
+	var d time.Duration
+	if v := h.Get("Retry-After-Ms"); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil {
+			d = time.Duration(ms * float64(time.Millisecond))
+		}
+	} else if v := h.Get("Retry-After"); v != "" {
+		if s, err := strconv.ParseFloat(v, 64); err == nil {
+			d = time.Duration(s * float64(time.Second))
+		} else if at, err := http.ParseTime(v); err == nil {
+			d = at.Sub(now)
+		}
+	}
+	return max(d, 0)
+}
+
 // request builds the HTTP request of req, with the upstream's key from its Secret.
 func (c *Client) request(ctx context.Context, req Request) (*http.Request, error) {
 	t := req.Target

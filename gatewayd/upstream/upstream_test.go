@@ -157,3 +157,24 @@ func TestForwardRelaysLongAnswers(t *testing.T) {
 		}
 	}
 }
+
+// TestRetryAfter: the headers that say when to try again, as the async queue and the cooldown of Endpoint
+// targets read them.
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2026, 3, 16, 10, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		h    http.Header
+		want time.Duration
+	}{
+		{http.Header{"Retry-After": {"3"}}, 3 * time.Second},
+		{http.Header{"Retry-After": {"soon"}}, 0},
+		{http.Header{"Retry-After": {"-4"}}, 0},
+		{http.Header{"Retry-After": {now.Add(90 * time.Second).Format(http.TimeFormat)}}, 90 * time.Second},
+		{http.Header{"Retry-After-Ms": {"2500"}, "Retry-After": {"7"}}, 2500 * time.Millisecond},
+		{nil, 0},
+	} {
+		if got := RetryAfter(tc.h, now); got != tc.want {
+			t.Errorf("RetryAfter(%v) = %v, want %v", tc.h, got, tc.want)
+		}
+	}
+}
