@@ -6,14 +6,11 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
@@ -49,12 +46,7 @@ func (s *faultyBilling) Throttles(ctx context.Context, ns string, start, end tim
 // v1Fixture serves one workspace with billing on (over faulty, when set) and two WORKSPACE_MANAGE_ALL keys.
 func v1Fixture(t *testing.T, faulty *faultyBilling) (f *fixture, admin, other string) {
 	t.Helper()
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "billing.db"), 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	faulty.Store = billing.NewBolt(db)
+	faulty.Store = boltBilling(t)
 	admin, a := gatewaytest.NewWorkspaceKey("admin", string(gatewayv1.KeyTypeManageAll))
 	other, o := gatewaytest.NewWorkspaceKey("other", string(gatewayv1.KeyTypeManageAll))
 	keys := []snapshot.WorkspaceAPIKey{a, o}
