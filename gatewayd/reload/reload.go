@@ -262,6 +262,9 @@ func (l *Loader) Sync(ctx context.Context, ns string) {
 	l.release(cur, loaded)
 	l.version.WithLabelValues(ns).Set(float64(loaded.Version))
 	l.loadedAt.WithLabelValues(ns).SetToCurrentTime()
+	// The refusal counter starts at 0 with the namespace's first good load, so that an alert's increase() sees
+	// the first refusal too.
+	l.loadErrors.WithLabelValues(ns)
 	log.Info("Loaded snapshot", "version", loaded.Version, "groups", len(loaded.Groups), "endpoints", len(loaded.Endpoints))
 	l.loaded(ns)
 	l.handled(ns, rv)
