@@ -7,20 +7,31 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/modelgate/modelgate/api/snapshot"
 	"github.com/modelgate/modelgate/gatewayd/gatewaytest"
 	"github.com/modelgate/modelgate/test/upstream"
 )
 
-// TestGenAIMetrics: an answered call adds to the GenAI histograms of its target (docs/operations.md "Metrics"): a
-// call relayed whole to the duration, the time to first token and the token usage; a stream that reports its
-// usage to the time per output token too. A refused call adds nothing.
+// TestGenAIMetrics: a successful answer adds to the GenAI histograms of its target (docs/operations.md "Metrics"):
+// one relayed whole to the duration, the time to first token and the token usage; a stream that reports its usage
+// to the time per output token too. A call refused by gatewayd, or answered with the upstream's error, adds
+// nothing.
 func TestGenAIMetrics(t *testing.T) {
+	// An Endpoint whose upstream answers every call with a JSON 400, which the client gets as it is.
+	bad := upstream.New(upstream.Options{})
+	t.Cleanup(bad.Close)
+	const refusedSlug = "genai/refused"
 	f := newFixture(t, fixtureOpts{mode: "INDEPENDENT", upstream: upstream.Options{StreamDeltas: 4, CompletionTokens: 11},
-		groups: []gatewaytest.Group{{ID: "root", Models: models(slug)}}})
+		groups: []gatewaytest.Group{{ID: "root", Models: models(slug, refusedSlug)}},
+		endpoints: []snapshot.Endpoint{{ID: "refused", Slug: refusedSlug, Targets: []snapshot.Target{{
+			Name: "refused-a", Provider: "OPENAI", BaseURL: bad.BaseURL(), TargetModel: "status-400"}}}}})
 	if r := f.chat("root", slug); r.status != http.StatusOK {
 		t.Fatalf("chat: %d %s", r.status, r.body)
 	}
 	f.chat("root", "not-a-slug")
+	if r := f.chat("root", refusedSlug); r.status != http.StatusBadRequest {
+		t.Fatalf("A call of %s: %d %s, want the upstream's 400", refusedSlug, r.status, r.body)
+	}
 	// The fixture's Endpoint target has no name of its own: the snapshot names it by its place.
 	labels := `{provider="OPENAI",slug="` + slug + `",target="target-0",workspace="` + f.ns + `"}`
 	tokens := func(typ string) string {
@@ -34,12 +45,11 @@ func TestGenAIMetrics(t *testing.T) {
 		tokens("input"):  2,
 		tokens("output"): 11,
 	}
+	// gatewayd observes once the answer has left, so a client can read it first: wait for the series.
 	check := func() {
 		t.Helper()
 		for series, v := range want {
-			if got := f.metric(series); got != v {
-				t.Errorf("%s = %v, want %v", series, got, v)
-			}
+			f.waitMetricEquals(series, v)
 		}
 	}
 	check()
@@ -62,4 +72,9 @@ func TestGenAIMetrics(t *testing.T) {
 	want["gen_ai_server_time_per_output_token_seconds_count"+labels] = 1
 	want[tokens("input")], want[tokens("output")] = 4, 22
 	check()
+	// Checked last, once the calls after it were observed.
+	refused := `gen_ai_server_request_duration_seconds_count{provider="OPENAI",slug="` + refusedSlug + `",target="refused-a",workspace="` + f.ns + `"}`
+	if got := f.metric(refused); got != -1 {
+		t.Errorf("%s = %v: an error answer counts as a generation", refused, got)
+	}
 }

@@ -2,6 +2,7 @@ package inference
 
 import (
 	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 
@@ -100,7 +101,7 @@ func newGenAI() genAI {
 	return genAI{
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "gen_ai_server_request_duration_seconds",
-			Help:    "Time from sending a model call to a target until the end of its answer, for answered calls of the OpenAI routes, by workspace, slug, the answering target and its provider.",
+			Help:    "Time from sending a model call to a target until the end of its successful answer, for the OpenAI routes, by workspace, slug, the answering target and its provider.",
 			Buckets: durationBuckets,
 		}, labels),
 		firstToken: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -172,11 +173,12 @@ func (g *genAI) series(workspace, slug string, t *view.Target) *targetSeries {
 	return s
 }
 
-// observe records the answered call of slug that target t answered with res; stream says the client asked
-// for a streamed answer. Time per output token needs a stream and its usage: an answer relayed whole has no
-// time between its tokens to measure.
+// observe records the call of slug that target t answered with res; stream says the client asked for a
+// streamed answer. Only successful answers count, as the conventions define the time to first token: an error
+// answer relayed as it is (a 400, say) generated nothing. Time per output token needs a stream and its usage: an
+// answer relayed whole has no time between its tokens to measure.
 func (g *genAI) observe(workspace, slug string, t *view.Target, res upstream.Result, stream bool) {
-	if t == nil {
+	if t == nil || res.Status >= http.StatusBadRequest {
 		return
 	}
 	s := g.series(workspace, slug, t)
