@@ -107,7 +107,8 @@ func TestTour(t *testing.T) {
 		series := `modelgate_upstream_target_up{slug="` + downSlug + `",target="` + downTarget + `"}`
 		until(t, "Prometheus to scrape "+series+" at 1", func() bool { return prom.value(t, series) == "1" })
 		// Control: rules evaluated on a target in rotation do not fire.
-		time.Sleep(3 * time.Second)
+		seen := time.Now()
+		until(t, "two evaluations of the rules after the scrape", func() bool { return prom.evaluatedSince(t, "modelgate-gatewayd", seen, 2) })
 		if a := prom.alert(t, "ModelgateTargetDown", downSlug); a != nil {
 			t.Fatalf("ModelgateTargetDown is %s while the target is in rotation: %+v", a.State, a)
 		}
@@ -426,6 +427,28 @@ func (p prometheus) value(t *testing.T, expr string) string {
 	}
 	v, _ := out.Data.Result[0].Value[1].(string)
 	return v
+}
+
+// evaluatedSince reports whether the rule group has been evaluated n times since t0, going by its last
+// evaluation and its interval.
+func (p prometheus) evaluatedSince(t *testing.T, group string, t0 time.Time, n int) bool {
+	t.Helper()
+	var out struct {
+		Data struct {
+			Groups []struct {
+				Name           string    `json:"name"`
+				Interval       float64   `json:"interval"`
+				LastEvaluation time.Time `json:"lastEvaluation"`
+			} `json:"groups"`
+		} `json:"data"`
+	}
+	p.get(t, "/api/v1/rules", &out)
+	for _, g := range out.Data.Groups {
+		if g.Name == group {
+			return g.LastEvaluation.After(t0.Add(time.Duration(float64(n-1) * g.Interval * float64(time.Second))))
+		}
+	}
+	return false
 }
 
 type alert struct {
