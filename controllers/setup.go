@@ -26,6 +26,10 @@ import (
 	"github.com/modelgate/modelgate/controllers/workspace"
 )
 
+// LeaderElectionID is the Lease every manager replica competes for: the name label of its
+// leader_election_master_status series, which the chart's manager alert reads (docs/operations.md, Alerts).
+const LeaderElectionID = "modelgate-manager.gateway.modelgate.io"
+
 // Options tunes the reconcilers. The zero value is what production runs.
 type Options struct {
 	// SnapshotChunkBytes caps the payload bytes of one snapshot ConfigMap. Zero means snapshot.MaxChunkBytes.

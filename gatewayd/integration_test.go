@@ -400,6 +400,7 @@ func TestBadSnapshotsKeepLastGood(t *testing.T) {
 		}
 	}
 	// A good chunked snapshot loads.
+	published := time.Now().Truncate(time.Second)
 	if err := gatewaytest.Publish(ctx, cs, &next, 6, 64); err != nil {
 		t.Fatal(err)
 	}
@@ -411,6 +412,11 @@ func TestBadSnapshotsKeepLastGood(t *testing.T) {
 	}
 	if v := f.metric(`modelgate_snapshot_version{namespace="` + f.ns + `"}`); v != 6 {
 		t.Errorf("modelgate_snapshot_version = %v, want 6", v)
+	}
+	// The last load time is that of v6, after the refusals: what tells a stale replica (docs/operations.md).
+	loadedAt := f.metric(`modelgate_snapshot_last_load_timestamp_seconds{namespace="` + f.ns + `"}`)
+	if loadedAt < float64(published.Unix()) {
+		t.Errorf("modelgate_snapshot_last_load_timestamp_seconds = %v, want the load of v6, after %d", loadedAt, published.Unix())
 	}
 	// An older version is refused.
 	if err := gatewaytest.Publish(ctx, cs, f.snap, 3, 0); err != nil {

@@ -32,9 +32,6 @@ import (
 	"github.com/modelgate/modelgate/webhooks/certs"
 )
 
-// leaderElectionID is the Lease every manager replica competes for.
-const leaderElectionID = "modelgate-manager.gateway.modelgate.io"
-
 func main() {
 	var f flags
 	flag.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; \"0\" disables it.")
@@ -152,7 +149,7 @@ func run(f flags) error {
 		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
 		HealthProbeBindAddress:  f.probeAddr,
 		LeaderElection:          f.leaderElect,
-		LeaderElectionID:        leaderElectionID,
+		LeaderElectionID:        controllers.LeaderElectionID,
 		LeaderElectionNamespace: f.leaderElectionNamespace,
 		LeaseDuration:           &f.leaseDuration,
 		RenewDeadline:           &f.renewDeadline,

@@ -40,6 +40,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		requeued: prometheus.NewCounter(prometheus.CounterOpts{Name: "modelgate_async_leases_expired_total",
 			Help: "Async requests put back in the queue because their worker's lease expired (a lost replica)."}),
 	}
+	// Every outcome starts at 0, so that an alert's increase() sees the first failed delivery too.
+	for _, o := range []string{"delivered", "failed", "gave_up"} {
+		m.webhooks.WithLabelValues(o)
+	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.accepted, m.depth, m.timeInQueue, m.duration, m.webhooks, m.expired, m.canceled, m.requeued} {
 			if err := reg.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {

@@ -154,6 +154,7 @@ func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c
 		return
 	}
 	h.opts.Metrics.upstream.WithLabelValues(c.workspace, ep.Slug).Observe(res.Duration.Seconds())
+	h.opts.Metrics.genAI.observe(c.workspace, ep.Slug, res.Target, res.Result, req.Stream)
 	if !res.Complete {
 		log.V(1).Info("Upstream answer cut short", "slug", ep.Slug, "target", res.Target.Name)
 	}

@@ -63,6 +63,7 @@ type Loader struct {
 	missHold time.Duration
 
 	version    *prometheus.GaugeVec
+	loadedAt   *prometheus.GaugeVec
 	loadErrors *prometheus.CounterVec
 	misses     *prometheus.CounterVec
 }
@@ -84,6 +85,10 @@ func New(client kubernetes.Interface, namespaces []string, store limits.Store, r
 			Name: "modelgate_snapshot_version",
 			Help: "Version of the snapshot gatewayd serves, per namespace.",
 		}, []string{"namespace"}),
+		loadedAt: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "modelgate_snapshot_last_load_timestamp_seconds",
+			Help: "When gatewayd last put a snapshot of the namespace in service, in Unix seconds: with modelgate_snapshot_load_errors_total, it tells a replica that keeps refusing newer snapshots.",
+		}, []string{"namespace"}),
 		loadErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "modelgate_snapshot_load_errors_total",
 			Help: "Snapshots refused (corrupt, partial, older or inconsistent), per namespace; the last good one keeps serving.",
@@ -100,7 +105,7 @@ func New(client kubernetes.Interface, namespaces []string, store limits.Store, r
 	changed, progress := make(chan struct{}), make(chan struct{})
 	l.changed.Store(&changed)
 	l.progress.Store(&progress)
-	for _, c := range []prometheus.Collector{l.version, l.loadErrors, l.misses} {
+	for _, c := range []prometheus.Collector{l.version, l.loadedAt, l.loadErrors, l.misses} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("failed to register snapshot metrics: %w", err)
 		}
@@ -256,6 +261,10 @@ func (l *Loader) Sync(ctx context.Context, ns string) {
 	close(*l.changed.Swap(&next))
 	l.release(cur, loaded)
 	l.version.WithLabelValues(ns).Set(float64(loaded.Version))
+	l.loadedAt.WithLabelValues(ns).SetToCurrentTime()
+	// The refusal counter starts at 0 with the namespace's first good load, so that an alert's increase() sees
+	// the first refusal too.
+	l.loadErrors.WithLabelValues(ns)
 	log.Info("Loaded snapshot", "version", loaded.Version, "groups", len(loaded.Groups), "endpoints", len(loaded.Endpoints))
 	l.loaded(ns)
 	l.handled(ns, rv)

@@ -6,20 +6,21 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"time"
 )
 
 // relayStream copies an SSE stream event by event. Each event leaves as soon as it is complete, so nothing but
 // the current event is buffered; events that arrived together leave in one write. The dialect reads the usage
 // from the event that reports it and says whether that event goes on to the client. Each event pushes the
-// deadline back: for streams the timeout bounds the gap between chunks, not the whole answer.
-func relayStream(w Sink, body io.Reader, d *deadline, dialect Dialect, clientWantsUsage bool) (Usage, bool) {
+// deadline back: for streams the timeout bounds the gap between chunks, not the whole answer. first is when the
+// first event left for the client, zero when none did.
+func relayStream(w Sink, body io.Reader, d *deadline, dialect Dialect, clientWantsUsage bool) (u Usage, ok bool, first time.Time) {
 	buf := streamBuffers.Get().(*streamBuffer)
 	defer buf.release()
 	br := buf.reader
 	br.Reset(body)
 	event := buf.event[:0]
 	defer func() { buf.event = event }()
-	var u Usage
 	unflushed := false
 	// send passes the event on. It leaves it in the response buffer only while the next event is already
 	// complete in hand, so events that arrived together leave in one write and none waits on the upstream.
@@ -37,6 +38,9 @@ func relayStream(w Sink, body io.Reader, d *deadline, dialect Dialect, clientWan
 			if keep {
 				if _, err := w.Write(event); err != nil {
 					return false
+				}
+				if first.IsZero() {
+					first = time.Now()
 				}
 				unflushed = true
 			}
@@ -56,13 +60,13 @@ func relayStream(w Sink, body io.Reader, d *deadline, dialect Dialect, clientWan
 		}
 		if err == nil && len(bytes.TrimRight(line, "\r\n")) == 0 {
 			if !send() {
-				return u, false
+				return u, false, first
 			}
 			continue
 		}
 		if err != nil {
 			ok := send()
-			return u, ok && errors.Is(err, io.EOF)
+			return u, ok && errors.Is(err, io.EOF), first
 		}
 	}
 }

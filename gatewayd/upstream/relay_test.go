@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestRelayStreamStripsUsage: the usage chunk is read and hidden, every other event passes as sent.
@@ -13,10 +14,14 @@ func TestRelayStreamStripsUsage(t *testing.T) {
 	for _, wantUsage := range []bool{false, true} {
 		rec := &recorder{}
 		d := newDeadline(timeoutForTests, func() {})
-		u, ok := relayStream(rec, strings.NewReader(relayInput), d, testDialect{}, wantUsage)
+		before := time.Now()
+		u, ok, first := relayStream(rec, strings.NewReader(relayInput), d, testDialect{}, wantUsage)
 		d.timer.Stop()
 		if !ok || u.Total() != 7 {
 			t.Fatalf("usage %+v ok %v", u, ok)
+		}
+		if first.Before(before) {
+			t.Errorf("first event relayed at %v, want a time of this relay", first)
 		}
 		if got := strings.Contains(rec.buf.String(), "prompt_tokens"); got != wantUsage {
 			t.Errorf("include_usage=%v: usage chunk relayed = %v:\n%s", wantUsage, got, rec.buf.String())
@@ -24,6 +29,16 @@ func TestRelayStreamStripsUsage(t *testing.T) {
 		if !strings.Contains(rec.buf.String(), "keep-alive") || !strings.HasSuffix(rec.buf.String(), "data: [DONE]\n\n") {
 			t.Errorf("events lost:\n%s", rec.buf.String())
 		}
+	}
+}
+
+// TestRelayStreamFirstEvent: the time of the first event is that of the first event the client got, zero when
+// the upstream sent none.
+func TestRelayStreamFirstEvent(t *testing.T) {
+	d := newDeadline(timeoutForTests, func() {})
+	defer d.timer.Stop()
+	if _, _, first := relayStream(&recorder{}, strings.NewReader(""), d, testDialect{}, true); !first.IsZero() {
+		t.Errorf("an empty stream's first event at %v, want zero", first)
 	}
 }
 
@@ -49,7 +64,7 @@ func TestRelayStreamHoldsNothingWhileWaiting(t *testing.T) {
 			up := &pieceReader{pieces: tc.pieces, rec: rec}
 			d := newDeadline(timeoutForTests, func() {})
 			defer d.timer.Stop()
-			if _, ok := relayStream(rec, up, d, testDialect{}, true); !ok {
+			if _, ok, _ := relayStream(rec, up, d, testDialect{}, true); !ok {
 				t.Fatal("relay failed")
 			}
 			if up.held != "" {

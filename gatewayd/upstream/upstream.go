@@ -85,6 +85,10 @@ type Result struct {
 	Complete bool
 	// Duration is the time from sending the call to the end of the answer.
 	Duration time.Duration
+	// FirstChunk is the time from sending the call to the first event of a streamed answer relayed to the sink,
+	// or to the headers of an answer relayed whole (which a model server sends once it has the whole answer);
+	// zero when nothing was relayed. It is the time to first token of the GenAI series (docs/operations.md).
+	FirstChunk time.Duration
 }
 
 // Kind classifies a failure before the upstream answered.
@@ -206,7 +210,7 @@ func (c *Client) Forward(ctx context.Context, req Request, sink Sink) (Result, e
 		return Result{}, &Error{Kind: KindStatus, Status: resp.StatusCode, Header: resp.Header, Snippet: strings.ToValidUTF8(string(b), "?"),
 			Err: fmt.Errorf("upstream %s answered %d", req.Target.Name, resp.StatusCode)}
 	}
-	res := Result{Status: resp.StatusCode}
+	res := Result{Status: resp.StatusCode, FirstChunk: time.Since(start)}
 	if ct := resp.Header.Get("Content-Type"); ct != "" {
 		sink.Header().Set("Content-Type", ct)
 	}
@@ -230,7 +234,12 @@ func (c *Client) Forward(ctx context.Context, req Request, sink Sink) (Result, e
 		sink.Header().Set("X-Accel-Buffering", "no")
 		sink.WriteHeader(resp.StatusCode)
 		sink.Flush()
-		res.Usage, res.Complete = relayStream(sink, resp.Body, d, req.Dialect, req.StreamUsage)
+		var first time.Time
+		res.Usage, res.Complete, first = relayStream(sink, resp.Body, d, req.Dialect, req.StreamUsage)
+		res.FirstChunk = 0
+		if !first.IsZero() {
+			res.FirstChunk = first.Sub(start)
+		}
 	case req.Usage && req.Dialect != nil:
 		c := captures.Get().(*capture)
 		c.sink, c.kept = sink, c.kept[:0]

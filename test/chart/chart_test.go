@@ -263,6 +263,7 @@ func TestDryRun(t *testing.T) {
 	}{
 		{"Certificate", "spec.secretName", []string{"spec", "secretName"}},
 		{"ServiceMonitor", "spec.selector", []string{"spec", "selector"}},
+		{"PrometheusRule", "spec.groups[0].rules[0].for", nil},
 		{"HTTPRoute", "spec.parentRefs[0].name", []string{"spec", "parentRefs"}},
 	} {
 		if missing[c.kind] != nil {
@@ -273,10 +274,16 @@ func TestDryRun(t *testing.T) {
 			t.Fatalf("The everything values render no %s", c.kind)
 		}
 		broken := objs[0].DeepCopy()
-		if c.kind == "HTTPRoute" {
+		switch c.kind {
+		case "HTTPRoute":
 			// A parentRef without the name the CRD requires.
 			err = unstructured.SetNestedSlice(broken.Object, []any{map[string]any{"namespace": "gateway-system"}}, c.path...)
-		} else {
+		case "PrometheusRule":
+			// A rule whose for is not a duration of the CRD's pattern.
+			groups, _, _ := unstructured.NestedSlice(broken.Object, "spec", "groups")
+			groups[0].(map[string]any)["rules"].([]any)[0].(map[string]any)["for"] = "five minutes"
+			err = unstructured.SetNestedSlice(broken.Object, groups, "spec", "groups")
+		default:
 			unstructured.RemoveNestedField(broken.Object, c.path...)
 		}
 		if err != nil {
@@ -601,7 +608,7 @@ func checkEverything(t *testing.T, objs []*unstructured.Unstructured) {
 		{"NetworkPolicy", "modelgate-manager"}, {"NetworkPolicy", "modelgate-gatewayd"},
 		{"Ingress", "modelgate-gatewayd"}, {"HTTPRoute", "modelgate-gatewayd"},
 		{"PodDisruptionBudget", "modelgate-manager"}, {"Service", "modelgate-manager-metrics"},
-		{"Secret", "modelgate-dashboard-session"},
+		{"Secret", "modelgate-dashboard-session"}, {"PrometheusRule", "modelgate"}, {"ConfigMap", "modelgate-grafana-dashboard"},
 	} {
 		if helmtest.Find(objs, want.kind, want.name) == nil {
 			t.Errorf("No %s %s", want.kind, want.name)
@@ -610,6 +617,7 @@ func checkEverything(t *testing.T, objs []*unstructured.Unstructured) {
 	if ring, _, _ := unstructured.NestedString(helmtest.Find(objs, "Secret", "modelgate-dashboard-session").Object, "stringData", "secrets"); !strings.HasPrefix(ring, "0123456789abcdef0123456789abcdef-chart-test-new\n") {
 		t.Errorf("The dashboard session key ring = %q, want the values' secrets one a line, newest first", ring)
 	}
+	checkMonitoring(t, objs)
 	gw := deployment(t, objs, "modelgate-gatewayd").Spec.Template.Spec
 	if !slices.Contains(gw.Containers[0].Args, "--dashboard-session-secrets-file=/etc/modelgate/dashboard/secrets") ||
 		!slices.ContainsFunc(gw.Volumes, func(v corev1.Volume) bool {

@@ -25,6 +25,7 @@ var ExternalCRDs = []ExternalCRD{
 	{"github.com/cert-manager/cert-manager@v1.21.2", "deploy/crds/cert-manager.io_issuers.yaml", []string{"Issuer"}},
 	{"github.com/cert-manager/cert-manager@v1.21.2", "deploy/crds/cert-manager.io_clusterissuers.yaml", []string{"ClusterIssuer"}},
 	{"github.com/prometheus-operator/prometheus-operator@v0.85.0", "example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml", []string{"ServiceMonitor"}},
+	{"github.com/prometheus-operator/prometheus-operator@v0.85.0", "example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml", []string{"PrometheusRule"}},
 	// v1.6.3 rather than the newest: v1.7.0's go.mod asks for a newer Go than the project builds with, and the
 	// go command refuses to download it.
 	{"sigs.k8s.io/gateway-api@v1.6.3", "config/crd/standard/gateway.networking.k8s.io_httproutes.yaml", []string{"HTTPRoute"}},
