@@ -225,8 +225,9 @@ try {
   check(refused && refused.source_group_id === leaf.id && refused.count >= 1, `the API counts the 429 under the leaf's own limit (${JSON.stringify(thrItems)})`);
   const label = refused ? `${refused.limit_type} / ${refused.limit_unit} (set on Leaf ${run})` : "(none)";
   check((await page.locator("table.throttles td.limit", { hasText: label }).count()) === 1, `the group page charts the 429 under its limit: ${label}`);
-  const meter = page.locator("ul.bars meter").first();
+  const meter = page.locator("ul.bars li", { hasText: "REQUEST per DAY" }).locator("meter");
   check((await meter.getAttribute("value")) === "2" && (await meter.getAttribute("max")) === "2", "the usage bar shows 2 of 2");
+  check((await page.locator("ul.bars li", { hasText: "COST per MONTH" }).textContent()).includes("$0 / $1.5k"), "the budget's bar reads in dollars: $0 of $1.5k (the demo target has no price)");
   check((await page.locator("ul.bars").textContent()).includes("UTC"), "the usage bar names its UTC reset");
   await screen("group");
   await page.screenshot({ path: join(OUT, "group-page.png"), fullPage: true });
