@@ -30,11 +30,12 @@ import (
 )
 
 // window is how far the fake clock moves to leave a window: past the rolling window plus one sub-slot
-// (docs/limits.md), or to the next midnight UTC.
+// (docs/limits.md), to the next midnight UTC, or to the first instant of the next month.
 var window = map[gatewayv1.LimitUnit]time.Duration{
 	"SECOND": 1200 * time.Millisecond,
 	"MINUTE": 67 * time.Second,
-	"DAY":    14 * time.Hour, // t0 is 10:00 UTC
+	"DAY":    14 * time.Hour,                                      // t0 is 10:00 UTC
+	"MONTH":  time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC).Sub(t0), // t0 is March 16
 }
 
 // TestThresholdPerModeTypeUnit: a leaf key of a three-level tree, limited by its root, is refused at exactly
@@ -42,7 +43,7 @@ var window = map[gatewayv1.LimitUnit]time.Duration{
 func TestThresholdPerModeTypeUnit(t *testing.T) {
 	for _, mode := range []gatewayv1.LimitEnforcement{"INDEPENDENT", "CASCADING"} {
 		for _, typ := range []gatewayv1.LimitType{"REQUEST", "TOKEN"} {
-			for _, unit := range []gatewayv1.LimitUnit{"SECOND", "MINUTE", "DAY"} {
+			for _, unit := range []gatewayv1.LimitUnit{"SECOND", "MINUTE", "DAY", "MONTH"} {
 				t.Run(fmt.Sprintf("%s/%s/%s", mode, typ, unit), func(t *testing.T) {
 					// Three calls fit exactly: 3 requests, or 3*7 tokens.
 					threshold := int64(3)
@@ -66,7 +67,7 @@ func TestThresholdPerModeTypeUnit(t *testing.T) {
 					}
 					body := r.json(t)
 					wantCode := "rate_limited"
-					if unit == "DAY" {
+					if unit == "DAY" || unit == "MONTH" {
 						wantCode = "usage_limit_exceeded"
 					}
 					if body["error_code"] != wantCode {
@@ -81,6 +82,16 @@ func TestThresholdPerModeTypeUnit(t *testing.T) {
 					}
 					if r.header.Get("Retry-After") == "" {
 						t.Error("429 without Retry-After")
+					}
+					if unit == "MONTH" {
+						// Until April 1, 00:00 UTC; the next day is still March, and still refused.
+						if got, want := r.header.Get("Retry-After"), fmt.Sprint(int(window[unit].Seconds())); got != want {
+							t.Errorf("Retry-After = %s, want %s (the first instant of April)", got, want)
+						}
+						f.clock.SetTime(t0.Add(window["DAY"]))
+						if r := f.chat("leaf-a", slug); r.status != http.StatusTooManyRequests {
+							t.Fatalf("call on the next day of the month: status %d, want 429: %s", r.status, r.body)
+						}
 					}
 					f.clock.SetTime(t0.Add(window[unit]))
 					if r := f.chat("leaf-a", slug); r.status != http.StatusOK {

@@ -343,7 +343,7 @@ func models(slugs ...string) []gatewayv1.ModelConfig {
 func limited(s string, typ gatewayv1.LimitType, unit gatewayv1.LimitUnit, threshold int64) gatewayv1.ModelConfig {
 	m := gatewayv1.ModelConfig{Slug: s}
 	l := gatewayv1.Limit{Type: typ, Unit: unit, Threshold: threshold}
-	if unit == gatewayv1.LimitUnit("DAY") {
+	if gatewayv1.UsageLimitKind.Takes(unit) {
 		m.UsageLimits = []gatewayv1.Limit{l}
 	} else {
 		m.RateLimits = []gatewayv1.Limit{l}

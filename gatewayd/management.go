@@ -151,15 +151,19 @@ func (d directory) WaitFor(ctx context.Context, namespace string, pred func(*sna
 	}
 }
 
-// usageReader reads daily counters from the limit store.
+// usageReader reads the usage limits' counters (DAY and MONTH) from the limit store.
 type usageReader struct{ store limits.Store }
 
-func (u usageReader) DailyUsage(ctx context.Context, namespace, groupID, slug, limitType string, now time.Time) (int64, error) {
+func (u usageReader) Usage(ctx context.Context, namespace, groupID, slug, limitType, unit string, now time.Time) (int64, error) {
 	t, err := limits.ParseType(limitType)
 	if err != nil {
 		return 0, err
 	}
-	return u.store.Count(ctx, limits.BucketKey{Namespace: namespace, Group: groupID, Slug: slug, Type: t, Unit: limits.Day}, now)
+	un, err := limits.ParseUnit(unit)
+	if err != nil {
+		return 0, err
+	}
+	return u.store.Count(ctx, limits.BucketKey{Namespace: namespace, Group: groupID, Slug: slug, Type: t, Unit: un}, now)
 }
 
 // hostname names this replica in the request log: the pod's name in a cluster.

@@ -7,7 +7,7 @@ import (
 )
 
 // LimitType is what a limit counts.
-// +kubebuilder:validation:Enum=TOKEN;REQUEST
+// +kubebuilder:validation:Enum=TOKEN;REQUEST;COST
 type LimitType string
 
 const (
@@ -15,10 +15,13 @@ const (
 	LimitTypeToken LimitType = "TOKEN"
 	// LimitTypeRequest counts requests.
 	LimitTypeRequest LimitType = "REQUEST"
+	// LimitTypeCost counts the calls' cost in micro-USD (millionths of a dollar), from their targets' pricing.
+	// It is a usage limit only.
+	LimitTypeCost LimitType = "COST"
 )
 
 // LimitUnit is the window of a limit.
-// +kubebuilder:validation:Enum=SECOND;MINUTE;DAY
+// +kubebuilder:validation:Enum=SECOND;MINUTE;DAY;MONTH
 type LimitUnit string
 
 const (
@@ -28,30 +31,36 @@ const (
 	UnitMinute LimitUnit = "MINUTE"
 	// UnitDay is the calendar day in UTC, reset at midnight (usage limits).
 	UnitDay LimitUnit = "DAY"
+	// UnitMonth is the calendar month in UTC, reset at the first instant of the month (usage limits).
+	UnitMonth LimitUnit = "MONTH"
 )
 
 // LimitTypes are the limit types, and LimitUnits the units, as the CRD's enums list them.
 var (
-	LimitTypes = []LimitType{LimitTypeToken, LimitTypeRequest}
-	LimitUnits = []LimitUnit{UnitSecond, UnitMinute, UnitDay}
+	LimitTypes = []LimitType{LimitTypeToken, LimitTypeRequest, LimitTypeCost}
+	LimitUnits = []LimitUnit{UnitSecond, UnitMinute, UnitDay, UnitMonth}
 )
 
-// LimitKind is one of a model's two lists of limits: its field in ModelConfig and the units its limits take. The
-// CRD states the units in CEL on each list (a test in test/celvalidation checks them against the API server).
+// LimitKind is one of a model's two lists of limits: its field in ModelConfig and the types and units its limits
+// take. The CRD states them in CEL on each list (a test in test/celvalidation checks them against the API server).
 // +kubebuilder:object:generate=false
 type LimitKind struct {
 	Field string
+	Types []LimitType
 	Units []LimitUnit
 }
 
 // Takes reports whether a limit of this kind may have unit u.
 func (k LimitKind) Takes(u LimitUnit) bool { return slices.Contains(k.Units, u) }
 
+// Counts reports whether a limit of this kind may have type t.
+func (k LimitKind) Counts(t LimitType) bool { return slices.Contains(k.Types, t) }
+
 var (
-	// RateLimitKind is a model's rate limits, short rolling windows.
-	RateLimitKind = LimitKind{Field: "rateLimits", Units: []LimitUnit{UnitSecond, UnitMinute}}
-	// UsageLimitKind is its usage limits, daily, reset at midnight UTC.
-	UsageLimitKind = LimitKind{Field: "usageLimits", Units: []LimitUnit{UnitDay}}
+	// RateLimitKind is a model's rate limits, short rolling windows of requests or tokens.
+	RateLimitKind = LimitKind{Field: "rateLimits", Types: []LimitType{LimitTypeToken, LimitTypeRequest}, Units: []LimitUnit{UnitSecond, UnitMinute}}
+	// UsageLimitKind is its usage limits, per UTC calendar day or month.
+	UsageLimitKind = LimitKind{Field: "usageLimits", Types: []LimitType{LimitTypeToken, LimitTypeRequest, LimitTypeCost}, Units: []LimitUnit{UnitDay, UnitMonth}}
 	// LimitKinds are both.
 	LimitKinds = []LimitKind{RateLimitKind, UsageLimitKind}
 )
@@ -72,15 +81,16 @@ const MaxDepth = 5
 
 // Limit is one ceiling on one (group, model slug) pair.
 type Limit struct {
-	// type is what the limit counts: TOKEN (prompt plus completion tokens) or REQUEST.
+	// type is what the limit counts: TOKEN (prompt plus completion tokens), REQUEST, or COST (micro-USD, usage
+	// limits only).
 	// +required
 	Type LimitType `json:"type"`
 
-	// unit is the window: SECOND or MINUTE for rate limits, DAY for usage limits.
+	// unit is the window: SECOND or MINUTE for rate limits, DAY or MONTH (UTC calendar) for usage limits.
 	// +required
 	Unit LimitUnit `json:"unit"`
 
-	// threshold is the ceiling for one window. At least 1.
+	// threshold is the ceiling for one window, in micro-USD for COST (5000000 is $5). At least 1.
 	// +required
 	// +kubebuilder:validation:Minimum=1
 	Threshold int64 `json:"threshold"`
@@ -95,20 +105,22 @@ type ModelConfig struct {
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9._:/-]*$`
 	Slug string `json:"slug"`
 
-	// rateLimits are short rolling-window limits, unit SECOND or MINUTE, at most one per type.
+	// rateLimits are short rolling-window limits of TOKEN or REQUEST, unit SECOND or MINUTE, at most one per type.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=2
 	// +kubebuilder:validation:XValidation:rule="self.all(l, l.unit == 'SECOND' || l.unit == 'MINUTE')",message="rate limits take unit SECOND or MINUTE"
+	// +kubebuilder:validation:XValidation:rule="self.all(l, l.type != 'COST')",message="rate limits take type TOKEN or REQUEST: COST is a usage limit only (unit DAY or MONTH)"
 	// +kubebuilder:validation:XValidation:rule="self.all(l, self.exists_one(m, m.type == l.type))",message="at most one rate limit per type (one TOKEN and one REQUEST may coexist)"
 	RateLimits []Limit `json:"rateLimits,omitempty"`
 
-	// usageLimits are daily limits, unit DAY, reset at midnight UTC, at most one per type.
+	// usageLimits are calendar limits, unit DAY (reset at midnight UTC) or MONTH (reset at the first instant of
+	// the month, UTC), at most one per (type, unit).
 	// +optional
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=2
-	// +kubebuilder:validation:XValidation:rule="self.all(l, l.unit == 'DAY')",message="usage limits take unit DAY"
-	// +kubebuilder:validation:XValidation:rule="self.all(l, self.exists_one(m, m.type == l.type))",message="at most one usage limit per type (one TOKEN and one REQUEST may coexist)"
+	// +kubebuilder:validation:MaxItems=6
+	// +kubebuilder:validation:XValidation:rule="self.all(l, l.unit == 'DAY' || l.unit == 'MONTH')",message="usage limits take unit DAY or MONTH"
+	// +kubebuilder:validation:XValidation:rule="self.all(l, self.exists_one(m, m.type == l.type && m.unit == l.unit))",message="at most one usage limit per type and unit (a DAY and a MONTH limit of each of TOKEN, REQUEST and COST may coexist)"
 	UsageLimits []Limit `json:"usageLimits,omitempty"`
 }
 
@@ -182,7 +194,7 @@ type EffectiveModel struct {
 	// +listType=atomic
 	RateLimits []EffectiveLimit `json:"rateLimits,omitempty"`
 
-	// usageLimits are the DAY limits that apply.
+	// usageLimits are the DAY and MONTH limits that apply.
 	// +optional
 	// +listType=atomic
 	UsageLimits []EffectiveLimit `json:"usageLimits,omitempty"`

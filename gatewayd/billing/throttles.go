@@ -24,7 +24,7 @@ const (
 type Refusal struct {
 	// By is RefusedByGroup, RefusedByTier or RefusedByOther.
 	By string `json:"by"`
-	// Type and Unit are the limit's API names (REQUEST or TOKEN; SECOND, MINUTE or DAY); empty for RefusedByOther.
+	// Type and Unit are the limit's API names (REQUEST, TOKEN or COST; SECOND, MINUTE, DAY or MONTH); empty for RefusedByOther.
 	Type string `json:"type,omitempty"`
 	Unit string `json:"unit,omitempty"`
 	// SourceGroup is the group that set a RefusedByGroup limit.

@@ -76,13 +76,32 @@ func (h *Handler) admit(ctx context.Context, plan *limits.Plan, c *call) *httper
 	} else {
 		h.opts.Metrics.refusals.WithLabelValues(workspace, refusedByGroup).Inc()
 		code, kind := httperr.CodeRateLimited, "Rate limit"
-		if l.Key.Unit == limits.Day {
+		if l.Key.Unit.Calendar() {
 			code, kind = httperr.CodeUsageLimitExceeded, "Usage limit"
 		}
 		e = httperr.New(http.StatusTooManyRequests, code,
-			fmt.Sprintf("%s exceeded: %d %s per %s on model %s, set by group %s.", kind, l.Threshold, l.Key.Type, l.Key.Unit, slug, l.SourceGroup),
+			fmt.Sprintf("%s exceeded: %d %s per %s on model %s, set by group %s.", kind, l.Threshold, measure(l.Key.Type), l.Key.Unit, slug, l.SourceGroup),
 			limitDetail{Slug: slug, Type: l.Key.Type.String(), Unit: l.Key.Unit.String(), Threshold: l.Threshold, SourceGroup: l.SourceGroup})
 	}
 	e.RetryAfter = int64(math.Max(1, math.Ceil(res.RetryAfter.Seconds())))
 	return e
+}
+
+// measure names what a limit's threshold counts in a 429's message: the type, and for COST its unit of money.
+func measure(t limits.Type) string {
+	if t == limits.Cost {
+		return "micro-USD (COST)"
+	}
+	return t.String()
+}
+
+// settle charges what call c used to plan, all together: its tokens to the TOKEN limits and its cost to the COST
+// limits, up the whole chain (docs/limits.md, "Check and charge"). A call that used nothing charges nothing.
+func (h *Handler) settle(ctx context.Context, plan *limits.Plan, c *call, charge limits.Charge, prefix string) {
+	if plan.Empty() || (charge.Tokens <= 0 && charge.Cost <= 0) {
+		return
+	}
+	if err := h.opts.Limits.Settle(context.WithoutCancel(ctx), plan, charge, h.opts.Clock.Now()); err != nil {
+		logr.FromContextOrDiscard(ctx).Error(err, "Failed to charge tokens and cost", "workspace", c.workspace, "slug", c.model, "prefix", prefix)
+	}
 }

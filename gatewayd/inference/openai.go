@@ -1,7 +1,6 @@
 package inference
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -32,6 +31,9 @@ type call struct {
 	refusal *billing.Refusal
 	// tries is what the call's tries did: the answering target and how many tries it took.
 	tries failover.Result
+	// cost is the call's cost in micro-USD, from the answering target's pricing and the usage it reported; 0 for
+	// an unpriced target, which never trips a COST limit. Settle charges it to the plan's COST limits.
+	cost int64
 }
 
 // openAI serves one OpenAI route for federated and workspace keys: suffix is appended to the Endpoint's base URL.
@@ -160,11 +162,7 @@ func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c
 	}
 	// Whatever usage the upstream reported is charged, even when the relay to the client was cut short.
 	u = res.Usage
-	if n := u.Total(); n > 0 && !plan.Empty() {
-		if err := h.opts.Limits.Settle(context.WithoutCancel(ctx), plan, n, h.opts.Clock.Now()); err != nil {
-			log.Error(err, "Failed to charge tokens", "workspace", c.workspace, "slug", req.Model, "prefix", prefix)
-		}
-	}
+	h.settle(ctx, plan, c, limits.Charge{Tokens: u.Total(), Cost: c.cost}, prefix)
 	h.opts.Metrics.tokens.WithLabelValues(c.workspace, c.entity, c.model, "input").Add(float64(u.PromptTokens))
 	h.opts.Metrics.tokens.WithLabelValues(c.workspace, c.entity, c.model, "output").Add(float64(u.CompletionTokens))
 }

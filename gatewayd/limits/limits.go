@@ -23,8 +23,14 @@ const (
 	Request Type = iota
 	// Token counts prompt plus completion tokens; it refuses when exhausted and is charged after the response.
 	Token
+	// Cost counts the calls' cost in micro-USD, as Token counts tokens: it refuses when exhausted and is charged
+	// after the response. It is a usage limit only (Day or Month).
+	Cost
 	numTypes
 )
+
+// numRollTypes are the types a rolling window (Second, Minute) counts: Request and Token.
+const numRollTypes = Cost
 
 // Unit is the window of a limit.
 type Unit uint8
@@ -36,14 +42,40 @@ const (
 	Minute
 	// Day is the calendar day in UTC, reset at midnight.
 	Day
+	// Month is the calendar month in UTC, reset at the first instant of the month.
+	Month
 	numUnits
 )
+
+// Calendar reports whether u is a calendar unit (Day or Month): a count that returns to zero when its period
+// turns over, rather than a rolling window.
+func (u Unit) Calendar() bool { return u == Day || u == Month }
+
+// Period is the number of u's calendar period that holds t: the UTC day since the epoch for Day, the UTC month
+// since January 1970 for Month. It is meaningless for a rolling unit.
+func (u Unit) Period(t time.Time) int64 {
+	if u == Month {
+		t = t.UTC()
+		return int64(t.Year()-1970)*12 + int64(t.Month()) - 1
+	}
+	return t.UnixNano() / nanosPerDay
+}
+
+// PeriodEnd is the first instant after the calendar period of u that holds t: the next midnight UTC for Day, the
+// first instant of the next month (UTC) for Month. The usage route's reset_at and a refusal's Retry-After.
+func (u Unit) PeriodEnd(t time.Time) time.Time {
+	t = t.UTC()
+	if u == Month {
+		return time.Date(t.Year(), t.Month()+1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	return time.Date(t.Year(), t.Month(), t.Day()+1, 0, 0, 0, 0, time.UTC)
+}
 
 // typeNames and unitNames are the API names (gatewayv1's) of the types and units; the numbering is this package's,
 // and its stored counters' (a Redis bucket's index, a bbolt key's name).
 var (
-	typeNames = [numTypes]gatewayv1.LimitType{Request: gatewayv1.LimitTypeRequest, Token: gatewayv1.LimitTypeToken}
-	unitNames = [numUnits]gatewayv1.LimitUnit{Second: gatewayv1.UnitSecond, Minute: gatewayv1.UnitMinute, Day: gatewayv1.UnitDay}
+	typeNames = [numTypes]gatewayv1.LimitType{Request: gatewayv1.LimitTypeRequest, Token: gatewayv1.LimitTypeToken, Cost: gatewayv1.LimitTypeCost}
+	unitNames = [numUnits]gatewayv1.LimitUnit{Second: gatewayv1.UnitSecond, Minute: gatewayv1.UnitMinute, Day: gatewayv1.UnitDay, Month: gatewayv1.UnitMonth}
 )
 
 // String returns the API name of the type.
@@ -67,7 +99,7 @@ func ParseType(s string) (Type, error) {
 	if i := slices.Index(typeNames[:], gatewayv1.LimitType(s)); i >= 0 {
 		return Type(i), nil
 	}
-	return 0, fmt.Errorf("unknown limit type %q: want REQUEST or TOKEN", s)
+	return 0, fmt.Errorf("unknown limit type %q: want REQUEST, TOKEN or COST", s)
 }
 
 // ParseUnit parses an API unit name.
@@ -75,7 +107,7 @@ func ParseUnit(s string) (Unit, error) {
 	if i := slices.Index(unitNames[:], gatewayv1.LimitUnit(s)); i >= 0 {
 		return Unit(i), nil
 	}
-	return 0, fmt.Errorf("unknown limit unit %q: want SECOND, MINUTE or DAY", s)
+	return 0, fmt.Errorf("unknown limit unit %q: want SECOND, MINUTE, DAY or MONTH", s)
 }
 
 // BucketKey names one counter. It is independent of the snapshot, so counts survive a reload.
@@ -114,17 +146,38 @@ type Result struct {
 	RetryAfter time.Duration
 }
 
+// Charge is what a call used, known once its answer is in: Settle adds Tokens to the plan's TOKEN buckets and
+// Cost to its COST buckets.
+type Charge struct {
+	// Tokens are the prompt plus completion tokens the upstream reported.
+	Tokens int64
+	// Cost is the call's cost in micro-USD; 0 for a call to an unpriced target, which never trips a COST limit.
+	Cost int64
+}
+
+// amount is what c charges to a bucket of type t.
+func (c Charge) amount(t Type) int64 {
+	switch t {
+	case Token:
+		return c.Tokens
+	case Cost:
+		return c.Cost
+	}
+	return 0
+}
+
 // Store keeps the counters. Implementations must make Admit all-or-nothing across every bucket of the plan:
 // either every REQUEST bucket is charged by one, or nothing is.
 type Store interface {
 	// Bind precomputes the store's references for the buckets of p (for example pointers, or Redis keys and
 	// the script's arguments). It is called once per snapshot load, never on the hot path.
 	Bind(p *Plan) error
-	// Admit checks every limit of p at now: a REQUEST limit needs room for one more call, a TOKEN limit must not
-	// be exhausted. When all pass, it charges one to every REQUEST bucket.
+	// Admit checks every limit of p at now: a REQUEST limit needs room for one more call, a TOKEN or COST limit
+	// must not be exhausted. When all pass, it charges one to every REQUEST bucket.
 	Admit(ctx context.Context, p *Plan, now time.Time) (Result, error)
-	// Settle charges tokens to every TOKEN bucket of p, after the response reported them. It never refuses.
-	Settle(ctx context.Context, p *Plan, tokens int64, now time.Time) error
+	// Settle charges c.Tokens to every TOKEN bucket of p and c.Cost to every COST bucket, after the response
+	// reported them, all together. It never refuses.
+	Settle(ctx context.Context, p *Plan, c Charge, now time.Time) error
 	// Count is the current count of bucket k at now, 0 when it was never charged. It serves reports such as
 	// the usage endpoint, never the hot path.
 	Count(ctx context.Context, k BucketKey, now time.Time) (int64, error)

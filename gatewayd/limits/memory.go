@@ -3,6 +3,7 @@ package limits
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -94,8 +95,9 @@ type cell struct {
 	mu sync.Mutex
 	// id orders lock acquisition, so two plans sharing cells can never deadlock.
 	id   uint64
-	roll [numTypes][2]window
-	day  [numTypes]dayCounter
+	roll [numRollTypes][2]window
+	// cal are the calendar counters, [0] per UTC day and [1] per UTC month.
+	cal [2][numTypes]periodCounter
 }
 
 // window is a sliding counter over slots+1 sub-slots: the current one and the slots before it.
@@ -105,7 +107,8 @@ type window struct {
 	n     [slots + 1]int64
 }
 
-type dayCounter struct{ day, n int64 }
+// periodCounter is a calendar counter: the number of its period (Unit.Period) and its count in that period.
+type periodCounter struct{ period, n int64 }
 
 // advance moves the window to sub-slot idx, dropping the sub-slots that fell out. A clock that goes back is
 // treated as standing still, so counts are never lost to skew.
@@ -144,10 +147,26 @@ func (w *window) retryAfter(need int64, width, now int64) time.Duration {
 	return time.Duration((w.last+slots+1)*width - now)
 }
 
-func (d *dayCounter) advance(day int64) {
-	if day > d.day {
-		d.day, d.n = day, 0
+// advance moves the counter to period p; a new period starts at zero. A clock that goes back keeps the newest
+// period seen, as a rolling window does.
+func (d *periodCounter) advance(p int64) {
+	if p > d.period {
+		d.period, d.n = p, 0
 	}
+}
+
+// instant is the time of a call as the counters read it: the SECOND and MINUTE sub-slot indexes, the UTC day and
+// month, and the time in nanoseconds.
+type instant struct {
+	sec, min int64
+	period   [2]int64
+	ns       int64
+	t        time.Time
+}
+
+func instantOf(now time.Time) instant {
+	ns := now.UnixNano()
+	return instant{sec: ns / slotWidth[Second], min: ns / slotWidth[Minute], period: [2]int64{ns / nanosPerDay, Month.Period(now)}, ns: ns, t: now}
 }
 
 // memHandle is the bound form of a Plan: one ref per limit and the distinct cells in lock order.
@@ -170,9 +189,9 @@ func (m *Memory) Bind(p *Plan) error {
 	h := &memHandle{refs: make([]ref, len(p.Limits))}
 	m.mu.Lock()
 	for i, l := range p.Limits {
-		if l.Key.Type >= numTypes || l.Key.Unit >= numUnits {
+		if !valid(l.Key) {
 			m.mu.Unlock()
-			return errors.New("limit has an unknown type or unit")
+			return fmt.Errorf("limit %s per %s is not one a store counts", l.Key.Type, l.Key.Unit)
 		}
 		c := m.cellLocked(cellKey{l.Key.Namespace, l.Key.Group, l.Key.Slug})
 		// Plans are short (at most six limits per level), so a scan beats a map here.
@@ -210,38 +229,43 @@ func unlockAll(cells []*cell) {
 	}
 }
 
-// current returns the count of r's bucket at now, after expiring what fell out of its window.
-func (r *ref) current(secIdx, minIdx, day int64) int64 {
+// current returns the count of r's bucket at now, after expiring what fell out of its window or period.
+func (r *ref) current(at *instant) int64 {
 	switch r.u {
 	case Second:
 		w := &r.c.roll[r.t][Second]
-		w.advance(secIdx)
+		w.advance(at.sec)
 		return w.total
 	case Minute:
 		w := &r.c.roll[r.t][Minute]
-		w.advance(minIdx)
+		w.advance(at.min)
 		return w.total
 	default:
-		d := &r.c.day[r.t]
-		d.advance(day)
+		d := &r.c.cal[r.u-Day][r.t]
+		d.advance(at.period[r.u-Day])
 		return d.n
 	}
 }
 
 func (r *ref) add(v int64) {
-	if r.u == Day {
-		r.c.day[r.t].n += v
+	if r.u.Calendar() {
+		r.c.cal[r.u-Day][r.t].n += v
 		return
 	}
 	r.c.roll[r.t][r.u].add(v)
 }
 
-func (r *ref) retryAfter(threshold, now int64) time.Duration {
-	if r.u == Day {
-		return time.Duration((now/nanosPerDay+1)*nanosPerDay - now)
+func (r *ref) retryAfter(threshold int64, at *instant) time.Duration {
+	if r.u.Calendar() {
+		return r.u.PeriodEnd(at.t).Sub(at.t)
 	}
 	w := &r.c.roll[r.t][r.u]
-	return w.retryAfter(w.total+1-threshold, slotWidth[r.u], now)
+	return w.retryAfter(w.total+1-threshold, slotWidth[r.u], at.ns)
+}
+
+// valid reports whether a store counts k: a known type and unit, and a rolling unit only for REQUEST and TOKEN.
+func valid(k BucketKey) bool {
+	return k.Type < numTypes && k.Unit < numUnits && (k.Unit.Calendar() || k.Type < numRollTypes)
 }
 
 // Admit implements Store.
@@ -253,17 +277,17 @@ func (m *Memory) Admit(_ context.Context, p *Plan, now time.Time) (Result, error
 	if err != nil {
 		return Result{}, err
 	}
-	ns := now.UnixNano()
-	secIdx, minIdx, day := ns/slotWidth[Second], ns/slotWidth[Minute], ns/nanosPerDay
+	at := instantOf(now)
 	lockAll(h.cells)
 	defer unlockAll(h.cells)
 	for i := range h.refs {
 		r := &h.refs[i]
-		n := r.current(secIdx, minIdx, day)
+		n := r.current(&at)
 		threshold := p.Limits[i].Threshold
-		// REQUEST needs room for this call; TOKEN only refuses once exhausted, since the cost is not known yet.
-		if (r.t == Request && n+1 > threshold) || (r.t == Token && n >= threshold) {
-			return Result{Hit: i, RetryAfter: r.retryAfter(threshold, ns)}, nil
+		// REQUEST needs room for this call; TOKEN and COST only refuse once exhausted, since what the call uses
+		// is not known yet (docs/limits.md, "Overshoot of TOKEN and COST").
+		if (r.t == Request && n+1 > threshold) || (r.t != Request && n >= threshold) {
+			return Result{Hit: i, RetryAfter: r.retryAfter(threshold, &at)}, nil
 		}
 	}
 	for i := range h.refs {
@@ -275,22 +299,23 @@ func (m *Memory) Admit(_ context.Context, p *Plan, now time.Time) (Result, error
 }
 
 // Settle implements Store.
-func (m *Memory) Settle(_ context.Context, p *Plan, tokens int64, now time.Time) error {
-	if len(p.Limits) == 0 || tokens <= 0 {
+func (m *Memory) Settle(_ context.Context, p *Plan, c Charge, now time.Time) error {
+	if len(p.Limits) == 0 || (c.Tokens <= 0 && c.Cost <= 0) {
 		return nil
 	}
 	h, err := m.handle(p)
 	if err != nil {
 		return err
 	}
-	ns := now.UnixNano()
-	secIdx, minIdx, day := ns/slotWidth[Second], ns/slotWidth[Minute], ns/nanosPerDay
+	at := instantOf(now)
 	lockAll(h.cells)
 	defer unlockAll(h.cells)
 	for i := range h.refs {
-		if r := &h.refs[i]; r.t == Token && r.charge {
-			r.current(secIdx, minIdx, day)
-			r.add(tokens)
+		if r := &h.refs[i]; r.t != Request && r.charge {
+			if v := c.amount(r.t); v > 0 {
+				r.current(&at)
+				r.add(v)
+			}
 		}
 	}
 	return nil
@@ -309,11 +334,14 @@ func (m *Memory) Usage(k BucketKey, now time.Time) int64 {
 	if c == nil {
 		return 0
 	}
-	ns := now.UnixNano()
+	if !valid(k) {
+		return 0
+	}
+	at := instantOf(now)
 	r := ref{c: c, t: k.Type, u: k.Unit}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return r.current(ns/slotWidth[Second], ns/slotWidth[Minute], ns/nanosPerDay)
+	return r.current(&at)
 }
 
 var (

@@ -54,7 +54,7 @@ func TestWindowsRefuseAtThreshold(t *testing.T) {
 						t.Fatalf("call %d refused below the threshold", i+1)
 					}
 					if typ == Token {
-						_ = m.Settle(context.Background(), p, 1, t0)
+						_ = m.Settle(context.Background(), p, Charge{Tokens: 1}, t0)
 					}
 				}
 				r := admit(t, m, p, t0.Add(tc.inside))
@@ -150,11 +150,11 @@ func TestTokensRefuseOnlyWhenExhausted(t *testing.T) {
 	if !admit(t, m, p, t0).Allowed {
 		t.Fatal("refused with an empty bucket")
 	}
-	_ = m.Settle(context.Background(), p, 99, t0)
+	_ = m.Settle(context.Background(), p, Charge{Tokens: 99}, t0)
 	if !admit(t, m, p, t0).Allowed {
 		t.Fatal("refused with 1 token left")
 	}
-	_ = m.Settle(context.Background(), p, 50, t0) // overshoot: the cost was unknown at admission
+	_ = m.Settle(context.Background(), p, Charge{Tokens: 50}, t0) // overshoot: the cost was unknown at admission
 	if got := m.Usage(p.Limits[0].Key, t0); got != 149 {
 		t.Fatalf("token count %d, want 149", got)
 	}

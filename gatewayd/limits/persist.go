@@ -10,16 +10,23 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// DefaultFlushInterval is how often the embedded store writes its DAY counters to disk, and so the most a
+// DefaultFlushInterval is how often the embedded store writes its DAY and MONTH counters to disk, and so the most a
 // crash (SIGKILL, power loss) can lose: the calls admitted and tokens settled since the last flush. A graceful
 // stop flushes everything.
 const DefaultFlushInterval = time.Second
 
-var (
-	bucketDay = []byte("limits.day")
-	// keyDay holds the UTC day number the counters of bucketDay belong to.
-	keyDay = []byte("\x00day")
-)
+// calendar is where the counters of one calendar unit live in the file: a bbolt bucket holding one counter per
+// (namespace, group, slug, type) and, under periodKey, the number of the period (Unit.Period) they belong to.
+type calendar struct {
+	unit   Unit
+	bucket []byte
+}
+
+// calendars are the persisted units: DAY in limits.day, MONTH in limits.month.
+var calendars = [2]calendar{{Day, []byte("limits.day")}, {Month, []byte("limits.month")}}
+
+// periodKey holds the period number of a calendar bucket. It begins with a NUL, which no counter key does.
+var periodKey = []byte("\x00day")
 
 // EmbeddedOptions configure an embedded store.
 type EmbeddedOptions struct {
@@ -30,8 +37,8 @@ type EmbeddedOptions struct {
 	Now func() time.Time
 }
 
-// Embedded is the default single-replica Store: it is the in-memory store, whose DAY counters are also kept
-// in a bbolt file so that a restart keeps the day's usage. Rolling windows stay in memory only: they are at
+// Embedded is the default single-replica Store: it is the in-memory store, whose DAY and MONTH counters are also
+// kept in a bbolt file so that a restart keeps the day's and the month's usage. Rolling windows stay in memory only: they are at
 // most a minute long, about the time a restart takes. The file is opened by one process at a time (bbolt
 // locks it), which matches the one replica this store supports.
 type Embedded struct {
@@ -39,15 +46,15 @@ type Embedded struct {
 	db  *bolt.DB
 	now func() time.Time
 	mu  sync.Mutex // serialises flushes
-	// released are the DAY counters of released groups still in the file; the next flush deletes them, so a
+	// released are the calendar counters of released groups still in the file (in every calendar bucket); the next flush deletes them, so a
 	// restart does not bring a deleted group's counters back. Guarded by Memory.mu.
 	released [][]byte
 	stop     chan struct{}
 	done     chan struct{}
 }
 
-// NewEmbedded restores today's DAY counters from db and starts the background flush. A file written on an
-// earlier UTC day restores nothing: usage starts from zero. db belongs to the caller (gatewayd/state), which
+// NewEmbedded restores today's DAY and this month's MONTH counters from db and starts the background flush. A
+// calendar bucket written in an earlier period restores nothing: its usage starts from zero. db belongs to the caller (gatewayd/state), which
 // closes it after Close.
 func NewEmbedded(db *bolt.DB, opts EmbeddedOptions) (*Embedded, error) {
 	if opts.Now == nil {
@@ -83,28 +90,35 @@ func (e *Embedded) loop(interval time.Duration) {
 	}
 }
 
-// bucketID is the bbolt key of a DAY counter: namespace, group, slug and type, NUL-separated (none of them
+// bucketID is the bbolt key of a calendar counter: namespace, group, slug and type, NUL-separated (none of them
 // can contain a NUL).
 func bucketID(ns, group, slug string, t Type) []byte {
 	return []byte(ns + "\x00" + group + "\x00" + slug + "\x00" + t.String())
 }
 
-// Flush writes every DAY counter of today to the file in one transaction.
+// Flush writes every calendar counter of the current day and month to the file in one transaction.
 func (e *Embedded) Flush() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	today := e.now().UnixNano() / nanosPerDay
+	now := e.now()
 	type entry struct {
-		id []byte
-		n  int64
+		cal int
+		id  []byte
+		n   int64
+	}
+	var periods [2]int64
+	for i, c := range calendars {
+		periods[i] = c.unit.Period(now)
 	}
 	var entries []entry
 	e.Memory.mu.Lock()
 	for k, c := range e.Memory.cells {
 		c.mu.Lock()
-		for t := range numTypes {
-			if d := c.day[t]; d.day == today && d.n > 0 {
-				entries = append(entries, entry{bucketID(k.namespace, k.group, k.slug, t), d.n})
+		for i := range calendars {
+			for t := range numTypes {
+				if d := c.cal[i][t]; d.period == periods[i] && d.n > 0 {
+					entries = append(entries, entry{i, bucketID(k.namespace, k.group, k.slug, t), d.n})
+				}
 			}
 		}
 		c.mu.Unlock()
@@ -113,29 +127,34 @@ func (e *Embedded) Flush() error {
 	e.released = nil
 	e.Memory.mu.Unlock()
 	err := e.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketDay)
-		if b != nil && dayOf(b) != today {
-			if err := tx.DeleteBucket(bucketDay); err != nil {
-				return err
+		var buckets [2]*bolt.Bucket
+		for i, c := range calendars {
+			b := tx.Bucket(c.bucket)
+			if b != nil && periodOf(b) != periods[i] {
+				// A new day or month: the old period's counters go.
+				if err := tx.DeleteBucket(c.bucket); err != nil {
+					return err
+				}
+				b = nil
 			}
-			b = nil
-		}
-		if b == nil {
-			var err error
-			if b, err = tx.CreateBucket(bucketDay); err != nil {
-				return err
+			if b == nil {
+				var err error
+				if b, err = tx.CreateBucket(c.bucket); err != nil {
+					return err
+				}
+				if err := b.Put(periodKey, binary.BigEndian.AppendUint64(nil, uint64(periods[i]))); err != nil {
+					return err
+				}
 			}
-			if err := b.Put(keyDay, binary.BigEndian.AppendUint64(nil, uint64(today))); err != nil {
-				return err
+			for _, id := range released {
+				if err := b.Delete(id); err != nil {
+					return err
+				}
 			}
-		}
-		for _, id := range released {
-			if err := b.Delete(id); err != nil {
-				return err
-			}
+			buckets[i] = b
 		}
 		for _, en := range entries {
-			if err := b.Put(en.id, binary.BigEndian.AppendUint64(nil, uint64(en.n))); err != nil {
+			if err := buckets[en.cal].Put(en.id, binary.BigEndian.AppendUint64(nil, uint64(en.n))); err != nil {
 				return err
 			}
 		}
@@ -145,57 +164,64 @@ func (e *Embedded) Flush() error {
 		e.Memory.mu.Lock()
 		e.released = append(e.released, released...)
 		e.Memory.mu.Unlock()
-		return fmt.Errorf("failed to flush the DAY counters: %w", err)
+		return fmt.Errorf("failed to flush the calendar counters: %w", err)
 	}
 	return nil
 }
 
-func dayOf(b *bolt.Bucket) int64 {
-	v := b.Get(keyDay)
+func periodOf(b *bolt.Bucket) int64 {
+	v := b.Get(periodKey)
 	if len(v) != 8 {
 		return -1
 	}
 	return int64(binary.BigEndian.Uint64(v))
 }
 
-// restore seeds the memory cells with the counters of today found in the file.
+// restore seeds the memory cells with the counters of the current day and month found in the file.
 func (e *Embedded) restore() error {
-	today := e.now().UnixNano() / nanosPerDay
+	now := e.now()
 	return e.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketDay)
-		if b == nil || dayOf(b) != today {
-			return nil
-		}
-		return b.ForEach(func(k, v []byte) error {
-			if string(k) == string(keyDay) {
+		for i, c := range calendars {
+			period := c.unit.Period(now)
+			b := tx.Bucket(c.bucket)
+			if b == nil || periodOf(b) != period {
+				continue
+			}
+			err := b.ForEach(func(k, v []byte) error {
+				if string(k) == string(periodKey) {
+					return nil
+				}
+				parts := strings.Split(string(k), "\x00")
+				if len(parts) != 4 || len(v) != 8 {
+					return fmt.Errorf("corrupt %s counter %q in the state file", c.unit, k)
+				}
+				t, err := ParseType(parts[3])
+				if err != nil {
+					return err
+				}
+				e.seed(cellKey{parts[0], parts[1], parts[2]}, i, t, period, int64(binary.BigEndian.Uint64(v)))
 				return nil
-			}
-			parts := strings.Split(string(k), "\x00")
-			if len(parts) != 4 || len(v) != 8 {
-				return fmt.Errorf("corrupt DAY counter %q in the state file", k)
-			}
-			t, err := ParseType(parts[3])
+			})
 			if err != nil {
 				return err
 			}
-			e.seed(cellKey{parts[0], parts[1], parts[2]}, t, today, int64(binary.BigEndian.Uint64(v)))
-			return nil
-		})
+		}
+		return nil
 	})
 }
 
-func (e *Embedded) seed(k cellKey, t Type, day, n int64) {
+func (e *Embedded) seed(k cellKey, cal int, t Type, period, n int64) {
 	m := e.Memory
 	m.mu.Lock()
 	c := m.cellLocked(k)
 	m.mu.Unlock()
 	c.mu.Lock()
-	c.day[t] = dayCounter{day: day, n: n}
+	c.cal[cal][t] = periodCounter{period: period, n: n}
 	c.mu.Unlock()
 }
 
-// Release implements Releaser: it frees the groups' cells and deletes their DAY counters from the file at the
-// next flush.
+// Release implements Releaser: it frees the groups' cells and deletes their calendar counters from the file at
+// the next flush.
 func (e *Embedded) Release(namespace string, groups []string) {
 	e.Memory.release(namespace, groups, func(k cellKey) {
 		for t := range numTypes {

@@ -49,7 +49,7 @@ func admitN(t *testing.T, e *Embedded, p *Plan, n int, now time.Time) int {
 	for range n {
 		if admit(t, e.Memory, p, now).Allowed {
 			admitted++
-			_ = e.Settle(context.Background(), p, 7, now)
+			_ = e.Settle(context.Background(), p, Charge{Tokens: 7}, now)
 		}
 	}
 	return admitted
@@ -117,7 +117,7 @@ func TestEmbeddedFlushesInBackground(t *testing.T) {
 	for range 500 {
 		var n uint64
 		_ = e.db.View(func(tx *bolt.Tx) error {
-			if b := tx.Bucket(bucketDay); b != nil {
+			if b := tx.Bucket(calendars[0].bucket); b != nil {
 				if v := b.Get(id); len(v) == 8 {
 					n = binary.BigEndian.Uint64(v)
 				}

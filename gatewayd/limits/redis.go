@@ -28,7 +28,7 @@ var ErrUnavailable = errors.New("limit counters are unavailable")
 // batch touches, not with its limits or its calls: one MGET for every header, one write per header charged, and
 // a ring only when a window moves on while it holds counts. A check charges its whole plan or nothing. Every
 // key gets a TTL: a rolling counter lives one window plus one slot after it entered its newest slot (when it
-// would count zero anyway), a DAY one two days. See redis_batch.lua for its arguments and answers.
+// would count zero anyway), a DAY one two days, a MONTH one 33 days. See redis_batch.lua for its arguments and answers.
 //
 //go:embed redis_batch.lua
 var batchSource string
@@ -106,22 +106,23 @@ type call struct {
 	done chan struct{}
 }
 
-// item is one call of the batch script: its kind ('a' check, 's' settle, 'c' count), its four time integers
+// item is one call of the batch script: its kind ('a' check, 's' settle, 'c' count), its six time integers
 // (see redis_batch.lua), its keys and, per key, its codes, followed for a check by the plan's ranks,
 // thresholds and format. ns is the namespace of its keys, which a cluster's batches are split by.
 type item struct {
 	ns    string
 	kind  string
-	times [4]int64
+	times [6]int64
 	keys  []string
 	args  []any
 }
 
-// settle is a queued charge of tokens: times holds the sub-slots, the day and the tokens. Settles of the same
-// plan in the same sub-slots and day are summed into one, which charges the same counters the same amounts.
+// settle is a queued charge: times holds the sub-slots, the day, the month, the tokens and the cost. Settles of
+// the same plan in the same sub-slots, day and month are summed into one, which charges the same counters the
+// same amounts.
 type settle struct {
 	h     *redisHandle
-	times [4]int64
+	times [6]int64
 }
 
 // NewRedis returns a store over client.
@@ -144,21 +145,28 @@ type redisHandle struct {
 	// ns is the namespace of every key.
 	ns   string
 	keys []string
-	// admit is, per key, the codes of its limits (one digit each, code + 6 for a repeated counter), then the plan
+	// admit is, per key, the codes of its limits (one byte each, code + 10 for a repeated counter), then the plan
 	// index of each of those limits as two bytes, then their thresholds packed: see redis_batch.lua.
 	admit []any
-	// settleKeys are the keys with a TOKEN limit and settle their TOKEN codes, each once.
+	// settleKeys are the keys with a TOKEN or COST limit and settle their TOKEN and COST codes, each once.
 	settleKeys []string
 	settle     []any
 }
 
-// code numbers the six counters of a (group, slug), as the scripts do.
+// code numbers the ten counters of a (group, slug), as the scripts do: 0..3 the rolling ones, 4..6 the DAY and
+// 7..9 the MONTH REQUEST, TOKEN and COST counters.
 func code(k BucketKey) int {
-	if k.Unit == Day {
+	switch k.Unit {
+	case Day:
 		return 4 + int(k.Type)
+	case Month:
+		return 7 + int(k.Type)
 	}
 	return 2*int(k.Type) + int(k.Unit)
 }
+
+// repeated marks the code of a counter that an earlier limit of the plan already charges.
+const repeated = 10
 
 // Bind implements Store.
 func (r *Redis) Bind(p *Plan) error {
@@ -172,8 +180,8 @@ func (r *Redis) Bind(p *Plan) error {
 	// byKey lists, per key in order of first use, the plan indexes of its limits.
 	var byKey [][]int
 	for i, l := range p.Limits {
-		if l.Key.Type >= numTypes || l.Key.Unit >= numUnits {
-			return errors.New("limit has an unknown type or unit")
+		if !valid(l.Key) {
+			return fmt.Errorf("limit %s per %s is not one a store counts", l.Key.Type, l.Key.Unit)
 		}
 		if l.Key.Namespace != h.ns {
 			// One script charges the whole plan, which on a cluster must stay in its namespace's slot.
@@ -195,10 +203,10 @@ func (r *Redis) Bind(p *Plan) error {
 			l := p.Limits[i]
 			c := code(l.Key)
 			if slices.ContainsFunc(p.Limits[:i], func(o Limit) bool { return o.Key == l.Key }) {
-				codes = append(codes, byte('0'+c+6))
+				codes = append(codes, byte('0'+c+repeated))
 			} else {
 				codes = append(codes, byte('0'+c))
-				if l.Key.Type == Token {
+				if l.Key.Type != Request {
 					settle = append(settle, byte('0'+c))
 				}
 			}
@@ -232,18 +240,18 @@ func (r *Redis) handle(p *Plan) (*redisHandle, error) {
 	return h, nil
 }
 
-// timesAt is the time part of a check or a count at now: the SECOND and MINUTE sub-slot indexes, the UTC day
-// and the time in microseconds. Lua numbers are doubles, so time travels as slot indexes and microseconds, which
-// stay exact.
-func timesAt(now time.Time) [4]int64 {
-	ns := now.UnixNano()
-	return [4]int64{ns / slotWidth[Second], ns / slotWidth[Minute], ns / nanosPerDay, ns / 1000}
+// timesAt is the time part of a check or a count at now: the SECOND and MINUTE sub-slot indexes, the UTC day and
+// month, the time in microseconds and the first instant of the next month in microseconds (a MONTH refusal's
+// retry). Lua numbers are doubles, so time travels as slot indexes and microseconds, which stay exact.
+func timesAt(now time.Time) [6]int64 {
+	at := instantOf(now)
+	return [6]int64{at.sec, at.min, at.period[0], at.period[1], at.ns / 1000, Month.PeriodEnd(now).UnixMicro()}
 }
 
-// settleTimes is the time part of a settle of tokens at now: the tokens take the place of the microseconds.
-func settleTimes(now time.Time, tokens int64) [4]int64 {
+// settleTimes is the time part of a settle of c at now: the tokens and the cost take the place of the two times.
+func settleTimes(now time.Time, c Charge) [6]int64 {
 	t := timesAt(now)
-	t[3] = tokens
+	t[4], t[5] = c.Tokens, c.Cost
 	return t
 }
 
@@ -272,12 +280,12 @@ func (r *Redis) Admit(ctx context.Context, p *Plan, now time.Time) (Result, erro
 	return Result{Hit: int(c.out[0]), RetryAfter: time.Duration(c.out[1]) * time.Microsecond}, nil
 }
 
-// Settle implements Store. It queues the tokens and returns at once: they reach Redis ahead of the next check or
-// count, or after settleDelay when none comes, so a check on this gatewayd always counts them and another
-// replica's within about settleDelay plus a round trip (see "TOKEN overshoot" in docs/limits.md). A settle
-// that fails is logged and reported by the next Flush.
-func (r *Redis) Settle(_ context.Context, p *Plan, tokens int64, now time.Time) error {
-	if len(p.Limits) == 0 || tokens <= 0 {
+// Settle implements Store. It queues the charge and returns at once: it reaches Redis ahead of the next check or
+// count, or after settleDelay when none comes, so a check on this gatewayd always counts it and another
+// replica's within about settleDelay plus a round trip (see "Overshoot of TOKEN and COST" in docs/limits.md). A
+// settle that fails is logged and reported by the next Flush.
+func (r *Redis) Settle(_ context.Context, p *Plan, c Charge, now time.Time) error {
+	if len(p.Limits) == 0 || (c.Tokens <= 0 && c.Cost <= 0) {
 		return nil
 	}
 	h, err := r.handle(p)
@@ -287,7 +295,7 @@ func (r *Redis) Settle(_ context.Context, p *Plan, tokens int64, now time.Time) 
 	if len(h.settleKeys) == 0 {
 		return nil
 	}
-	s := settle{h: h, times: settleTimes(now, tokens)}
+	s := settle{h: h, times: settleTimes(now, Charge{Tokens: max(c.Tokens, 0), Cost: max(c.Cost, 0)})}
 	r.mu.Lock()
 	r.settles = append(r.settles, s)
 	r.queued++
@@ -403,7 +411,7 @@ func (r *Redis) send() {
 	}
 }
 
-// exec runs the settles first (summed per plan, sub-slots and day), then the calls, in the order they were
+// exec runs the settles first (summed per plan, sub-slots, day and month), then the calls, in the order they were
 // queued, so a settle is counted by every check queued after it. It answers the calls and returns the failure of
 // the settles, if any.
 func (r *Redis) exec(calls []*call, settles []settle) error {
@@ -411,11 +419,12 @@ func (r *Redis) exec(calls []*call, settles []settle) error {
 	merged := settles[:0]
 	for _, s := range settles {
 		i := slices.IndexFunc(merged, func(m settle) bool {
-			// Same plan, sub-slots and day; times[3] is the tokens.
-			return m.h == s.h && [3]int64(m.times[:3]) == [3]int64(s.times[:3])
+			// Same plan, sub-slots, day and month; times[4] and [5] are the tokens and the cost.
+			return m.h == s.h && [4]int64(m.times[:4]) == [4]int64(s.times[:4])
 		})
 		if i >= 0 {
-			merged[i].times[3] += s.times[3]
+			merged[i].times[4] += s.times[4]
+			merged[i].times[5] += s.times[5]
 		} else {
 			merged = append(merged, s)
 		}
@@ -439,7 +448,7 @@ func (r *Redis) exec(calls []*call, settles []settle) error {
 		}
 		if a.err != nil {
 			s := merged[i]
-			r.opts.Log.Error(a.err, "Failed to charge tokens", "keys", s.h.settleKeys, "tokens", s.times[3])
+			r.opts.Log.Error(a.err, "Failed to charge tokens and cost", "keys", s.h.settleKeys, "tokens", s.times[4], "costMicroUSD", s.times[5])
 			if failed == nil {
 				failed = fmt.Errorf("%w: settle: %w", ErrUnavailable, a.err)
 			}
@@ -582,7 +591,7 @@ func newBatch(items []*item, idx []int) batch {
 			}
 			refs = append(refs, byte(g>>8), byte(g))
 		}
-		times := make([]byte, 0, 32)
+		times := make([]byte, 0, 48)
 		for _, t := range it.times {
 			times = binary.LittleEndian.AppendUint64(times, uint64(t))
 		}
@@ -660,8 +669,8 @@ func (noRetry) NoRetry() bool { return true }
 
 // Count implements Store. It is queued like a check, so it sees every settle queued before it.
 func (r *Redis) Count(ctx context.Context, k BucketKey, now time.Time) (int64, error) {
-	if k.Type >= numTypes || k.Unit >= numUnits {
-		return 0, errors.New("bucket has an unknown type or unit")
+	if !valid(k) {
+		return 0, fmt.Errorf("bucket %s per %s is not one a store counts", k.Type, k.Unit)
 	}
 	c := r.do(ctx, item{ns: k.Namespace, kind: "c", times: timesAt(now), keys: []string{r.pairKey(k)}, args: []any{string(rune('0' + code(k)))}})
 	if c.err != nil {

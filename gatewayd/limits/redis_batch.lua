@@ -1,10 +1,11 @@
 -- Batch: run the calls of one pipeline in queue order, atomically, and return two integers per call. See redis.go.
 -- KEYS: every pair key the calls use, each once. ARGV, per call: its kind ("a" check, "s" settle, "c" count); its
--- time, packed as four little-endian 64-bit integers (SECOND and MINUTE sub-slot indexes, UTC day, then the time
--- in microseconds for a check or a count, the tokens for a settle); its keys, as 1-based KEYS indexes of two
--- bytes each; then one string per key, the codes of its limits, one digit each ("0".."5"; a check marks with
--- code + 6 a repeat of a counter an earlier limit already charges, a settle lists its TOKEN codes, a count the
--- one code it reads). A check then has the plan index of each of its limits, two bytes each, their thresholds
+-- time, packed as six little-endian 64-bit integers (SECOND and MINUTE sub-slot indexes, UTC day, UTC month, then
+-- for a check the time in microseconds and the first instant of the next month in microseconds, for a settle the
+-- tokens and the cost in micro-USD); its keys, as 1-based KEYS indexes of two bytes each; then one string per
+-- key, the codes of its limits, one byte each ('0' + code, code 0..9; a check marks with code + 10 a repeat of a
+-- counter an earlier limit already charges, a settle lists its TOKEN and COST codes, a count the one code it
+-- reads). A check then has the plan index of each of its limits, two bytes each, their thresholds
 -- packed as little-endian 64-bit integers, and that packing's struct format.
 --
 -- A check answers {-1, 0} when admitted, or {plan index of the first refusing limit in plan order, retry after
@@ -38,7 +39,7 @@ end
 
 -- check checks every limit of a plan, then charges one to every REQUEST counter, or nothing. Its n keys' codes
 -- are ARGV[a .. a + n - 1], then come the ranks, the thresholds and their format.
-local function check(refs, n, a, now)
+local function check(refs, n, a, now, nextMonth)
   local ranks, packed = ARGV[a + n], ARGV[a + n + 1]
   local T = THRESHOLDS[packed]
   if not T then
@@ -50,12 +51,12 @@ local function check(refs, n, a, now)
     local g = ref(refs, k)
     local key, codes, v = KEYS[g], ARGV[a + k - 1], head(g)
     for p = 1, #codes do
-      local c = (byte(codes, p) - 48) % 6
+      local c = (byte(codes, p) - 48) % 10
       local s = 4 * g + c
       at = at + 1
       local thr, cur = T[at]
       if c >= 4 then
-        cur = dayCount(v, c)
+        cur = calCount(v, c)
       elseif IDX[c] <= v[4 + 3 * c] then
         -- Same sub-slot as the last charge (or a clock gone back): the stored total is the count.
         cur, MOVED[s] = v[5 + 3 * c], false
@@ -63,15 +64,18 @@ local function check(refs, n, a, now)
         advance(key, v, c, s)
         cur = TOT[s]
       end
-      -- REQUEST needs room for this call; TOKEN only refuses once exhausted, since the cost is not known yet.
-      local req = c == 0 or c == 1 or c == 4
+      -- REQUEST needs room for this call; TOKEN and COST only refuse once exhausted, since what the call uses
+      -- is not known yet.
+      local req = REQ[c]
       if (req and cur + 1 > thr) or (not req and cur >= thr) then
         -- The 429 names the first refusing limit in plan order, which need not be the first found here.
         local q = 2 * at
         local rank = byte(ranks, q - 1) * 256 + byte(ranks, q)
         if hit < 0 or rank < hit then
           hit = rank
-          if c >= 4 then
+          if c >= 7 then
+            retry = nextMonth - now
+          elseif c >= 4 then
             retry = (day + 1) * 86400000000 - now
           else
             retry = retryAfter(key, v, c, s, cur + 1 - thr, now)
@@ -95,7 +99,7 @@ local function check(refs, n, a, now)
         local b = 3 * c
         v[5 + b], v[6 + b] = v[5 + b] + 1, v[6 + b] + 1
         dirty = true
-      elseif c <= 1 or c == 4 then
+      elseif c < 10 and REQ[c] then
         local t = charge(key, v, c, s, 1)
         if t > ttl then ttl = t end
         dirty = true
@@ -108,8 +112,9 @@ local function check(refs, n, a, now)
   return -1, 0
 end
 
--- settle adds tokens to the TOKEN counters listed in ARGV[a .. a + n - 1] for its n keys.
-local function settle(refs, n, a, tokens)
+-- settle adds tokens to the TOKEN counters and cost to the COST counters listed in ARGV[a .. a + n - 1] for its
+-- n keys.
+local function settle(refs, n, a, tokens, cost)
   for k = 1, n do
     local g = ref(refs, k)
     local key, codes, v = KEYS[g], ARGV[a + k - 1], head(g)
@@ -120,7 +125,11 @@ local function settle(refs, n, a, tokens)
       if c < 4 then
         advance(key, v, c, s)
       end
-      local t = charge(key, v, c, s, tokens)
+      local x = tokens
+      if COST[c] then
+        x = cost
+      end
+      local t = charge(key, v, c, s, x)
       if t > ttl then ttl = t end
     end
     charged(g, ttl)
@@ -132,7 +141,7 @@ local function count(refs, a)
   local g = ref(refs, 1)
   local c, v = byte(ARGV[a], 1) - 48, head(g)
   if c >= 4 then
-    return dayCount(v, c)
+    return calCount(v, c)
   end
   local s = 4 * g + c
   advance(KEYS[g], v, c, s)
@@ -142,15 +151,15 @@ end
 local out, a, m = {}, 1, 0
 while a <= #ARGV do
   local kind, refs = ARGV[a], ARGV[a + 2]
-  local sec, min, d, x = unpack_("<llll", ARGV[a + 1])
-  setTime(sec, min, d)
+  local sec, min, d, mo, x, y = unpack_("<llllll", ARGV[a + 1])
+  setTime(sec, min, d, mo)
   local n = #refs / 2
   local r1, r2 = 0, 0
   if kind == "a" then
-    r1, r2 = check(refs, n, a + 3, x)
+    r1, r2 = check(refs, n, a + 3, x, y)
     a = a + 3 + n + 3
   elseif kind == "s" then
-    settle(refs, n, a + 3, x)
+    settle(refs, n, a + 3, x, y)
     a = a + 3 + n
   else
     r1 = count(refs, a + 3)

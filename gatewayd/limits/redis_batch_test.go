@@ -33,7 +33,7 @@ func TestRedisPipelineExact(t *testing.T) {
 				}
 				if res.Allowed {
 					admitted.Add(1)
-					if err := r.Settle(ctx, p, 7, t0); err != nil {
+					if err := r.Settle(ctx, p, Charge{Tokens: 7}, t0); err != nil {
 						t.Error(err)
 					}
 				}
@@ -68,7 +68,7 @@ func TestRedisSettleBeforeNextAdmit(t *testing.T) {
 			if res, err := r.Admit(ctx, p, now); err != nil || !res.Allowed {
 				t.Fatalf("round %d: first admit %+v %v", i, res, err)
 			}
-			if err := r.Settle(ctx, p, 10, now); err != nil {
+			if err := r.Settle(ctx, p, Charge{Tokens: 10}, now); err != nil {
 				t.Fatal(err)
 			}
 			if res, err := r.Admit(ctx, p, now); err != nil || res.Allowed {
@@ -87,7 +87,7 @@ func TestRedisCloseFlushesSettles(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range 500 {
 			wg.Go(func() {
-				if err := r.Settle(ctx, p, int64(i%5+1), t0); err != nil {
+				if err := r.Settle(ctx, p, Charge{Tokens: int64(i%5 + 1)}, t0); err != nil {
 					t.Error(err)
 				}
 			})
@@ -116,7 +116,7 @@ func TestRedisSettleOutage(t *testing.T) {
 	ctx := context.Background()
 	l := lim("g", "s", Token, Day, 1<<40)
 	p := bindTo(t, r, l)
-	if err := r.Settle(ctx, p, 5, t0); err != nil {
+	if err := r.Settle(ctx, p, Charge{Tokens: 5}, t0); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Flush(); err != nil {
@@ -124,7 +124,7 @@ func TestRedisSettleOutage(t *testing.T) {
 	}
 	srv.Kill()
 	for range 20 {
-		if err := r.Settle(ctx, p, 3, t0); err != nil {
+		if err := r.Settle(ctx, p, Charge{Tokens: 3}, t0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -146,7 +146,7 @@ func TestRedisSettleOutage(t *testing.T) {
 	if err != nil {
 		t.Fatalf("count after Redis came back: %v", err)
 	}
-	if err := r.Settle(ctx, p, 4, t0); err != nil {
+	if err := r.Settle(ctx, p, Charge{Tokens: 4}, t0); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Flush(); err != nil {
@@ -166,7 +166,7 @@ func TestRedisSettleLeavesWithoutACheck(t *testing.T) {
 		l := lim("g", "s", Token, Minute, 1<<40)
 		p := bindTo(t, r, l)
 		for round := 1; round <= 3; round++ {
-			if err := r.Settle(ctx, p, 5, t0); err != nil {
+			if err := r.Settle(ctx, p, Charge{Tokens: 5}, t0); err != nil {
 				t.Fatal(err)
 			}
 			var n int64
@@ -199,7 +199,7 @@ func BenchmarkRedisBatch(b *testing.B) {
 		}},
 		{"settle+check", func(h *redisHandle, now time.Time) []*item {
 			return []*item{
-				{kind: "s", times: settleTimes(now, 5), keys: h.settleKeys, args: h.settle},
+				{kind: "s", times: settleTimes(now, Charge{Tokens: 5}), keys: h.settleKeys, args: h.settle},
 				{kind: "a", times: timesAt(now), keys: h.keys, args: h.admit},
 			}
 		}},

@@ -1,38 +1,64 @@
 -- Shared by the batch script, which redis.go loads with this file prepended: the counter layout and its window
 -- arithmetic, as in memory.go.
 --
--- One string per (namespace, group, slug), its header, holds what a check reads of all six counters of that
+-- One string per (namespace, group, slug), its header, holds what a check reads of all ten counters of that
 -- pair as little-endian 64-bit integers, so a batch reads every pair it touches with one MGET and writes each
 -- with one call whatever its number of limits and calls, and no number goes through a decimal string. The header
 -- is the UTC day d and its REQUEST and TOKEN counts, then per rolling counter (code 0..3: REQUEST/SECOND,
 -- REQUEST/MINUTE, TOKEN/SECOND, TOKEN/MINUTE) its newest sub-slot, its total and the count of its newest
--- sub-slot. The ring of the S+1 sub-slot counts of rolling code c is the string "<header key>#c" (slugs, DNS
--- labels and the layout never contain '#'), read and written only when that window moves to a new sub-slot
--- while it holds counts. Codes 4 and 5 are the DAY counters.
+-- sub-slot, then the day's COST count, the UTC month m and its REQUEST, TOKEN and COST counts. The ring of the
+-- S+1 sub-slot counts of rolling code c is the string "<header key>#c" (slugs, DNS labels and the layout never
+-- contain '#'), read and written only when that window moves to a new sub-slot while it holds counts. Codes 4, 5
+-- and 6 are the DAY counters (REQUEST, TOKEN, COST), 7, 8 and 9 the MONTH ones.
 local S = 10
 local byte, pack, unpack_ = string.byte, struct.pack, struct.unpack
 -- The time of the call being run, which every call of a batch sets for itself (see setTime): the current
--- sub-slot index per rolling code, and the UTC day.
-local IDX, day = {}, 0
+-- sub-slot index per rolling code, the UTC day and the UTC month.
+local IDX, day, month = {}, 0, 0
 -- Sub-slot width in microseconds per code, as slotWidth in memory.go.
 local WIDTH = {[0] = 100000, 6000000, 100000, 6000000}
 -- A rolling counter lives one window plus one sub-slot after it entered its newest sub-slot (it would count
--- zero afterwards), plus a second of margin; a DAY counter two days. Milliseconds per code.
-local TTL = {[0] = 2100, 67000, 2100, 67000, 172800000, 172800000}
-local HEAD = "<lllllllllllllll"
+-- zero afterwards), plus a second of margin; a DAY counter two days; a MONTH counter 33 days, past the end of
+-- the longest month that its first charge can fall in. Milliseconds per code.
+local TTL = {[0] = 2100, 67000, 2100, 67000, 172800000, 172800000, 172800000, 2851200000, 2851200000, 2851200000}
+local HEAD = "<llllllllllllllllllll"
+-- HEADLEN is the size of a header; one written before the COST and MONTH counters (120 bytes) reads as if they
+-- were zero.
+local HEADLEN = 160
+-- CAL[c] is the header index of calendar code c's count, PERIOD[c] that of its period (v[1] the day, v[17] the
+-- month), and FIRST[c] .. LAST[c] the counts that restart with that period.
+local CAL = {[4] = 2, [5] = 3, [6] = 16, [7] = 18, [8] = 19, [9] = 20}
+local PERIOD = {[4] = 1, [5] = 1, [6] = 1, [7] = 17, [8] = 17, [9] = 17}
+local PERIODS = {[1] = {2, 3, 16}, [17] = {18, 19, 20}}
+-- REQ[c] is true for the REQUEST codes, which a check charges one; COST[c] for the COST codes, which a settle
+-- charges the cost instead of the tokens.
+local REQ = {[0] = true, true, false, false, true, false, false, true, false, false}
+local COST = {[6] = true, [9] = true}
 local RING = "<lllllllllll"
 
--- setTime makes the call's time current: its SECOND and MINUTE sub-slot indexes and its UTC day.
-local function setTime(sec, min, d)
-  IDX[0], IDX[1], IDX[2], IDX[3], day = sec, min, sec, min, d
+-- setTime makes the call's time current: its SECOND and MINUTE sub-slot indexes, its UTC day and month.
+local function setTime(sec, min, d, m)
+  IDX[0], IDX[1], IDX[2], IDX[3], day, month = sec, min, sec, min, d, m
 end
 
--- readHead returns the 15 header values of a pair whose header is s (false when the key does not exist: all zero;
--- sub-slot indexes and days are never zero in practice). v[1] = d, v[2], v[3] = DAY counts, and for code c:
--- v[4 + 3c] = newest sub-slot, v[5 + 3c] = total, v[6 + 3c] = count of the newest sub-slot.
+-- periodOf is the current period of calendar code c: the day or the month.
+local function periodOf(c)
+  if c >= 7 then
+    return month
+  end
+  return day
+end
+
+-- readHead returns the 20 header values of a pair whose header is s (false when the key does not exist: all zero;
+-- sub-slot indexes, days and months are never zero in practice). v[1] = d, v[2], v[3] = DAY REQUEST and TOKEN
+-- counts, and for rolling code c: v[4 + 3c] = newest sub-slot, v[5 + 3c] = total, v[6 + 3c] = count of the newest
+-- sub-slot; v[16] = DAY COST count, v[17] = m, v[18], v[19], v[20] = MONTH REQUEST, TOKEN and COST counts.
 local function readHead(s)
   if not s then
-    return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+    return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+  end
+  if #s < HEADLEN then
+    s = s .. string.rep("\0", HEADLEN - #s)
   end
   return {unpack_(HEAD, s)}
 end
@@ -79,26 +105,31 @@ local function advance(key, v, c, s)
   TOT[s], RINGS[s] = total, n
 end
 
--- dayCount is the count of DAY code c (4 or 5) of the pair with header v. A new UTC day starts at zero; a
--- clock that goes back keeps the newest day stored, as in memory.go.
-local function dayCount(v, c)
-  if day > v[1] then
+-- calCount is the count of calendar code c (4 to 9) of the pair with header v. A new UTC day or month starts at
+-- zero; a clock that goes back keeps the newest period stored, as in memory.go.
+local function calCount(v, c)
+  if periodOf(c) > v[PERIOD[c]] then
     return 0
   end
-  return v[c - 2]
+  return v[CAL[c]]
 end
 
 -- charge adds x to code c of the pair with header v, as advance left it in s, writing the ring when the window
 -- moved and had counts. It returns the TTL in milliseconds the pair needs, 0 when the one it has covers it.
 local function charge(key, v, c, s, x)
   if c >= 4 then
-    if day > v[1] then
-      -- First charge of the day: both counts restart.
-      v[1], v[2], v[3] = day, 0, 0
-      v[c - 2] = x
+    local p, i = PERIOD[c], CAL[c]
+    local now = periodOf(c)
+    if now > v[p] then
+      -- First charge of the day or month: every count of that period restarts.
+      v[p] = now
+      for _, j in ipairs(PERIODS[p]) do
+        v[j] = 0
+      end
+      v[i] = x
       return TTL[c]
     end
-    v[c - 2] = v[c - 2] + x
+    v[i] = v[i] + x
     return 0
   end
   local b = 3 * c
@@ -121,11 +152,11 @@ local function charge(key, v, c, s, x)
 end
 
 -- commit writes the header of a pair and its TTL. A pair that existed keeps the longest TTL any of its
--- counters asked for (GT), so a SECOND charge never shortens the life of a MINUTE or DAY counter in the same
--- header.
+-- counters asked for (GT), so a SECOND charge never shortens the life of a MINUTE, DAY or MONTH counter in the
+-- same header.
 local function commit(key, v, exists, ttl)
   local h = pack(HEAD, v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13],
-    v[14], v[15])
+    v[14], v[15], v[16], v[17], v[18], v[19], v[20])
   if not exists then
     redis.call("SET", key, h, "PX", ttl)
     return

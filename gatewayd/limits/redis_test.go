@@ -50,17 +50,18 @@ func TestRedisMatchesMemory(t *testing.T) {
 		ctx := context.Background()
 		rng := rand.New(rand.NewPCG(1, 2))
 		plans := walkPlans(t, m, r, rng)
-		// Microsecond steps: the script works in microseconds, so retry times compare exactly.
-		now := time.Date(2026, 3, 14, 23, 58, 0, 0, time.UTC)
+		// Microsecond steps: the script works in microseconds, so retry times compare exactly. The walk crosses
+		// the end of a day and of a month.
+		now := time.Date(2026, 3, 31, 23, 58, 0, 0, time.UTC)
 		var refused, allowed int
 		for step := range 3000 {
 			// Forward only: see docs/limits.md ("Clocks") for how the stores differ when a clock steps back.
 			now = now.Add(time.Duration(rng.IntN(80_000)) * time.Microsecond)
 			pp := plans[rng.IntN(len(plans))]
 			if rng.IntN(3) == 0 {
-				n := int64(rng.IntN(6))
-				_ = m.Settle(ctx, pp[0], n, now)
-				if err := r.Settle(ctx, pp[1], n, now); err != nil {
+				c := Charge{Tokens: int64(rng.IntN(6)), Cost: int64(rng.IntN(3)) * int64(rng.IntN(40))}
+				_ = m.Settle(ctx, pp[0], c, now)
+				if err := r.Settle(ctx, pp[1], c, now); err != nil {
 					t.Fatal(err)
 				}
 				continue
@@ -104,10 +105,13 @@ func walkPlans(t *testing.T, m *Memory, r *Redis, rng *rand.Rand) [][2]*Plan {
 	for i := range 6 {
 		var ls []Limit
 		for level, g := range []string{fmt.Sprintf("leaf%d", i%3), "mid", "root"} {
-			for _, typ := range []Type{Request, Token} {
-				for u, base := range []int{Second: 5, Minute: 200, Day: 1000} {
-					if typ == Token {
+			for _, typ := range []Type{Request, Token, Cost} {
+				for u, base := range []int{Second: 5, Minute: 200, Day: 1000, Month: 1500} {
+					if typ != Request {
 						base *= 5
+					}
+					if typ == Cost && !Unit(u).Calendar() {
+						continue
 					}
 					l := lim(g, "s", typ, Unit(u), int64(base+rng.IntN(base)+level*base))
 					// Two workspaces, so a cluster's batches span namespaces (and nodes).
@@ -158,7 +162,7 @@ func testBatchMatchesOneByOne(t *testing.T, one, batched *Redis) {
 				h := p.Handle.(*redisHandle)
 				it := &item{ns: h.ns, kind: "a", times: timesAt(at), keys: h.keys, args: h.admit}
 				if n := int64(step % 6); step%3 == 0 && n > 0 {
-					it = &item{ns: h.ns, kind: "s", times: settleTimes(at, n), keys: h.settleKeys, args: h.settle}
+					it = &item{ns: h.ns, kind: "s", times: settleTimes(at, Charge{Tokens: n, Cost: 3 * n}), keys: h.settleKeys, args: h.settle}
 				}
 				if i == 0 {
 					ones = append(ones, it)
@@ -271,7 +275,7 @@ func TestRedisKeysExpire(t *testing.T) {
 		if res, err := r.Admit(ctx, p, t0); err != nil || !res.Allowed {
 			t.Fatalf("admit: %+v %v", res, err)
 		}
-		if err := r.Settle(ctx, p, 10, t0); err != nil {
+		if err := r.Settle(ctx, p, Charge{Tokens: 10}, t0); err != nil {
 			t.Fatal(err)
 		}
 		if err := r.Flush(); err != nil {
@@ -448,7 +452,7 @@ func BenchmarkRedisAdmitParallel(b *testing.B) {
 				b.Error("refused", err)
 				return
 			}
-			if err := r.Settle(ctx, p, 10, now); err != nil {
+			if err := r.Settle(ctx, p, Charge{Tokens: 10}, now); err != nil {
 				b.Error(err)
 				return
 			}

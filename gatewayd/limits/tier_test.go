@@ -165,14 +165,14 @@ func TestTierTokensPerMinute(t *testing.T) {
 		if r := admitIn(t, s, alone, t0); !r.Allowed {
 			t.Fatalf("first call refused by %s", refusedBy(alone, r))
 		}
-		if err := s.Settle(ctx, alone, 7, t0); err != nil {
+		if err := s.Settle(ctx, alone, Charge{Tokens: 7}, t0); err != nil {
 			t.Fatal(err)
 		}
 		// 7 of 10: a TOKEN limit refuses only once exhausted, since a call's cost is not known in advance.
 		if r := admitIn(t, s, shared, t0); !r.Allowed {
 			t.Fatalf("second call refused by %s with 7 of 10 tokens spent", refusedBy(shared, r))
 		}
-		if err := s.Settle(ctx, shared, 7, t0); err != nil {
+		if err := s.Settle(ctx, shared, Charge{Tokens: 7}, t0); err != nil {
 			t.Fatal(err)
 		}
 		for _, p := range []*Plan{alone, shared} {

@@ -58,7 +58,7 @@ type Config struct {
 	Store string
 	// Dir holds the embedded store's bbolt file and the billing spool.
 	Dir string
-	// FlushInterval is how often the embedded store writes DAY counters: the most usage a crash can lose.
+	// FlushInterval is how often the embedded store writes DAY and MONTH counters: the most usage a crash can lose.
 	FlushInterval time.Duration
 	// RedisMode is the Redis deployment: redisclient.Standalone, Sentinel or Cluster.
 	RedisMode string
@@ -89,7 +89,7 @@ type Config struct {
 func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Store, "store", Embedded, "Where limit counters and billing events live: embedded (memory plus a bbolt file in --state-dir; one replica only) or redis (shared by every replica).")
 	fs.StringVar(&c.Dir, "state-dir", "/var/lib/modelgate", "Directory of the embedded store's bbolt file and of the billing spool, which keeps billing events the store refused at shutdown (a volume in the chart).")
-	fs.DurationVar(&c.FlushInterval, "flush-interval", limits.DefaultFlushInterval, "How often the embedded store writes DAY counters to disk: the most usage a crash can lose. A graceful stop (SIGTERM) flushes everything.")
+	fs.DurationVar(&c.FlushInterval, "flush-interval", limits.DefaultFlushInterval, "How often the embedded store writes DAY and MONTH counters to disk: the most usage a crash can lose. A graceful stop (SIGTERM) flushes everything.")
 	fs.StringVar(&c.RedisMode, "redis-mode", redisclient.Standalone, "The Redis deployment of the redis store: standalone (--redis-url), sentinel (--redis-addrs of the sentinels and --redis-master-name) or cluster (--redis-addrs of some of its nodes).")
 	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis URL of a standalone redis store (redis:// or rediss://, may carry a username and password).")
 	fs.StringVar(&c.RedisAddrs, "redis-addrs", "", "With --redis-mode=sentinel, the sentinels; with cluster, some of its nodes: host:port, comma-separated.")

@@ -3,7 +3,7 @@
 // change to the wire format is made in one place.
 package apibody
 
-// Limit is one rate or usage limit: type REQUEST or TOKEN, unit SECOND, MINUTE or DAY.
+// Limit is one rate or usage limit: type REQUEST, TOKEN or COST (micro-USD), unit SECOND, MINUTE, DAY or MONTH.
 func Limit(typ, unit string, threshold int) map[string]any {
 	return map[string]any{"type": typ, "unit": unit, "threshold": threshold}
 }

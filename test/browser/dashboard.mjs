@@ -173,10 +173,19 @@ try {
   await page.click("button:has-text('Add limit')");
   await page.locator(".limit-row").nth(1).locator("select").nth(1).selectOption("DAY");
   await page.locator('input[id^="thr-"]').nth(1).fill("2");
+  // A budget in dollars: COST takes money, and goes to the API in micro-USD.
+  await page.click("button:has-text('Add limit')");
+  const costRow = page.locator(".limit-row").nth(2);
+  await costRow.locator("select").nth(0).selectOption("COST");
+  check((await costRow.locator("select").nth(1).inputValue()) === "MONTH", "choosing COST moves a per-minute limit to MONTH");
+  await page.locator('input[id^="thr-"]').nth(2).fill("$1.5k");
+  check((await costRow.locator(".equals").textContent()).includes("1,500,000,000 micro-USD"), "$1.5k reads as 1,500,000,000 micro-USD");
   await page.click("button:has-text('Create group')");
   await page.getByRole("heading", { name: "Effective limits" }).waitFor();
   const [leaf] = await byExt(leafExt);
   must(leaf, "the leaf exists");
+  check(leaf.models[0].usage_limits.some((l) => l.type === "COST" && l.unit === "MONTH" && l.threshold === 1500000000), "the leaf holds a COST MONTH limit of 1,500,000,000 micro-USD");
+  check((await page.content()).includes("$1.5k"), "the effective limits show the budget in dollars");
   check(await page.locator("tr.binding").count() >= 1, "the binding limit is highlighted in CASCADING mode");
   check((await page.locator("tr.binding").first().textContent()).includes("2"), "the leaf's own 2/minute is the limit that binds");
   await page.fill("#key-name", `e2e-${run}`);
@@ -216,8 +225,9 @@ try {
   check(refused && refused.source_group_id === leaf.id && refused.count >= 1, `the API counts the 429 under the leaf's own limit (${JSON.stringify(thrItems)})`);
   const label = refused ? `${refused.limit_type} / ${refused.limit_unit} (set on Leaf ${run})` : "(none)";
   check((await page.locator("table.throttles td.limit", { hasText: label }).count()) === 1, `the group page charts the 429 under its limit: ${label}`);
-  const meter = page.locator("ul.bars meter").first();
+  const meter = page.locator("ul.bars li", { hasText: "REQUEST per DAY" }).locator("meter");
   check((await meter.getAttribute("value")) === "2" && (await meter.getAttribute("max")) === "2", "the usage bar shows 2 of 2");
+  check((await page.locator("ul.bars li", { hasText: "COST per MONTH" }).textContent()).includes("$0 / $1.5k"), "the budget's bar reads in dollars: $0 of $1.5k (the demo target has no price)");
   check((await page.locator("ul.bars").textContent()).includes("UTC"), "the usage bar names its UTC reset");
   await screen("group");
   await page.screenshot({ path: join(OUT, "group-page.png"), fullPage: true });

@@ -183,6 +183,25 @@ spec:
   externalEntityID: x
   models: [{slug: m, usageLimits: [{type: TOKEN, unit: MINUTE, threshold: 5}]}]`,
 			wantPath: "spec.models[0].usageLimits", wantMsg: "usage limits take unit DAY"},
+		{name: "group: COST as a rate limit refused", object: `
+kind: Group
+spec:
+  externalEntityID: x
+  models: [{slug: m, rateLimits: [{type: COST, unit: MINUTE, threshold: 5}]}]`,
+			wantPath: "spec.models[0].rateLimits", wantMsg: "rate limits take type TOKEN or REQUEST: COST is a usage limit only (unit DAY or MONTH)"},
+		{name: "group: COST and MONTH usage limits of every type admitted", object: `
+kind: Group
+spec:
+  externalEntityID: x
+  models: [{slug: m, usageLimits: [{type: COST, unit: MONTH, threshold: 5000000}, {type: COST, unit: DAY, threshold: 500000},
+    {type: TOKEN, unit: MONTH, threshold: 5}, {type: TOKEN, unit: DAY, threshold: 5}, {type: REQUEST, unit: MONTH, threshold: 5},
+    {type: REQUEST, unit: DAY, threshold: 5}]}]`},
+		{name: "group: two COST MONTH usage limits on a slug refused", object: `
+kind: Group
+spec:
+  externalEntityID: x
+  models: [{slug: m, usageLimits: [{type: COST, unit: MONTH, threshold: 5}, {type: COST, unit: MONTH, threshold: 50}]}]`,
+			wantPath: "spec.models[0].usageLimits", wantMsg: "at most one usage limit per type and unit"},
 		{name: "group: two rate limits of one type on a slug refused", object: `
 kind: Group
 spec:

@@ -21,6 +21,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/ingress"
+	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/gatewayd/rest/kit"
 )
 
@@ -372,7 +373,17 @@ type usageEntryJSON struct {
 	SourceGroup  string `json:"source_group"`
 }
 
-// groupUsage reports every DAY limit in force for the group, its own and those it inherits (its effective
+// resetAt is when a usage limit of unit u counts from zero again, after now: the next midnight UTC for DAY, the
+// first instant of the next month (UTC) for MONTH (limits.Unit.PeriodEnd).
+func resetAt(u gatewayv1.LimitUnit, now time.Time) string {
+	un, err := limits.ParseUnit(string(u))
+	if err != nil || !un.Calendar() {
+		return ""
+	}
+	return un.PeriodEnd(now).Format(time.RFC3339)
+}
+
+// groupUsage reports every DAY and MONTH limit in force for the group, its own and those it inherits (its effective
 // models), each with source_group and the usage of the counter that limit charges for the group's calls
 // (hierarchy.MeteringGroup): the group's own in INDEPENDENT mode, the declaring ancestor's shared pool in
 // CASCADING mode. A child held at 20 of 20 by an inherited limit therefore shows 20 of 20.
@@ -386,7 +397,6 @@ func (a *api) groupUsage(w http.ResponseWriter, r *http.Request, c auth.Caller) 
 		return
 	}
 	now := a.Opts.Clock().UTC()
-	reset := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, time.UTC).Format(time.RFC3339)
 	usage := map[string][]usageEntryJSON{}
 	ancestors, err := a.ancestors(r.Context(), c.Namespace, g)
 	if err != nil {
@@ -400,13 +410,13 @@ func (a *api) groupUsage(w http.ResponseWriter, r *http.Request, c auth.Caller) 
 				continue
 			}
 			metered := hierarchy.MeteringGroup(g.Enforcement(), g.Name, l.SourceGroup)
-			n, err := a.Opts.Usage.DailyUsage(r.Context(), c.Namespace, metered, m.Slug, string(l.Type), now)
+			n, err := a.Opts.Usage.Usage(r.Context(), c.Namespace, metered, m.Slug, string(l.Type), string(l.Unit), now)
 			if err != nil {
 				httperr.Write(w, http.StatusServiceUnavailable, httperr.CodeUnavailable, "Usage counters are unavailable; retry shortly.", nil)
 				return
 			}
 			usage[m.Slug] = append(usage[m.Slug], usageEntryJSON{
-				Type: string(l.Type), Unit: string(l.Unit), Threshold: l.Threshold, CurrentUsage: n, ResetAt: reset,
+				Type: string(l.Type), Unit: string(l.Unit), Threshold: l.Threshold, CurrentUsage: n, ResetAt: resetAt(l.Unit, now),
 				SourceGroup: l.SourceGroup,
 			})
 		}
@@ -548,11 +558,11 @@ func modelsFromJSON(w http.ResponseWriter, in []modelJSON) ([]gatewayv1.ModelCon
 			return nil, false
 		}
 		seen[m.Slug] = true
-		rate, ok := limitsFromJSON(w, path+".rate_limits", m.RateLimits)
+		rate, ok := limitsFromJSON(w, path+".rate_limits", gatewayv1.RateLimitKind, m.RateLimits)
 		if !ok {
 			return nil, false
 		}
-		usage, ok := limitsFromJSON(w, path+".usage_limits", m.UsageLimits)
+		usage, ok := limitsFromJSON(w, path+".usage_limits", gatewayv1.UsageLimitKind, m.UsageLimits)
 		if !ok {
 			return nil, false
 		}
@@ -561,16 +571,22 @@ func modelsFromJSON(w http.ResponseWriter, in []modelJSON) ([]gatewayv1.ModelCon
 	return out, true
 }
 
-func limitsFromJSON(w http.ResponseWriter, path string, in []limitJSON) ([]gatewayv1.Limit, bool) {
+// limitsFromJSON reads the limits of one list, kind's: each of a type and a unit that kind takes (a COST limit
+// is a usage limit only; docs/limits.md).
+func limitsFromJSON(w http.ResponseWriter, path string, kind gatewayv1.LimitKind, in []limitJSON) ([]gatewayv1.Limit, bool) {
 	var out []gatewayv1.Limit
 	for j, l := range in {
 		p := fmt.Sprintf("%s[%d]", path, j)
 		if !slices.Contains(gatewayv1.LimitTypes, gatewayv1.LimitType(l.Type)) {
-			kit.BadRequest(w, p+".type", p+".type must be TOKEN or REQUEST.")
+			kit.BadRequest(w, p+".type", p+".type must be TOKEN, REQUEST or COST.")
+			return nil, false
+		}
+		if !kind.Counts(gatewayv1.LimitType(l.Type)) {
+			kit.BadRequest(w, p+".type", fmt.Sprintf("%s.type %s is not a rate limit: rate limits take TOKEN or REQUEST; COST is a usage limit only, unit DAY or MONTH.", p, l.Type))
 			return nil, false
 		}
 		if !slices.Contains(gatewayv1.LimitUnits, gatewayv1.LimitUnit(l.Unit)) {
-			kit.BadRequest(w, p+".unit", p+".unit must be SECOND or MINUTE (rate limits) or DAY (usage limits).")
+			kit.BadRequest(w, p+".unit", p+".unit must be SECOND or MINUTE (rate limits), DAY or MONTH (usage limits).")
 			return nil, false
 		}
 		if l.Threshold < 1 {

@@ -341,7 +341,7 @@ var _ = Describe("Group pagination", func() {
 // usageByGroup answers each group's counters from a table, so a test sees which group's counter was read.
 type usageByGroup map[string]int64
 
-func (u usageByGroup) DailyUsage(_ context.Context, _, group, _, _ string, _ time.Time) (int64, error) {
+func (u usageByGroup) Usage(_ context.Context, _, group, _, _, _ string, _ time.Time) (int64, error) {
 	return u[group], nil
 }
 

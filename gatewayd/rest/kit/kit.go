@@ -42,10 +42,11 @@ type Directory interface {
 	HasAPIKey(namespace, prefix string) bool
 }
 
-// UsageReader reads the live daily usage counters.
+// UsageReader reads the live usage counters.
 type UsageReader interface {
-	// DailyUsage is the current DAY-window count of the bucket (namespace, group, slug, type) charged to that group.
-	DailyUsage(ctx context.Context, namespace, groupID, slug, limitType string, now time.Time) (int64, error)
+	// Usage is the current count of the usage-limit bucket (namespace, group, slug, type, unit) charged to that
+	// group, in the DAY or MONTH that holds now.
+	Usage(ctx context.Context, namespace, groupID, slug, limitType, unit string, now time.Time) (int64, error)
 }
 
 // KeyUseReader reads when workspace keys were last used (gatewayd/keyuse).

@@ -150,10 +150,10 @@ func (c *Clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now
 // Add moves the clock by d.
 func (c *Clock) Add(d time.Duration) { c.mu.Lock(); defer c.mu.Unlock(); c.now = c.now.Add(d) }
 
-// FixedUsage is a rest.Options.Usage that answers N for every daily counter.
+// FixedUsage is a rest.Options.Usage that answers N for every usage counter.
 type FixedUsage struct{ N int64 }
 
-// DailyUsage answers N.
-func (u FixedUsage) DailyUsage(_ context.Context, _, _, _, _ string, _ time.Time) (int64, error) {
+// Usage answers N.
+func (u FixedUsage) Usage(_ context.Context, _, _, _, _, _ string, _ time.Time) (int64, error) {
 	return u.N, nil
 }

@@ -27,7 +27,7 @@ type Count struct {
 	Count            int64  `json:"count"`
 	// RefusedBy is billing.RefusedByGroup, RefusedByTier or RefusedByOther.
 	RefusedBy string `json:"refused_by"`
-	// LimitType and LimitUnit name the limit (REQUEST or TOKEN; SECOND, MINUTE or DAY); empty for OTHER.
+	// LimitType and LimitUnit name the limit (REQUEST, TOKEN or COST; SECOND, MINUTE, DAY or MONTH); empty for OTHER.
 	LimitType string `json:"limit_type"`
 	LimitUnit string `json:"limit_unit"`
 	// SourceGroupID is the group that set a GROUP_LIMIT: the group itself or, in CASCADING mode, an ancestor.

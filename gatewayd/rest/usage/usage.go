@@ -243,8 +243,9 @@ func limitsOf(plan *limits.Plan, width time.Duration) []Limit {
 // PerBucket is the most a limit of threshold per unit lets into one bucket of width. SECOND and MINUTE limits
 // are rolling windows, so no window of the unit's length holds more than threshold, and a bucket of width holds
 // at most threshold × width / unit (a MINUTE limit of 2 is 2 per one-minute bucket and 60 per half-hour; a SECOND
-// limit of 2 is 120 per minute). A DAY limit is a calendar day in UTC, and buckets never straddle midnight, so a
-// bucket holds at most the whole threshold: the line is the day's allowance, which one bucket may spend.
+// limit of 2 is 120 per minute). A DAY or MONTH limit is a calendar day or month in UTC, and buckets never
+// straddle midnight, so a bucket holds at most the whole threshold: the line is the period's allowance, which one
+// bucket may spend.
 func PerBucket(threshold int64, unit limits.Unit, width time.Duration) int64 {
 	switch unit {
 	case limits.Second:

@@ -271,7 +271,7 @@ var usageColumns = []column{{"SLUG", "slug"}, {"TYPE", "type"}, {"USED", "curren
 
 func (a *app) groupsUsageCmd() *cobra.Command {
 	return a.command(verb{
-		use: "usage GROUP_ID", short: "Show a group's daily usage against each DAY limit in force",
+		use: "usage GROUP_ID", short: "Show a group's usage against each DAY and MONTH limit in force",
 		example: "  modelgate groups usage grp-0123456789abcdef",
 		args:    []string{"GROUP_ID"},
 		request: func(args []string) Request { return get("v1", "gateway", "groups", args[0], "usage") },

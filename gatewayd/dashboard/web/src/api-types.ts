@@ -181,8 +181,8 @@ export interface DeploymentList {
 }
 
 export interface EffectiveLimit {
-  type: "TOKEN" | "REQUEST";
-  unit: "SECOND" | "MINUTE" | "DAY";
+  type: "TOKEN" | "REQUEST" | "COST";
+  unit: "SECOND" | "MINUTE" | "DAY" | "MONTH";
   threshold: number;
   source_group: string;
 }
@@ -305,8 +305,9 @@ export interface KeyPage {
 }
 
 export interface Limit {
-  type: "TOKEN" | "REQUEST";
-  unit: "SECOND" | "MINUTE" | "DAY";
+  type: "TOKEN" | "REQUEST" | "COST";
+  unit: "SECOND" | "MINUTE" | "DAY" | "MONTH";
+  /** The ceiling for one window; for COST in micro-USD (millionths of a dollar: 5000000 is $5). COST is a usage limit only (DAY or MONTH); MONTH is the UTC calendar month. */
   threshold: number;
 }
 
@@ -586,9 +587,9 @@ export interface ThrottleCount {
   /** GROUP_LIMIT: a limit of the group's effective models (its own, or an ancestor's in CASCADING mode); MODEL_API_TIER: the workspace's modelAPILimits on a shared model API; OTHER: any other 429 (request bytes in flight for the key, the model's own 429). */
   refused_by: "GROUP_LIMIT" | "MODEL_API_TIER" | "OTHER";
   /** Type of the refusing limit; empty for OTHER. */
-  limit_type: "REQUEST" | "TOKEN" | "";
+  limit_type: "REQUEST" | "TOKEN" | "COST" | "";
   /** Unit of the refusing limit; empty for OTHER. */
-  limit_unit: "SECOND" | "MINUTE" | "DAY" | "";
+  limit_unit: "SECOND" | "MINUTE" | "DAY" | "MONTH" | "";
   /** The group that set a GROUP_LIMIT: this group or an ancestor; empty otherwise. */
   source_group_id: string;
 }
@@ -654,12 +655,12 @@ export interface UsageEntry {
 }
 
 export interface UsageLimit {
-  type: "REQUEST" | "TOKEN";
-  unit: "SECOND" | "MINUTE" | "DAY";
+  type: "REQUEST" | "TOKEN" | "COST";
+  unit: "SECOND" | "MINUTE" | "DAY" | "MONTH";
   threshold: number;
   /** The group that set the limit: this group or, in CASCADING mode, an ancestor. */
   source_group_id: string;
-  /** The most the limit lets into one bucket: threshold x bucket seconds for SECOND, x bucket minutes for MINUTE (rolling windows), the whole threshold for DAY (a UTC day, which no bucket straddles). */
+  /** The most the limit lets into one bucket: threshold x bucket seconds for SECOND, x bucket minutes for MINUTE (rolling windows), the whole threshold for DAY and MONTH (a UTC day or month, which no bucket straddles). */
   per_bucket: number;
 }
 

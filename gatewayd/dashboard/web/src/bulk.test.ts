@@ -26,6 +26,11 @@ describe("withLimit", () => {
     const w = withLimit(all[3], change(5));
     expect("models" in w && w.models[0].rate_limits).toEqual([{ type: "REQUEST", unit: "MINUTE", threshold: 5 }]);
   });
+  it("puts a COST MONTH limit among the usage limits, beside the DAY one", () => {
+    const w = withLimit(all[1], { slug: "m", type: "COST", unit: "MONTH", threshold: 5000000 });
+    expect("models" in w && w.models[0].usage_limits).toEqual([{ type: "REQUEST", unit: "DAY", threshold: 9 }, { type: "COST", unit: "MONTH", threshold: 5000000 }]);
+    expect("models" in w && w.models[0].rate_limits).toEqual([{ type: "REQUEST", unit: "MINUTE", threshold: 80 }]);
+  });
   it("refuses a group without the slug, naming the field", () => {
     expect(withLimit(all[0], { ...change(5), slug: "nope" })).toEqual({ error: "models: this group has no model nope; nothing was sent." });
   });

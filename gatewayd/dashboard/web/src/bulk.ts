@@ -1,19 +1,20 @@
 // Bulk edits of the group tree, the pure half: the models a limit change writes to each selected group, the order
 // the writes go in, and which groups a bulk delete sends. The tree (tree.tsx) runs them, each PATCH dry-run first.
 
-import type { Group, ModelConfig } from "./api-types";
+import type { Group, Limit, ModelConfig } from "./api-types";
+import { limitList } from "./limitkind";
 
 export interface LimitChange {
   slug: string;
-  type: "REQUEST" | "TOKEN";
-  unit: "SECOND" | "MINUTE" | "DAY";
+  type: Limit["type"];
+  unit: Limit["unit"];
   threshold: number;
 }
 
 // withLimit is g's own models with change applied: the limit of the same (type, unit) on change.slug is replaced,
 // or added when g has none. A group without the slug gets an error in words for the operator, and nothing is sent.
 export function withLimit(g: Group, c: LimitChange): { models: ModelConfig[]; old: number | null } | { error: string } {
-  const kind = c.unit === "DAY" ? "usage_limits" : "rate_limits";
+  const kind = limitList(c.unit);
   let old: number | null = null;
   let found = false;
   const models = g.models.map((m) => {

@@ -10,7 +10,7 @@ export interface LimitLine {
   source: string;
 }
 
-const UNIT_WORD: Record<UsageLimit["unit"], string> = { SECOND: "second", MINUTE: "minute", DAY: "day" };
+const UNIT_WORD: Record<UsageLimit["unit"], string> = { SECOND: "second", MINUTE: "minute", DAY: "day", MONTH: "month" };
 
 // limitLines are the lines a chart of type draws: per unit, the limit with the lowest ceiling on a bucket (in
 // CASCADING mode every layer's bucket is charged, so the lowest refuses first), lowest first. The label says the

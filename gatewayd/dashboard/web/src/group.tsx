@@ -4,9 +4,9 @@ import { useMemo, useState } from "preact/hooks";
 import { api, ApiError, listGroups, listKeys, serverWords, type ThrottleCount, type Throttles } from "./api";
 import type { EffectiveLimit, Group, GroupUsage, Key, MintedKey, ModelConfig } from "./api-types";
 import { type CGroup, cascadingConflicts, descendantsOf } from "./cascade";
-import { LimitKindSelects } from "./limitkind";
+import { LimitKindSelects, limitList } from "./limitkind";
 import { BASE, groupPath, Link, navigate, newGroupPath } from "./router";
-import { formatShorthand, groupDigits, parseShorthand } from "./shorthand";
+import { formatLimit, groupDigits, limitEquals, parseLimit, showAmount } from "./shorthand";
 import { deleted } from "./tree";
 import { GroupUsageCharts } from "./usage";
 import { Confirm, FieldMsg, Loading, Page, SecretOnce, useAsync, utc } from "./ui";
@@ -30,7 +30,7 @@ function rowsOf(models: ModelConfig[]): ModelRow[] {
   return models.map((m) => ({
     key: seq++,
     slug: m.slug,
-    limits: [...(m.rate_limits ?? []), ...(m.usage_limits ?? [])].map((l) => ({ key: seq++, type: l.type, unit: l.unit, text: formatShorthand(l.threshold) })),
+    limits: [...(m.rate_limits ?? []), ...(m.usage_limits ?? [])].map((l) => ({ key: seq++, type: l.type, unit: l.unit, text: formatLimit(l.type, l.threshold) })),
   }));
 }
 
@@ -44,10 +44,10 @@ function toModels(rows: ModelRow[]): { models: ModelConfig[]; paths: Map<string,
     paths.set(`models[${i}].slug`, `slug-${m.key}`);
     if (!m.slug.trim()) errors.set(`slug-${m.key}`, "A model slug is required.");
     for (const l of m.limits) {
-      const p = parseShorthand(l.text);
+      const p = parseLimit(l.type, l.text);
       if (!p.ok) errors.set(`thr-${l.key}`, p.error);
-      const list = l.unit === "DAY" ? usage : rate;
-      const kind = l.unit === "DAY" ? "usage_limits" : "rate_limits";
+      const kind = limitList(l.unit);
+      const list = kind === "usage_limits" ? usage : rate;
       paths.set(`models[${i}].${kind}[${list.length}].threshold`, `thr-${l.key}`);
       paths.set(`models[${i}].${kind}[${list.length}]`, `thr-${l.key}`);
       paths.set(`models[${i}].${kind}[${list.length}].type`, `thr-${l.key}`);
@@ -62,16 +62,10 @@ function toModels(rows: ModelRow[]): { models: ModelConfig[]; paths: Map<string,
 function LimitInput(props: { row: LimitRow; label: string; error?: string; onChange: (r: LimitRow) => void; onRemove: () => void }) {
   const { row } = props;
   const id = `thr-${row.key}`;
-  const parsed = parseShorthand(row.text);
+  const parsed = parseLimit(row.type, row.text);
   return (
     <div class="limit-row">
-      <LimitKindSelects
-        label={props.label}
-        type={row.type}
-        unit={row.unit}
-        onType={(type) => props.onChange({ ...row, type })}
-        onUnit={(unit) => props.onChange({ ...row, unit })}
-      />
+      <LimitKindSelects label={props.label} type={row.type} unit={row.unit} onKind={(type, unit) => props.onChange({ ...row, type, unit })} />
       <div class="thr">
         <label for={id}>{props.label} threshold</label>
         <input
@@ -85,7 +79,7 @@ function LimitInput(props: { row: LimitRow; label: string; error?: string; onCha
           onInput={(e) => props.onChange({ ...row, text: (e.target as HTMLInputElement).value })}
         />
         <span id={`${id}-eq`} class="equals" aria-live="polite">
-          {parsed.ok ? `= ${groupDigits(parsed.value)}` : row.text.trim() ? "" : ""}
+          {parsed.ok ? limitEquals(row.type, parsed.value) : ""}
         </span>
         <FieldMsg id={`${id}-err`} msg={props.error ?? (!parsed.ok && row.text.trim() ? parsed.error : undefined)} />
       </div>
@@ -399,7 +393,7 @@ export function GroupPage(props: { id: string }) {
                 [...m.rate_limits, ...m.usage_limits].map((l, i) => (
                   <tr key={`${m.slug}-${i}`} class={binding.has(l) ? "binding" : undefined}>
                     <td class="mono">{m.slug}</td><td>{l.type}</td><td>{l.unit}</td>
-                    <td class="num">{groupDigits(l.threshold)}</td>
+                    <td class="num">{showAmount(l.type, l.threshold)}</td>
                     <td>{l.source_group === g.id ? "this group" : <Link href={groupPath(l.source_group)}>{names.get(l.source_group) ?? l.source_group}</Link>}</td>
                     <td>{binding.has(l) ? <strong>binding</strong> : ""}</td>
                   </tr>
@@ -411,8 +405,8 @@ export function GroupPage(props: { id: string }) {
       </section>
 
       <section aria-labelledby="usage-title">
-        <h2 id="usage-title">Usage today</h2>
-        {!d.usage || Object.keys(d.usage.usage).length === 0 ? <p>No usage (DAY) limits.</p> : (
+        <h2 id="usage-title">Usage this day and month</h2>
+        {!d.usage || Object.keys(d.usage.usage).length === 0 ? <p>No usage (DAY or MONTH) limits.</p> : (
           <ul class="bars">
             {Object.entries(d.usage.usage).flatMap(([slug, entries]) =>
               entries.map((u, i) => {
@@ -422,7 +416,7 @@ export function GroupPage(props: { id: string }) {
                   <li key={id}>
                     <span id={id}>{slug} {u.type} per {u.unit}</span>
                     <meter aria-labelledby={id} min={0} max={u.threshold} value={u.current_usage} high={u.threshold * 0.8} optimum={0} />
-                    <span class="num">{groupDigits(u.current_usage)} / {groupDigits(u.threshold)} ({pct}%)</span>
+                    <span class="num">{showAmount(u.type, u.current_usage)} / {showAmount(u.type, u.threshold)} ({pct}%)</span>
                     <span class="muted">resets {utc(u.reset_at)}</span>
                   </li>
                 );

@@ -61,3 +61,67 @@ export function formatShorthand(n: number): string {
 export function groupDigits(n: number | string): string {
   return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
 }
+
+// Money (docs/decisions.md, "Dashboard", Money): a COST limit's threshold is micro-USD in the API, and US dollars in
+// the dashboard's fields: `$5`, `$0.25`, `$1.5k`, `$2M`, the dollar sign optional, with thousands commas or a k, M
+// or B suffix as above. The amount may name fractions of a cent down to one micro-USD (six decimals after the
+// suffix is applied); it is converted to a whole number of micro-USD with BigInt, never floating point.
+const MICROS = 1000000n;
+
+export function parseMoney(input: string): Parsed {
+  const s = input.trim().replace(/^\$\s*/, "");
+  if (s === "") return { ok: false, error: "Enter an amount in dollars, for example $5." };
+  const plain = /^\d{1,3}(,\d{3})+(\.\d+)?$/.test(s) ? s.replace(/,/g, "") : s;
+  const m = /^(\d+)(?:\.(\d+))?([A-Za-z])?$/.exec(plain);
+  if (!m) return { ok: false, error: `"${input.trim()}" is not an amount: use dollars with an optional k, M or B, for example $5 or $1.5k.` };
+  const [, whole, frac = "", suffix] = m;
+  if (suffix === "m") return { ok: false, error: "Lowercase m is ambiguous: write M for million." };
+  if (suffix !== undefined && !(suffix in MULT)) {
+    return { ok: false, error: `Unknown suffix "${suffix}": use k (thousand), M (million) or B (billion).` };
+  }
+  const mult = (suffix === undefined ? 1n : MULT[suffix]) * MICROS;
+  const scale = 10n ** BigInt(frac.length);
+  const num = BigInt(whole) * scale + (frac === "" ? 0n : BigInt(frac));
+  if ((num * mult) % scale !== 0n) return { ok: false, error: `${input.trim()} is finer than one micro-USD ($0.000001).` };
+  const v = (num * mult) / scale;
+  if (v < 1n) return { ok: false, error: "A budget is at least $0.000001." };
+  if (v > MAX) return { ok: false, error: "That amount is too large." };
+  return { ok: true, value: Number(v) };
+}
+
+// formatMoney writes micro-USD as the dollars parseMoney reads back to the same number: the largest suffix that keeps
+// it exact within two decimals, else dollars with as many decimals as it needs.
+export function formatMoney(micros: number): string {
+  const v = BigInt(micros);
+  for (const [suffix, mult] of [["B", 1000000000n], ["M", 1000000n], ["k", 1000n]] as const) {
+    const m = mult * MICROS;
+    if (v >= m && (v * 100n) % m === 0n) {
+      const hundredths = (v * 100n) / m;
+      const frac = (hundredths % 100n).toString().padStart(2, "0").replace(/0+$/, "");
+      return `$${hundredths / 100n}${frac === "" ? "" : "." + frac}${suffix}`;
+    }
+  }
+  const frac = (v % MICROS).toString().padStart(6, "0").replace(/0+$/, "");
+  const cents = frac.length === 1 ? frac + "0" : frac;
+  return `$${groupDigits((v / MICROS).toString())}${cents === "" ? "" : "." + cents}`;
+}
+
+// parseLimit reads a limit's threshold as its type takes it: dollars for COST, a count otherwise.
+export function parseLimit(type: string, input: string): Parsed {
+  return type === "COST" ? parseMoney(input) : parseShorthand(input);
+}
+
+// formatLimit writes a threshold of type as parseLimit reads it back.
+export function formatLimit(type: string, n: number): string {
+  return type === "COST" ? formatMoney(n) : formatShorthand(n);
+}
+
+// limitEquals is the hint beside a threshold field: the whole number the API receives, in micro-USD for COST.
+export function limitEquals(type: string, n: number): string {
+  return type === "COST" ? `= ${groupDigits(n)} micro-USD` : `= ${groupDigits(n)}`;
+}
+
+// showAmount writes a count of a limit of type for reading: dollars for COST, digits with commas otherwise.
+export function showAmount(type: string, n: number): string {
+  return type === "COST" ? formatMoney(n) : groupDigits(n);
+}

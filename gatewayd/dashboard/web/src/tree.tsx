@@ -8,7 +8,7 @@ import type { Group, GroupUsage, Key } from "./api-types";
 import { type LimitChange, topmost, withLimit, writeOrder } from "./bulk";
 import { LimitKindSelects } from "./limitkind";
 import { BASE, groupPath, Link, navigate, newGroupPath, replaceQuery } from "./router";
-import { formatShorthand, groupDigits, parseShorthand } from "./shorthand";
+import { formatLimit, limitEquals, parseLimit } from "./shorthand";
 import { Confirm, FieldMsg, Loading, Page, useAsync } from "./ui";
 
 export const NEAR_LIMIT = 0.8;
@@ -102,7 +102,7 @@ function BulkPanel(props: {
   const ids = [...props.selected].filter((id) => d.groups.some((g) => g.id === id));
   const byId = new Map(d.groups.map((g) => [g.id, g]));
   const name = (id: string) => byId.get(id)?.metadata.name || id;
-  const parsed = parseShorthand(text);
+  const parsed = parseLimit(type, text);
 
   async function apply(e: Event) {
     e.preventDefault();
@@ -124,7 +124,7 @@ function BulkPanel(props: {
         try {
           await api("PATCH", `${path}?dry_run=true`, { models: w.models });
           await api("PATCH", path, { models: w.models });
-          out.set(id, { ok: true, msg: `Saved: ${change.slug} ${type} per ${unit} = ${formatShorthand(change.threshold)}.` });
+          out.set(id, { ok: true, msg: `Saved: ${change.slug} ${type} per ${unit} = ${formatLimit(type, change.threshold)}.` });
         } catch (err) {
           out.set(id, { ok: false, msg: refusal(err) });
         }
@@ -169,13 +169,15 @@ function BulkPanel(props: {
           label="Limit"
           type={type}
           unit={unit}
-          onType={(t) => setType(t as LimitChange["type"])}
-          onUnit={(u) => setUnit(u as LimitChange["unit"])}
+          onKind={(t, u) => {
+            setType(t as LimitChange["type"]);
+            setUnit(u as LimitChange["unit"]);
+          }}
         />
         <div class="thr">
           <label for="bulk-thr">Threshold</label>
           <input id="bulk-thr" inputMode="decimal" autocomplete="off" value={text} onInput={(e) => setText((e.target as HTMLInputElement).value)} aria-invalid={errors.has("threshold") ? "true" : undefined} aria-describedby="bulk-thr-eq bulk-thr-err" />
-          <span id="bulk-thr-eq" class="equals" aria-live="polite">{parsed.ok ? `= ${groupDigits(parsed.value)}` : ""}</span>
+          <span id="bulk-thr-eq" class="equals" aria-live="polite">{parsed.ok ? limitEquals(type, parsed.value) : ""}</span>
           <FieldMsg id="bulk-thr-err" msg={errors.get("threshold")} />
         </div>
         <button type="submit" class="primary" disabled={busy}>Apply to {ids.length} selected</button>
