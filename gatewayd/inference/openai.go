@@ -32,6 +32,9 @@ type call struct {
 	refusal *billing.Refusal
 	// tries is what the call's tries did: the answering target and how many tries it took.
 	tries failover.Result
+	// cost is what the answered call costs in micro-USD (callCost), computed once where the call is settled; the
+	// billing event and the cost metric read it.
+	cost int64
 }
 
 // openAI serves one OpenAI route for federated and workspace keys: suffix is appended to the Endpoint's base URL.
@@ -159,6 +162,8 @@ func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c
 	}
 	// Whatever usage the upstream reported is charged, even when the relay to the client was cut short.
 	u = res.Usage
+	var inputCost int64
+	c.cost, inputCost = callCost(&res)
 	if n := u.Total(); n > 0 && !plan.Empty() {
 		if err := h.opts.Limits.Settle(context.WithoutCancel(ctx), plan, n, h.opts.Clock.Now()); err != nil {
 			log.Error(err, "Failed to charge tokens", "workspace", c.workspace, "slug", req.Model, "prefix", prefix)
@@ -166,6 +171,10 @@ func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c
 	}
 	h.opts.Metrics.tokens.WithLabelValues(c.workspace, c.entity, c.model, "input").Add(float64(u.PromptTokens))
 	h.opts.Metrics.tokens.WithLabelValues(c.workspace, c.entity, c.model, "output").Add(float64(u.CompletionTokens))
+	if c.cost > 0 {
+		h.opts.Metrics.cost.WithLabelValues(c.workspace, c.entity, c.model, "input").Add(float64(inputCost))
+		h.opts.Metrics.cost.WithLabelValues(c.workspace, c.entity, c.model, "output").Add(float64(c.cost - inputCost))
+	}
 }
 
 // federatedPlan is the limit plan of a federated key's call of slug: its group's, with the key's tier limits on
