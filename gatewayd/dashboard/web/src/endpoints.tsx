@@ -1,9 +1,10 @@
 // The endpoints screen: each Endpoint of the workspace with its timeout and its targets, each target's weight and
 // priority and its state over the gatewayd replicas (up, or cooling until when, and on which replica; consecutive
-// failures; tries of the last hour, ok against failed). Its slug links to its usage.
+// failures; tries of the last hour, ok against failed) and its prices. Its slug links to its usage.
 import { api, listAll, refusal } from "./api";
 import type { Endpoint, EndpointTargets } from "./api-types";
 import { BASE, Link } from "./router";
+import { priceText } from "./money";
 import { replicaLine, replicasOf, triesSummary, untilText } from "./targetstate";
 import { Loading, Page, useAsync, utc } from "./ui";
 
@@ -89,6 +90,7 @@ function EndpointSection(props: { row: Row; at: Date }) {
             <th scope="col">Provider and URL</th>
             <th scope="col" class="num">Weight</th>
             <th scope="col" class="num">Priority</th>
+            <th scope="col">Price per million tokens</th>
             <th scope="col">State</th>
             <th scope="col" class="num">Consecutive failures</th>
             <th scope="col" class="num">Tries ok (last hour)</th>
@@ -105,6 +107,7 @@ function EndpointSection(props: { row: Row; at: Date }) {
                   <td class="mono">{t.provider} {t.base_url}{model(e, i)}</td>
                   <td class="num">{t.weight}</td>
                   <td class="num">{t.priority}</td>
+                  <td class="mono" data-price>{priceText(e.targets[i]?.pricing)}</td>
                   <td>
                     <span class={`badge target-${t.state}`}>{t.state}</span>
                     {t.state === "cooling" && t.cooling_until && (
@@ -124,6 +127,7 @@ function EndpointSection(props: { row: Row; at: Date }) {
                 <td class="mono">{t.provider} {t.base_url}{model(e, i)}</td>
                 <td class="num">{t.weight ?? 1}</td>
                 <td class="num">{t.priority ?? 0}</td>
+                <td class="mono" data-price>{priceText(t.pricing)}</td>
                 <td>unknown</td>
                 <td class="num">—</td>
                 <td class="num">—</td>
