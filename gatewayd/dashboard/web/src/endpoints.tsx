@@ -90,11 +90,11 @@ function EndpointSection(props: { row: Row; at: Date }) {
             <th scope="col">Provider and URL</th>
             <th scope="col" class="num">Weight</th>
             <th scope="col" class="num">Priority</th>
-            <th scope="col">Price per million tokens</th>
             <th scope="col">State</th>
             <th scope="col" class="num">Consecutive failures</th>
             <th scope="col" class="num">Tries ok (last hour)</th>
             <th scope="col" class="num">Tries failed (last hour)</th>
+            <th scope="col">Price per million tokens</th>
           </tr>
         </thead>
         <tbody>
@@ -107,7 +107,6 @@ function EndpointSection(props: { row: Row; at: Date }) {
                   <td class="mono">{t.provider} {t.base_url}{model(e, i)}</td>
                   <td class="num">{t.weight}</td>
                   <td class="num">{t.priority}</td>
-                  <td class="mono" data-price>{priceText(e.targets[i]?.pricing)}</td>
                   <td>
                     <span class={`badge target-${t.state}`}>{t.state}</span>
                     {t.state === "cooling" && t.cooling_until && (
@@ -118,6 +117,7 @@ function EndpointSection(props: { row: Row; at: Date }) {
                   <td class="num">{t.consecutive_failures}</td>
                   <td class="num">{tries.ok}</td>
                   <td class="num">{tries.failed}{tries.detail && <span class="muted"> ({tries.detail})</span>}</td>
+                  <td class="mono" data-price>{priceText(e.targets[i]?.pricing)}</td>
                 </tr>
               );
             })
@@ -127,11 +127,11 @@ function EndpointSection(props: { row: Row; at: Date }) {
                 <td class="mono">{t.provider} {t.base_url}{model(e, i)}</td>
                 <td class="num">{t.weight ?? 1}</td>
                 <td class="num">{t.priority ?? 0}</td>
-                <td class="mono" data-price>{priceText(t.pricing)}</td>
                 <td>unknown</td>
                 <td class="num">—</td>
                 <td class="num">—</td>
                 <td class="num">—</td>
+                <td class="mono" data-price>{priceText(t.pricing)}</td>
               </tr>
             ))}
         </tbody>
