@@ -166,8 +166,8 @@ func (f *fixture) costMetric(model string) map[string]float64 {
 // TestCostOnEveryRecord: each call's cost (docs/limits.md "Billing events") is its tokens at the answering
 // target's prices, in micro-USD rounded half up, on its billing event (GET /v1/gateway/events and the webhook
 // body alike), in the usage route per group and for the workspace (equal to the events' sum), and in
-// service_model_api_cost_micro_usd_total; an unpriced target's calls cost 0. Every call reports 2 prompt and 5
-// completion tokens: at 0.25 USD per million input tokens a call costs 0.5 micro-USD, which rounds up to 1; at
+// service_model_api_cost_micro_usd_total; an unpriced target's calls cost 0. Every call, the stream too, reports 2
+// prompt and 5 completion tokens: at 0.25 USD per million input tokens a call costs 0.5 micro-USD, which rounds up to 1; at
 // 1.5 and 0.3 it costs 3 + 1.5 = 4.5, which rounds up to 5.
 func TestCostOnEveryRecord(t *testing.T) {
 	admin, a := gatewaytest.NewWorkspaceKey("admin", string(gatewayv1.KeyTypeManageAll))
@@ -198,6 +198,13 @@ func TestCostOnEveryRecord(t *testing.T) {
 			t.Fatalf("%s calling %s = %d %s", c.group, c.slug, r.status, r.body)
 		}
 	}
+	// A stream is costed from its usage chunk, which gatewayd asks for and strips when the client did not.
+	br := f.openStream("beta", map[string]any{"model": "priced/mixed", "stream": true,
+		"messages": []any{map[string]any{"role": "user", "content": "hello world"}}})
+	if _, err := io.ReadAll(br); err != nil {
+		t.Fatal(err)
+	}
+	calls = append(calls, struct{ group, slug string }{"beta", "priced/mixed"})
 
 	perSlug, perGroupSlug := map[string]int64{}, map[string]int64{}
 	for _, e := range f.listEvents(admin, len(calls)) {
@@ -235,13 +242,13 @@ func TestCostOnEveryRecord(t *testing.T) {
 			}
 		}
 	}
-	if perSlug["priced/mixed"] != 15 || perSlug["priced/half"] != 3 || perSlug[slug] != 0 {
+	if perSlug["priced/mixed"] != 20 || perSlug["priced/half"] != 3 || perSlug[slug] != 0 {
 		t.Errorf("cost per slug %v", perSlug)
 	}
 
 	// The metric: per call, the input part is 2 × 1.5 = 3, the output part the rest of 5.
-	if m := f.costMetric("priced/mixed"); m["input"] != 9 || m["output"] != 6 {
-		t.Errorf("service_model_api_cost_micro_usd_total of priced/mixed = %v, want input 9 and output 6 (15 in all)", m)
+	if m := f.costMetric("priced/mixed"); m["input"] != 12 || m["output"] != 8 {
+		t.Errorf("service_model_api_cost_micro_usd_total of priced/mixed = %v, want input 12 and output 8 (20 in all)", m)
 	}
 	if m := f.costMetric(slug); m["input"]+m["output"] != 0 {
 		t.Errorf("service_model_api_cost_micro_usd_total of the unpriced %s = %v, want none", slug, m)
