@@ -147,6 +147,26 @@ try {
   check(cost.tokens === 0 && cost.title === `Cost of ${SLUG} per minute, the last hour`, `the cost chart replaces the tokens chart (${cost.title})`);
   await screen("usage-group-cost");
   await card.screenshot({ path: join(OUT, "usage-cost.png") });
+
+  // ---- A COST budget on the group is the cost chart's line. A server that has no COST limits refuses the write
+  // (400 naming the type), and then there is no line to check.
+  const budgeted = await api("PATCH", `/v1/gateway/groups/${group.id}`, {
+    models: [{ slug: SLUG, rate_limits: [{ type: "REQUEST", unit: "MINUTE", threshold: 3 }, { type: "TOKEN", unit: "MINUTE", threshold: 60 }],
+      usage_limits: [{ type: "COST", unit: "MONTH", threshold: 5000 }] }],
+  });
+  if (budgeted.status === 200) {
+    await page.reload();
+    const budget = card.locator('svg[data-chart="cost"] g.limit');
+    await budget.waitFor();
+    const line = { unit: await budget.getAttribute("data-limit-unit"), perBucket: Number(await budget.getAttribute("data-per-bucket")), label: await budget.textContent() };
+    check(line.unit === "MONTH" && line.perBucket === 5000 && line.label === "Limit: $0.005 per month (any minute may spend it)",
+      `the cost chart draws the group's COST budget as its line (${JSON.stringify(line)})`);
+    await screen("usage-group-budget");
+    await card.screenshot({ path: join(OUT, "usage-budget.png") });
+  } else {
+    must(budgeted.status === 400, `a COST limit is either taken or refused as invalid (${budgeted.status} ${budgeted.text.slice(0, 200)})`);
+    console.log(`        skip the budget line: this server refuses COST limits (${budgeted.text.slice(0, 120)})`);
+  }
   await page.getByRole("group", { name: "Tokens or cost" }).getByRole("button", { name: "Tokens" }).click();
   await card.locator('svg[data-chart="tokens"]').waitFor();
 
