@@ -5,7 +5,7 @@
 // the Store (bbolt for the embedded store, Redis streams when several replicas share Redis); receivers
 // deduplicate by idempotencyKey. Beside the events, in the same write, each store keeps a per-minute throttle
 // rollup: the 429s per group, slug and the limit that refused them, which GET /v1/gateway/throttles serves
-// (throttles.go), and a per-minute usage rollup: the calls, 429s and tokens per group and slug, which
+// (throttles.go), and a per-minute usage rollup: the calls, 429s, tokens and cost per group and slug, which
 // GET /v1/gateway/usage charts (usage.go).
 package billing
 
@@ -40,6 +40,10 @@ type Event struct {
 	APIKeyPrefix     string    `json:"apiKeyPrefix"`
 	StatusCode       int       `json:"statusCode"`
 	Tokens           Tokens    `json:"tokens"`
+	// CostMicroUsd is the call's cost in millionths of a US dollar: its tokens at the prices of the target that
+	// answered, as the view the call was routed with held them, rounded half up (docs/limits.md "Billing
+	// events"); 0 for an unpriced target and for a call no target answered.
+	CostMicroUsd int64 `json:"costMicroUsd"`
 	// Target and Provider name the Endpoint target that answered, Attempts the tries the call made
 	// (docs/routing.md, rule 1); empty for a call refused before any try.
 	Target   string `json:"target,omitempty"`

@@ -9,7 +9,7 @@ import (
 
 // eventJSONSize is a little more than the length of an event's JSON with the ids gatewayd gives: the stores size
 // the buffer they encode a batch into with it.
-const eventJSONSize = 368
+const eventJSONSize = 392
 
 // appendEvent appends to dst the bytes json.Marshal(e) gives, without its reflection: the stores keep those bytes,
 // and the writer encodes one event per model call. The fields, their order and their escaping are
@@ -48,7 +48,8 @@ func appendEvent(dst []byte, e *Event) ([]byte, error) {
 	dst = strconv.AppendInt(dst, e.Tokens.InputTokens, 10)
 	dst = append(dst, `,"outputTokens":`...)
 	dst = strconv.AppendInt(dst, e.Tokens.OutputTokens, 10)
-	dst = append(dst, '}')
+	dst = append(dst, `},"costMicroUsd":`...)
+	dst = strconv.AppendInt(dst, e.CostMicroUsd, 10)
 	if e.Target != "" {
 		dst = append(dst, `,"target":`...)
 		dst = appendJSONString(dst, e.Target)

@@ -67,6 +67,7 @@ func TestAppendEventIsJSONMarshal(t *testing.T) {
 	base := Event{
 		IdempotencyKey: "evt_0123", Timestamp: t0, RequestID: "req_0123", ModelSlug: "slug", ExternalEntityID: "ent",
 		GroupID: "grp", APIKeyPrefix: "mgk_0000", StatusCode: 200, Tokens: Tokens{InputTokens: 12, OutputTokens: 34},
+		CostMicroUsd: 56,
 	}
 	fields := []func(*Event) *string{
 		func(e *Event) *string { return &e.IdempotencyKey }, func(e *Event) *string { return &e.RequestID },
@@ -88,7 +89,7 @@ func TestAppendEventIsJSONMarshal(t *testing.T) {
 	}
 	for _, n := range []int64{0, -1, 1, math.MaxInt64, math.MinInt64, math.MaxInt32 + 1, -1e15} {
 		e := base
-		e.StatusCode, e.Tokens.InputTokens, e.Tokens.OutputTokens, e.Attempts = int(n), n, -n, int(n)
+		e.StatusCode, e.Tokens.InputTokens, e.Tokens.OutputTokens, e.Attempts, e.CostMicroUsd = int(n), n, -n, int(n), n
 		checkAppendEvent(t, &e)
 	}
 	checkAppendEvent(t, &Event{})
@@ -119,7 +120,7 @@ func FuzzAppendEvent(f *testing.F) {
 		e := Event{
 			IdempotencyKey: s1, Timestamp: time.Unix(sec, nsec).In(loc), RequestID: s2, ModelSlug: s1 + s2,
 			ExternalEntityID: s2 + s1, GroupID: s1, APIKeyPrefix: s2, StatusCode: status,
-			Tokens: Tokens{InputTokens: in, OutputTokens: out}, Target: s2, Provider: s1, Attempts: status,
+			Tokens: Tokens{InputTokens: in, OutputTokens: out}, CostMicroUsd: in ^ out, Target: s2, Provider: s1, Attempts: status,
 		}
 		checkAppendEvent(t, &e)
 	})
@@ -134,7 +135,7 @@ func bulkyRecords() []Record {
 			IdempotencyKey: fmt.Sprintf("evt_%03d", i), Timestamp: t0.Add(time.Duration(i) * time.Millisecond),
 			RequestID: strings.Repeat(trickyStrings[i%len(trickyStrings)], i%7), ModelSlug: "slug",
 			ExternalEntityID: strings.Repeat("x", i*40), APIKeyPrefix: trickyStrings[(i+3)%len(trickyStrings)],
-			StatusCode: 200, Tokens: Tokens{InputTokens: int64(i), OutputTokens: int64(i) << 33},
+			StatusCode: 200, Tokens: Tokens{InputTokens: int64(i), OutputTokens: int64(i) << 33}, CostMicroUsd: int64(i) << 20,
 		}})
 	}
 	return recs

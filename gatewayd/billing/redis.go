@@ -62,7 +62,7 @@ func (s *Redis) throttles(ns string, minute int64) string {
 }
 
 // usage is the hash of one minute of the usage rollup of (ns, group): fields "<counter>|<slug>", where counter is
-// r (requests), t (429s), i (input tokens) or o (output tokens), values the counts.
+// r (requests), t (429s), i (input tokens), o (output tokens) or c (cost, micro-USD), values the counts.
 func (s *Redis) usage(ns, group string, minute int64) string {
 	return s.prefix + ":billing:usage:" + s.tag(ns) + ":" + group + ":" + strconv.FormatInt(minute, 10)
 }
@@ -75,7 +75,7 @@ func usageFields(c *Counters) []struct {
 	return []struct {
 		letter string
 		n      *int64
-	}{{"r", &c.Requests}, {"t", &c.Throttled}, {"i", &c.InputTokens}, {"o", &c.OutputTokens}}
+	}{{"r", &c.Requests}, {"t", &c.Throttled}, {"i", &c.InputTokens}, {"o", &c.OutputTokens}, {"c", &c.CostMicroUsd}}
 }
 
 // Append implements Store. The rollups' increments are summed over the batch first, so a batch of N calls costs

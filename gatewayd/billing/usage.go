@@ -8,13 +8,14 @@ import (
 	"time"
 )
 
-// Counters are the usage of some calls: every call recorded, the 429s among them, and the tokens the answers
-// reported (a 429 reports none).
+// Counters are the usage of some calls: every call recorded, the 429s among them, the tokens the answers
+// reported (a 429 reports none), and what they cost: the sum of their events' costMicroUsd.
 type Counters struct {
 	Requests     int64 `json:"requests"`
 	Throttled    int64 `json:"throttled"`
 	InputTokens  int64 `json:"input_tokens"`
 	OutputTokens int64 `json:"output_tokens"`
+	CostMicroUsd int64 `json:"cost_micro_usd"`
 }
 
 // Add adds o to c.
@@ -23,6 +24,7 @@ func (c *Counters) Add(o Counters) {
 	c.Throttled += o.Throttled
 	c.InputTokens += o.InputTokens
 	c.OutputTokens += o.OutputTokens
+	c.CostMicroUsd += o.CostMicroUsd
 }
 
 // UsageMinute is one minute of the usage rollup: the counters of the calls of one slug in one minute.
@@ -46,7 +48,7 @@ const AllGroups = "*"
 
 // usageOf is the counters one record adds to the usage rollup.
 func usageOf(r *Record) Counters {
-	c := Counters{Requests: 1, InputTokens: r.Event.Tokens.InputTokens, OutputTokens: r.Event.Tokens.OutputTokens}
+	c := Counters{Requests: 1, InputTokens: r.Event.Tokens.InputTokens, OutputTokens: r.Event.Tokens.OutputTokens, CostMicroUsd: r.Event.CostMicroUsd}
 	if r.Event.StatusCode == 429 {
 		c.Throttled = 1
 	}
@@ -61,21 +63,27 @@ func usageGroups(r *Record) []string {
 	return []string{AllGroups, r.Event.GroupID}
 }
 
-// encodeCounters and decodeCounters are the embedded store's value of a usage counter: four big-endian uint64.
+// encodeCounters and decodeCounters are the embedded store's value of a usage counter: five big-endian uint64,
+// the cost last. A value of four, written before the rollup counted cost, reads with a cost of 0.
 func encodeCounters(c Counters) []byte {
-	b := make([]byte, 0, 32)
-	for _, n := range []int64{c.Requests, c.Throttled, c.InputTokens, c.OutputTokens} {
+	b := make([]byte, 0, 40)
+	for _, n := range []int64{c.Requests, c.Throttled, c.InputTokens, c.OutputTokens, c.CostMicroUsd} {
 		b = binary.BigEndian.AppendUint64(b, uint64(n))
 	}
 	return b
 }
 
 func decodeCounters(b []byte) (Counters, bool) {
-	if len(b) != 32 {
+	if len(b) != 32 && len(b) != 40 {
 		return Counters{}, false
 	}
-	n := func(i int) int64 { return int64(binary.BigEndian.Uint64(b[8*i:])) }
-	return Counters{Requests: n(0), Throttled: n(1), InputTokens: n(2), OutputTokens: n(3)}, true
+	n := func(i int) int64 {
+		if 8*i >= len(b) {
+			return 0
+		}
+		return int64(binary.BigEndian.Uint64(b[8*i:]))
+	}
+	return Counters{Requests: n(0), Throttled: n(1), InputTokens: n(2), OutputTokens: n(3), CostMicroUsd: n(4)}, true
 }
 
 // usageRow is a (minute, slug) of the rollup while it is summed.

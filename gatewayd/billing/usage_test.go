@@ -19,13 +19,15 @@ func withStores(t *testing.T, fn func(t *testing.T, s Store)) {
 	})
 }
 
+// usageRecord is an event of in and out tokens, which cost 1000 × in + out micro-USD.
 func usageRecord(ns, group, slug string, status int, at time.Time, in, out int64) Record {
 	return Record{Namespace: ns, Event: Event{IdempotencyKey: ids.New(ids.BillingEvent), Timestamp: at, GroupID: group,
-		ModelSlug: slug, StatusCode: status, Tokens: Tokens{InputTokens: in, OutputTokens: out}}}
+		ModelSlug: slug, StatusCode: status, Tokens: Tokens{InputTokens: in, OutputTokens: out}, CostMicroUsd: 1000*in + out}}
 }
 
 // TestUsageRollupCountsPerMinuteGroupAndSlug: every event adds to its minute's counters of its (group, slug) and
-// of the workspace's total of its slug, in the same write; 429s are counted apart and namespaces never mix.
+// of the workspace's total of its slug, in the same write, its cost included; 429s are counted apart and
+// namespaces never mix.
 func TestUsageRollupCountsPerMinuteGroupAndSlug(t *testing.T) {
 	withStores(t, func(t *testing.T, s Store) {
 		m0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
@@ -57,15 +59,15 @@ func TestUsageRollupCountsPerMinuteGroupAndSlug(t *testing.T) {
 			}
 		}
 		check("g1", m0, m1, []UsageMinute{
-			{Minute: m0, Slug: "a", Counters: Counters{Requests: 3, Throttled: 1, InputTokens: 17, OutputTokens: 7}},
+			{Minute: m0, Slug: "a", Counters: Counters{Requests: 3, Throttled: 1, InputTokens: 17, OutputTokens: 7, CostMicroUsd: 17_007}},
 			{Minute: m1, Slug: "b", Counters: Counters{Requests: 1, Throttled: 1}},
 		})
 		check(AllGroups, m0.Add(30*time.Second), m1.Add(30*time.Second), []UsageMinute{
-			{Minute: m0, Slug: "a", Counters: Counters{Requests: 3, Throttled: 1, InputTokens: 17, OutputTokens: 7}},
-			{Minute: m1, Slug: "a", Counters: Counters{Requests: 1, InputTokens: 1, OutputTokens: 1}},
+			{Minute: m0, Slug: "a", Counters: Counters{Requests: 3, Throttled: 1, InputTokens: 17, OutputTokens: 7, CostMicroUsd: 17_007}},
+			{Minute: m1, Slug: "a", Counters: Counters{Requests: 1, InputTokens: 1, OutputTokens: 1, CostMicroUsd: 1001}},
 			{Minute: m1, Slug: "b", Counters: Counters{Requests: 1, Throttled: 1}},
 		})
-		check("g2", m1, m1, []UsageMinute{{Minute: m1, Slug: "a", Counters: Counters{Requests: 1, InputTokens: 1, OutputTokens: 1}}})
+		check("g2", m1, m1, []UsageMinute{{Minute: m1, Slug: "a", Counters: Counters{Requests: 1, InputTokens: 1, OutputTokens: 1, CostMicroUsd: 1001}}})
 		check("g1", m1.Add(time.Minute), m1.Add(time.Hour), []UsageMinute{})
 		check("g3", m0, m1, []UsageMinute{})
 	})
@@ -116,5 +118,21 @@ func testRedisUsageKeepsADay(t *testing.T, d *redistest.Deployment, at time.Time
 	got, err := s.Usage(ctx, "ws", "g1", at.Add(-24*time.Hour), at)
 	if err != nil || len(got) != 1 || got[0].Requests != 1 {
 		t.Errorf("Usage over a day = %+v, %v", got, err)
+	}
+}
+
+// TestCountersOfFourFieldsReadWithoutCost: a bbolt usage counter written before the rollup counted cost (four
+// fields) still reads, with a cost of 0; the five-field value reads back as written.
+func TestCountersOfFourFieldsReadWithoutCost(t *testing.T) {
+	c := Counters{Requests: 1, Throttled: 2, InputTokens: 3, OutputTokens: 4, CostMicroUsd: 5}
+	if got, ok := decodeCounters(encodeCounters(c)); !ok || got != c {
+		t.Errorf("decodeCounters(encodeCounters(%+v)) = %+v, %v", c, got, ok)
+	}
+	old := encodeCounters(c)[:32]
+	if got, ok := decodeCounters(old); !ok || got != (Counters{Requests: 1, Throttled: 2, InputTokens: 3, OutputTokens: 4}) {
+		t.Errorf("decodeCounters(four fields) = %+v, %v", got, ok)
+	}
+	if _, ok := decodeCounters(old[:31]); ok {
+		t.Error("decodeCounters took 31 bytes")
 	}
 }

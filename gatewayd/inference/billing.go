@@ -25,8 +25,8 @@ func (h *Handler) recordBilling(key *view.Key, c *call, w *statusWriter, u upstr
 			IdempotencyKey: "evt_" + strings.TrimPrefix(c.requestID, "req_"), Timestamp: h.opts.Clock.Now().UTC(),
 			RequestID: c.requestID, ModelSlug: c.model, ExternalEntityID: key.Group.ExternalEntityID, GroupID: key.Group.ID,
 			APIKeyPrefix: key.Prefix, StatusCode: w.code(),
-			Tokens:   billing.Tokens{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens},
-			Attempts: c.tries.Attempts,
+			Tokens:       billing.Tokens{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens},
+			CostMicroUsd: c.cost, Attempts: c.tries.Attempts,
 		},
 	}
 	if t := c.tries.Target; t != nil {

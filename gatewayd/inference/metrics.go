@@ -21,6 +21,7 @@ const WorkspaceLabel = "workspace"
 type Metrics struct {
 	requests        *prometheus.CounterVec
 	tokens          *prometheus.CounterVec
+	cost            *prometheus.CounterVec
 	requestDuration *prometheus.HistogramVec
 	upstream        *prometheus.HistogramVec
 	held            *prometheus.GaugeVec
@@ -38,6 +39,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "service_model_api_tokens_total",
 			Help: "Tokens reported by upstreams, by workspace, the calling group's external id, model slug and token type (input, output).",
+		}, []string{WorkspaceLabel, "external_entity_id", "model", "token_type"}),
+		cost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "service_model_api_cost_micro_usd_total",
+			Help: "Cost of the tokens reported by upstreams at the answering target's prices, in micro-USD, by workspace, the calling group's external id, model slug and token type (input, output); a call's two parts add up to its billing event's costMicroUsd.",
 		}, []string{WorkspaceLabel, "external_entity_id", "model", "token_type"}),
 		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "modelgate_gateway_request_duration_seconds",
@@ -59,7 +64,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{WorkspaceLabel, "model"}),
 	}
 	m.genAI = newGenAI()
-	for _, c := range []prometheus.Collector{m.requests, m.tokens, m.requestDuration, m.upstream, m.refusals, m.held,
+	for _, c := range []prometheus.Collector{m.requests, m.tokens, m.cost, m.requestDuration, m.upstream, m.refusals, m.held,
 		m.genAI.duration, m.genAI.firstToken, m.genAI.perToken, m.genAI.tokens} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("failed to register gateway metrics: %w", err)

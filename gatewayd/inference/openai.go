@@ -31,8 +31,9 @@ type call struct {
 	refusal *billing.Refusal
 	// tries is what the call's tries did: the answering target and how many tries it took.
 	tries failover.Result
-	// cost is the call's cost in micro-USD, from the answering target's pricing and the usage it reported; 0 for
-	// an unpriced target, which never trips a COST limit. Settle charges it to the plan's COST limits.
+	// cost is the call's cost in micro-USD (callCost), computed once where the call is settled: from the answering
+	// target's pricing and the usage it reported; 0 for an unpriced target, which never trips a COST limit. Settle
+	// charges it to the plan's COST limits; the billing event and the cost metric read it.
 	cost int64
 }
 
@@ -162,9 +163,15 @@ func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c
 	}
 	// Whatever usage the upstream reported is charged, even when the relay to the client was cut short.
 	u = res.Usage
+	var inputCost int64
+	c.cost, inputCost = callCost(&res)
 	h.settle(ctx, plan, c, limits.Charge{Tokens: u.Total(), Cost: c.cost}, prefix)
 	h.opts.Metrics.tokens.WithLabelValues(c.workspace, c.entity, c.model, "input").Add(float64(u.PromptTokens))
 	h.opts.Metrics.tokens.WithLabelValues(c.workspace, c.entity, c.model, "output").Add(float64(u.CompletionTokens))
+	if c.cost > 0 {
+		h.opts.Metrics.cost.WithLabelValues(c.workspace, c.entity, c.model, "input").Add(float64(inputCost))
+		h.opts.Metrics.cost.WithLabelValues(c.workspace, c.entity, c.model, "output").Add(float64(c.cost - inputCost))
+	}
 }
 
 // federatedPlan is the limit plan of a federated key's call of slug: its group's, with the key's tier limits on

@@ -23,6 +23,7 @@ import (
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/api/v1alpha1/hierarchy"
+	"github.com/modelgate/modelgate/api/v1alpha1/pricing"
 	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/gatewayd/tryplan"
 )
@@ -144,7 +145,9 @@ type Target struct {
 	Secret     *snapshot.SecretRef
 	APIVersion string
 	Region     string
-	Pricing    *snapshot.Pricing
+	// Price is the target's pricing, parsed once here: a call's cost is the price of the target that answered
+	// it, in the view the call was routed with (docs/decisions.md "Prices and cost"). Zero when unpriced.
+	Price pricing.Pricing
 	// Key names the target across views (namespace, Endpoint id and target name): gatewayd/cooldown keeps its
 	// state under it, so a snapshot reload keeps a target's cooldown.
 	Key string
@@ -679,8 +682,14 @@ func newEndpoint(namespace string, e *snapshot.Endpoint) (*Endpoint, error) {
 		if name == "" {
 			name = "target-" + strconv.Itoa(i)
 		}
+		var price pricing.Pricing
+		if p := t.Pricing; p != nil {
+			if price, err = pricing.ParsePricing(p.InputPerMillionTokens, p.OutputPerMillionTokens); err != nil {
+				return nil, fmt.Errorf("endpoints[%s].targets[%d].pricing.%w", e.ID, i, err)
+			}
+		}
 		ep.Targets[i] = Target{Name: name, Provider: t.Provider, BaseURL: strings.TrimRight(t.BaseURL, "/"), TargetModel: t.TargetModel,
-			Secret: t.APIKeySecret, APIVersion: t.APIVersion, Region: t.Region, Pricing: t.Pricing,
+			Secret: t.APIKeySecret, APIVersion: t.APIVersion, Region: t.Region, Price: price,
 			Key: namespace + "/" + e.ID + "/" + name}
 		ep.Plan[i] = tryplan.Target{Weight: max(int(t.Weight), 1), Priority: int(t.Priority)}
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/modelgate/modelgate/api/snapshot"
+	"github.com/modelgate/modelgate/api/v1alpha1/pricing"
 	"github.com/modelgate/modelgate/gatewayd/limits"
 )
 
@@ -70,12 +71,37 @@ func TestBuildRefusesInconsistentSnapshots(t *testing.T) {
 		},
 		"no target":      func(s *snapshot.Snapshot) { s.Endpoints = []snapshot.Endpoint{{ID: "e", Slug: "s"}} },
 		"negative limit": func(s *snapshot.Snapshot) { s.Groups[0].Models[0].RateLimits[0].Threshold = -1 },
+		"bad price": func(s *snapshot.Snapshot) {
+			s.Endpoints = []snapshot.Endpoint{{ID: "e", Slug: "s", Targets: []snapshot.Target{{BaseURL: "http://a/v1",
+				Pricing: &snapshot.Pricing{OutputPerMillionTokens: "-1"}}}}}
+		},
 	} {
 		s := testSnapshot("ns", "CASCADING")
 		mutate(s)
 		if _, err := Build(s, 1, "x", limits.NewMemory(), nil); err == nil {
 			t.Errorf("%s: Build accepted it", name)
 		}
+	}
+}
+
+// TestTargetPricesParsedOnLoad: a target's price strings are read once, exactly, into micro-USD per million
+// tokens; a target without pricing has the zero price.
+func TestTargetPricesParsedOnLoad(t *testing.T) {
+	s := testSnapshot("ns", "CASCADING")
+	s.Endpoints = []snapshot.Endpoint{{ID: "e", Slug: "s", Targets: []snapshot.Target{
+		{Name: "a", BaseURL: "http://a/v1", Pricing: &snapshot.Pricing{InputPerMillionTokens: "0.60", OutputPerMillionTokens: "15.000001"}},
+		{Name: "b", BaseURL: "http://b/v1"},
+	}}}
+	ns, err := Build(s, 1, "x", limits.NewMemory(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := ns.Endpoints["s"].Targets
+	if got, want := ts[0].Price, (pricing.Pricing{Input: 600_000, Output: 15_000_001}); got != want {
+		t.Errorf("price of a = %+v, want %+v", got, want)
+	}
+	if ts[1].Price != (pricing.Pricing{}) {
+		t.Errorf("price of the unpriced b = %+v, want zero", ts[1].Price)
 	}
 }
 

@@ -3,8 +3,10 @@
 // 3 requests per minute is called six times with a key (three answered with tokens, three 429s); the group page's
 // charts hold, bar by bar and in their table, what the billing events of those calls hold, and draw the limit as
 // a labelled line; the hour/day toggle redraws in half-hours with the same totals; the usage page shows the
-// workspace's total of the model; zero axe (WCAG 2.2 AA) violations in both themes; no console error, page error
-// or CSP violation. Screenshots go to OUT_DIR, usage-page.png among them (docs/dashboard-usage.png).
+// workspace's total of the model; with a price on the model's Endpoint, the cost view draws what the events'
+// costMicroUsd hold, and the Endpoints page shows the price; zero axe (WCAG 2.2 AA) violations in both themes; no
+// console error, page error or CSP violation. Screenshots go to OUT_DIR, usage-page.png (docs/dashboard-usage.png)
+// and usage-cost.png (docs/dashboard-cost.png) among them.
 import { api, BASE, check, failed, finish, KEY, must, OUT, page, run, screen, SLUG } from "./harness.mjs";
 import { join } from "node:path";
 
@@ -53,6 +55,18 @@ try {
   must(minted.status === 201, `a key is minted (${minted.status})`);
   const key = minted.json.api_key;
 
+  // ---- A price on the model's Endpoint (the REST API answers once gatewayd serves it): 2.5 USD per million
+  // input tokens, 4 per million output tokens.
+  const eps = (await api("GET", "/v1/gateway/endpoints?limit=100")).json?.items ?? [];
+  const ep = eps.find((e) => e.slug === SLUG);
+  must(ep, `the Endpoint of ${SLUG} is listed`);
+  const repriced = await api("PATCH", `/v1/gateway/endpoints/${ep.id}`, {
+    targets: ep.targets.map((t) => ({ ...t, pricing: { input_per_million_tokens: "2.5", output_per_million_tokens: "4" } })),
+  });
+  must(repriced.status === 200, `the Endpoint takes a price (${repriced.status} ${repriced.text.slice(0, 200)})`);
+  // A call's cost in micro-USD: its tokens at those prices, rounded half up.
+  const costOf = (e) => Math.floor((e.tokens.inputTokens * 2_500_000 + e.tokens.outputTokens * 4_000_000 + 500_000) / 1_000_000);
+
   // ---- Six calls with words in them: three answered (with tokens), then 429s.
   const statuses = [];
   for (let i = 0; i < 6; i++) {
@@ -80,6 +94,9 @@ try {
     events.reduce((n, e) => n + (e.tokens.outputTokens ?? 0), 0),
   ];
   must(sent[2] > 0 && sent[3] > 0, `the answered calls carry tokens (${sent})`);
+  check(events.every((e) => e.costMicroUsd === costOf(e)), `each event's costMicroUsd is its tokens at the Endpoint's prices (${events.map((e) => e.costMicroUsd)})`);
+  const spent = events.reduce((n, e) => n + e.costMicroUsd, 0);
+  must(spent > 0, `the answered calls cost something (${spent} micro-USD)`);
 
   // ---- Sign in; the group page charts the calls of the last hour.
   await page.goto(BASE + "/dashboard/");
@@ -110,6 +127,49 @@ try {
   await screen("usage-group-hour");
   await card.screenshot({ path: join(OUT, "usage-chart.png") });
 
+  // ---- The cost view: the same calls, in dollars, from the events' costMicroUsd.
+  await page.getByRole("group", { name: "Tokens or cost" }).getByRole("button", { name: "Cost" }).click();
+  check(await page.waitForURL(/measure=cost/).then(() => true, () => false), "the toggle keeps the cost view in the URL");
+  const costSvg = card.locator('svg[data-chart="cost"]');
+  await costSvg.waitFor();
+  const cost = await card.evaluate((el) => {
+    const svg = el.querySelector('svg[data-chart="cost"]');
+    const bars = [...svg.querySelectorAll("g.bucket")];
+    return {
+      bars: bars.length, drawn: bars.reduce((n, g) => n + Number(g.dataset.cost), 0),
+      rects: svg.querySelectorAll("rect.bar-cost").length, total: Number(el.querySelector(".totals").dataset.cost),
+      table: [...el.querySelectorAll("table.usage-table td[data-cost]")].reduce((n, td) => n + Number(td.dataset.cost), 0),
+      tokens: el.querySelectorAll('svg[data-chart="tokens"]').length, title: svg.querySelector("title").textContent,
+    };
+  });
+  check(cost.bars === 60 && cost.drawn === spent && cost.total === spent && cost.table === spent && cost.rects >= 1,
+    `the cost chart's bars, totals and table hold the events' ${spent} micro-USD (${JSON.stringify(cost)})`);
+  check(cost.tokens === 0 && cost.title === `Cost of ${SLUG} per minute, the last hour`, `the cost chart replaces the tokens chart (${cost.title})`);
+  await screen("usage-group-cost");
+  await card.screenshot({ path: join(OUT, "usage-cost.png") });
+
+  // ---- A COST budget on the group is the cost chart's line. A server that has no COST limits refuses the write
+  // (400 naming the type), and then there is no line to check.
+  const budgeted = await api("PATCH", `/v1/gateway/groups/${group.id}`, {
+    models: [{ slug: SLUG, rate_limits: [{ type: "REQUEST", unit: "MINUTE", threshold: 3 }, { type: "TOKEN", unit: "MINUTE", threshold: 60 }],
+      usage_limits: [{ type: "COST", unit: "MONTH", threshold: 5000 }] }],
+  });
+  if (budgeted.status === 200) {
+    await page.reload();
+    const budget = card.locator('svg[data-chart="cost"] g.limit');
+    await budget.waitFor();
+    const line = { unit: await budget.getAttribute("data-limit-unit"), perBucket: Number(await budget.getAttribute("data-per-bucket")), label: await budget.textContent() };
+    check(line.unit === "MONTH" && line.perBucket === 5000 && line.label === "Limit: $0.005 per month (any minute may spend it)",
+      `the cost chart draws the group's COST budget as its line (${JSON.stringify(line)})`);
+    await screen("usage-group-budget");
+    await card.screenshot({ path: join(OUT, "usage-budget.png") });
+  } else {
+    must(budgeted.status === 400, `a COST limit is either taken or refused as invalid (${budgeted.status} ${budgeted.text.slice(0, 200)})`);
+    console.log(`        skip the budget line: this server refuses COST limits (${budgeted.text.slice(0, 120)})`);
+  }
+  await page.getByRole("group", { name: "Tokens or cost" }).getByRole("button", { name: "Tokens" }).click();
+  await card.locator('svg[data-chart="tokens"]').waitFor();
+
   // ---- The day: 48 half-hour bars, the same totals, the limit scaled onto half an hour.
   await page.getByRole("group", { name: "Chart window" }).getByRole("button", { name: "Last day" }).click();
   check(await page.waitForURL(/window=24h/).then(() => true, () => false), "the toggle keeps the window in the URL");
@@ -124,8 +184,11 @@ try {
   await page.locator(`section.usage-series[data-slug="${SLUG}"] svg[data-chart="requests"] title`, { hasText: "per half hour" }).waitFor({ state: "attached" });
   check(true, "the day window survives a reload");
 
-  // ---- The workspace: the usage page, reached from the endpoint's slug.
+  // ---- The workspace: the usage page, reached from the endpoint's slug, which shows the target's price.
   await page.goto(`${BASE}/dashboard/endpoints`);
+  const price = page.locator(`section.endpoint:has(h2 a:text-is("${SLUG}")) td[data-price]`).first();
+  await price.waitFor();
+  check((await price.textContent()) === "$2.5 in / $4 out", `the Endpoints page shows the target's price (${await price.textContent()})`);
   await page.getByRole("link", { name: SLUG, exact: true }).click();
   await page.getByRole("heading", { level: 1, name: "Usage" }).waitFor();
   const ws = page.locator(`section.usage-series[data-slug="${SLUG}"]`);

@@ -6,12 +6,13 @@ import (
 )
 
 // TestEndpoints: apply creates an endpoint of two targets from the REST shape, then patches the one of its slug;
-// list counts its targets, get shows them; refusals name the field and the rule; delete removes it.
+// list counts its targets, get shows them with their prices; refusals name the field and the rule (a negative
+// price among them); delete removes it.
 func TestEndpoints(t *testing.T) {
 	admin := as(t, adminKey)
 	const two = `slug: cli/llama
 targets:
-- {name: vllm-a, provider: OPENAI, base_url: "http://127.0.0.1:9/v1", target_model: llama, weight: 3}
+- {name: vllm-a, provider: OPENAI, base_url: "http://127.0.0.1:9/v1", target_model: llama, weight: 3, pricing: {input_per_million_tokens: "0.60", output_per_million_tokens: "0.80"}}
 - {provider: OPENAI, base_url: "http://127.0.0.1:10/v1", priority: 1}
 retry: {attempts: 1, on_status: [503]}
 cooldown: {failures: 2, duration_ms: 5000}
@@ -32,7 +33,7 @@ cooldown: {failures: 2, duration_ms: 5000}
 		t.Fatalf("apply of the same slug did not patch %s: %v", id, updated)
 	}
 	r = admin.ok("endpoints", "get", id)
-	for _, want := range []string{"WEIGHT", "PRIORITY", "vllm-a", "target-1", "http://127.0.0.1:10/v1"} {
+	for _, want := range []string{"WEIGHT", "PRIORITY", "vllm-a", "target-1", "http://127.0.0.1:10/v1", "INPUT $/1M", "OUTPUT $/1M", " 0.60 ", " 0.80"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Fatalf("get lacks %q: %v", want, r)
 		}
@@ -42,6 +43,8 @@ cooldown: {failures: 2, duration_ms: 5000}
 		writeFile(t, "bad.yaml", strings.Replace(two, "priority: 1", "priority: 1, weight: 0", 1)))
 	admin.refused(exitInvalid, []string{"HTTP 400", "targets[0].provider", "must be one of OPENAI"}, "endpoints", "apply", "-f",
 		writeFile(t, "anthropic.yaml", "slug: cli/claude\ntargets: [{provider: ANTHROPIC, base_url: \"https://127.0.0.1:11/v1\"}]\n"))
+	admin.refused(exitInvalid, []string{"HTTP 400", "targets[0].pricing.output_per_million_tokens", "non-negative"}, "endpoints", "apply", "-f",
+		writeFile(t, "price.yaml", strings.Replace(two, `"0.80"`, `"-0.80"`, 1)))
 	admin.refused(exitUsage, []string{"has no slug"}, "endpoints", "apply", "-f", writeFile(t, "noslug.yaml", "targets: []\n"))
 	admin.refused(exitUsage, []string{"needs -f"}, "endpoints", "apply")
 

@@ -16,6 +16,7 @@ type usageCounters struct {
 	Throttled    int64 `json:"throttled"`
 	InputTokens  int64 `json:"input_tokens"`
 	OutputTokens int64 `json:"output_tokens"`
+	CostMicroUsd int64 `json:"cost_micro_usd"`
 }
 
 type usageAnswer struct {
@@ -39,8 +40,8 @@ type usageAnswer struct {
 
 // TestUsageCountsWhatWasCalled: child a of a CASCADING root calls demo/echo five times against root's 3 per minute
 // (three answered, two 429s) and demo/other once, its sibling b once; GET /v1/gateway/usage of a real gatewayd
-// counts, per slug, the calls, the 429s and the tokens the billing events carry, for the group and for the
-// workspace, with root's limit on a's chart, on the embedded store and on redis-server.
+// counts, per slug, the calls, the 429s, the tokens and the cost the billing events carry (both Endpoints priced),
+// for the group and for the workspace, with root's limit on a's chart, on the embedded store and on redis-server.
 func TestUsageCountsWhatWasCalled(t *testing.T) {
 	onEachStore(t, testUsage)
 }
@@ -54,6 +55,7 @@ func testUsage(t *testing.T, flags ...string) {
 		{ID: "a", Parent: "root", Models: []gatewayv1.ModelConfig{{Slug: slug}, {Slug: otherSlug}}},
 		{ID: "b", Parent: "root", Models: []gatewayv1.ModelConfig{{Slug: otherSlug}}},
 	}, func(s *snapshot.Snapshot) {
+		s.Endpoints[0].Targets[0].Pricing = &snapshot.Pricing{InputPerMillionTokens: "1.5", OutputPerMillionTokens: "0.3"}
 		other := s.Endpoints[0]
 		other.ID, other.Slug = "other", otherSlug
 		s.Endpoints = append(s.Endpoints, other)
@@ -113,6 +115,7 @@ func testUsage(t *testing.T, flags ...string) {
 				InputTokens  int64 `json:"inputTokens"`
 				OutputTokens int64 `json:"outputTokens"`
 			} `json:"tokens"`
+			CostMicroUsd int64 `json:"costMicroUsd"`
 		} `json:"items"`
 	}
 	_ = json.NewDecoder(resp.Body).Decode(&page)
@@ -126,11 +129,12 @@ func testUsage(t *testing.T, flags ...string) {
 			}
 			c.InputTokens += e.Tokens.InputTokens
 			c.OutputTokens += e.Tokens.OutputTokens
+			c.CostMicroUsd += e.CostMicroUsd
 			events[k] = c
 		}
 	}
-	if len(page.Items) != 7 || events["a/"+slug].InputTokens == 0 || events["a/"+slug].OutputTokens == 0 {
-		t.Fatalf("events %+v: want seven with tokens", events)
+	if len(page.Items) != 7 || events["a/"+slug].InputTokens == 0 || events["a/"+slug].OutputTokens == 0 || events["a/"+slug].CostMicroUsd == 0 {
+		t.Fatalf("events %+v: want seven with tokens and cost", events)
 	}
 
 	if len(ws.Series) != 2 || ws.Series[0].Slug != slug || ws.Series[1].Slug != otherSlug {
@@ -156,6 +160,7 @@ func testUsage(t *testing.T, flags ...string) {
 		summed.Throttled += b.Throttled
 		summed.InputTokens += b.InputTokens
 		summed.OutputTokens += b.OutputTokens
+		summed.CostMicroUsd += b.CostMicroUsd
 	}
 	if s.Totals != events["a/"+slug] || summed != s.Totals {
 		t.Errorf("a, %s: totals %+v, buckets sum to %+v, want the events' %+v", slug, s.Totals, summed, events["a/"+slug])

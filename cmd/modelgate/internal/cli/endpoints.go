@@ -17,6 +17,7 @@ var (
 	targetColumns = []column{
 		{"NAME", "name"}, {"PROVIDER", "provider"}, {"BASE URL", "base_url"}, {"MODEL", "target_model"},
 		{"WEIGHT", "weight"}, {"PRIORITY", "priority"}, {"SECRET", "api_key_secret_ref.name"},
+		{"INPUT $/1M", "pricing.input_per_million_tokens"}, {"OUTPUT $/1M", "pricing.output_per_million_tokens"},
 	}
 )
 
@@ -100,7 +101,8 @@ cooldown, when given, replace its own ({} returns to the gateway's defaults).`,
   # chat-llama.yaml:
   #   slug: chat/llama
   #   targets:
-  #   - {name: vllm-a, provider: OPENAI, base_url: "http://vllm-a:8000/v1", weight: 3}
+  #   - {name: vllm-a, provider: OPENAI, base_url: "http://vllm-a:8000/v1", weight: 3,
+  #      pricing: {input_per_million_tokens: "0.60", output_per_million_tokens: "0.80"}}
   #   - {name: vllm-b, provider: OPENAI, base_url: "http://vllm-b:8000/v1", priority: 1}
   #   retry: {attempts: 1}
   #   cooldown: {failures: 3, duration_ms: 30000}`,

@@ -24,6 +24,14 @@ export interface BillingEvent {
   apiKeyPrefix: string;
   statusCode: number;
   tokens: BillingTokens;
+  /** The call's cost in millionths of a US dollar: its tokens at the prices of the Endpoint target that answered, as the snapshot the call was routed with held them, rounded half up. 0 for a target without pricing and for a call no target answered. */
+  costMicroUsd: number;
+  /** The Endpoint target that answered; absent for a call refused before any try. */
+  target?: string;
+  /** The answering target's provider. */
+  provider?: string;
+  /** Tries the call made. */
+  attempts?: number;
 }
 
 export interface BillingEventPage {
@@ -633,6 +641,8 @@ export interface UsageBucket {
   throttled: number;
   input_tokens: number;
   output_tokens: number;
+  /** The sum of the calls' costMicroUsd: micro-USD (millionths of a US dollar) at the answering targets' prices. */
+  cost_micro_usd: number;
 }
 
 export interface UsageCounters {
@@ -642,6 +652,8 @@ export interface UsageCounters {
   throttled: number;
   input_tokens: number;
   output_tokens: number;
+  /** The sum of the calls' costMicroUsd: micro-USD (millionths of a US dollar) at the answering targets' prices. */
+  cost_micro_usd: number;
 }
 
 export interface UsageEntry {

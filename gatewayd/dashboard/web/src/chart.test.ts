@@ -23,6 +23,26 @@ describe("limitLines", () => {
   });
 });
 
+describe("budget lines", () => {
+  // The usage route answers COST limits (micro-USD) and MONTH windows once the server has them; the chart reads
+  // type and unit as strings, so it draws them already.
+  const cost = (unit: string, threshold: number) => ({ type: "COST", unit, threshold, per_bucket: threshold, source_group_id: "root" });
+  it("draws a COST limit on the cost chart only, in dollars, lowest first", () => {
+    const limits = [cost("MONTH", 5_000_000), cost("DAY", 1_500_000), lim("TOKEN", "DAY", 1000, 1000)];
+    const lines = limitLines(limits, "COST", 60);
+    expect(lines.map((l) => [l.unit, l.value, l.label])).toEqual([
+      ["DAY", 1_500_000, "$1.50 per day (any minute may spend it)"],
+      ["MONTH", 5_000_000, "$5.00 per month (any minute may spend it)"],
+    ]);
+    expect(limitLines(limits, "TOKEN", 60).map((l) => l.unit)).toEqual(["DAY"]);
+    expect(limitLines([lim("TOKEN", "DAY", 1000, 1000)], "COST", 60)).toEqual([]);
+  });
+  it("names a month of tokens as a calendar window too", () => {
+    expect(limitLines([{ ...lim("TOKEN", "DAY", 2000, 2000), unit: "MONTH" }], "TOKEN", 1800)[0].label)
+      .toBe("2,000 tokens per month (any 30 minutes may spend it)");
+  });
+});
+
 describe("scale", () => {
   it("rounds up to 1, 2, 2.5 or 5 times a power of ten", () => {
     expect([0, 1, 3, 7, 20, 21, 240, 251, 9000].map(niceCeil)).toEqual([1, 1, 5, 10, 20, 25, 250, 500, 10000]);

@@ -1,22 +1,35 @@
 // The arithmetic of the usage charts, kept apart from the drawing so it is tested on its own: which limit lines a
 // chart draws, the top of its scale, and how its buckets are named.
 import type { UsageLimit } from "./api-types";
+import { usd } from "./money";
 
 export interface LimitLine {
   // value is the limit's ceiling on one bucket (the API's per_bucket), where the line is drawn.
   value: number;
   label: string;
-  unit: UsageLimit["unit"];
+  unit: string;
   source: string;
 }
 
-const UNIT_WORD: Record<UsageLimit["unit"], string> = { SECOND: "second", MINUTE: "minute", DAY: "day", MONTH: "month" };
+// A limit as the usage route answers it; type and unit are read as strings, so a type or unit this build does not
+// list (COST, MONTH) is still drawn when a chart asks for it.
+type AnyLimit = Omit<UsageLimit, "type" | "unit"> & { type: string; unit: string };
+
+const UNIT_WORD: Record<string, string> = { SECOND: "second", MINUTE: "minute", DAY: "day", MONTH: "month" };
+// CALENDAR units are windows a bucket never straddles: one bucket may spend the whole allowance.
+const CALENDAR = new Set(["DAY", "MONTH"]);
+const WHAT: Record<string, string> = { TOKEN: "tokens", REQUEST: "requests" };
+
+// amount writes a limit's threshold: dollars for COST (micro-USD), else a grouped count.
+function amount(type: string, n: number): string {
+  return type === "COST" ? usd(n) : n.toLocaleString("en-US");
+}
 
 // limitLines are the lines a chart of type draws: per unit, the limit with the lowest ceiling on a bucket (in
 // CASCADING mode every layer's bucket is charged, so the lowest refuses first), lowest first. The label says the
-// limit as set and what it allows in one bucket.
-export function limitLines(limits: UsageLimit[], type: UsageLimit["type"], bucketSeconds: number): LimitLine[] {
-  const best = new Map<string, UsageLimit>();
+// limit as set and what it allows in one bucket. A COST limit (a budget, in micro-USD) is labelled in dollars.
+export function limitLines(limits: AnyLimit[], type: string, bucketSeconds: number): LimitLine[] {
+  const best = new Map<string, AnyLimit>();
   for (const l of limits) {
     if (l.type !== type) continue;
     const b = best.get(l.unit);
@@ -29,12 +42,11 @@ export function limitLines(limits: UsageLimit[], type: UsageLimit["type"], bucke
       value: l.per_bucket,
       unit: l.unit,
       source: l.source_group_id,
-      label:
-        l.unit === "DAY"
-          ? `${l.threshold.toLocaleString("en-US")} ${type === "TOKEN" ? "tokens" : "requests"} per day (any ${per} may spend it)`
-          : l.per_bucket === l.threshold
-            ? `${l.threshold.toLocaleString("en-US")} per ${UNIT_WORD[l.unit]}`
-            : `${l.threshold.toLocaleString("en-US")} per ${UNIT_WORD[l.unit]} = ${l.per_bucket.toLocaleString("en-US")} per ${per}`,
+      label: CALENDAR.has(l.unit)
+        ? `${amount(type, l.threshold)}${WHAT[type] ? ` ${WHAT[type]}` : ""} per ${UNIT_WORD[l.unit]} (any ${per} may spend it)`
+        : l.per_bucket === l.threshold
+          ? `${amount(type, l.threshold)} per ${UNIT_WORD[l.unit] ?? l.unit.toLowerCase()}`
+          : `${amount(type, l.threshold)} per ${UNIT_WORD[l.unit] ?? l.unit.toLowerCase()} = ${amount(type, l.per_bucket)} per ${per}`,
     }));
 }
 

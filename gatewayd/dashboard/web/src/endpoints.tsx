@@ -1,9 +1,10 @@
 // The endpoints screen: each Endpoint of the workspace with its timeout and its targets, each target's weight and
 // priority and its state over the gatewayd replicas (up, or cooling until when, and on which replica; consecutive
-// failures; tries of the last hour, ok against failed). Its slug links to its usage.
+// failures; tries of the last hour, ok against failed) and its prices. Its slug links to its usage.
 import { api, listAll, refusal } from "./api";
 import type { Endpoint, EndpointTargets } from "./api-types";
 import { BASE, Link } from "./router";
+import { priceText } from "./money";
 import { replicaLine, replicasOf, triesSummary, untilText } from "./targetstate";
 import { Loading, Page, useAsync, utc } from "./ui";
 
@@ -93,6 +94,7 @@ function EndpointSection(props: { row: Row; at: Date }) {
             <th scope="col" class="num">Consecutive failures</th>
             <th scope="col" class="num">Tries ok (last hour)</th>
             <th scope="col" class="num">Tries failed (last hour)</th>
+            <th scope="col">Price per million tokens</th>
           </tr>
         </thead>
         <tbody>
@@ -115,6 +117,7 @@ function EndpointSection(props: { row: Row; at: Date }) {
                   <td class="num">{t.consecutive_failures}</td>
                   <td class="num">{tries.ok}</td>
                   <td class="num">{tries.failed}{tries.detail && <span class="muted"> ({tries.detail})</span>}</td>
+                  <td class="mono" data-price>{priceText(e.targets[i]?.pricing)}</td>
                 </tr>
               );
             })
@@ -128,6 +131,7 @@ function EndpointSection(props: { row: Row; at: Date }) {
                 <td class="num">—</td>
                 <td class="num">—</td>
                 <td class="num">—</td>
+                <td class="mono" data-price>{priceText(t.pricing)}</td>
               </tr>
             ))}
         </tbody>

@@ -2,18 +2,21 @@
 // (the filter lives in the URL), and their CSV export.
 import { useState } from "preact/hooks";
 import { listAll } from "./api";
+import { usd } from "./money";
 import { BASE, replaceQuery } from "./router";
 import { Loading, Page, useAsync, utc } from "./ui";
 
 interface BillingEvent {
   idempotencyKey: string; timestamp: string; requestId: string; modelSlug: string; externalEntityId: string;
   groupId: string; apiKeyPrefix: string; statusCode: number; tokens: { inputTokens?: number; outputTokens?: number };
+  costMicroUsd?: number;
 }
 
 const CSV_COLUMNS: [string, (e: BillingEvent) => string | number][] = [
   ["timestamp", (e) => e.timestamp], ["request_id", (e) => e.requestId], ["model_slug", (e) => e.modelSlug],
   ["external_entity_id", (e) => e.externalEntityId], ["group_id", (e) => e.groupId], ["api_key_prefix", (e) => e.apiKeyPrefix],
   ["status_code", (e) => e.statusCode], ["input_tokens", (e) => e.tokens?.inputTokens ?? 0], ["output_tokens", (e) => e.tokens?.outputTokens ?? 0],
+  ["cost_micro_usd", (e) => e.costMicroUsd ?? 0],
 ];
 
 export function toCSV(events: BillingEvent[]): string {
@@ -66,13 +69,14 @@ export function EventsPage(props: { query: URLSearchParams }) {
       {!data.data ? <Loading error={data.error} /> : events.length === 0 ? <p>No events.</p> : (
         <table>
           <caption class="sr-only">Billing events, newest first</caption>
-          <thead><tr><th scope="col">Time</th><th scope="col">Model</th><th scope="col">External id</th><th scope="col">Key</th><th scope="col">Status</th><th scope="col">Tokens in/out</th></tr></thead>
+          <thead><tr><th scope="col">Time</th><th scope="col">Model</th><th scope="col">External id</th><th scope="col">Key</th><th scope="col">Status</th><th scope="col">Tokens in/out</th><th scope="col" class="num">Cost</th></tr></thead>
           <tbody>
             {events.slice(0, 500).map((e) => (
               <tr key={e.idempotencyKey}>
                 <td>{utc(e.timestamp)}</td><td class="mono">{e.modelSlug}</td><td class="mono">{e.externalEntityId}</td>
                 <td class="mono">{e.apiKeyPrefix}</td><td class={e.statusCode >= 400 ? "bad" : undefined}>{e.statusCode}</td>
                 <td class="num">{e.tokens?.inputTokens ?? 0} / {e.tokens?.outputTokens ?? 0}</td>
+                <td class="num" data-cost={e.costMicroUsd ?? 0}>{usd(e.costMicroUsd ?? 0)}</td>
               </tr>
             ))}
           </tbody>

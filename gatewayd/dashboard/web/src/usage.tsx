@@ -1,9 +1,11 @@
-// The usage charts: per model slug, the calls (the 429s among them) and the tokens over the last hour or day, as
-// plain SVG bar charts with the group's limit drawn as a labelled line, each with a title, a description and a
-// table of the same numbers. The group page shows its group's slugs; the usage page every slug of the workspace.
+// The usage charts: per model slug, the calls (the 429s among them) and the tokens or their cost over the last hour
+// or day, as plain SVG bar charts with the group's limit (or budget) drawn as a labelled line, each with a title, a
+// description and a table of the same numbers. The group page shows its group's slugs; the usage page every slug
+// of the workspace.
 import { api } from "./api";
 import type { Usage, UsageBucket, UsageSeries } from "./api-types";
 import { bucketName, type LimitLine, limitLines, scaleTop } from "./chart";
+import { usd } from "./money";
 import { groupPath, Link, replaceQuery, useLocation } from "./router";
 import { groupDigits } from "./shorthand";
 import { Loading, Page, useAsync } from "./ui";
@@ -20,6 +22,28 @@ function useWindow(): [Win, (w: Win) => void] {
     w,
     (next) => replaceQuery({ window: next === "1h" ? "" : next }),
   ];
+}
+
+// Measure is what the second chart of each slug draws: its tokens, or what they cost. Held in ?measure=, as the window.
+type Measure = "tokens" | "cost";
+const MEASURES: [Measure, string][] = [["tokens", "Tokens"], ["cost", "Cost"]];
+
+function useMeasure(): [Measure, (m: Measure) => void] {
+  const loc = useLocation();
+  const q = new URLSearchParams(loc.split("?")[1] ?? "");
+  return [q.get("measure") === "cost" ? "cost" : "tokens", (next) => replaceQuery({ measure: next === "tokens" ? "" : next })];
+}
+
+function MeasureToggle(props: { value: Measure; onChange: (m: Measure) => void }) {
+  return (
+    <div class="toggle" role="group" aria-label="Tokens or cost">
+      {MEASURES.map(([m, label]) => (
+        <button key={m} type="button" aria-pressed={props.value === m ? "true" : "false"} onClick={() => props.onChange(m)}>
+          {label}
+        </button>
+      ))}
+    </div>
+  );
 }
 
 function WindowToggle(props: { value: Win; onChange: (w: Win) => void }) {
@@ -40,8 +64,9 @@ const W = 640, H = 200, LEFT = 52, RIGHT = 8, TOP = 14, BOTTOM = 26;
 
 // Chart draws buckets as stacked bars of parts, with the limit lines over them. Every bar carries its numbers in
 // data attributes, and the description says what the chart shows, for a screen reader and for the browser test.
-function Chart(props: { id: string; title: string; desc: string; kind: string; bucketSeconds: number; buckets: UsageBucket[]; parts: Part[]; lines: LimitLine[] }) {
+function Chart(props: { id: string; title: string; desc: string; kind: string; bucketSeconds: number; buckets: UsageBucket[]; parts: Part[]; lines: LimitLine[]; format?: (v: number) => string }) {
   const { buckets, parts, lines } = props;
+  const format = props.format ?? ((v: number) => groupDigits(Math.round(v)));
   const top = scaleTop(buckets.map((b) => parts.reduce((n, p) => n + p.value(b), 0)), lines);
   const plotW = W - LEFT - RIGHT, plotH = H - TOP - BOTTOM;
   const y = (v: number) => TOP + plotH - (v / top) * plotH;
@@ -56,13 +81,13 @@ function Chart(props: { id: string; title: string; desc: string; kind: string; b
         {ticks.map((t) => (
           <g key={t} class="axis">
             <line class="gridline" x1={LEFT} x2={W - RIGHT} y1={y(t)} y2={y(t)} />
-            <text x={LEFT - 6} y={y(t) + 4} text-anchor="end">{groupDigits(Math.round(t))}</text>
+            <text x={LEFT - 6} y={y(t) + 4} text-anchor="end">{format(t)}</text>
           </g>
         ))}
         {buckets.map((b, i) => {
           let acc = 0;
           return (
-            <g key={b.start} class="bucket" data-start={b.start} data-requests={b.requests} data-throttled={b.throttled} data-input-tokens={b.input_tokens} data-output-tokens={b.output_tokens}>
+            <g key={b.start} class="bucket" data-start={b.start} data-requests={b.requests} data-throttled={b.throttled} data-input-tokens={b.input_tokens} data-output-tokens={b.output_tokens} data-cost={b.cost_micro_usd}>
               {parts.map((p) => {
                 const v = p.value(b);
                 const y0 = y(acc), y1 = y(acc + v);
@@ -102,27 +127,29 @@ const TOKEN_PARTS: Part[] = [
   { label: "input tokens", cls: "bar-in", value: (b) => b.input_tokens },
   { label: "output tokens", cls: "bar-out", value: (b) => b.output_tokens },
 ];
+const COST_PARTS: Part[] = [{ label: "cost, at the answering targets' prices", cls: "bar-cost", value: (b) => b.cost_micro_usd }];
 
 function linesText(lines: LimitLine[]): string {
   return lines.length ? ` Limit line${lines.length > 1 ? "s" : ""}: ${lines.map((l) => l.label).join("; ")}.` : " No limit of this type applies.";
 }
 
-// SeriesCard is one slug: its totals, the requests chart, the tokens chart and the table of both.
-function SeriesCard(props: { s: UsageSeries; usage: Usage; idBase: string; group: boolean }) {
+// SeriesCard is one slug: its totals, the requests chart, the tokens or cost chart and the table of all.
+function SeriesCard(props: { s: UsageSeries; usage: Usage; idBase: string; group: boolean; measure: Measure }) {
   const { s, usage } = props;
   const per = usage.bucket_seconds === 60 ? "minute" : "half hour";
   const span = usage.window === "1h" ? "the last hour" : "the last day";
   const reqLines = props.group ? limitLines(s.limits, "REQUEST", usage.bucket_seconds) : [];
   const tokLines = props.group ? limitLines(s.limits, "TOKEN", usage.bucket_seconds) : [];
+  const costLines = props.group ? limitLines(s.limits, "COST", usage.bucket_seconds) : [];
   const t = s.totals;
   const busy = s.buckets.filter((b) => b.requests > 0);
   const id = `${props.idBase}-${s.slug.replace(/[^A-Za-z0-9_-]/g, "_")}`;
   return (
     <section class="card usage-series" aria-labelledby={`${id}-h`} data-slug={s.slug}>
       <h3 id={`${id}-h`} class="mono">{s.slug}</h3>
-      <p class="totals" data-requests={t.requests} data-throttled={t.throttled} data-input-tokens={t.input_tokens} data-output-tokens={t.output_tokens}>
+      <p class="totals" data-requests={t.requests} data-throttled={t.throttled} data-input-tokens={t.input_tokens} data-output-tokens={t.output_tokens} data-cost={t.cost_micro_usd}>
         Over {span}: {groupDigits(t.requests)} requests, {groupDigits(t.throttled)} refused with 429, {groupDigits(t.input_tokens + t.output_tokens)} tokens
-        ({groupDigits(t.input_tokens)} in, {groupDigits(t.output_tokens)} out).
+        ({groupDigits(t.input_tokens)} in, {groupDigits(t.output_tokens)} out), costing {usd(t.cost_micro_usd)}.
       </p>
       <div class="usage-charts">
         <Chart
@@ -135,37 +162,52 @@ function SeriesCard(props: { s: UsageSeries; usage: Usage; idBase: string; group
           parts={REQUEST_PARTS}
           lines={reqLines}
         />
-        <Chart
-          id={`${id}-tok`}
-          kind="tokens"
-          title={`Tokens of ${s.slug} per ${per}, ${span}`}
-          desc={`${t.input_tokens} input and ${t.output_tokens} output tokens.${props.group ? linesText(tokLines) : ""}`}
-          bucketSeconds={usage.bucket_seconds}
-          buckets={s.buckets}
-          parts={TOKEN_PARTS}
-          lines={tokLines}
-        />
+        {props.measure === "cost" ? (
+          <Chart
+            id={`${id}-cost`}
+            kind="cost"
+            title={`Cost of ${s.slug} per ${per}, ${span}`}
+            desc={`${usd(t.cost_micro_usd)} in all.${props.group ? linesText(costLines) : ""}`}
+            bucketSeconds={usage.bucket_seconds}
+            buckets={s.buckets}
+            parts={COST_PARTS}
+            lines={costLines}
+            format={usd}
+          />
+        ) : (
+          <Chart
+            id={`${id}-tok`}
+            kind="tokens"
+            title={`Tokens of ${s.slug} per ${per}, ${span}`}
+            desc={`${t.input_tokens} input and ${t.output_tokens} output tokens.${props.group ? linesText(tokLines) : ""}`}
+            bucketSeconds={usage.bucket_seconds}
+            buckets={s.buckets}
+            parts={TOKEN_PARTS}
+            lines={tokLines}
+          />
+        )}
       </div>
       <details>
         <summary>The numbers as a table</summary>
         {busy.length === 0 ? <p>No calls in {span}.</p> : (
           <table class="usage-table">
             <caption>Calls of {s.slug} per {per} (UTC), {span}; periods without calls are left out</caption>
-            <thead><tr><th scope="col">Period from</th><th scope="col" class="num">Requests</th><th scope="col" class="num">429s</th><th scope="col" class="num">Input tokens</th><th scope="col" class="num">Output tokens</th></tr></thead>
+            <thead><tr><th scope="col">Period from</th><th scope="col" class="num">Requests</th><th scope="col" class="num">429s</th><th scope="col" class="num">Input tokens</th><th scope="col" class="num">Output tokens</th><th scope="col" class="num">Cost (USD)</th></tr></thead>
             <tbody>
               {busy.map((b) => (
                 <tr key={b.start} data-start={b.start}>
                   <td>{bucketName(b.start, usage.bucket_seconds)}</td>
                   <td class="num">{groupDigits(b.requests)}</td><td class="num">{groupDigits(b.throttled)}</td>
                   <td class="num">{groupDigits(b.input_tokens)}</td><td class="num">{groupDigits(b.output_tokens)}</td>
+                  <td class="num" data-cost={b.cost_micro_usd}>{usd(b.cost_micro_usd)}</td>
                 </tr>
               ))}
             </tbody>
           </table>
         )}
-        {reqLines.length + tokLines.length > 0 && (
+        {reqLines.length + tokLines.length + costLines.length > 0 && (
           <ul class="limits-list">
-            {[...reqLines.map((l) => ["Requests", l] as const), ...tokLines.map((l) => ["Tokens", l] as const)].map(([what, l]) => (
+            {[...reqLines.map((l) => ["Requests", l] as const), ...tokLines.map((l) => ["Tokens", l] as const), ...costLines.map((l) => ["Cost", l] as const)].map(([what, l]) => (
               <li key={what + l.unit}>{what} limit: {l.label}, set on <Link href={groupPath(l.source)}>{l.source}</Link></li>
             ))}
           </ul>
@@ -185,15 +227,17 @@ function fetchUsage(win: Win, group?: string, slug?: string): Promise<Usage> {
 // GroupUsageCharts is the group page's usage section: the group's slugs, with its limits.
 export function GroupUsageCharts(props: { id: string }) {
   const [win, setWin] = useWindow();
+  const [measure, setMeasure] = useMeasure();
   const data = useAsync(() => fetchUsage(win, props.id), [props.id, win]);
   return (
     <section aria-labelledby="charts-title">
       <div class="section-head">
         <h2 id="charts-title">Usage per model</h2>
+        <MeasureToggle value={measure} onChange={setMeasure} />
         <WindowToggle value={win} onChange={setWin} />
       </div>
       {!data.data ? <Loading error={data.error} /> : data.data.series.length === 0 ? <p>No models.</p> : (
-        data.data.series.map((s) => <SeriesCard key={s.slug} s={s} usage={data.data!} idBase="g" group />)
+        data.data.series.map((s) => <SeriesCard key={s.slug} s={s} usage={data.data!} idBase="g" group measure={measure} />)
       )}
     </section>
   );
@@ -202,12 +246,13 @@ export function GroupUsageCharts(props: { id: string }) {
 // UsagePage is every slug of the workspace, every group's calls together (?slug= narrows it to one).
 export function UsagePage(props: { query: URLSearchParams }) {
   const [win, setWin] = useWindow();
+  const [measure, setMeasure] = useMeasure();
   const slug = props.query.get("slug") ?? "";
   const data = useAsync(() => fetchUsage(win), [win]);
   const all = data.data?.series ?? [];
   const shown = slug ? all.filter((s) => s.slug === slug) : all;
   return (
-    <Page title="Usage" actions={<WindowToggle value={win} onChange={setWin} />}>
+    <Page title="Usage" actions={<><MeasureToggle value={measure} onChange={setMeasure} /><WindowToggle value={win} onChange={setWin} /></>}>
       <p class="hint">Every group's calls of each model together. Limits belong to groups: a group's page draws its limits on its charts.</p>
       <div class="toolbar">
         <label for="usage-slug">Model</label>
@@ -221,7 +266,7 @@ export function UsagePage(props: { query: URLSearchParams }) {
         </select>
       </div>
       {!data.data ? <Loading error={data.error} /> : shown.length === 0 ? <p>No models.</p> : (
-        shown.map((s) => <SeriesCard key={s.slug} s={s} usage={data.data!} idBase="w" group={false} />)
+        shown.map((s) => <SeriesCard key={s.slug} s={s} usage={data.data!} idBase="w" group={false} measure={measure} />)
       )}
     </Page>
   );
