@@ -40,7 +40,7 @@ import (
 
 // notYetExported are series the dashboard reads that gatewayd does not export yet. The test fails once one is
 // exported, so that it leaves this list.
-var notYetExported = map[string]bool{"service_model_api_cost_micro_usd_total": true}
+var notYetExported = map[string]bool{}
 
 // Names of the Endpoint the tour breaks.
 const (
@@ -81,7 +81,9 @@ func TestTour(t *testing.T) {
 		Spec: gatewayv1.EndpointSpec{
 			Slug: downSlug,
 			// An upstream that needs no key: the stack's upstream Secret may go only to the stack's own upstream.
-			Targets:  []gatewayv1.EndpointTarget{{Name: downTarget, Provider: gatewayv1.ProviderOpenAI, BaseURL: up.BaseURL(), TargetModel: "echo"}},
+			// Priced, so that its calls export the cost series the dashboard reads.
+			Targets: []gatewayv1.EndpointTarget{{Name: downTarget, Provider: gatewayv1.ProviderOpenAI, BaseURL: up.BaseURL(), TargetModel: "echo",
+				Pricing: &gatewayv1.EndpointPricing{InputPerMillionTokens: "1.25", OutputPerMillionTokens: "10"}}},
 			Retry:    &gatewayv1.EndpointRetry{Attempts: ptr.To[int32](0)},
 			Cooldown: &gatewayv1.EndpointCooldown{Failures: 1, Duration: &metav1.Duration{Duration: time.Hour}},
 		},
