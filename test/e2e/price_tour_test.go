@@ -17,12 +17,15 @@ import (
 // TestPriceTour walks the README's price step: the demo Endpoint's target priced at 2.50 and 10 USD per million
 // tokens (as kubectl patch writes it) reads back through REST, and a call of "hello" (1 prompt token, 5 completion
 // tokens) then costs 1 × 2.50 + 5 × 10 = 52.5 micro-USD, rounded half up to 53, on its billing event. Calls
-// routed before gatewayd served the price cost 0: the demo target had none.
+// routed before gatewayd served the price cost 0: the demo target had none. Then the README's budget step: the
+// group's COST MONTH budget of 100 micro-USD admits a second call (53 spent, below it) and refuses the third
+// (106 spent) with the usage limit's 429.
 func TestPriceTour(t *testing.T) {
 	s := theStack(t)
 	ctx := context.Background()
 	ext := "e2e-price-" + randomBase62(t, 6)
-	r := admin(t, s, http.MethodPost, "/v1/gateway/groups", apibody.Group(ext, "INDEPENDENT", nil, apibody.Model(stack.EndpointSlug, nil, nil)))
+	r := admin(t, s, http.MethodPost, "/v1/gateway/groups", apibody.Group(ext, "INDEPENDENT", nil, apibody.Model(stack.EndpointSlug, nil,
+		[]map[string]any{{"type": "COST", "unit": "MONTH", "threshold": 100}})))
 	expect(t, r, http.StatusCreated, "")
 	group := str(t, r.body, "id")
 	r = admin(t, s, http.MethodPost, "/v1/gateway/groups/"+group+"/api_keys", map[string]any{"name": "price"})
@@ -82,11 +85,23 @@ func TestPriceTour(t *testing.T) {
 		expect(t, r, http.StatusOK, "")
 		c := cost(r.header.Get("X-Request-Id"))
 		if c == 53 {
-			return
+			break
 		}
 		if c != 0 || time.Now().After(deadline) {
 			t.Fatalf("a call of \"hello\" costs %v micro-USD, want 53 at the new price (0 only before gatewayd serves it)", c)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	call := func() response {
+		return send(t, http.MethodPost, s.GatewayURL+"/v1/chat/completions", "Api-Key "+key, map[string]any{
+			"model": stack.EndpointSlug, "messages": []any{map[string]any{"role": "user", "content": "hello"}},
+		})
+	}
+	r = call()
+	expect(t, r, http.StatusOK, "")
+	// Its event is recorded after its cost is charged: the next call is judged on 106 spent.
+	if c := cost(r.header.Get("X-Request-Id")); c != 53 {
+		t.Fatalf("the second priced call costs %v micro-USD, want 53", c)
+	}
+	expect(t, call(), http.StatusTooManyRequests, "usage_limit_exceeded")
 }
