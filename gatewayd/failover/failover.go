@@ -127,6 +127,9 @@ func (c *Caller) Call(ctx context.Context, call *Call, sink upstream.Sink) (Resu
 		}
 		if tr, ok := p.(provider.Translator); ok {
 			req.Translation = tr.Translation(t, call.Call)
+			if hs, ok := tr.(provider.Headers); ok {
+				req.Header = hs.Headers(req.Header)
+			}
 		}
 		if !last {
 			req.Fail = &ep.Policy.Fail
