@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/modelgate/modelgate/gatewayd/clientapi/messages"
 	"github.com/modelgate/modelgate/gatewayd/failover"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/provider"
@@ -19,7 +20,11 @@ func writeCallError(w http.ResponseWriter, r *http.Request, slug string, err err
 	var us *provider.Unsupported
 	var be *failover.BodyError
 	var rf *provider.Refused
+	var mr *messages.Refused
 	switch {
+	case errors.As(err, &mr):
+		httperr.WriteModelCall(w, http.StatusBadRequest, httperr.CodeClientError, "/v1/messages cannot take this request: "+mr.Error(),
+			map[string]any{"field": mr.Field, "route": "/v1/messages"})
 	case errors.As(err, &rf):
 		httperr.WriteModelCall(w, http.StatusBadRequest, httperr.CodeClientError, rf.Error(),
 			map[string]any{"provider": rf.Provider, "field": rf.Field})

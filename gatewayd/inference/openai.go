@@ -32,6 +32,9 @@ type call struct {
 	refusal *billing.Refusal
 	// tries is what the call's tries did: the answering target and how many tries it took.
 	tries failover.Result
+	// fromClient translates the body of a call in another client API (/v1/messages) into OpenAI's; nil on the
+	// OpenAI routes.
+	fromClient func(body []byte) ([]byte, error)
 }
 
 // openAI serves one OpenAI route for federated and workspace keys: suffix is appended to the Endpoint's base URL.
@@ -100,6 +103,13 @@ func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c
 	if berr != nil {
 		httperr.WriteModelCallError(w, berr)
 		return
+	}
+	if c.fromClient != nil {
+		var err error
+		if body, err = c.fromClient(body); err != nil {
+			writeCallError(w, r, "", err)
+			return
+		}
 	}
 	req, err := openai.ParseRequest(body)
 	if err != nil {
