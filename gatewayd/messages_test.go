@@ -2,13 +2,18 @@ package gatewayd_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
@@ -258,5 +263,57 @@ func TestModelsList(t *testing.T) {
 	}
 	if r := get(nil); r.status != 401 {
 		t.Errorf("no key: %d %s", r.status, r.body)
+	}
+}
+
+// TestAnthropicGoSDK points Anthropic's Go SDK at gatewayd, as a customer's program would with only a base URL and
+// a key: a plain and a streamed message on an OPENAI Endpoint and on an Endpoint that fails over to ANTHROPIC, the
+// key as x-api-key (WithAPIKey) and as a Bearer token (WithAuthToken), and an error the SDK reads as its own.
+func TestAnthropicGoSDK(t *testing.T) {
+	claude := newAnthropicFake(t)
+	ep := endpoint("chat/claude", []snapshot.Target{{Name: "vllm", Provider: "OPENAI", BaseURL: refusedURL}, anthropicTarget("claude", claude, 1)}, nil, never)
+	f := failoverFixture(t, boltBilling(t), []snapshot.Endpoint{ep}, models(slug, "chat/claude"))
+	ctx := context.Background()
+	params := func(model string) anthropic.MessageNewParams {
+		return anthropic.MessageNewParams{Model: model, MaxTokens: 64, System: []anthropic.TextBlockParam{{Text: "Be brief."}},
+			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hello world"))}}
+	}
+	for name, auth := range map[string]option.RequestOption{"api key": option.WithAPIKey(f.keys["root"]), "auth token": option.WithAuthToken(f.keys["root"])} {
+		client := anthropic.NewClient(option.WithBaseURL(f.url), auth, option.WithMaxRetries(0))
+		for _, model := range []string{slug, "chat/claude"} {
+			claude.set(200, "application/json", anthropicGolden(t, "answer.anthropic.json"))
+			m, err := client.Messages.New(ctx, params(model))
+			if err != nil {
+				t.Fatalf("%s, %s: %v", name, model, err)
+			}
+			if len(m.Content) == 0 || m.Content[0].Text == "" || m.StopReason != anthropic.StopReasonEndTurn || m.Usage.InputTokens <= 0 || m.Usage.OutputTokens <= 0 {
+				t.Errorf("%s, %s: %+v", name, model, m)
+			}
+			claude.set(200, "text/event-stream", anthropicGolden(t, "stream.anthropic.sse"))
+			stream := client.Messages.NewStreaming(ctx, params(model))
+			var acc anthropic.Message
+			var text strings.Builder
+			for stream.Next() {
+				e := stream.Current()
+				if err := acc.Accumulate(e); err != nil {
+					t.Fatal(err)
+				}
+				if d, ok := e.AsAny().(anthropic.ContentBlockDeltaEvent); ok {
+					text.WriteString(d.Delta.Text)
+				}
+			}
+			if err := stream.Err(); err != nil {
+				t.Fatalf("%s, %s stream: %v", name, model, err)
+			}
+			if text.String() == "" || acc.Content[0].Text != text.String() || acc.StopReason != anthropic.StopReasonEndTurn || acc.Usage.OutputTokens <= 0 {
+				t.Errorf("%s, %s stream: %q %+v", name, model, text.String(), acc)
+			}
+		}
+	}
+	client := anthropic.NewClient(option.WithBaseURL(f.url), option.WithAPIKey(f.keys["root"]), option.WithMaxRetries(0))
+	_, err := client.Messages.New(ctx, params("nope/nope"))
+	var apiErr *anthropic.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 || !strings.Contains(apiErr.RawJSON(), "not_found_error") {
+		t.Errorf("an unknown model: %v", err)
 	}
 }
