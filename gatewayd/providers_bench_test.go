@@ -8,15 +8,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
-	"github.com/modelgate/modelgate/gatewayd"
 	"github.com/modelgate/modelgate/gatewayd/gatewaytest"
+	"github.com/modelgate/modelgate/test/testutil"
 )
 
 // gapChunks is the number of content chunks of each stream of BenchmarkStreamChunkGap, gapPace the time its
@@ -109,9 +108,7 @@ func BenchmarkStreamChunkGap(b *testing.B) {
 	}
 	b.StopTimer()
 	p := func(model string, q float64) float64 {
-		g := gaps[model]
-		slices.Sort(g)
-		return float64(g[min(len(g)-1, int(q*float64(len(g))))]) / float64(time.Microsecond)
+		return float64(testutil.Percentile(gaps[model], q)) / float64(time.Microsecond)
 	}
 	b.ReportMetric(p("gap/openai", 0.5), "openai-p50-µs")
 	b.ReportMetric(p("gap/openai", 0.99), "openai-p99-µs")
@@ -137,17 +134,7 @@ func gapGateway(b *testing.B, endpoints []snapshot.Endpoint) (url, key string) {
 	key, rec := gatewaytest.NewKey("k", "root")
 	s.APIKeys = []snapshot.APIKey{rec}
 	s.Endpoints = endpoints
-	if err := gatewaytest.Publish(ctx, cs, s, 1, 0); err != nil {
-		b.Fatal(err)
-	}
-	gw, err := gatewayd.New(gatewayd.Options{RESTConfig: cfg, Namespaces: []string{ns}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if url, err = gatewaytest.Serve(ctx, gw); err != nil {
-		b.Fatal(err)
-	}
-	if err := gatewaytest.WaitReady(gw, loadDeadline); err != nil {
+	if url, err = gatewaytest.ServeSnapshot(ctx, cs, cfg, s); err != nil {
 		b.Fatal(err)
 	}
 	return url, key

@@ -8,13 +8,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"reflect"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/test/testutil"
 )
 
 // anthropicGolden is a golden file of the ANTHROPIC translation: Anthropic's documented examples.
@@ -113,12 +113,6 @@ func anthropicTarget(name string, fake *providerFake, priority int32) snapshot.T
 		APIKeySecret: upstreamSecret, Priority: priority}
 }
 
-// jsonEqual reports whether a and b hold the same JSON value.
-func jsonEqual(a, b []byte) bool {
-	var x, y any
-	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
-}
-
 // sseData is the data of each server-sent event of an answer, and the event names.
 func sseData(t *testing.T, body []byte) (data []string, names []string) {
 	t.Helper()
@@ -187,7 +181,7 @@ func TestProviderWires(t *testing.T) {
 		if r.status != 200 || content(t, r) != "Hi! My name is Claude." {
 			t.Fatalf("answered %d %s", r.status, r.body)
 		}
-		if want := anthropicGolden(t, "basic.anthropic.json"); !jsonEqual(claude.last(), want) {
+		if want := anthropicGolden(t, "basic.anthropic.json"); !testutil.JSONEqual(claude.last(), want) {
 			t.Errorf("the upstream got %s, want %s", claude.last(), want)
 		}
 		if u := r.json(t)["usage"].(map[string]any); u["prompt_tokens"] != 2205.0 || u["completion_tokens"] != 503.0 {
@@ -198,7 +192,7 @@ func TestProviderWires(t *testing.T) {
 		claude.set(200, "application/json", anthropicGolden(t, "tool-answer.anthropic.json"))
 		r := postRaw("/v1/chat/completions", anthropicGolden(t, "tools.openai.json"))
 		calls++
-		if want := anthropicGolden(t, "tools.anthropic.json"); !jsonEqual(claude.last(), want) {
+		if want := anthropicGolden(t, "tools.anthropic.json"); !testutil.JSONEqual(claude.last(), want) {
 			t.Errorf("the upstream got %s, want %s", claude.last(), want)
 		}
 		var a struct {
@@ -220,7 +214,7 @@ func TestProviderWires(t *testing.T) {
 		claude.set(200, "text/event-stream", anthropicGolden(t, "stream.anthropic.sse"))
 		r := postRaw("/v1/chat/completions", anthropicGolden(t, "image.openai.json"))
 		calls++
-		if want := anthropicGolden(t, "image.anthropic.json"); !jsonEqual(claude.last(), want) {
+		if want := anthropicGolden(t, "image.anthropic.json"); !testutil.JSONEqual(claude.last(), want) {
 			t.Errorf("the upstream got %s, want %s", claude.last(), want)
 		}
 		data, _ := sseData(t, r.body)
@@ -252,7 +246,7 @@ func TestProviderWires(t *testing.T) {
 		claude.set(404, "application/json", anthropicGolden(t, "error.anthropic.json"))
 		r := postRaw("/v1/chat/completions", anthropicGolden(t, "basic.openai.json"))
 		calls++
-		if r.status != 404 || !jsonEqual(r.body, anthropicGolden(t, "error.openai.json")) || bytes.Contains(r.body, []byte(upstreamKey)) {
+		if r.status != 404 || !testutil.JSONEqual(r.body, anthropicGolden(t, "error.openai.json")) || bytes.Contains(r.body, []byte(upstreamKey)) {
 			t.Errorf("answered %d %s", r.status, r.body)
 		}
 	})

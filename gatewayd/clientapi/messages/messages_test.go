@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http/httptest"
 	"os"
-	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 
 	"github.com/modelgate/modelgate/gatewayd/upstream"
+	"github.com/modelgate/modelgate/test/testutil"
 )
 
 func golden(t testing.TB, name string) []byte {
@@ -27,8 +27,7 @@ func golden(t testing.TB, name string) []byte {
 
 func sameJSON(t *testing.T, what string, got, want []byte) {
 	t.Helper()
-	var g, w any
-	if json.Unmarshal(got, &g) != nil || json.Unmarshal(want, &w) != nil || !reflect.DeepEqual(g, w) {
+	if !testutil.JSONEqual(got, want) {
 		t.Errorf("%s:\n got %s\nwant %s", what, got, bytes.TrimSpace(want))
 	}
 }

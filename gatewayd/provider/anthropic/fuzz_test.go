@@ -67,17 +67,9 @@ func FuzzAnthropicStream(f *testing.F) {
 			t.Fatalf("negative usage %+v", u)
 		}
 		var b strings.Builder
-		for _, line := range strings.Split(got, "\n\n") {
-			data := strings.TrimPrefix(line, "data: ")
-			if data == "" || data == "[DONE]" {
-				continue
-			}
-			var c chatAnswer
-			if err := json.Unmarshal([]byte(data), &c); err != nil {
-				t.Fatal(err)
-			}
+		for _, c := range chunks(t, got) {
 			if c.Usage != nil && (c.Usage.PromptTokens < 0 || c.Usage.CompletionTokens < 0) {
-				t.Fatalf("negative usage chunk %s", data)
+				t.Fatalf("negative usage chunk %+v", c.Usage)
 			}
 			for _, ch := range c.Choices {
 				if ch.Delta != nil && ch.Delta.Content != nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/modelgate/modelgate/gatewayd/provider"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
+	"github.com/modelgate/modelgate/test/testutil"
 )
 
 func golden(t testing.TB, name string) []byte {
@@ -29,14 +29,7 @@ func golden(t testing.TB, name string) []byte {
 // sameJSON fails unless got and want hold the same JSON value, whatever the spacing and member order.
 func sameJSON(t *testing.T, what string, got, want []byte) {
 	t.Helper()
-	var g, w any
-	if err := json.Unmarshal(got, &g); err != nil {
-		t.Fatalf("%s: not JSON: %v: %s", what, err, got)
-	}
-	if err := json.Unmarshal(want, &w); err != nil {
-		t.Fatalf("%s: golden not JSON: %v", what, err)
-	}
-	if !reflect.DeepEqual(g, w) {
+	if !testutil.JSONEqual(got, want) {
 		t.Errorf("%s:\n got %s\nwant %s", what, got, bytes.TrimSpace(want))
 	}
 }
@@ -176,15 +169,7 @@ func TestStreamGolden(t *testing.T) {
 	}
 	var text, args strings.Builder
 	var finish string
-	for _, line := range strings.Split(got, "\n\n") {
-		data := strings.TrimPrefix(line, "data: ")
-		if data == "" || data == "[DONE]" {
-			continue
-		}
-		var c chatAnswer
-		if err := json.Unmarshal([]byte(data), &c); err != nil {
-			t.Fatal(err)
-		}
+	for _, c := range chunks(t, got) {
 		if len(c.Choices) == 0 {
 			t.Fatal("a usage chunk the client did not ask for")
 		}
@@ -211,6 +196,24 @@ func TestStreamGolden(t *testing.T) {
 	if _, _, err := streamOf(cut[:bytes.Index(cut, []byte("event: message_delta"))], false); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Errorf("a cut stream: %v", err)
 	}
+}
+
+// chunks reads the OpenAI chunks of a translated stream, framed as Forward frames them.
+func chunks(t *testing.T, stream string) []chatAnswer {
+	t.Helper()
+	var out []chatAnswer
+	for _, line := range strings.Split(stream, "\n\n") {
+		data := strings.TrimPrefix(line, "data: ")
+		if data == "" || data == "[DONE]" {
+			continue
+		}
+		var c chatAnswer
+		if err := json.Unmarshal([]byte(data), &c); err != nil {
+			t.Fatalf("chunk %s: %v", data, err)
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // accumulate is the SDK's Message of a stream's events.
