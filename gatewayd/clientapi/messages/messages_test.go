@@ -58,6 +58,7 @@ func TestRequestRefusals(t *testing.T) {
 	for body, field := range map[string]string{
 		`{"model":"m","max_tokens":10,` + msgs + `,"top_k":5}`:                                          "top_k",
 		`{"model":"m","max_tokens":10,` + msgs + `,"thinking":{"type":"enabled","budget_tokens":1024}}`: "thinking",
+		`{"model":"m","max_tokens":10,"messages":[{"role":"user","content":[]}]}`:                       "messages[0].content",
 		`{"model":"m",` + msgs + `}`:     "max_tokens",
 		`{"max_tokens":10,` + msgs + `}`: "model",
 		`{"model":"m","max_tokens":10,"messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}}]}]}`: "messages[0].content[0].cache_control",

@@ -203,8 +203,8 @@ func (req *chatRequest) addMessage(raw json.RawMessage, path string) error {
 		return nil
 	}
 	var blocks []json.RawMessage
-	if err := json.Unmarshal(content, &blocks); err != nil {
-		return refuse(path+"content", "must be a string or a list of content blocks")
+	if err := json.Unmarshal(content, &blocks); err != nil || len(blocks) == 0 {
+		return refuse(path+"content", "must be a string or a non-empty list of content blocks")
 	}
 	msg := chatMessage{Role: role}
 	var parts []chatPart

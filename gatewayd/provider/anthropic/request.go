@@ -199,6 +199,9 @@ func TranslateRequest(body []byte, targetModel string) ([]byte, error) {
 			return nil, err
 		}
 	}
+	if len(req.Messages) == 0 {
+		return nil, refuse("messages", "needs a user or assistant message besides the system prompts")
+	}
 	if len(system) == 1 {
 		req.System, _ = json.Marshal(*system[0].Text)
 	} else if len(system) > 1 {
