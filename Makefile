@@ -59,7 +59,7 @@ tidy-check: ## Fail when go.mod or go.sum is not what `go mod tidy` would write 
 .PHONY: test
 # helm is installed before the suites: the /v1 and gatewayd suites act as the ServiceAccount the chart renders, so
 # several packages need bin/helm at once.
-test: manifests generate vet tidy-check dashboard-check helm ## Run every suite: unit, golden, envtest (ginkgo), gatewayd integration, Redis and client tests, the cluster suite, then a short fuzz.
+test: manifests generate vet tidy-check dashboard-check helm client-deps ## Run every suite: unit, golden, envtest (ginkgo), gatewayd integration, Redis and client tests, the cluster suite, then a short fuzz.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go test $(GOTESTFLAGS) -count=1 -timeout 30m ./...
 	$(MAKE) --no-print-directory test-cluster
 	$(MAKE) --no-print-directory fuzz
@@ -74,7 +74,9 @@ test-cluster: helm ## The cluster suite: a one-node cluster built from source, t
 # FUZZTIME bounds each fuzz target: in `make test`, long enough to try new inputs on the parsers and handlers,
 # short enough for CI. Run `make fuzz FUZZTIME=10m` to dig deeper.
 FUZZTIME ?= 15s
-FUZZ_TARGETS := FuzzDecode:./api/snapshot/ FuzzValidate:./api/v1alpha1/hierarchy/ FuzzRewriteBody:./gatewayd/provider/openai/ FuzzInferenceBody:./gatewayd/provider/openai/ FuzzHandlers:./gatewayd/rest/ FuzzParseBody:./gatewayd/async/ FuzzScan:./gatewayd/podlogs/
+FUZZ_TARGETS := FuzzDecode:./api/snapshot/ FuzzValidate:./api/v1alpha1/hierarchy/ FuzzRewriteBody:./gatewayd/provider/openai/ FuzzInferenceBody:./gatewayd/provider/openai/ FuzzHandlers:./gatewayd/rest/ FuzzParseBody:./gatewayd/async/ FuzzScan:./gatewayd/podlogs/ \
+	FuzzAnthropicRequest:./gatewayd/provider/anthropic/ FuzzAnthropicAnswer:./gatewayd/provider/anthropic/ FuzzAnthropicStream:./gatewayd/provider/anthropic/ \
+	FuzzMessagesRequest:./gatewayd/clientapi/messages/ FuzzMessagesStream:./gatewayd/clientapi/messages/
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME.
@@ -94,6 +96,12 @@ ASYNC_BENCH = go test -run '^$$' -bench '^BenchmarkAsync' -benchtime=$(ASYNC_BEN
 # The peers of the load harness: Debian's nginx, and Portkey's gateway pinned in test/loadbench/portkey's lockfile.
 # Installed when missing (apt-get needs root or sudo); a peer that still is not there is skipped, and its rows say so.
 PORTKEY_DIR := test/loadbench/portkey
+
+# The Node packages of the client tests, each from its lockfile: test/anthropic drives /v1/messages with
+# @anthropic-ai/sdk.
+.PHONY: client-deps
+client-deps: ## Install the client tests' Node packages (npm ci from their lockfiles).
+	npm ci --prefix test/anthropic --no-audit --no-fund
 
 .PHONY: bench-peers
 bench-peers: ## Install the harness's peers when missing: nginx (apt) and @portkey-ai/gateway (npm ci from the lockfile).

@@ -49,6 +49,8 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/gatewayd/podlogs"
 	// The provider kinds an Endpoint target may name register themselves (provider.Register).
+	_ "github.com/modelgate/modelgate/gatewayd/provider/anthropic"
+	_ "github.com/modelgate/modelgate/gatewayd/provider/azure"
 	_ "github.com/modelgate/modelgate/gatewayd/provider/openai"
 	"github.com/modelgate/modelgate/gatewayd/reload"
 	"github.com/modelgate/modelgate/gatewayd/requestlog"
@@ -190,6 +192,8 @@ type Gateway struct {
 	addrs *discovery.Watcher
 	// waker asks the manager to start deployments that calls wait for.
 	waker *wake.Waker
+	// inference serves the model calls; its federated models list answers beside the management API's.
+	inference *inference.Handler
 	// lists serves the management API's list routes; nil when the management API is off.
 	lists cache.Cache
 	// managementRoutes are the patterns mounted behind the management wrapper (mountV1).
@@ -317,6 +321,7 @@ func New(opts Options) (*Gateway, error) {
 	})
 	calls.Register(g.mux)
 	calls.RegisterChains(g.mux)
+	g.inference = calls
 	if opts.Async != nil {
 		if g.async, err = async.New(async.Options{
 			Config: opts.AsyncConfig, View: loader.View, CatchUp: loader.CatchUp, Store: opts.Async, Limits: opts.Store, Upstream: up,

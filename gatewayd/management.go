@@ -16,6 +16,7 @@ import (
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd/auth"
+	"github.com/modelgate/modelgate/gatewayd/ingress"
 	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/gatewayd/reload"
 	"github.com/modelgate/modelgate/gatewayd/rest"
@@ -48,11 +49,35 @@ func (g *Gateway) mountV1() error {
 	}
 	api := rest.New(opts).WithSandboxes(g.opts.Sandboxes)
 	if !g.opts.DisableManagementAPI {
-		api.Register(g.mux)
+		api.Register(federatedModels{Mux: g.mux, list: g.inference.ModelList})
 	}
 	api.Mount(g.mux, g.v1Routes()...)
 	g.managementRoutes = api.Patterns()
 	return nil
+}
+
+// federatedModels is the mux the management API registers on: its GET /v1/models answers a federated key
+// with the OpenAI list of the slugs the key may call (inference.Handler.ModelList) and any other caller with the
+// model platform's list, as before (docs/rest-api.md "Models list").
+type federatedModels struct {
+	ingress.Mux
+	list func(http.ResponseWriter, *http.Request) bool
+}
+
+func (m federatedModels) Handle(pattern string, h http.Handler) {
+	if pattern == "GET /v1/models" {
+		platform := h
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !m.list(w, r) {
+				platform.ServeHTTP(w, r)
+			}
+		})
+	}
+	m.Mux.Handle(pattern, h)
+}
+
+func (m federatedModels) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
+	m.Handle(pattern, http.HandlerFunc(h))
 }
 
 // ManagementRoutes are the patterns of the routes served behind the management wrapper, in order of registration.

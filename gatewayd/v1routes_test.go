@@ -136,6 +136,7 @@ func TestEveryV1RouteIsWrapped(t *testing.T) {
 		"POST /v1/chat/completions":         "model call: the gateway limits",
 		"POST /v1/completions":              "model call: the gateway limits",
 		"POST /v1/embeddings":               "model call: the gateway limits",
+		"POST /v1/messages":                 "model call: the gateway limits",
 		"GET /v1/spec":                      "public, no key",
 		"PUT /v1/sandboxes/uploads/{build}": "signed URL, no key",
 	}

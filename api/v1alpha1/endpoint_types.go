@@ -3,20 +3,21 @@ package v1alpha1
 import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 // Provider is the kind of upstream an Endpoint target is.
-// +kubebuilder:validation:Enum=OPENAI
+// +kubebuilder:validation:Enum=OPENAI;AZURE_OPENAI;ANTHROPIC
 type Provider string
 
 const (
 	// ProviderOpenAI is any OpenAI-compatible HTTP API (chat completions, completions, embeddings).
 	ProviderOpenAI Provider = "OPENAI"
 
-	// The providers below are pinned names that the enum does not take yet: gatewayd cannot call them, so an
-	// Endpoint naming one could not answer (docs/decisions.md "Endpoints with several targets").
-
-	// ProviderAzureOpenAI is Azure OpenAI; only its targets take apiVersion.
+	// ProviderAzureOpenAI is Azure OpenAI; its targets require apiVersion, and only they take it.
 	ProviderAzureOpenAI Provider = "AZURE_OPENAI"
 	// ProviderAnthropic is Anthropic's Messages API.
 	ProviderAnthropic Provider = "ANTHROPIC"
+
+	// The providers below are pinned names that the enum does not take yet: gatewayd cannot call them, so an
+	// Endpoint naming one could not answer (docs/decisions.md "Endpoints with several targets").
+
 	// ProviderBedrock is AWS Bedrock; only its targets take region.
 	ProviderBedrock Provider = "BEDROCK"
 	// ProviderGemini is Google's Gemini API.
@@ -25,6 +26,7 @@ const (
 
 // EndpointTarget is one upstream of an Endpoint.
 // +kubebuilder:validation:XValidation:rule="!has(self.apiVersion) || self.provider == 'AZURE_OPENAI'",message="apiVersion is taken only by an AZURE_OPENAI target; remove it from this target"
+// +kubebuilder:validation:XValidation:rule="has(self.apiVersion) || self.provider != 'AZURE_OPENAI'",message="apiVersion is required on an AZURE_OPENAI target: the api-version of its calls, for example 2024-10-21"
 // +kubebuilder:validation:XValidation:rule="!has(self.region) || self.provider == 'BEDROCK'",message="region is taken only by a BEDROCK target; remove it from this target"
 type EndpointTarget struct {
 	// name identifies the target in metrics, logs and cooldown state. Unique in the Endpoint, a DNS-1123 label;
@@ -35,8 +37,8 @@ type EndpointTarget struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Name string `json:"name,omitempty"`
 
-	// provider is the upstream's protocol. OPENAI for an OpenAI-compatible API; the other providers are named in
-	// docs/decisions.md "Endpoints with several targets" and accepted once gatewayd can call them.
+	// provider is the upstream's protocol: OPENAI for an OpenAI-compatible API, AZURE_OPENAI for Azure OpenAI,
+	// ANTHROPIC for Anthropic's Messages API (docs/routing.md "Providers").
 	// +required
 	Provider Provider `json:"provider"`
 
@@ -78,7 +80,8 @@ type EndpointTarget struct {
 	// +optional
 	Pricing *EndpointPricing `json:"pricing,omitempty"`
 
-	// apiVersion is the api-version query parameter of an AZURE_OPENAI target. Refused on any other provider.
+	// apiVersion is the api-version query parameter of an AZURE_OPENAI target, which requires it. Refused on any
+	// other provider.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64

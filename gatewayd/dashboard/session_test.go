@@ -313,7 +313,7 @@ func TestModelCallsNeverAcceptTheCookie(t *testing.T) {
 	if a.body != "authorization=" {
 		t.Errorf("a model call got credentials from the cookie: %q", a.body)
 	}
-	for _, p := range []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/models/m/production/predict", "/v1/metrics"} {
+	for _, p := range []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/messages", "/models/m/production/predict", "/v1/metrics"} {
 		if CookieRoute(p) {
 			t.Errorf("CookieRoute(%s) = true", p)
 		}

@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/modelgate/modelgate/api/apikey"
 	"github.com/modelgate/modelgate/api/snapshot"
@@ -213,4 +214,22 @@ func WaitReady(g *gatewayd.Gateway, timeout time.Duration) error {
 	case <-time.After(timeout):
 		return errors.New("gateway not ready in time")
 	}
+}
+
+// ServeSnapshot publishes s as version 1 of its namespace, runs a gatewayd that serves that namespace through the
+// API server of cfg on a loopback port until ctx is done, and returns its base URL once it is ready: the gateway
+// of a client test.
+func ServeSnapshot(ctx context.Context, cs kubernetes.Interface, cfg *rest.Config, s *snapshot.Snapshot) (string, error) {
+	if err := Publish(ctx, cs, s, 1, 0); err != nil {
+		return "", err
+	}
+	gw, err := gatewayd.New(gatewayd.Options{RESTConfig: cfg, Namespaces: []string{s.Namespace}})
+	if err != nil {
+		return "", err
+	}
+	url, err := Serve(ctx, gw)
+	if err != nil {
+		return "", err
+	}
+	return url, WaitReady(gw, 30*time.Second)
 }

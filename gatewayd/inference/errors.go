@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/modelgate/modelgate/gatewayd/clientapi/messages"
 	"github.com/modelgate/modelgate/gatewayd/failover"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/provider"
@@ -18,7 +19,15 @@ import (
 func writeCallError(w http.ResponseWriter, r *http.Request, slug string, err error) {
 	var us *provider.Unsupported
 	var be *failover.BodyError
+	var rf *provider.Refused
+	var mr *messages.Refused
 	switch {
+	case errors.As(err, &mr):
+		httperr.WriteModelCall(w, http.StatusBadRequest, httperr.CodeClientError, "/v1/messages cannot take this request: "+mr.Error(),
+			map[string]any{"field": mr.Field, "route": "/v1/messages"})
+	case errors.As(err, &rf):
+		httperr.WriteModelCall(w, http.StatusBadRequest, httperr.CodeClientError, rf.Error(),
+			map[string]any{"provider": rf.Provider, "field": rf.Field})
 	case errors.As(err, &us):
 		httperr.WriteModelCall(w, http.StatusBadRequest, httperr.CodeClientError,
 			fmt.Sprintf("The %s provider does not serve %s.", us.Provider, us.Route), map[string]any{"provider": us.Provider, "route": us.Route})

@@ -116,6 +116,7 @@ func (h *Handler) Register(mux ingress.Mux) {
 	for _, suffix := range []string{"/chat/completions", "/completions", "/embeddings"} {
 		mux.Handle("POST /v1"+suffix, h.openAI(suffix))
 	}
+	mux.Handle("POST /v1/messages", h.messagesRoute())
 	route.Predict.Register(mux, h.predict)
 	route.Wake.Register(mux, h.wake)
 }

@@ -35,6 +35,9 @@ type call struct {
 	// target's pricing and the usage it reported; 0 for an unpriced target, which never trips a COST limit. Settle
 	// charges it to the plan's COST limits; the billing event and the cost metric read it.
 	cost int64
+	// fromClient translates the body of a call in another client API (/v1/messages) into OpenAI's; nil on the
+	// OpenAI routes.
+	fromClient func(body []byte) ([]byte, error)
 }
 
 // openAI serves one OpenAI route for federated and workspace keys: suffix is appended to the Endpoint's base URL.
@@ -103,6 +106,13 @@ func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c
 	if berr != nil {
 		httperr.WriteModelCallError(w, berr)
 		return
+	}
+	if c.fromClient != nil {
+		var err error
+		if body, err = c.fromClient(body); err != nil {
+			writeCallError(w, r, "", err)
+			return
+		}
 	}
 	req, err := openai.ParseRequest(body)
 	if err != nil {

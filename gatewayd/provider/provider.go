@@ -7,6 +7,7 @@ package provider
 
 import (
 	"fmt"
+	"net/http"
 
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 	"github.com/modelgate/modelgate/gatewayd/view"
@@ -27,6 +28,37 @@ type Provider interface {
 	upstream.Dialect
 	// Request is the URL and body of call's try on t. The body may be call.Body itself: it is only read.
 	Request(t *view.Target, call Call) (url string, body []byte, err error)
+}
+
+// Translator is a Provider that speaks another wire than OpenAI's: Request translates the OpenAI body of the call
+// into the provider's request (its streaming URL when call.Stream), and the Translation of each try turns the
+// provider's answer back into OpenAI's (docs/decisions.md "OpenAI's shape inside gatewayd"). A field the
+// provider cannot take is refused by Request with a *Refused, never dropped. Fixed headers a provider needs
+// beside the client's are added by a Headers.
+type Translator interface {
+	Provider
+	// Translation of one try's answer on t; call says whether it streams.
+	Translation(t *view.Target, call Call) upstream.Translation
+}
+
+// Headers is a Translator that sends fixed headers of its own beside the client's (anthropic-version, say),
+// with a key or without one.
+type Headers interface {
+	// Headers returns the headers of a try: a copy of h with the provider's own; h is not changed.
+	Headers(h http.Header) http.Header
+}
+
+// Refused is a member of the client's body that a provider cannot take: the client's 400 names the member
+// and the provider.
+type Refused struct {
+	Provider, Field, Reason string
+}
+
+func (e *Refused) Error() string {
+	if e.Reason == "" {
+		return fmt.Sprintf("%s: the %s provider does not take this field", e.Field, e.Provider)
+	}
+	return fmt.Sprintf("%s: %s (provider %s)", e.Field, e.Reason, e.Provider)
 }
 
 // Unsupported is a call a provider cannot serve: the client's 400 names the provider and the route.

@@ -120,3 +120,55 @@ func EventData(event []byte) []byte {
 	}
 	return out
 }
+
+// maxEvent bounds one server-sent event that ReadEvents reads.
+const maxEvent = 16 << 20
+
+// ReadEvents reads the server-sent events of r one at a time, as they arrive, and calls fn with the joined data
+// lines of each event that has any (a Translation's Stream reads a provider's events with it). It stops at the
+// first error of fn or r; the end of r is nil. The data passed to fn is only valid during the call.
+func ReadEvents(r io.Reader, fn func(data []byte) error) error {
+	buf := streamBuffers.Get().(*streamBuffer)
+	defer buf.release()
+	br := buf.reader
+	br.Reset(r)
+	data := buf.event[:0]
+	defer func() { buf.event = data }()
+	var line []byte
+	for {
+		part, err := br.ReadSlice('\n')
+		line = append(line, part...)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			if len(line) > maxEvent {
+				return errors.New("a server-sent event is too long")
+			}
+			continue
+		}
+		trimmed := bytes.TrimRight(line, "\r\n")
+		if rest, ok := bytes.CutPrefix(trimmed, dataPrefix); ok {
+			if len(data) > 0 {
+				data = append(data, '\n')
+			}
+			data = append(data, bytes.TrimPrefix(rest, []byte(" "))...)
+			if len(data) > maxEvent {
+				return errors.New("a server-sent event is too long")
+			}
+		} else if len(trimmed) == 0 && len(line) > 0 && len(data) > 0 {
+			// The empty line that ends an event.
+			if ferr := fn(data); ferr != nil {
+				return ferr
+			}
+			data = data[:0]
+		}
+		line = line[:0]
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				if len(data) > 0 {
+					return fn(data)
+				}
+				return nil
+			}
+			return err
+		}
+	}
+}

@@ -449,8 +449,15 @@ spec: {slug: m, targets: [{provider: OPENAI, baseURL: "http://a/v1"}], cooldown:
 			wantPath: "spec.cooldown.duration", wantMsg: "duration must be from 1s to 1h"},
 		{name: "endpoint: unknown provider refused", object: `
 kind: Endpoint
-spec: {slug: m, targets: [{provider: ANTHROPIC, baseURL: "http://a/v1"}]}`,
+spec: {slug: m, targets: [{provider: COHERE, baseURL: "http://a/v1"}]}`,
 			wantPath: "spec.targets[0].provider", wantMsg: "Unsupported value"},
+		{name: "endpoint: an AZURE_OPENAI target without apiVersion refused", object: `
+kind: Endpoint
+spec: {slug: m, targets: [{provider: AZURE_OPENAI, baseURL: "https://a.openai.azure.com"}]}`,
+			wantPath: "spec.targets[0]", wantMsg: "apiVersion is required on an AZURE_OPENAI target"},
+		{name: "endpoint: AZURE_OPENAI and ANTHROPIC targets accepted", object: `
+kind: Endpoint
+spec: {slug: m, targets: [{provider: AZURE_OPENAI, baseURL: "https://a.openai.azure.com", apiVersion: "2024-10-21"}, {provider: ANTHROPIC, baseURL: "https://api.anthropic.com/v1"}]}`},
 		{name: "endpoint: slug change refused", object: endpoint,
 			update:   `spec: {slug: demo/other}`,
 			wantPath: "spec.slug", wantMsg: "slug is immutable"},

@@ -42,7 +42,7 @@ cooldown: {failures: 2, duration_ms: 5000}
 	admin.refused(exitInvalid, []string{"HTTP 400", "targets[1].weight", "from 1 to 1000"}, "endpoints", "apply", "-f",
 		writeFile(t, "bad.yaml", strings.Replace(two, "priority: 1", "priority: 1, weight: 0", 1)))
 	admin.refused(exitInvalid, []string{"HTTP 400", "targets[0].provider", "must be one of OPENAI"}, "endpoints", "apply", "-f",
-		writeFile(t, "anthropic.yaml", "slug: cli/claude\ntargets: [{provider: ANTHROPIC, base_url: \"https://127.0.0.1:11/v1\"}]\n"))
+		writeFile(t, "cohere.yaml", "slug: cli/cohere\ntargets: [{provider: COHERE, base_url: \"https://127.0.0.1:11/v1\"}]\n"))
 	admin.refused(exitInvalid, []string{"HTTP 400", "targets[0].pricing.output_per_million_tokens", "non-negative"}, "endpoints", "apply", "-f",
 		writeFile(t, "price.yaml", strings.Replace(two, `"0.80"`, `"-0.80"`, 1)))
 	admin.refused(exitUsage, []string{"has no slug"}, "endpoints", "apply", "-f", writeFile(t, "noslug.yaml", "targets: []\n"))

@@ -3,7 +3,7 @@
 //	api -> controllers, webhooks -> gatewayd/{httperr, ingress, limits, view, reload, auth, authz, discovery, billing, keyuse, state, wake,
 //	    requestlog, podlogs, sessions, stdwebhook, tryplan, cooldown}
 //	    -> gatewayd/upstream
-//	    -> gatewayd/provider (and one package per provider kind below it)
+//	    -> gatewayd/provider (and one package per provider kind below it) -> gatewayd/clientapi
 //	    -> gatewayd/failover
 //	    -> gatewayd/route
 //	    -> gatewayd/inference, gatewayd/rest, gatewayd/async -> gatewayd -> cmd
@@ -58,6 +58,8 @@ var layers = []layer{
 	{name: "forwarding core", prefixes: []string{"gatewayd/upstream"}, dataPlane: true},
 	// One package per provider kind under gatewayd/provider, each behind its one interface.
 	{name: "providers", prefixes: []string{"gatewayd/provider"}, dataPlane: true},
+	// The client APIs other than OpenAI's, each translated into OpenAI's shape (they share the providers' readers).
+	{name: "client APIs", prefixes: []string{"gatewayd/clientapi"}, dataPlane: true},
 	// The try loop of Endpoint calls, over the providers.
 	{name: "try loop", prefixes: []string{"gatewayd/failover"}, dataPlane: true},
 	// The route step: which deployment or Endpoint a model call names, and its upstream target. The sync and the

@@ -9,11 +9,9 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
-	"github.com/modelgate/modelgate/gatewayd"
 	"github.com/modelgate/modelgate/gatewayd/gatewaytest"
 	"github.com/modelgate/modelgate/test/kubetest"
 	"github.com/modelgate/modelgate/test/upstream"
@@ -39,18 +37,8 @@ func TestOpenAINodeClient(t *testing.T) {
 	key, rec := gatewaytest.NewKey("acme-key", "acme")
 	s.APIKeys = []snapshot.APIKey{rec}
 	s.Endpoints = []snapshot.Endpoint{{ID: "echo", Slug: slug, Targets: []snapshot.Target{{Provider: "OPENAI", BaseURL: up.BaseURL()}}}}
-	if err := gatewaytest.Publish(ctx, cs, s, 1, 0); err != nil {
-		t.Fatal(err)
-	}
-	gw, err := gatewayd.New(gatewayd.Options{RESTConfig: env.Config, Namespaces: []string{ns}})
+	url, err := gatewaytest.ServeSnapshot(ctx, cs, env.Config, s)
 	if err != nil {
-		t.Fatal(err)
-	}
-	url, err := gatewaytest.Serve(ctx, gw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := gatewaytest.WaitReady(gw, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 

@@ -1,11 +1,13 @@
 // Package testutil holds the small helpers that tests and benchmarks across the module share: the process's CPU
-// time, the one percentile of the benchmarks' figures, a free loopback port, and the EndpointSlice the
+// time, the one percentile of the benchmarks' figures, JSON equality of golden files, a free loopback port, and the EndpointSlice the
 // EndpointSlice controller would write. It imports nothing of the module, so any package's tests can use it.
 package testutil
 
 import (
+	"encoding/json"
 	"net"
 	"net/netip"
+	"reflect"
 	"slices"
 	"syscall"
 	"time"
@@ -33,6 +35,13 @@ func Percentile(ds []time.Duration, q float64) time.Duration {
 	slices.Sort(ds)
 	i := int(q*float64(len(ds))+0.5) - 1
 	return ds[max(0, min(i, len(ds)-1))]
+}
+
+// JSONEqual reports whether a and b are JSON documents of the same value, whatever their spacing and member
+// order: how a golden test compares a translated body with the documented one.
+func JSONEqual(a, b []byte) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
 }
 
 // Millis is d in milliseconds, to the microsecond, the unit benchmarks report latencies in.

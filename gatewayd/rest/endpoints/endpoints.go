@@ -332,6 +332,10 @@ func targetRule(f string, t targetJSON) (field, msg string) {
 		return broke("weight", fmt.Sprintf("must be from 1 to %d.", gatewayv1.MaxTargetWeight))
 	case t.Priority != nil && (*t.Priority < 0 || *t.Priority > gatewayv1.MaxTargetPriority):
 		return broke("priority", fmt.Sprintf("must be from 0 to %d.", gatewayv1.MaxTargetPriority))
+	case t.APIVersion == "" && t.Provider == string(gatewayv1.ProviderAzureOpenAI):
+		return broke("api_version", `is required on an AZURE_OPENAI target: the api-version of its calls, for example "2024-10-21".`)
+	case len(t.APIVersion) > gatewayv1.MaxTargetFieldLength:
+		return broke("api_version", fmt.Sprintf("must be at most %d characters.", gatewayv1.MaxTargetFieldLength))
 	case t.APIVersion != "" && t.Provider != string(gatewayv1.ProviderAzureOpenAI):
 		return broke("api_version", "is taken only by an AZURE_OPENAI target; remove it from this target.")
 	case t.Region != "" && t.Provider != string(gatewayv1.ProviderBedrock):

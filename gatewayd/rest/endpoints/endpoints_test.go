@@ -202,7 +202,8 @@ var _ = Describe("Endpoints of several targets", func() {
 		Entry("weight 1001", func(b map[string]any) { target(b, 0)["weight"] = 1001 }, "targets[0].weight", "from 1 to 1000"),
 		Entry("priority 10", func(b map[string]any) { target(b, 1)["priority"] = 10 }, "targets[1].priority", "from 0 to 9"),
 		Entry("priority -1", func(b map[string]any) { target(b, 1)["priority"] = -1 }, "targets[1].priority", "from 0 to 9"),
-		Entry("an unknown provider", func(b map[string]any) { target(b, 1)["provider"] = "ANTHROPIC" }, "targets[1].provider", "must be one of OPENAI"),
+		Entry("an unknown provider", func(b map[string]any) { target(b, 1)["provider"] = "COHERE" }, "targets[1].provider", "must be one of OPENAI, AZURE_OPENAI, ANTHROPIC"),
+		Entry("an AZURE_OPENAI target without api_version", func(b map[string]any) { target(b, 1)["provider"] = "AZURE_OPENAI" }, "targets[1].api_version", "required on an AZURE_OPENAI target"),
 		Entry("api_version on an OPENAI target", func(b map[string]any) { target(b, 0)["api_version"] = "2024-10-21" }, "targets[0].api_version", "only by an AZURE_OPENAI target"),
 		Entry("region on an OPENAI target", func(b map[string]any) { target(b, 1)["region"] = "us-east-1" }, "targets[1].region", "only by a BEDROCK target"),
 		Entry("a price with seven places", func(b map[string]any) {

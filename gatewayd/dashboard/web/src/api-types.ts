@@ -528,8 +528,8 @@ export interface SecretRef {
 export interface Target {
   /** Unique in the endpoint, a DNS-1123 label; target-<index> (0-based) when absent, a name no other target may then take. */
   name?: string;
-  /** OPENAI only for now; AZURE_OPENAI, ANTHROPIC, BEDROCK and GEMINI are refused until gatewayd serves them. */
-  provider: "OPENAI";
+  /** The upstream's API (docs/routing.md "Providers"); BEDROCK and GEMINI are refused until gatewayd serves them. */
+  provider: "OPENAI" | "AZURE_OPENAI" | "ANTHROPIC";
   base_url: string;
   api_key_secret_ref?: SecretRef;
   target_model?: string;
@@ -538,7 +538,7 @@ export interface Target {
   /** Lower first: a higher number takes a call only when no lower one can. */
   priority?: number;
   pricing?: TargetPricing;
-  /** AZURE_OPENAI only; refused on any other provider. */
+  /** AZURE_OPENAI only, which requires it (its calls' api-version query parameter); refused on any other provider. */
   api_version?: string;
   /** BEDROCK only; refused on any other provider. */
   region?: string;

@@ -1,0 +1,43 @@
+package messages
+
+import (
+	"net/http/httptest"
+	"testing"
+)
+
+// BenchmarkTranslation is the cost the /v1/messages client API adds to one call (docs/benchmarks.md
+// "Providers"): the request into OpenAI's body, the answer back, and a stream of nine OpenAI chunks rewritten into
+// Messages' events.
+func BenchmarkTranslation(b *testing.B) {
+	req := golden(b, "basic.anthropic.json")
+	answer := golden(b, "answer.openai.json")
+	stream := golden(b, "stream.openai.sse")
+	b.Run("request", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, err := Request(req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("answer", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := Answer(answer); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("stream", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			w := NewWriter(httptest.NewRecorder())
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(200)
+			if _, err := w.Write(stream); err != nil {
+				b.Fatal(err)
+			}
+			w.Finish()
+		}
+	})
+}

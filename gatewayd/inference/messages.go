@@ -1,0 +1,51 @@
+package inference
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/modelgate/modelgate/gatewayd/clientapi/messages"
+)
+
+// messagesRoute serves Anthropic's Messages API (docs/rest-api.md "Messages") through the same call path as
+// /v1/chat/completions: authentication, limits, usage, billing, metrics and routing are serveOpenAI's. The body is
+// translated into OpenAI's chat body once read, and the answer, errors included, is rewritten into Messages'
+// shape by a messages.Writer. Anthropic's clients send the key in x-api-key or as a Bearer token: either is
+// taken as the Api-Key scheme, which takes federated and workspace keys alike.
+func (h *Handler) messagesRoute() http.Handler {
+	const pattern = "/v1/messages"
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		c := &call{fromClient: func(body []byte) ([]byte, error) {
+			chat, _, err := messages.Request(body)
+			return chat, err
+		}}
+		mw := messages.NewWriter(w)
+		sw := &statusWriter{ResponseWriter: mw}
+		defer func() {
+			mw.Finish()
+			code := strconv.Itoa(sw.code())
+			h.opts.Metrics.requests.WithLabelValues(c.workspace, c.entity, c.model, code).Inc()
+			h.opts.Metrics.requestDuration.WithLabelValues(pattern, code).Observe(time.Since(start).Seconds())
+		}()
+		anthropicKey(r)
+		h.serveOpenAI(sw, r, "/chat/completions", c)
+	})
+}
+
+// anthropicKey moves the key of an Anthropic client into the Api-Key scheme: from x-api-key when no
+// Authorization is sent, or from a Bearer token.
+func anthropicKey(r *http.Request) {
+	auth := strings.TrimSpace(r.Header.Get("Authorization"))
+	if auth == "" {
+		if k := strings.TrimSpace(r.Header.Get("X-Api-Key")); k != "" {
+			r.Header.Set("Authorization", "Api-Key "+k)
+		}
+		return
+	}
+	if scheme, cred, ok := strings.Cut(auth, " "); ok && strings.EqualFold(scheme, "Bearer") {
+		r.Header.Set("Authorization", "Api-Key "+strings.TrimSpace(cred))
+	}
+}
