@@ -1,0 +1,314 @@
+package gemini
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/iotest"
+
+	json "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/modelgate/modelgate/gatewayd/provider"
+	"github.com/modelgate/modelgate/gatewayd/provider/openai"
+	"github.com/modelgate/modelgate/gatewayd/view"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden.* from the current translation")
+
+var target = &view.Target{Provider: Kind, BaseURL: "https://generativelanguage.googleapis.com/v1beta", TargetModel: "gemini-2.0-flash"}
+
+// golden compares got with testdata/name, or rewrites it under -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to write it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the translation:\n--- want\n%s\n--- got\n%s", path, want, got)
+	}
+}
+
+func indent(t *testing.T, b []byte) []byte {
+	t.Helper()
+	v := jsontext.Value(bytes.Clone(b))
+	if err := v.Indent(jsontext.WithIndent("  ")); err != nil {
+		t.Fatalf("not JSON: %v: %s", err, b)
+	}
+	return append(v, '\n')
+}
+
+func testTranslation(embed bool) *translation {
+	return &translation{id: "chatcmpl-test", model: "gemini-2.0-flash", created: 1700000000, embed: embed}
+}
+
+func inputs(t *testing.T, pattern string) []string {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join("testdata", pattern))
+	if err != nil || len(names) == 0 {
+		t.Fatalf("no testdata/%s", pattern)
+	}
+	return names
+}
+
+// TestRequestGolden translates the chat bodies of testdata/*.request.json into generateContent calls.
+func TestRequestGolden(t *testing.T) {
+	for _, in := range inputs(t, "*.request.json") {
+		name := strings.TrimSuffix(filepath.Base(in), ".request.json")
+		t.Run(name, func(t *testing.T) {
+			body, err := os.ReadFile(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			route := "/chat/completions"
+			if strings.HasPrefix(name, "embed") {
+				route = "/embeddings"
+			}
+			for _, stream := range []bool{false, true} {
+				if stream && route != "/chat/completions" {
+					continue
+				}
+				url, out, err := Provider{}.Request(target, provider.Call{Route: route, Body: body, Stream: stream})
+				if err != nil {
+					t.Fatal(err)
+				}
+				suffix := ""
+				if stream {
+					suffix = ".stream"
+				}
+				golden(t, name+suffix+".request.golden.json", append([]byte("POST "+url+"\n"), indent(t, out)...))
+			}
+		})
+	}
+}
+
+// TestAnswerGolden translates generateContent answers (testdata/*.answer.json) into OpenAI's.
+func TestAnswerGolden(t *testing.T) {
+	for _, in := range inputs(t, "*.answer.json") {
+		name := strings.TrimSuffix(filepath.Base(in), ".answer.json")
+		t.Run(name, func(t *testing.T) {
+			body, err := os.ReadFile(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr := testTranslation(strings.HasPrefix(name, "embed"))
+			if name == "error" {
+				golden(t, name+".answer.golden.json", indent(t, tr.Error(400, body)))
+				return
+			}
+			out, u, err := tr.Answer(body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got openai.ChatUsage
+			if !strings.HasPrefix(name, "embed") {
+				var a openai.ChatCompletion
+				if err := json.Unmarshal(out, &a); err != nil {
+					t.Fatal(err)
+				}
+				got = a.Usage
+			}
+			if !strings.HasPrefix(name, "embed") && (got.PromptTokens != u.PromptTokens || got.CompletionTokens != u.CompletionTokens) {
+				t.Errorf("the answer's usage %+v is not the usage charged %+v", got, u)
+			}
+			golden(t, name+".answer.golden.json", indent(t, out))
+		})
+	}
+}
+
+// TestStreamGolden translates streamed answers (testdata/*.stream.sse) into OpenAI chunks, with and without the
+// usage chunk, read one byte at a time so that no event depends on how the upstream's writes were cut.
+func TestStreamGolden(t *testing.T) {
+	for _, in := range inputs(t, "*.stream.sse") {
+		name := strings.TrimSuffix(filepath.Base(in), ".stream.sse")
+		t.Run(name, func(t *testing.T) {
+			body, err := os.ReadFile(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []byte
+			u, err := testTranslation(false).Stream(iotest.OneByteReader(bytes.NewReader(body)), func(c []byte) error {
+				out = append(out, c...)
+				return nil
+			}, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if u.PromptTokens == 0 || u.CompletionTokens == 0 {
+				t.Errorf("usage %+v: the last usageMetadata was not read", u)
+			}
+			golden(t, name+".stream.golden.txt", out)
+			var without []byte
+			if _, err := testTranslation(false).Stream(bytes.NewReader(body), func(c []byte) error {
+				without = append(without, c...)
+				return nil
+			}, false); err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Contains(without, []byte(`"usage"`)) {
+				t.Errorf("a usage chunk the client did not ask for was sent:\n%s", without)
+			}
+		})
+	}
+}
+
+// TestStreamEmitsAsItReads checks that each event is translated as soon as it arrives, not at the end.
+func TestStreamEmitsAsItReads(t *testing.T) {
+	pr, pw := io.Pipe()
+	chunks := make(chan string, 8)
+	done := make(chan error, 1)
+	go func() {
+		_, err := testTranslation(false).Stream(pr, func(c []byte) error { chunks <- string(c); return nil }, false)
+		done <- err
+	}()
+	go func() {
+		_, _ = io.WriteString(pw, "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"first\"}],\"role\":\"model\"}}]}\r\n\r\n")
+	}()
+	if c := <-chunks; !strings.Contains(c, `"content":"first"`) {
+		t.Fatalf("first chunk %q", c)
+	}
+	_, _ = io.WriteString(pw, "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"!\"}],\"role\":\"model\"},\"finishReason\":\"STOP\"}]}\n\n")
+	pw.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStreamCutShort: a stream that ends before Gemini's finishReason is incomplete, not a finished answer.
+func TestStreamCutShort(t *testing.T) {
+	body := "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"half\"}],\"role\":\"model\"}}]}\n\n"
+	var out []byte
+	_, err := testTranslation(false).Stream(strings.NewReader(body), func(c []byte) error { out = append(out, c...); return nil }, false)
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("err = %v, want io.ErrUnexpectedEOF", err)
+	}
+	if bytes.Contains(out, openai.Done) {
+		t.Errorf("a cut stream ended in [DONE]: %s", out)
+	}
+}
+
+// TestRefused: a member GEMINI cannot take is the client's 400 naming the member and the provider.
+func TestRefused(t *testing.T) {
+	for _, c := range []struct{ body, field string }{
+		{`{"model":"m","messages":[{"role":"user","content":"hi"}],"logprobs":true}`, "logprobs"},
+		{`{"model":"m","messages":[{"role":"user","content":"hi"}],"n":2}`, "n"},
+		{`{"model":"m","messages":[{"role":"user","name":"ann","content":"hi"}]}`, "messages[0].name"},
+		{`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://example.com/cat.png"}}]}]}`, "messages[0].content[0].image_url.url"},
+		{`{"model":"m","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"x","format":"wav"}}]}]}`, "messages[0].content[0].input_audio"},
+		{`{"model":"m","messages":[{"role":"tool","tool_call_id":"nope","content":"x"}]}`, "messages[0].tool_call_id"},
+		{`{"model":"m","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","strict":true}}]}`, "tools[0].function.strict"},
+		{`{"model":"m","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_object"}}`, "response_format"},
+		{`{"model":"m","messages":[{"role":"user","content":"hi"}],"temperature":"hot"}`, "temperature"},
+	} {
+		_, _, err := Provider{}.Request(target, provider.Call{Route: "/chat/completions", Body: []byte(c.body)})
+		var fe *openai.FieldError
+		if !errors.As(err, &fe) || fe.Field != c.field || fe.Provider != Kind {
+			t.Errorf("%s: err = %v, want a FieldError of %s naming %s", c.body, err, Kind, c.field)
+		}
+	}
+	_, _, err := Provider{}.Request(target, provider.Call{Route: "/completions", Body: []byte(`{"model":"m","prompt":"x"}`)})
+	var us *provider.Unsupported
+	if !errors.As(err, &us) {
+		t.Errorf("/completions: err = %v, want provider.Unsupported", err)
+	}
+}
+
+// TestEmbeddingsBase64 checks the base64 answer against the floats: little-endian float32s, as OpenAI sends.
+func TestEmbeddingsBase64(t *testing.T) {
+	body, err := os.ReadFile("testdata/embed.answer.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := testTranslation(true)
+	tr.base64 = true
+	out, _, err := tr.Answer(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(out, []byte(`"embedding":"`)) {
+		t.Fatalf("not base64: %s", out)
+	}
+	golden(t, "embed.base64.golden.json", indent(t, out))
+}
+
+// FuzzTranslation feeds the translators any body, answer and stream: they never panic, usage is never negative,
+// and a stream's text reaches the client whole and in order, whatever the pieces it arrives in.
+func FuzzTranslation(f *testing.F) {
+	for _, pattern := range []string{"*.request.json", "*.answer.json", "*.stream.sse"} {
+		names, _ := filepath.Glob(filepath.Join("testdata", pattern))
+		for _, n := range names {
+			b, _ := os.ReadFile(n)
+			f.Add(b, []string{"a", "b c", "\u00e9\u4e16"}[len(n)%3], uint8(len(n)))
+		}
+	}
+	f.Fuzz(func(t *testing.T, body []byte, text string, cut uint8) {
+		_, _, _ = Provider{}.Request(target, provider.Call{Route: "/chat/completions", Body: body, Stream: cut%2 == 0})
+		_, _, _ = Provider{}.Request(target, provider.Call{Route: "/embeddings", Body: body})
+		tr := testTranslation(cut%3 == 0)
+		_ = tr.Error(int(cut)+400, body)
+		if _, u, err := tr.Answer(body); err == nil && (u.PromptTokens < 0 || u.CompletionTokens < 0 || u.TotalTokens < 0) {
+			t.Fatalf("negative usage %+v", u)
+		}
+		u, _ := testTranslation(false).Stream(bytes.NewReader(body), func([]byte) error { return nil }, true)
+		if u.PromptTokens < 0 || u.CompletionTokens < 0 || u.TotalTokens < 0 {
+			t.Fatalf("negative usage %+v", u)
+		}
+		// The text, cut into events at cut-dependent places, comes back whole and in order.
+		var stream bytes.Buffer
+		pieces := splitText(text, int(cut%7)+1)
+		for i, p := range pieces {
+			ev := map[string]any{"candidates": []any{map[string]any{"content": map[string]any{"role": "model", "parts": []any{map[string]any{"text": p}}}}}}
+			if i == len(pieces)-1 {
+				ev["candidates"].([]any)[0].(map[string]any)["finishReason"] = "STOP"
+			}
+			b, _ := json.Marshal(ev)
+			stream.WriteString("data: " + string(b) + "\r\n\r\n")
+		}
+		var got strings.Builder
+		_, err := testTranslation(false).Stream(iotest.HalfReader(&stream), func(c []byte) error {
+			data, ok := bytes.CutPrefix(c, []byte("data: "))
+			if !ok || bytes.Equal(c, openai.Done) {
+				return nil
+			}
+			var ch openai.ChatChunk
+			if err := json.Unmarshal(bytes.TrimSpace(data), &ch); err != nil {
+				t.Fatalf("chunk %q: %v", c, err)
+			}
+			for _, c := range ch.Choices {
+				if c.Delta.Content != nil {
+					got.WriteString(*c.Delta.Content)
+				}
+			}
+			return nil
+		}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := strings.Join(pieces, ""); got.String() != want {
+			t.Fatalf("stream text %q, want %q", got.String(), want)
+		}
+	})
+}
+
+// splitText cuts s into n pieces (some empty) at rune boundaries.
+func splitText(s string, n int) []string {
+	r := []rune(strings.ToValidUTF8(s, "?"))
+	out := make([]string, n)
+	for i := range n {
+		out[i] = string(r[i*len(r)/n : (i+1)*len(r)/n])
+	}
+	return out
+}
