@@ -123,7 +123,10 @@ func (c *Caller) Call(ctx context.Context, call *Call, sink upstream.Sink) (Resu
 		req := upstream.Request{
 			Target: upstream.Target{URL: url, Name: ep.Slug, Namespace: call.Namespace, Secret: t.Secret, Timeout: ep.Timeout},
 			Body:   bytes.NewReader(body), ContentLength: int64(len(body)), Header: call.Header,
-			Stream: call.Stream, StreamUsage: call.StreamUsage, Usage: true, Dialect: p,
+			Stream: call.Stream, StreamUsage: call.StreamUsage, Usage: true, Dialect: p, Payload: body,
+		}
+		if tr, ok := p.(provider.Translator); ok {
+			req.Translation = tr.Translation(t, call.Call)
 		}
 		if !last {
 			req.Fail = &ep.Policy.Fail

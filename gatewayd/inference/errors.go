@@ -18,7 +18,11 @@ import (
 func writeCallError(w http.ResponseWriter, r *http.Request, slug string, err error) {
 	var us *provider.Unsupported
 	var be *failover.BodyError
+	var rf *provider.Refused
 	switch {
+	case errors.As(err, &rf):
+		httperr.WriteModelCall(w, http.StatusBadRequest, httperr.CodeClientError, rf.Error(),
+			map[string]any{"provider": rf.Provider, "field": rf.Field})
 	case errors.As(err, &us):
 		httperr.WriteModelCall(w, http.StatusBadRequest, httperr.CodeClientError,
 			fmt.Sprintf("The %s provider does not serve %s.", us.Provider, us.Route), map[string]any{"provider": us.Provider, "route": us.Route})

@@ -29,6 +29,30 @@ type Provider interface {
 	Request(t *view.Target, call Call) (url string, body []byte, err error)
 }
 
+// Translator is a Provider that speaks another wire than OpenAI's: Request translates the OpenAI body of the call
+// into the provider's request (its streaming URL when call.Stream), and the Translation of each try turns the
+// provider's answer back into OpenAI's (docs/decisions.md "OpenAI's shape inside gatewayd"). A field the
+// provider cannot take is refused by Request with a *Refused, never dropped. Fixed headers a provider needs
+// beside its key (anthropic-version, say) are set by its Authorize.
+type Translator interface {
+	Provider
+	// Translation of one try's answer on t; call says whether it streams.
+	Translation(t *view.Target, call Call) upstream.Translation
+}
+
+// Refused is a member of the client's body that a provider cannot take: the client's 400 names the member
+// and the provider.
+type Refused struct {
+	Provider, Field, Reason string
+}
+
+func (e *Refused) Error() string {
+	if e.Reason == "" {
+		return fmt.Sprintf("%s: the %s provider does not take this field", e.Field, e.Provider)
+	}
+	return fmt.Sprintf("%s: %s (provider %s)", e.Field, e.Reason, e.Provider)
+}
+
 // Unsupported is a call a provider cannot serve: the client's 400 names the provider and the route.
 type Unsupported struct {
 	Provider, Route string

@@ -57,13 +57,36 @@ func (c *Secrets) Upstream(ctx context.Context, ns string, ref *snapshot.SecretR
 	if err != nil {
 		return "", err
 	}
-	if !gatewayv1.IsUpstreamCredential(e.labels) {
-		return "", fmt.Errorf("secret %s/%s: %w", ns, ref.Name, ErrNotUpstreamCredential)
-	}
-	if allowed, _ := gatewayv1.UpstreamHostAllowed(e.annotations, url); !allowed {
-		return "", fmt.Errorf("secret %s/%s: %w", ns, ref.Name, ErrHostNotAllowed)
+	if err := upstreamAllowed(e, ns, ref, url); err != nil {
+		return "", err
 	}
 	return value(e, ns, ref)
+}
+
+// UpstreamData returns the whole data of the Secret ref names in namespace ns, to sign a call to url (a Signer's
+// credentials are several entries), under Upstream's rules: the Secret must be marked for upstream use and list
+// url's host. The map is the cache's: it is only read.
+func (c *Secrets) UpstreamData(ctx context.Context, ns string, ref *snapshot.SecretRef, url string) (map[string][]byte, error) {
+	e, err := c.entry(ctx, ns, ref.Name)
+	if err != nil {
+		return nil, err
+	}
+	if err := upstreamAllowed(e, ns, ref, url); err != nil {
+		return nil, err
+	}
+	return e.data, nil
+}
+
+// upstreamAllowed refuses to send e, the Secret ref names in ns, to url: a Secret not marked for upstream use, or
+// whose hosts (gatewayv1.UpstreamHostAllowed) do not include url's.
+func upstreamAllowed(e secretEntry, ns string, ref *snapshot.SecretRef, url string) error {
+	if !gatewayv1.IsUpstreamCredential(e.labels) {
+		return fmt.Errorf("secret %s/%s: %w", ns, ref.Name, ErrNotUpstreamCredential)
+	}
+	if allowed, _ := gatewayv1.UpstreamHostAllowed(e.annotations, url); !allowed {
+		return fmt.Errorf("secret %s/%s: %w", ns, ref.Name, ErrHostNotAllowed)
+	}
+	return nil
 }
 
 // Get returns the entry ref names in namespace ns, whatever the Secret's labels: for secrets gatewayd uses itself,

@@ -68,6 +68,11 @@ type Request struct {
 	// Dialect authenticates the call and reads its answer's usage; nil for a model deployment, whose call carries
 	// no key and whose usage is not read.
 	Dialect Dialect
+	// Translation, when set, turns the provider's answer into OpenAI's (only a provider that speaks another wire
+	// sets it); nil relays the answer as it is.
+	Translation Translation
+	// Payload is the bytes Body reads, when they are at hand, for a Dialect that is a Signer.
+	Payload []byte
 	// Fail, when set, holds the statuses that fail this try: an answer with one of them is not relayed but
 	// returned as an *Error of KindStatus, so the caller can try elsewhere. The last try of a call leaves it nil,
 	// and its answer is relayed whatever it is.
@@ -206,6 +211,11 @@ func (c *Client) Forward(ctx context.Context, req Request, sink Sink) (Result, e
 		return Result{}, &Error{Kind: KindStatus, Status: resp.StatusCode, Header: resp.Header, Snippet: strings.ToValidUTF8(string(b), "?"),
 			Err: fmt.Errorf("upstream %s answered %d", req.Target.Name, resp.StatusCode)}
 	}
+	if req.Translation != nil {
+		res := translate(req.Translation, req.Stream, req.StreamUsage, resp, sink, d)
+		res.Duration = time.Since(start)
+		return res, nil
+	}
 	res := Result{Status: resp.StatusCode}
 	if ct := resp.Header.Get("Content-Type"); ct != "" {
 		sink.Header().Set("Content-Type", ct)
@@ -297,6 +307,16 @@ func (c *Client) request(ctx context.Context, req Request) (*http.Request, error
 		}
 		if req.Dialect == nil {
 			return nil, &Error{Kind: KindCredentials, Err: errors.New("no provider says how to send the key of " + t.Name)}
+		}
+		if s, ok := req.Dialect.(Signer); ok {
+			data, err := c.secrets.UpstreamData(ctx, t.Namespace, t.Secret, t.URL)
+			if err == nil {
+				err = s.Sign(hreq, req.Payload, data)
+			}
+			if err != nil {
+				return nil, &Error{Kind: KindCredentials, Err: err}
+			}
+			return hreq, nil
 		}
 		key, err := c.secrets.Upstream(ctx, t.Namespace, t.Secret, t.URL)
 		if err != nil {
