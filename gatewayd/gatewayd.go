@@ -49,6 +49,8 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/gatewayd/podlogs"
 	// The provider kinds an Endpoint target may name register themselves (provider.Register).
+	_ "github.com/modelgate/modelgate/gatewayd/provider/bedrock"
+	_ "github.com/modelgate/modelgate/gatewayd/provider/gemini"
 	_ "github.com/modelgate/modelgate/gatewayd/provider/openai"
 	"github.com/modelgate/modelgate/gatewayd/reload"
 	"github.com/modelgate/modelgate/gatewayd/requestlog"

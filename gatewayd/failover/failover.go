@@ -128,6 +128,9 @@ func (c *Caller) Call(ctx context.Context, call *Call, sink upstream.Sink) (Resu
 		if tr, ok := p.(provider.Translator); ok {
 			req.Translation = tr.Translation(t, call.Call)
 		}
+		if td, ok := p.(provider.TargetDialect); ok {
+			req.Dialect = td.Dialect(t)
+		}
 		if !last {
 			req.Fail = &ep.Policy.Fail
 		}

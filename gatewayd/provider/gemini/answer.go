@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -171,11 +172,15 @@ func (t *translation) Error(status int, body []byte) []byte {
 	} else {
 		_ = json.Unmarshal(b, &e)
 	}
-	return openai.ErrorBody(status, e.Error.Message, e.Error.Status)
+	msg := e.Error.Message
+	if msg == "" {
+		msg = fmt.Sprintf("The GEMINI upstream answered %d.", status)
+	}
+	return upstream.ErrorEnvelope(msg, openai.ErrorType(status), e.Error.Status)
 }
 
 // Stream translates Gemini's SSE stream (streamGenerateContent?alt=sse: each event a generateContent answer
-// with the next text) into OpenAI chunks, one per event as it arrives. usageMetadata counts up over the events;
+// with the next text) into OpenAI chunks, one per event as it arrives; Forward frames them and ends the stream. usageMetadata counts up over the events;
 // the last one read is the call's usage.
 func (t *translation) Stream(r io.Reader, emit func([]byte) error, clientWantsUsage bool) (upstream.Usage, error) {
 	s := streamState{t: t, emit: emit}
@@ -192,7 +197,7 @@ func (t *translation) Stream(r io.Reader, emit func([]byte) error, clientWantsUs
 			return s.usage, err
 		}
 	}
-	return s.usage, emit(openai.Done)
+	return s.usage, nil
 }
 
 // eachEvent calls fn with the data of each server-sent event read from r, as it completes.
@@ -254,7 +259,7 @@ func (s *streamState) send(c openai.ChatChunk) error {
 	if err != nil {
 		return err
 	}
-	return s.emit(openai.SSE(b))
+	return s.emit(b)
 }
 
 // delta sends d as the next piece of the answer; the first piece says the role.

@@ -44,11 +44,7 @@ type batchEmbedResponse struct {
 func embedBody(body []byte, model string) ([]byte, bool, error) {
 	var r embeddingsRequest
 	if err := json.Unmarshal(body, &r, json.RejectUnknownMembers(true)); err != nil {
-		var se *json.SemanticError
-		if errors.As(err, &se) && se.JSONPointer != "" {
-			return nil, false, refuse(openai.FieldPath(se.JSONPointer), "takes input only as a string or a list of strings, and no member but model, input, dimensions and encoding_format")
-		}
-		return nil, false, err
+		return nil, false, openai.BodyError(Kind, err)
 	}
 	if len(r.Input) == 0 {
 		return nil, false, refuse("input", "needs at least one string to embed")

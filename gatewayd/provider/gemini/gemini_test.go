@@ -3,76 +3,34 @@ package gemini
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"io"
+	"maps"
 	"os"
-	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
 
 	json "github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/modelgate/modelgate/gatewayd/provider"
 	"github.com/modelgate/modelgate/gatewayd/provider/openai"
+	"github.com/modelgate/modelgate/gatewayd/provider/providertest"
 	"github.com/modelgate/modelgate/gatewayd/view"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/*.golden.* from the current translation")
-
 var target = &view.Target{Provider: Kind, BaseURL: "https://generativelanguage.googleapis.com/v1beta", TargetModel: "gemini-2.0-flash"}
-
-// golden compares got with testdata/name, or rewrites it under -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to write it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the translation:\n--- want\n%s\n--- got\n%s", path, want, got)
-	}
-}
-
-func indent(t *testing.T, b []byte) []byte {
-	t.Helper()
-	v := jsontext.Value(bytes.Clone(b))
-	if err := v.Indent(jsontext.WithIndent("  ")); err != nil {
-		t.Fatalf("not JSON: %v: %s", err, b)
-	}
-	return append(v, '\n')
-}
 
 func testTranslation(embed bool) *translation {
 	return &translation{id: "chatcmpl-test", model: "gemini-2.0-flash", created: 1700000000, embed: embed}
 }
 
-func inputs(t *testing.T, pattern string) []string {
-	t.Helper()
-	names, err := filepath.Glob(filepath.Join("testdata", pattern))
-	if err != nil || len(names) == 0 {
-		t.Fatalf("no testdata/%s", pattern)
-	}
-	return names
-}
-
 // TestRequestGolden translates the chat bodies of testdata/*.request.json into generateContent calls.
 func TestRequestGolden(t *testing.T) {
-	for _, in := range inputs(t, "*.request.json") {
-		name := strings.TrimSuffix(filepath.Base(in), ".request.json")
+	in := providertest.Inputs(t, ".request.json")
+	for _, name := range slices.Sorted(maps.Keys(in)) {
 		t.Run(name, func(t *testing.T) {
-			body, err := os.ReadFile(in)
-			if err != nil {
-				t.Fatal(err)
-			}
+			body := in[name]
 			route := "/chat/completions"
 			if strings.HasPrefix(name, "embed") {
 				route = "/embeddings"
@@ -89,7 +47,7 @@ func TestRequestGolden(t *testing.T) {
 				if stream {
 					suffix = ".stream"
 				}
-				golden(t, name+suffix+".request.golden.json", append([]byte("POST "+url+"\n"), indent(t, out)...))
+				providertest.Golden(t, name+suffix+".request.golden.json", append([]byte("POST "+url+"\n"), providertest.Indent(t, out)...))
 			}
 		})
 	}
@@ -97,16 +55,13 @@ func TestRequestGolden(t *testing.T) {
 
 // TestAnswerGolden translates generateContent answers (testdata/*.answer.json) into OpenAI's.
 func TestAnswerGolden(t *testing.T) {
-	for _, in := range inputs(t, "*.answer.json") {
-		name := strings.TrimSuffix(filepath.Base(in), ".answer.json")
+	in := providertest.Inputs(t, ".answer.json")
+	for _, name := range slices.Sorted(maps.Keys(in)) {
 		t.Run(name, func(t *testing.T) {
-			body, err := os.ReadFile(in)
-			if err != nil {
-				t.Fatal(err)
-			}
+			body := in[name]
 			tr := testTranslation(strings.HasPrefix(name, "embed"))
 			if name == "error" {
-				golden(t, name+".answer.golden.json", indent(t, tr.Error(400, body)))
+				providertest.Golden(t, name+".answer.golden.json", providertest.Indent(t, tr.Error(400, body)))
 				return
 			}
 			out, u, err := tr.Answer(body)
@@ -124,7 +79,7 @@ func TestAnswerGolden(t *testing.T) {
 			if !strings.HasPrefix(name, "embed") && (got.PromptTokens != u.PromptTokens || got.CompletionTokens != u.CompletionTokens) {
 				t.Errorf("the answer's usage %+v is not the usage charged %+v", got, u)
 			}
-			golden(t, name+".answer.golden.json", indent(t, out))
+			providertest.Golden(t, name+".answer.golden.json", providertest.Indent(t, out))
 		})
 	}
 }
@@ -132,25 +87,23 @@ func TestAnswerGolden(t *testing.T) {
 // TestStreamGolden translates streamed answers (testdata/*.stream.sse) into OpenAI chunks, with and without the
 // usage chunk, read one byte at a time so that no event depends on how the upstream's writes were cut.
 func TestStreamGolden(t *testing.T) {
-	for _, in := range inputs(t, "*.stream.sse") {
-		name := strings.TrimSuffix(filepath.Base(in), ".stream.sse")
+	in := providertest.Inputs(t, ".stream.sse")
+	for _, name := range slices.Sorted(maps.Keys(in)) {
 		t.Run(name, func(t *testing.T) {
-			body, err := os.ReadFile(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out []byte
+			body := in[name]
+			var chunks [][]byte
 			u, err := testTranslation(false).Stream(iotest.OneByteReader(bytes.NewReader(body)), func(c []byte) error {
-				out = append(out, c...)
+				chunks = append(chunks, bytes.Clone(c))
 				return nil
 			}, true)
+			out := providertest.SSE(chunks)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if u.PromptTokens == 0 || u.CompletionTokens == 0 {
 				t.Errorf("usage %+v: the last usageMetadata was not read", u)
 			}
-			golden(t, name+".stream.golden.txt", out)
+			providertest.Golden(t, name+".stream.golden.txt", out)
 			var without []byte
 			if _, err := testTranslation(false).Stream(bytes.NewReader(body), func(c []byte) error {
 				without = append(without, c...)
@@ -190,13 +143,9 @@ func TestStreamEmitsAsItReads(t *testing.T) {
 // TestStreamCutShort: a stream that ends before Gemini's finishReason is incomplete, not a finished answer.
 func TestStreamCutShort(t *testing.T) {
 	body := "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"half\"}],\"role\":\"model\"}}]}\n\n"
-	var out []byte
-	_, err := testTranslation(false).Stream(strings.NewReader(body), func(c []byte) error { out = append(out, c...); return nil }, false)
+	_, err := testTranslation(false).Stream(strings.NewReader(body), func([]byte) error { return nil }, false)
 	if !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("err = %v, want io.ErrUnexpectedEOF", err)
-	}
-	if bytes.Contains(out, openai.Done) {
-		t.Errorf("a cut stream ended in [DONE]: %s", out)
 	}
 }
 
@@ -214,9 +163,9 @@ func TestRefused(t *testing.T) {
 		{`{"model":"m","messages":[{"role":"user","content":"hi"}],"temperature":"hot"}`, "temperature"},
 	} {
 		_, _, err := Provider{}.Request(target, provider.Call{Route: "/chat/completions", Body: []byte(c.body)})
-		var fe *openai.FieldError
-		if !errors.As(err, &fe) || fe.Field != c.field || fe.Provider != Kind {
-			t.Errorf("%s: err = %v, want a FieldError of %s naming %s", c.body, err, Kind, c.field)
+		var rf *provider.Refused
+		if !errors.As(err, &rf) || rf.Field != c.field || rf.Provider != Kind {
+			t.Errorf("%s: err = %v, want a provider.Refused of %s naming %s", c.body, err, Kind, c.field)
 		}
 	}
 	_, _, err := Provider{}.Request(target, provider.Call{Route: "/completions", Body: []byte(`{"model":"m","prompt":"x"}`)})
@@ -241,17 +190,15 @@ func TestEmbeddingsBase64(t *testing.T) {
 	if !bytes.Contains(out, []byte(`"embedding":"`)) {
 		t.Fatalf("not base64: %s", out)
 	}
-	golden(t, "embed.base64.golden.json", indent(t, out))
+	providertest.Golden(t, "embed.base64.golden.json", providertest.Indent(t, out))
 }
 
 // FuzzTranslation feeds the translators any body, answer and stream: they never panic, usage is never negative,
 // and a stream's text reaches the client whole and in order, whatever the pieces it arrives in.
 func FuzzTranslation(f *testing.F) {
-	for _, pattern := range []string{"*.request.json", "*.answer.json", "*.stream.sse"} {
-		names, _ := filepath.Glob(filepath.Join("testdata", pattern))
-		for _, n := range names {
-			b, _ := os.ReadFile(n)
-			f.Add(b, []string{"a", "b c", "\u00e9\u4e16"}[len(n)%3], uint8(len(n)))
+	for _, suffix := range []string{".request.json", ".answer.json", ".stream.sse"} {
+		for name, b := range providertest.Inputs(f, suffix) {
+			f.Add(b, name+" \u00e9\u4e16", uint8(len(b)))
 		}
 	}
 	f.Fuzz(func(t *testing.T, body []byte, text string, cut uint8) {
@@ -279,12 +226,8 @@ func FuzzTranslation(f *testing.F) {
 		}
 		var got strings.Builder
 		_, err := testTranslation(false).Stream(iotest.HalfReader(&stream), func(c []byte) error {
-			data, ok := bytes.CutPrefix(c, []byte("data: "))
-			if !ok || bytes.Equal(c, openai.Done) {
-				return nil
-			}
 			var ch openai.ChatChunk
-			if err := json.Unmarshal(bytes.TrimSpace(data), &ch); err != nil {
+			if err := json.Unmarshal(c, &ch); err != nil {
 				t.Fatalf("chunk %q: %v", c, err)
 			}
 			for _, c := range ch.Choices {

@@ -6,6 +6,7 @@ import (
 	json "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/modelgate/modelgate/gatewayd/provider"
 	"github.com/modelgate/modelgate/gatewayd/provider/openai"
 )
 
@@ -94,7 +95,9 @@ func translateRequest(body []byte) ([]byte, error) {
 	return json.Marshal(req)
 }
 
-func refuse(field, rule string) error { return openai.Refuse(Kind, field, rule) }
+func refuse(field, reason string) error {
+	return &provider.Refused{Provider: Kind, Field: field, Reason: reason}
+}
 
 // fromChat maps a chat request onto generateContent: system and developer messages become the
 // systemInstruction, user and tool messages user turns, assistant messages model turns; a tool message's answer

@@ -9,6 +9,8 @@ import (
 
 	json "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/modelgate/modelgate/gatewayd/provider"
 )
 
 // The chat-completions shapes a translating provider (one whose upstream speaks another wire) reads a client's
@@ -186,49 +188,31 @@ func (s *Strings) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 	return json.UnmarshalDecode(dec, (*[]string)(s))
 }
 
-// FieldError is a member of the client's body that a provider cannot take: the client's 400 names it and the
-// provider, and says why.
-type FieldError struct {
-	Provider string
-	// Field is the member's path: messages[2].content[0].image_url.url.
-	Field string
-	Rule  string
-}
-
-func (e *FieldError) Error() string {
-	return fmt.Sprintf("%s: the %s provider %s", e.Field, e.Provider, e.Rule)
-}
-
-// Refuse is a FieldError of provider for field, with the rule it breaks.
-func Refuse(provider, field, rule string) *FieldError {
-	return &FieldError{Provider: provider, Field: field, Rule: rule}
-}
-
 // ParseChat reads a chat-completions body for provider, refusing any member ChatRequest does not know (a
-// FieldError naming it) and any member of the wrong type.
-func ParseChat(body []byte, provider string) (*ChatRequest, error) {
+// *provider.Refused naming it) and any member of the wrong type.
+func ParseChat(body []byte, kind string) (*ChatRequest, error) {
 	r := &ChatRequest{}
 	if err := json.Unmarshal(body, r, json.RejectUnknownMembers(true)); err != nil {
-		return nil, bodyError(provider, err)
+		return nil, BodyError(kind, err)
 	}
 	return r, nil
 }
 
-// bodyError turns a decoding error into a FieldError naming the member.
-func bodyError(provider string, err error) error {
+// BodyError turns a decoding error into a *provider.Refused naming the member.
+func BodyError(kind string, err error) error {
 	var se *json.SemanticError
 	if !errors.As(err, &se) || se.JSONPointer == "" {
-		return fmt.Errorf("the %s provider cannot read the body: %w", provider, err)
+		return fmt.Errorf("the %s provider cannot read the body: %w", kind, err)
 	}
 	field := FieldPath(se.JSONPointer)
 	if errors.Is(se.Err, json.ErrUnknownName) {
-		return Refuse(provider, field, "does not take this member")
+		return &provider.Refused{Provider: kind, Field: field}
 	}
 	msg := "has a value of the wrong type"
 	if se.Err != nil {
 		msg = "cannot take this value: " + se.Err.Error()
 	}
-	return Refuse(provider, field, msg)
+	return &provider.Refused{Provider: kind, Field: field, Reason: msg}
 }
 
 // FieldPath writes a JSON pointer (/messages/0/content) the way the 400s name a field (messages[0].content).
@@ -316,36 +300,19 @@ const (
 	FinishContentFilter = "content_filter"
 )
 
-// ErrorBody is OpenAI's error envelope: {"error":{"message","type","code"}}, for an upstream's error answer
-// translated. status chooses the type a client's SDK reads.
-func ErrorBody(status int, message, code string) []byte {
-	typ := "api_error"
+// ErrorType is the type of OpenAI's error envelope that a client's SDK reads for an upstream's error status.
+func ErrorType(status int) string {
 	switch {
 	case status == 401:
-		typ = "authentication_error"
+		return "authentication_error"
 	case status == 403:
-		typ = "permission_error"
+		return "permission_error"
 	case status == 404:
-		typ = "not_found_error"
+		return "not_found_error"
 	case status == 429:
-		typ = "rate_limit_error"
+		return "rate_limit_error"
 	case status < 500:
-		typ = "invalid_request_error"
+		return "invalid_request_error"
 	}
-	if message == "" {
-		message = fmt.Sprintf("The upstream answered %d.", status)
-	}
-	b, _ := json.Marshal(map[string]map[string]any{"error": {"message": message, "type": typ, "code": code}}, json.Deterministic(true))
-	return b
+	return "api_error"
 }
-
-// SSE frames chunk, a JSON chunk, as one server-sent event.
-func SSE(chunk []byte) []byte {
-	out := make([]byte, 0, len(chunk)+8)
-	out = append(out, "data: "...)
-	out = append(out, chunk...)
-	return append(out, '\n', '\n')
-}
-
-// Done is the last event of an OpenAI stream.
-var Done = []byte("data: [DONE]\n\n")
