@@ -21,21 +21,26 @@ import (
 // not know is refused by ParseChat, never dropped; a member it knows but a provider cannot take is refused by
 // that provider (FieldError).
 type ChatRequest struct {
-	Model               string         `json:"model"`
-	Messages            []ChatMessage  `json:"messages"`
-	MaxTokens           *int64         `json:"max_tokens"`
-	MaxCompletionTokens *int64         `json:"max_completion_tokens"`
-	Temperature         *float64       `json:"temperature"`
-	TopP                *float64       `json:"top_p"`
-	Stop                Strings        `json:"stop"`
-	Tools               []ChatTool     `json:"tools"`
-	ToolChoice          *ToolChoice    `json:"tool_choice"`
-	Stream              bool           `json:"stream"`
-	StreamOptions       *streamOptions `json:"stream_options"`
-	N                   *int64         `json:"n"`
-	PresencePenalty     *float64       `json:"presence_penalty"`
-	FrequencyPenalty    *float64       `json:"frequency_penalty"`
-	Seed                *int64         `json:"seed"`
+	Model               string             `json:"model"`
+	Messages            []ChatMessage      `json:"messages"`
+	MaxTokens           *int64             `json:"max_tokens"`
+	MaxCompletionTokens *int64             `json:"max_completion_tokens"`
+	Temperature         *float64           `json:"temperature"`
+	TopP                *float64           `json:"top_p"`
+	Stop                Strings            `json:"stop"`
+	Tools               []ChatTool         `json:"tools"`
+	ToolChoice          *ToolChoice        `json:"tool_choice"`
+	Stream              bool               `json:"stream"`
+	StreamOptions       *ChatStreamOptions `json:"stream_options"`
+	N                   *int64             `json:"n"`
+	PresencePenalty     *float64           `json:"presence_penalty"`
+	FrequencyPenalty    *float64           `json:"frequency_penalty"`
+	Seed                *int64             `json:"seed"`
+}
+
+// ChatStreamOptions is stream_options: include_usage asks for the stream's usage chunk.
+type ChatStreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
 }
 
 // MaxOutput is the client's bound on the answer's tokens: max_completion_tokens, or the older max_tokens.
