@@ -74,7 +74,7 @@ test-cluster: helm ## The cluster suite: a one-node cluster built from source, t
 # FUZZTIME bounds each fuzz target: in `make test`, long enough to try new inputs on the parsers and handlers,
 # short enough for CI. Run `make fuzz FUZZTIME=10m` to dig deeper.
 FUZZTIME ?= 15s
-FUZZ_TARGETS := FuzzDecode:./api/snapshot/ FuzzValidate:./api/v1alpha1/hierarchy/ FuzzRewriteBody:./gatewayd/provider/openai/ FuzzInferenceBody:./gatewayd/provider/openai/ FuzzHandlers:./gatewayd/rest/ FuzzParseBody:./gatewayd/async/ FuzzScan:./gatewayd/podlogs/
+FUZZ_TARGETS := FuzzDecode:./api/snapshot/ FuzzValidate:./api/v1alpha1/hierarchy/ FuzzRewriteBody:./gatewayd/provider/openai/ FuzzInferenceBody:./gatewayd/provider/openai/ FuzzTranslation:./gatewayd/provider/gemini/ FuzzTranslation:./gatewayd/provider/bedrock/ FuzzHandlers:./gatewayd/rest/ FuzzParseBody:./gatewayd/async/ FuzzScan:./gatewayd/podlogs/
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME.

@@ -519,8 +519,8 @@ export interface SecretRef {
 export interface Target {
   /** Unique in the endpoint, a DNS-1123 label; target-<index> (0-based) when absent, a name no other target may then take. */
   name?: string;
-  /** OPENAI only for now; AZURE_OPENAI, ANTHROPIC, BEDROCK and GEMINI are refused until gatewayd serves them. */
-  provider: "OPENAI";
+  /** OPENAI, BEDROCK or GEMINI (docs/rest-api.md "Provider field mapping"); AZURE_OPENAI and ANTHROPIC are refused until gatewayd serves them. */
+  provider: "OPENAI" | "BEDROCK" | "GEMINI";
   base_url: string;
   api_key_secret_ref?: SecretRef;
   target_model?: string;
@@ -531,7 +531,7 @@ export interface Target {
   pricing?: TargetPricing;
   /** AZURE_OPENAI only; refused on any other provider. */
   api_version?: string;
-  /** BEDROCK only; refused on any other provider. */
+  /** BEDROCK only, and required there: the AWS region its calls are signed for; refused on any other provider. */
   region?: string;
 }
 
