@@ -1,0 +1,47 @@
+package gemini
+
+import (
+	"bytes"
+	"os"
+	"testing"
+
+	"github.com/modelgate/modelgate/gatewayd/provider"
+)
+
+// BenchmarkTranslation is the cost per call of the GEMINI translation (docs/benchmarks.md): the request of
+// testdata/tools.request.json, the answer of testdata/text.answer.json, and the three-event stream of
+// testdata/text.stream.sse with its usage chunk.
+func BenchmarkTranslation(b *testing.B) {
+	read := func(name string) []byte {
+		body, err := os.ReadFile("testdata/" + name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return body
+	}
+	request, answer, stream := read("tools.request.json"), read("text.answer.json"), read("text.stream.sse")
+	b.Run("request", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, err := (Provider{}).Request(target, provider.Call{Route: "/chat/completions", Body: request}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("answer", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, err := testTranslation(false).Answer(answer); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("stream", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := testTranslation(false).Stream(bytes.NewReader(stream), func([]byte) error { return nil }, true); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
