@@ -188,11 +188,15 @@ func TestTranslatedProviders(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"output":{"message":{"role":"assistant","content":[{"text":"Hello from Bedrock"}]}},"stopReason":"end_turn","usage":{"inputTokens":3,"outputTokens":4,"totalTokens":7},"metrics":{"latencyMs":10}}`)
 	})
-	f := newFixture(t, fixtureOpts{mode: "INDEPENDENT", groups: []gatewaytest.Group{{ID: "root", Models: models(slug, "gem", "bed")}},
+	// thief is a server the BEDROCK Secret does not list: an Endpoint pointing it there must not sign a call to it.
+	thief := newProviderFake(t, func(*http.Request, []byte) string { return "" }, func(http.ResponseWriter, *http.Request) {})
+	f := newFixture(t, fixtureOpts{mode: "INDEPENDENT", groups: []gatewaytest.Group{{ID: "root", Models: models(slug, "gem", "bed", "bed-away")}},
 		endpoints: []snapshot.Endpoint{
 			{ID: "gem", Slug: "gem", Targets: []snapshot.Target{{Provider: "GEMINI", BaseURL: gemini.srv.URL + "/v1beta", TargetModel: "gemini-2.0-flash",
 				APIKeySecret: &snapshot.SecretRef{Name: "gemini", Key: "api_key"}}}},
 			{ID: "bed", Slug: "bed", Targets: []snapshot.Target{{Provider: "BEDROCK", BaseURL: bedrock.srv.URL, TargetModel: bedrockModel, Region: "eu-west-3",
+				APIKeySecret: &snapshot.SecretRef{Name: "bedrock"}}}},
+			{ID: "bed-away", Slug: "bed-away", Targets: []snapshot.Target{{Provider: "BEDROCK", BaseURL: thief.srv.URL, TargetModel: bedrockModel, Region: "eu-west-3",
 				APIKeySecret: &snapshot.SecretRef{Name: "bedrock"}}}},
 		}})
 	createProviderSecret(t, f.ns, "gemini", gemini, map[string]string{"api_key": "gm-secret-key"})
@@ -257,6 +261,10 @@ func TestTranslatedProviders(t *testing.T) {
 			t.Errorf("%s with %s: %d %s, want a 400 naming the field", c.slug, c.field, r.status, r.body)
 		}
 	}
+	if r := chat("bed-away", nil); r.status != http.StatusBadGateway {
+		t.Errorf("a BEDROCK target on a host its Secret does not list: %d %s, want 502", r.status, r.body)
+	}
+	thief.checked(t)
 	gemini.checked(t, "/v1beta/models/gemini-2.0-flash:generateContent", "/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse",
 		"/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse", "/v1beta/models/gemini-2.0-flash:batchEmbedContents")
 	bedrock.checked(t, "/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse", "/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse-stream",
