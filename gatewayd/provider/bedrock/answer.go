@@ -2,7 +2,6 @@ package bedrock
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 	json "github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/modelgate/modelgate/gatewayd/provider/openai"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
@@ -88,7 +86,7 @@ func (t *translation) Answer(body []byte) ([]byte, upstream.Usage, error) {
 				hasText = true
 			case b.ToolUse != nil:
 				msg.ToolCalls = append(msg.ToolCalls, openai.ToolCall{ID: b.ToolUse.ToolUseID, Type: "function",
-					Function: openai.FunctionCall{Name: b.ToolUse.Name, Arguments: compact(b.ToolUse.Input)}})
+					Function: openai.FunctionCall{Name: b.ToolUse.Name, Arguments: openai.Arguments(b.ToolUse.Input)}})
 			}
 		}
 		if hasText {
@@ -99,15 +97,6 @@ func (t *translation) Answer(body []byte) ([]byte, upstream.Usage, error) {
 	out, err := json.Marshal(openai.ChatCompletion{ID: t.id, Object: openai.ObjectCompletion, Created: t.created, Model: t.model,
 		Choices: []openai.ChatChoice{{Message: msg, FinishReason: finishReason(r.StopReason)}}, Usage: chatUsage(u)})
 	return out, u, err
-}
-
-// compact is a tool call's input as OpenAI's arguments string.
-func compact(v jsontext.Value) string {
-	c := jsontext.Value(bytes.Clone(v))
-	if len(c) == 0 || c.Compact() != nil {
-		return "{}"
-	}
-	return string(c)
 }
 
 // bedrockError is the body of Bedrock's error answers: {"message": ...}; the error's kind is in the
@@ -168,7 +157,7 @@ func (t *translation) Stream(r io.Reader, emit func([]byte) error, clientWantsUs
 	dec := eventstream.NewDecoder()
 	br := bufio.NewReaderSize(r, 16<<10)
 	var payload []byte
-	s := streamState{t: t, emit: emit, tools: map[int]int{}}
+	s := streamState{w: openai.ChunkWriter{ID: t.id, Created: t.created, Model: t.model, Emit: emit}, tools: map[int]int{}}
 	for {
 		msg, err := dec.Decode(br, payload[:0])
 		if err != nil {
@@ -186,8 +175,7 @@ func (t *translation) Stream(r io.Reader, emit func([]byte) error, clientWantsUs
 		}
 	}
 	if clientWantsUsage {
-		u := chatUsage(s.usage)
-		if err := s.send(openai.ChatChunk{Choices: []openai.ChunkChoice{}, Usage: &u}); err != nil {
+		if err := s.w.Usage(chatUsage(s.usage)); err != nil {
 			return s.usage, err
 		}
 	}
@@ -196,30 +184,13 @@ func (t *translation) Stream(r io.Reader, emit func([]byte) error, clientWantsUs
 
 // streamState is what a stream's translation keeps between events.
 type streamState struct {
-	t     *translation
-	emit  func([]byte) error
+	w     openai.ChunkWriter
 	usage upstream.Usage
 	// tools numbers the tool calls by their content block.
 	tools    map[int]int
-	started  bool
+	opened   bool
 	stopped  bool
 	finished bool
-}
-
-func (s *streamState) send(c openai.ChatChunk) error {
-	c.ID, c.Object, c.Created, c.Model = s.t.id, openai.ObjectChunk, s.t.created, s.t.model
-	b, err := json.Marshal(c)
-	if err != nil {
-		return err
-	}
-	return s.emit(b)
-}
-
-func (s *streamState) delta(d openai.Delta, finish *string) error {
-	if !s.started {
-		d.Role, s.started = "assistant", true
-	}
-	return s.send(openai.ChatChunk{Choices: []openai.ChunkChoice{{Delta: d, FinishReason: finish}}})
 }
 
 func header(msg eventstream.Message, name string) string {
@@ -246,33 +217,34 @@ func (s *streamState) message(msg eventstream.Message) error {
 	}
 	switch header(msg, ":event-type") {
 	case "messageStart":
-		if !s.started {
-			return s.delta(openai.Delta{}, nil)
+		if !s.opened {
+			s.opened = true
+			return s.w.Delta(openai.Delta{}, nil)
 		}
 	case "contentBlockStart":
 		if ev.Start != nil && ev.Start.ToolUse != nil {
 			n := len(s.tools)
 			s.tools[ev.ContentBlockIndex] = n
-			return s.delta(openai.Delta{ToolCalls: []openai.ToolCall{{Index: &n, ID: ev.Start.ToolUse.ToolUseID, Type: "function",
+			return s.w.Delta(openai.Delta{ToolCalls: []openai.ToolCall{{Index: &n, ID: ev.Start.ToolUse.ToolUseID, Type: "function",
 				Function: openai.FunctionCall{Name: ev.Start.ToolUse.Name}}}}, nil)
 		}
 	case "contentBlockDelta":
 		switch {
 		case ev.Delta == nil:
 		case ev.Delta.Text != nil:
-			return s.delta(openai.Delta{Content: ev.Delta.Text}, nil)
+			return s.w.Delta(openai.Delta{Content: ev.Delta.Text}, nil)
 		case ev.Delta.ToolUse != nil:
 			n, ok := s.tools[ev.ContentBlockIndex]
 			if !ok {
 				return fmt.Errorf("the BEDROCK stream sent tool input for content block %d, which started no tool use", ev.ContentBlockIndex)
 			}
-			return s.delta(openai.Delta{ToolCalls: []openai.ToolCall{{Index: &n, Function: openai.FunctionCall{Arguments: ev.Delta.ToolUse.Input}}}}, nil)
+			return s.w.Delta(openai.Delta{ToolCalls: []openai.ToolCall{{Index: &n, Function: openai.FunctionCall{Arguments: ev.Delta.ToolUse.Input}}}}, nil)
 		}
 	case "messageStop":
 		if !s.stopped {
 			s.stopped = true
 			reason := finishReason(ev.StopReason)
-			return s.delta(openai.Delta{}, &reason)
+			return s.w.Delta(openai.Delta{}, &reason)
 		}
 	case "metadata":
 		s.usage = ev.Usage.usage()
@@ -291,7 +263,7 @@ func (s *streamState) fail(kind string, payload []byte) error {
 	if msg == "" {
 		msg = e.MessageUpper
 	}
-	if err := s.emit(upstream.ErrorEnvelope(msg, "api_error", kind)); err != nil {
+	if err := s.w.Emit(upstream.ErrorEnvelope(msg, "api_error", kind)); err != nil {
 		return err
 	}
 	return fmt.Errorf("the BEDROCK stream ended with %s: %s", kind, msg)

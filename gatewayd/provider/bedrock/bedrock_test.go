@@ -29,22 +29,7 @@ func testTranslation() *translation {
 
 // TestRequestGolden translates the chat bodies of testdata/*.request.json into Converse calls.
 func TestRequestGolden(t *testing.T) {
-	in := providertest.Inputs(t, ".request.json")
-	for _, name := range slices.Sorted(maps.Keys(in)) {
-		t.Run(name, func(t *testing.T) {
-			for _, stream := range []bool{false, true} {
-				url, out, err := Provider{}.Request(target, provider.Call{Route: "/chat/completions", Body: in[name], Stream: stream})
-				if err != nil {
-					t.Fatal(err)
-				}
-				suffix := ""
-				if stream {
-					suffix = ".stream"
-				}
-				providertest.Golden(t, name+suffix+".request.golden.json", append([]byte("POST "+url+"\n"), providertest.Indent(t, out)...))
-			}
-		})
-	}
+	providertest.RequestGolden(t, Provider{}, target, func(string) string { return "/chat/completions" })
 }
 
 // TestAnswerGolden translates Converse answers (testdata/*.answer.json) into OpenAI's.
@@ -227,7 +212,7 @@ func FuzzTranslation(f *testing.F) {
 			t.Fatalf("negative usage %+v", u)
 		}
 		// The text, cut into deltas at cut-dependent places, comes back whole and in order.
-		pieces := splitText(text, int(cut%7)+1)
+		pieces := providertest.SplitText(text, int(cut%7)+1)
 		lines := "messageStart {\"role\":\"assistant\"}\n"
 		for _, p := range pieces {
 			b, _ := json.Marshal(map[string]any{"contentBlockIndex": 0, "delta": map[string]string{"text": p}})
@@ -235,18 +220,7 @@ func FuzzTranslation(f *testing.F) {
 		}
 		lines += "messageStop {\"stopReason\":\"end_turn\"}\nmetadata {\"usage\":{\"inputTokens\":1,\"outputTokens\":2}}\n"
 		var got strings.Builder
-		_, err := testTranslation().Stream(iotest.HalfReader(bytes.NewReader(eventStream(t, []byte(lines)))), func(c []byte) error {
-			var ch openai.ChatChunk
-			if err := json.Unmarshal(c, &ch); err != nil {
-				t.Fatalf("chunk %q: %v", c, err)
-			}
-			for _, c := range ch.Choices {
-				if c.Delta.Content != nil {
-					got.WriteString(*c.Delta.Content)
-				}
-			}
-			return nil
-		}, false)
+		_, err := testTranslation().Stream(iotest.HalfReader(bytes.NewReader(eventStream(t, []byte(lines)))), providertest.TextInto(t, &got), false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -254,14 +228,4 @@ func FuzzTranslation(f *testing.F) {
 			t.Fatalf("stream text %q, want %q", got.String(), want)
 		}
 	})
-}
-
-// splitText cuts s into n pieces (some empty) at rune boundaries.
-func splitText(s string, n int) []string {
-	r := []rune(strings.ToValidUTF8(s, "?"))
-	out := make([]string, n)
-	for i := range n {
-		out[i] = string(r[i*len(r)/n : (i+1)*len(r)/n])
-	}
-	return out
 }

@@ -3,24 +3,17 @@ package bedrock
 import (
 	"bytes"
 	"net/http"
-	"os"
 	"testing"
 
 	"github.com/modelgate/modelgate/gatewayd/provider"
+	"github.com/modelgate/modelgate/gatewayd/provider/providertest"
 )
 
 // BenchmarkTranslation is the cost per call of the BEDROCK translation (docs/benchmarks.md): the request of
 // testdata/tools.request.json, its SigV4 signature, the answer of testdata/text.answer.json, and the six-event
 // stream of testdata/text.stream.jsonl with its usage chunk.
 func BenchmarkTranslation(b *testing.B) {
-	read := func(name string) []byte {
-		body, err := os.ReadFile("testdata/" + name)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return body
-	}
-	request, answer, stream := read("tools.request.json"), read("text.answer.json"), eventStream(b, read("text.stream.jsonl"))
+	request, answer, stream := providertest.Read(b, "tools.request.json"), providertest.Read(b, "text.answer.json"), eventStream(b, providertest.Read(b, "text.stream.jsonl"))
 	b.Run("request", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

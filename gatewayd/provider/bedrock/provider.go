@@ -20,6 +20,7 @@ import (
 
 	"github.com/modelgate/modelgate/api/ids"
 	"github.com/modelgate/modelgate/gatewayd/provider"
+	"github.com/modelgate/modelgate/gatewayd/provider/openai"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 	"github.com/modelgate/modelgate/gatewayd/view"
 )
@@ -49,14 +50,7 @@ func (Provider) Request(t *view.Target, call provider.Call) (string, []byte, err
 	if call.Route != "/chat/completions" {
 		return "", nil, &provider.Unsupported{Provider: Kind, Route: call.Route}
 	}
-	model := t.TargetModel
-	if model == "" {
-		var m struct {
-			Model string `json:"model"`
-		}
-		_ = json.Unmarshal(call.Body, &m)
-		model = m.Model
-	}
+	model := openai.ModelOf(t, call.Body)
 	body, err := translateRequest(call.Body)
 	if err != nil {
 		return "", nil, err

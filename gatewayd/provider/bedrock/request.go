@@ -2,7 +2,6 @@ package bedrock
 
 import (
 	"fmt"
-	"strings"
 
 	json "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -166,11 +165,8 @@ func fromChat(r *openai.ChatRequest) (*converseRequest, error) {
 				blocks = append(blocks, block{Text: &text})
 			}
 			for j, c := range m.ToolCalls {
-				input := jsontext.Value(c.Function.Arguments)
-				if c.Function.Arguments == "" {
-					input = jsontext.Value("{}")
-				}
-				if input.Kind() != '{' || !input.IsValid() {
+				input, ok := c.ArgumentsObject()
+				if !ok {
 					return nil, refuse(fmt.Sprintf("%s.tool_calls[%d].function.arguments", at, j), "takes a tool call's arguments only as a JSON object")
 				}
 				blocks = append(blocks, block{ToolUse: &toolUse{ToolUseID: c.ID, Name: c.Function.Name, Input: input}})
@@ -239,46 +235,21 @@ func appendTurn(turns []message, role string, blocks []block) []message {
 
 // userBlocks are a user message's text and images; images only as data URLs of a format Converse takes.
 func userBlocks(at string, c openai.Content) ([]block, error) {
-	if c.Parts == nil {
-		return []block{{Text: &c.Text}}, nil
-	}
-	blocks := make([]block, 0, len(c.Parts))
-	for j, p := range c.Parts {
-		switch p.Type {
-		case "text":
-			blocks = append(blocks, block{Text: &p.Text})
-		case "image_url":
-			field := fmt.Sprintf("%s.content[%d].image_url", at, j)
-			if p.ImageURL == nil {
-				return nil, refuse(field, "needs the image")
-			}
-			mediaType, data, err := openai.DataURL(p.ImageURL.URL)
-			if err != nil {
-				return nil, refuse(field+".url", "takes images only inline: "+err.Error())
-			}
+	return openai.UserContent(Kind, at, c, func(text *string) block { return block{Text: text} },
+		func(mediaType, data string) (block, string) {
 			format, ok := imageFormats[mediaType]
 			if !ok {
-				return nil, refuse(field+".url", "takes PNG, JPEG, GIF and WebP images, not "+mediaType)
+				return block{}, "takes PNG, JPEG, GIF and WebP images, not " + mediaType
 			}
-			blocks = append(blocks, block{Image: &imageBlock{Format: format, Source: imageSource{Bytes: data}}})
-		default:
-			return nil, refuse(fmt.Sprintf("%s.content[%d].type", at, j), fmt.Sprintf("takes no %q parts", p.Type))
-		}
-	}
-	return blocks, nil
+			return block{Image: &imageBlock{Format: format, Source: imageSource{Bytes: data}}}, ""
+		})
 }
 
 // onlyText is the text of a message that takes only text (system, assistant, tool).
 func onlyText(at string, c openai.Content) (string, error) {
-	if c.Parts == nil {
-		return c.Text, nil
+	text, bad := c.TextOnly()
+	if bad >= 0 {
+		return "", refuse(fmt.Sprintf("%s.content[%d].type", at, bad), "takes only text in this message")
 	}
-	var b strings.Builder
-	for j, p := range c.Parts {
-		if p.Type != "text" {
-			return "", refuse(fmt.Sprintf("%s.content[%d].type", at, j), "takes only text in this message")
-		}
-		b.WriteString(p.Text)
-	}
-	return b.String(), nil
+	return text, nil
 }

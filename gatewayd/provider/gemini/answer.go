@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	json "github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/modelgate/modelgate/gatewayd/provider/openai"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
@@ -139,11 +138,7 @@ func (t *translation) modelOf(r *generateResponse) string {
 
 // toolCall is a function call as an OpenAI tool call; in a chunk it carries its index.
 func (t *translation) toolCall(fc *functionCall, n int, indexed bool) openai.ToolCall {
-	args := "{}"
-	if v := jsontext.Value(bytes.Clone(fc.Args)); v.Compact() == nil && len(v) > 0 {
-		args = string(v)
-	}
-	c := openai.ToolCall{ID: t.toolCallID(fc, n), Type: "function", Function: openai.FunctionCall{Name: fc.Name, Arguments: args}}
+	c := openai.ToolCall{ID: t.toolCallID(fc, n), Type: "function", Function: openai.FunctionCall{Name: fc.Name, Arguments: openai.Arguments(fc.Args)}}
 	if indexed {
 		c.Index = &n
 	}
@@ -183,7 +178,7 @@ func (t *translation) Error(status int, body []byte) []byte {
 // with the next text) into OpenAI chunks, one per event as it arrives; Forward frames them and ends the stream. usageMetadata counts up over the events;
 // the last one read is the call's usage.
 func (t *translation) Stream(r io.Reader, emit func([]byte) error, clientWantsUsage bool) (upstream.Usage, error) {
-	s := streamState{t: t, emit: emit}
+	s := streamState{t: t, w: openai.ChunkWriter{ID: t.id, Created: t.created, Model: t.model, Emit: emit}}
 	err := eachEvent(r, s.event)
 	if err != nil {
 		return s.usage, err
@@ -192,8 +187,7 @@ func (t *translation) Stream(r io.Reader, emit func([]byte) error, clientWantsUs
 		return s.usage, io.ErrUnexpectedEOF
 	}
 	if clientWantsUsage {
-		u := chatUsage(s.usage)
-		if err := s.send(openai.ChatChunk{Choices: []openai.ChunkChoice{}, Usage: &u}); err != nil {
+		if err := s.w.Usage(chatUsage(s.usage)); err != nil {
 			return s.usage, err
 		}
 	}
@@ -242,32 +236,10 @@ var dataPrefix = []byte("data:")
 // streamState is what a stream's translation keeps between events.
 type streamState struct {
 	t        *translation
-	emit     func([]byte) error
-	model    string
+	w        openai.ChunkWriter
 	usage    upstream.Usage
-	started  bool
 	tools    int
 	finished bool
-}
-
-func (s *streamState) send(c openai.ChatChunk) error {
-	c.ID, c.Object, c.Created, c.Model = s.t.id, openai.ObjectChunk, s.t.created, s.model
-	if c.Model == "" {
-		c.Model = s.t.model
-	}
-	b, err := json.Marshal(c)
-	if err != nil {
-		return err
-	}
-	return s.emit(b)
-}
-
-// delta sends d as the next piece of the answer; the first piece says the role.
-func (s *streamState) delta(d openai.Delta, finish *string) error {
-	if !s.started {
-		d.Role, s.started = "assistant", true
-	}
-	return s.send(openai.ChatChunk{Choices: []openai.ChunkChoice{{Delta: d, FinishReason: finish}}})
 }
 
 // event translates one event: its text as one chunk, its function calls as one, its finish reason as the last.
@@ -281,7 +253,7 @@ func (s *streamState) event(data []byte) error {
 		return errors.New("the GEMINI stream sent an event that is not a generateContent answer: " + err.Error())
 	}
 	if r.ModelVersion != "" {
-		s.model = r.ModelVersion
+		s.w.Model = r.ModelVersion
 	}
 	if r.UsageMetadata != nil {
 		s.usage = r.UsageMetadata.usage()
@@ -290,7 +262,7 @@ func (s *streamState) event(data []byte) error {
 		if r.PromptFeedback != nil && r.PromptFeedback.BlockReason != "" && !s.finished {
 			s.finished = true
 			reason := openai.FinishContentFilter
-			return s.delta(openai.Delta{}, &reason)
+			return s.w.Delta(openai.Delta{}, &reason)
 		}
 		return nil
 	}
@@ -312,19 +284,19 @@ func (s *streamState) event(data []byte) error {
 	}
 	if hasText {
 		str := string(text)
-		if err := s.delta(openai.Delta{Content: &str}, nil); err != nil {
+		if err := s.w.Delta(openai.Delta{Content: &str}, nil); err != nil {
 			return err
 		}
 	}
 	if len(calls) > 0 {
-		if err := s.delta(openai.Delta{ToolCalls: calls}, nil); err != nil {
+		if err := s.w.Delta(openai.Delta{ToolCalls: calls}, nil); err != nil {
 			return err
 		}
 	}
 	if c.FinishReason != "" && !s.finished {
 		s.finished = true
 		reason := finishReason(c.FinishReason, s.tools > 0)
-		return s.delta(openai.Delta{}, &reason)
+		return s.w.Delta(openai.Delta{}, &reason)
 	}
 	return nil
 }

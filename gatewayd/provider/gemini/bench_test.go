@@ -2,24 +2,17 @@ package gemini
 
 import (
 	"bytes"
-	"os"
 	"testing"
 
 	"github.com/modelgate/modelgate/gatewayd/provider"
+	"github.com/modelgate/modelgate/gatewayd/provider/providertest"
 )
 
 // BenchmarkTranslation is the cost per call of the GEMINI translation (docs/benchmarks.md): the request of
 // testdata/tools.request.json, the answer of testdata/text.answer.json, and the three-event stream of
 // testdata/text.stream.sse with its usage chunk.
 func BenchmarkTranslation(b *testing.B) {
-	read := func(name string) []byte {
-		body, err := os.ReadFile("testdata/" + name)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return body
-	}
-	request, answer, stream := read("tools.request.json"), read("text.answer.json"), read("text.stream.sse")
+	request, answer, stream := providertest.Read(b, "tools.request.json"), providertest.Read(b, "text.answer.json"), providertest.Read(b, "text.stream.sse")
 	b.Run("request", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

@@ -27,30 +27,12 @@ func testTranslation(embed bool) *translation {
 
 // TestRequestGolden translates the chat bodies of testdata/*.request.json into generateContent calls.
 func TestRequestGolden(t *testing.T) {
-	in := providertest.Inputs(t, ".request.json")
-	for _, name := range slices.Sorted(maps.Keys(in)) {
-		t.Run(name, func(t *testing.T) {
-			body := in[name]
-			route := "/chat/completions"
-			if strings.HasPrefix(name, "embed") {
-				route = "/embeddings"
-			}
-			for _, stream := range []bool{false, true} {
-				if stream && route != "/chat/completions" {
-					continue
-				}
-				url, out, err := Provider{}.Request(target, provider.Call{Route: route, Body: body, Stream: stream})
-				if err != nil {
-					t.Fatal(err)
-				}
-				suffix := ""
-				if stream {
-					suffix = ".stream"
-				}
-				providertest.Golden(t, name+suffix+".request.golden.json", append([]byte("POST "+url+"\n"), providertest.Indent(t, out)...))
-			}
-		})
-	}
+	providertest.RequestGolden(t, Provider{}, target, func(name string) string {
+		if strings.HasPrefix(name, "embed") {
+			return "/embeddings"
+		}
+		return "/chat/completions"
+	})
 }
 
 // TestAnswerGolden translates generateContent answers (testdata/*.answer.json) into OpenAI's.
@@ -215,7 +197,7 @@ func FuzzTranslation(f *testing.F) {
 		}
 		// The text, cut into events at cut-dependent places, comes back whole and in order.
 		var stream bytes.Buffer
-		pieces := splitText(text, int(cut%7)+1)
+		pieces := providertest.SplitText(text, int(cut%7)+1)
 		for i, p := range pieces {
 			ev := map[string]any{"candidates": []any{map[string]any{"content": map[string]any{"role": "model", "parts": []any{map[string]any{"text": p}}}}}}
 			if i == len(pieces)-1 {
@@ -225,18 +207,7 @@ func FuzzTranslation(f *testing.F) {
 			stream.WriteString("data: " + string(b) + "\r\n\r\n")
 		}
 		var got strings.Builder
-		_, err := testTranslation(false).Stream(iotest.HalfReader(&stream), func(c []byte) error {
-			var ch openai.ChatChunk
-			if err := json.Unmarshal(c, &ch); err != nil {
-				t.Fatalf("chunk %q: %v", c, err)
-			}
-			for _, c := range ch.Choices {
-				if c.Delta.Content != nil {
-					got.WriteString(*c.Delta.Content)
-				}
-			}
-			return nil
-		}, false)
+		_, err := testTranslation(false).Stream(iotest.HalfReader(&stream), providertest.TextInto(t, &got), false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -244,14 +215,4 @@ func FuzzTranslation(f *testing.F) {
 			t.Fatalf("stream text %q, want %q", got.String(), want)
 		}
 	})
-}
-
-// splitText cuts s into n pieces (some empty) at rune boundaries.
-func splitText(s string, n int) []string {
-	r := []rune(strings.ToValidUTF8(s, "?"))
-	out := make([]string, n)
-	for i := range n {
-		out[i] = string(r[i*len(r)/n : (i+1)*len(r)/n])
-	}
-	return out
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelgate/modelgate/api/ids"
 	"github.com/modelgate/modelgate/gatewayd/provider"
+	"github.com/modelgate/modelgate/gatewayd/provider/openai"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 	"github.com/modelgate/modelgate/gatewayd/view"
 )
@@ -30,14 +31,7 @@ type Provider struct{}
 // {baseURL}/models/{model}:generateContent, :streamGenerateContent?alt=sse for a stream, :batchEmbedContents for
 // embeddings. The model is the target's, or else the client's.
 func (Provider) Request(t *view.Target, call provider.Call) (string, []byte, error) {
-	model := t.TargetModel
-	if model == "" {
-		var m struct {
-			Model string `json:"model"`
-		}
-		_ = json.Unmarshal(call.Body, &m)
-		model = m.Model
-	}
+	model := openai.ModelOf(t, call.Body)
 	base := t.BaseURL + "/models/" + url.PathEscape(model)
 	switch call.Route {
 	case "/chat/completions":

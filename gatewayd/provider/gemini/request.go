@@ -135,11 +135,8 @@ func fromChat(r *openai.ChatRequest) (*generateRequest, error) {
 				return nil, err
 			}
 			for j, c := range m.ToolCalls {
-				args := jsontext.Value(c.Function.Arguments)
-				if c.Function.Arguments == "" {
-					args = jsontext.Value("{}")
-				}
-				if args.Kind() != '{' || !args.IsValid() {
+				args, ok := c.ArgumentsObject()
+				if !ok {
 					return nil, refuse(fmt.Sprintf("%s.tool_calls[%d].function.arguments", at, j), "takes a tool call's arguments only as a JSON object")
 				}
 				callNames[c.ID] = c.Function.Name
@@ -151,9 +148,9 @@ func fromChat(r *openai.ChatRequest) (*generateRequest, error) {
 			if !ok {
 				return nil, refuse(at+".tool_call_id", "needs the id of a tool call of an earlier assistant message")
 			}
-			text, err := plainText(at, m.Content)
-			if err != nil {
-				return nil, err
+			text, bad := m.Content.TextOnly()
+			if bad >= 0 {
+				return nil, onlyText(at, bad)
 			}
 			resp, _ := json.Marshal(map[string]string{"content": text})
 			req.Contents = appendTurn(req.Contents, "user", []part{{FunctionResponse: &functionResponse{ID: m.ToolCallID, Name: name, Response: resp}}})
@@ -208,59 +205,25 @@ func appendTurn(turns []content, role string, parts []part) []content {
 
 // userParts are a user message's text and images; images only as data URLs, sent inline.
 func userParts(at string, c openai.Content) ([]part, error) {
-	if c.Parts == nil {
-		return []part{{Text: &c.Text}}, nil
-	}
-	parts := make([]part, 0, len(c.Parts))
-	for j, p := range c.Parts {
-		switch p.Type {
-		case "text":
-			parts = append(parts, part{Text: &p.Text})
-		case "image_url":
-			if p.ImageURL == nil {
-				return nil, refuse(fmt.Sprintf("%s.content[%d].image_url", at, j), "needs the image")
-			}
-			mediaType, data, err := openai.DataURL(p.ImageURL.URL)
-			if err != nil {
-				return nil, refuse(fmt.Sprintf("%s.content[%d].image_url.url", at, j), "takes images only inline: "+err.Error())
-			}
-			parts = append(parts, part{InlineData: &blob{MimeType: mediaType, Data: data}})
-		default:
-			return nil, refuse(fmt.Sprintf("%s.content[%d].type", at, j), fmt.Sprintf("does not take %q parts", p.Type))
-		}
-	}
-	return parts, nil
+	return openai.UserContent(Kind, at, c, func(text *string) part { return part{Text: text} },
+		func(mediaType, data string) (part, string) {
+			return part{InlineData: &blob{MimeType: mediaType, Data: data}}, ""
+		})
 }
 
-// textParts are the text parts of a message that takes only text (system, assistant); empty content is no part.
+// textParts are the text of a message that takes only text (system, assistant) as one part; empty text is none.
 func textParts(at string, c openai.Content) ([]part, error) {
-	if c.Parts == nil {
-		if c.Text == "" {
-			return nil, nil
-		}
-		return []part{{Text: &c.Text}}, nil
+	text, bad := c.TextOnly()
+	switch {
+	case bad >= 0:
+		return nil, onlyText(at, bad)
+	case text == "":
+		return nil, nil
 	}
-	parts := make([]part, 0, len(c.Parts))
-	for j, p := range c.Parts {
-		if p.Type != "text" {
-			return nil, refuse(fmt.Sprintf("%s.content[%d].type", at, j), "takes only text in this message")
-		}
-		parts = append(parts, part{Text: &p.Text})
-	}
-	return parts, nil
+	return []part{{Text: &text}}, nil
 }
 
-// plainText is a tool message's content as one string.
-func plainText(at string, c openai.Content) (string, error) {
-	if c.Parts == nil {
-		return c.Text, nil
-	}
-	var s string
-	for j, p := range c.Parts {
-		if p.Type != "text" {
-			return "", refuse(fmt.Sprintf("%s.content[%d].type", at, j), "takes only text in a tool message")
-		}
-		s += p.Text
-	}
-	return s, nil
+// onlyText refuses part bad of the message at at, which takes only text.
+func onlyText(at string, bad int) error {
+	return refuse(fmt.Sprintf("%s.content[%d].type", at, bad), "takes only text in this message")
 }

@@ -4,12 +4,12 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	json "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/modelgate/modelgate/gatewayd/httperr"
 	"github.com/modelgate/modelgate/gatewayd/provider"
 )
 
@@ -209,7 +209,7 @@ func BodyError(kind string, err error) error {
 	if !errors.As(err, &se) || se.JSONPointer == "" {
 		return fmt.Errorf("the %s provider cannot read the body: %w", kind, err)
 	}
-	field := FieldPath(se.JSONPointer)
+	field := httperr.FieldPath(se.JSONPointer)
 	if errors.Is(se.Err, json.ErrUnknownName) {
 		return &provider.Refused{Provider: kind, Field: field}
 	}
@@ -218,22 +218,6 @@ func BodyError(kind string, err error) error {
 		msg = "cannot take this value: " + se.Err.Error()
 	}
 	return &provider.Refused{Provider: kind, Field: field, Reason: msg}
-}
-
-// FieldPath writes a JSON pointer (/messages/0/content) the way the 400s name a field (messages[0].content).
-func FieldPath(p jsontext.Pointer) string {
-	var b strings.Builder
-	for tok := range p.Tokens() {
-		if _, err := strconv.Atoi(tok); err == nil {
-			b.WriteString("[" + tok + "]")
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteByte('.')
-		}
-		b.WriteString(tok)
-	}
-	return b.String()
 }
 
 // ChatCompletion is a whole chat-completions answer.
