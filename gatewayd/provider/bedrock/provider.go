@@ -64,7 +64,7 @@ func (Provider) Request(t *view.Target, call provider.Call) (string, []byte, err
 
 // Translation translates the answer of call's try on t into OpenAI's.
 func (Provider) Translation(t *view.Target, call provider.Call) upstream.Translation {
-	return &translation{id: ids.New(ids.ChatCompletion), model: t.TargetModel, created: time.Now().Unix()}
+	return &translation{id: ids.New(ids.ChatCompletion), model: openai.ModelOf(t, call.Body), created: time.Now().Unix()}
 }
 
 // Dialect is the signer of t's calls, for its region.

@@ -52,7 +52,7 @@ func (Provider) Request(t *view.Target, call provider.Call) (string, []byte, err
 
 // Translation translates the answer of call's try on t into OpenAI's.
 func (Provider) Translation(t *view.Target, call provider.Call) upstream.Translation {
-	tr := &translation{id: ids.New(ids.ChatCompletion), model: t.TargetModel, created: time.Now().Unix(), embed: call.Route == "/embeddings"}
+	tr := &translation{id: ids.New(ids.ChatCompletion), model: openai.ModelOf(t, call.Body), created: time.Now().Unix(), embed: call.Route == "/embeddings"}
 	if tr.embed {
 		var f struct {
 			EncodingFormat string `json:"encoding_format"`
