@@ -22,6 +22,8 @@ type generateResponse struct {
 	PromptFeedback *promptFeedback `json:"promptFeedback"`
 	UsageMetadata  *usageMetadata  `json:"usageMetadata"`
 	ModelVersion   string          `json:"modelVersion"`
+	// Error ends a stream that failed after it began.
+	Error *errorBody `json:"error"`
 }
 
 type candidate struct {
@@ -147,11 +149,13 @@ func (t *translation) toolCall(fc *functionCall, n int, indexed bool) openai.Too
 
 // geminiError is Gemini's error answer (https://ai.google.dev/gemini-api/docs/troubleshooting), sometimes in a list.
 type geminiError struct {
-	Error struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-		Status  string `json:"status"`
-	} `json:"error"`
+	Error errorBody `json:"error"`
+}
+
+type errorBody struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+	Status  string `json:"status"`
 }
 
 // Error translates Gemini's error answer into OpenAI's envelope: its message and status are passed on. The key
@@ -246,11 +250,14 @@ type streamState struct {
 func (s *streamState) event(data []byte) error {
 	var r generateResponse
 	if err := json.Unmarshal(data, &r); err != nil {
-		var e geminiError
-		if json.Unmarshal(data, &e) == nil && e.Error.Message != "" {
-			return errors.New("GEMINI stream failed: " + e.Error.Message)
-		}
 		return errors.New("the GEMINI stream sent an event that is not a generateContent answer: " + err.Error())
+	}
+	if e := r.Error; e != nil {
+		// Sent as OpenAI's error chunk, which OpenAI's SDKs raise; the stream then ends without [DONE].
+		if err := s.w.Emit(upstream.ErrorEnvelope(e.Message, openai.ErrorType(e.Code), e.Status)); err != nil {
+			return err
+		}
+		return fmt.Errorf("the GEMINI stream ended with %s: %s", e.Status, e.Message)
 	}
 	if r.ModelVersion != "" {
 		s.w.Model = r.ModelVersion
