@@ -24,17 +24,17 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/provider/providertest"
 )
 
-// providerFake is a loopback upstream of one provider's wire. check returns what is wrong with a call it
+// wireFake is a loopback upstream of one provider's wire. check returns what is wrong with a call it
 // received (its path, headers, body, signature), or ""; answer writes the provider's answer. Every call is kept.
-type providerFake struct {
+type wireFake struct {
 	srv    *httptest.Server
 	mu     sync.Mutex
 	calls  []string
 	faults []string
 }
 
-func newProviderFake(t *testing.T, check func(r *http.Request, body []byte) string, answer func(w http.ResponseWriter, r *http.Request)) *providerFake {
-	p := &providerFake{}
+func newWireFake(t *testing.T, check func(r *http.Request, body []byte) string, answer func(w http.ResponseWriter, r *http.Request)) *wireFake {
+	p := &wireFake{}
 	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		p.mu.Lock()
@@ -49,7 +49,7 @@ func newProviderFake(t *testing.T, check func(r *http.Request, body []byte) stri
 	return p
 }
 
-func (p *providerFake) checked(t *testing.T, want ...string) {
+func (p *wireFake) checked(t *testing.T, want ...string) {
 	t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -61,8 +61,8 @@ func (p *providerFake) checked(t *testing.T, want ...string) {
 	}
 }
 
-// createProviderSecret creates an upstream credential Secret of data, for the fake's host only.
-func createProviderSecret(t *testing.T, ns, name string, p *providerFake, data map[string]string) {
+// createWireSecret creates an upstream credential Secret of data, for the fake's host only.
+func createWireSecret(t *testing.T, ns, name string, p *wireFake, data map[string]string) {
 	t.Helper()
 	u, _ := url.Parse(p.srv.URL)
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
@@ -131,7 +131,7 @@ func sseText(t *testing.T, body []byte) (text string, usage map[string]any, done
 // token included), and the body's shape. Embeddings reach GEMINI and are refused for BEDROCK; a field a provider
 // cannot take is the client's 400 naming it, and the upstream never sees the call.
 func TestTranslatedProviders(t *testing.T) {
-	gemini := newProviderFake(t, func(r *http.Request, body []byte) string {
+	gemini := newWireFake(t, func(r *http.Request, body []byte) string {
 		var req map[string]any
 		switch {
 		case r.Header.Get("X-Goog-Api-Key") != "gm-secret-key":
@@ -162,7 +162,7 @@ func TestTranslatedProviders(t *testing.T) {
 			fmt.Fprint(w, `{"candidates":[{"content":{"parts":[{"text":"Hello from Gemini"}],"role":"model"},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":4,"totalTokenCount":7},"modelVersion":"gemini-2.0-flash"}`)
 		}
 	})
-	bedrock := newProviderFake(t, func(r *http.Request, body []byte) string {
+	bedrock := newWireFake(t, func(r *http.Request, body []byte) string {
 		var req map[string]any
 		switch {
 		case !strings.HasPrefix(r.URL.EscapedPath(), "/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse"):
@@ -189,7 +189,7 @@ func TestTranslatedProviders(t *testing.T) {
 		fmt.Fprint(w, `{"output":{"message":{"role":"assistant","content":[{"text":"Hello from Bedrock"}]}},"stopReason":"end_turn","usage":{"inputTokens":3,"outputTokens":4,"totalTokens":7},"metrics":{"latencyMs":10}}`)
 	})
 	// thief is a server the BEDROCK Secret does not list: an Endpoint pointing it there must not sign a call to it.
-	thief := newProviderFake(t, func(*http.Request, []byte) string { return "" }, func(http.ResponseWriter, *http.Request) {})
+	thief := newWireFake(t, func(*http.Request, []byte) string { return "" }, func(http.ResponseWriter, *http.Request) {})
 	f := newFixture(t, fixtureOpts{mode: "INDEPENDENT", groups: []gatewaytest.Group{{ID: "root", Models: models(slug, "gem", "bed", "bed-away")}},
 		endpoints: []snapshot.Endpoint{
 			{ID: "gem", Slug: "gem", Targets: []snapshot.Target{{Provider: "GEMINI", BaseURL: gemini.srv.URL + "/v1beta", TargetModel: "gemini-2.0-flash",
@@ -199,8 +199,8 @@ func TestTranslatedProviders(t *testing.T) {
 			{ID: "bed-away", Slug: "bed-away", Targets: []snapshot.Target{{Provider: "BEDROCK", BaseURL: thief.srv.URL, TargetModel: bedrockModel, Region: "eu-west-3",
 				APIKeySecret: &snapshot.SecretRef{Name: "bedrock"}}}},
 		}})
-	createProviderSecret(t, f.ns, "gemini", gemini, map[string]string{"api_key": "gm-secret-key"})
-	createProviderSecret(t, f.ns, "bedrock", bedrock, map[string]string{"aws_access_key_id": awsCreds.AccessKeyID,
+	createWireSecret(t, f.ns, "gemini", gemini, map[string]string{"api_key": "gm-secret-key"})
+	createWireSecret(t, f.ns, "bedrock", bedrock, map[string]string{"aws_access_key_id": awsCreds.AccessKeyID,
 		"aws_secret_access_key": awsCreds.SecretAccessKey, "aws_session_token": awsCreds.SessionToken})
 	key := "Api-Key " + f.keys["root"]
 	chat := func(model string, extra map[string]any) result {

@@ -28,14 +28,14 @@ const (
 	streamPace   = time.Millisecond
 )
 
-// pacedStream is a loopback upstream that streams streamChunks text chunks ("c<i>") in one provider's wire, one
+// pacedUpstream is a loopback upstream that streams streamChunks text chunks ("c<i>") in one provider's wire, one
 // every streamPace, and notes when it wrote each.
-type pacedStream struct {
+type pacedUpstream struct {
 	mu   sync.Mutex
 	sent []time.Time
 }
 
-func (p *pacedStream) serve(w http.ResponseWriter, r *http.Request) {
+func (p *pacedUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	p.sent = p.sent[:0]
 	p.mu.Unlock()
@@ -96,7 +96,7 @@ func BenchmarkTranslatedStream(b *testing.B) {
 	kube.Start(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
-	up := &pacedStream{}
+	up := &pacedUpstream{}
 	srv := httptest.NewServer(http.HandlerFunc(up.serve))
 	b.Cleanup(srv.Close)
 	ns, err := gatewaytest.CreateNamespace(ctx, cs, "bench")
@@ -144,7 +144,7 @@ func BenchmarkTranslatedStream(b *testing.B) {
 
 // streamDelays makes one streamed call and returns, for each text chunk "c<i>", the time from the upstream's
 // write of chunk i to its arrival here.
-func streamDelays(b *testing.B, up *pacedStream, target, auth string, body []byte) []time.Duration {
+func streamDelays(b *testing.B, up *pacedUpstream, target, auth string, body []byte) []time.Duration {
 	req, _ := http.NewRequest(http.MethodPost, target, bytes.NewReader(body))
 	req.Header.Set("Authorization", auth)
 	resp, err := http.DefaultClient.Do(req)
