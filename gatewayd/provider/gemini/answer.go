@@ -179,8 +179,8 @@ func (t *translation) Error(status int, body []byte) []byte {
 }
 
 // Stream translates Gemini's SSE stream (streamGenerateContent?alt=sse: each event a generateContent answer
-// with the next text) into OpenAI chunks, one per event as it arrives; Forward frames them and ends the stream. usageMetadata counts up over the events;
-// the last one read is the call's usage.
+// with the next text) into OpenAI chunks, one per event as it arrives; Forward frames them and ends the stream.
+// usageMetadata counts up over the events: the last one read is the call's usage.
 func (t *translation) Stream(r io.Reader, emit func([]byte) error, clientWantsUsage bool) (upstream.Usage, error) {
 	s := streamState{t: t, w: openai.ChunkWriter{ID: t.id, Created: t.created, Model: t.model, Emit: emit}}
 	err := eachEvent(r, s.event)
@@ -198,44 +198,35 @@ func (t *translation) Stream(r io.Reader, emit func([]byte) error, clientWantsUs
 	return s.usage, nil
 }
 
-// eachEvent calls fn with the data of each server-sent event read from r, as it completes.
+// eachEvent calls fn with the data of each server-sent event read from r (upstream.EventData), as it completes.
 func eachEvent(r io.Reader, fn func(data []byte) error) error {
 	br := bufio.NewReaderSize(r, 16<<10)
-	var line, data []byte
+	var event []byte
+	partial := false
 	for {
-		piece, err := br.ReadSlice('\n')
-		line = append(line, piece...)
+		line, err := br.ReadSlice('\n')
+		event = append(event, line...)
 		if errors.Is(err, bufio.ErrBufferFull) {
+			partial = true
 			continue
 		}
-		trimmed := bytes.TrimRight(line, "\r\n")
-		if rest, ok := bytes.CutPrefix(trimmed, dataPrefix); ok {
-			if len(data) > 0 {
-				data = append(data, '\n')
-			}
-			data = append(data, bytes.TrimPrefix(rest, []byte(" "))...)
-		} else if len(trimmed) == 0 && len(data) > 0 {
-			if ferr := fn(data); ferr != nil {
-				return ferr
-			}
-			data = data[:0]
-		}
-		line = line[:0]
-		if err != nil {
-			if len(data) > 0 {
+		if end := !partial && len(bytes.TrimRight(line, "\r\n")) == 0; end || err != nil {
+			if data := upstream.EventData(event); len(data) > 0 {
 				if ferr := fn(data); ferr != nil {
 					return ferr
 				}
 			}
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
+			event = event[:0]
+		}
+		partial = false
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
 			return err
 		}
 	}
 }
-
-var dataPrefix = []byte("data:")
 
 // streamState is what a stream's translation keeps between events.
 type streamState struct {

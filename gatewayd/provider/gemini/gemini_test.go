@@ -217,3 +217,16 @@ func FuzzTranslation(f *testing.F) {
 		}
 	})
 }
+
+// TestStreamLongEvent: an event longer than the reader's buffer arrives whole.
+func TestStreamLongEvent(t *testing.T) {
+	long := strings.Repeat("abcdefghij", 5000)
+	body := "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"" + long + "\"}],\"role\":\"model\"},\"finishReason\":\"STOP\"}]}\n\n"
+	var got strings.Builder
+	if _, err := testTranslation(false).Stream(strings.NewReader(body), providertest.TextInto(t, &got), false); err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != long {
+		t.Errorf("got %d bytes of text, want %d", got.Len(), len(long))
+	}
+}
