@@ -1,7 +1,6 @@
 package bedrock
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -155,7 +154,8 @@ type streamEvent struct {
 // metadata the usage. An exception event ends the stream with an error chunk.
 func (t *translation) Stream(r io.Reader, emit func([]byte) error, clientWantsUsage bool) (upstream.Usage, error) {
 	dec := eventstream.NewDecoder()
-	br := bufio.NewReaderSize(r, 16<<10)
+	br := openai.StreamReader(r)
+	defer openai.ReleaseStreamReader(br)
 	var payload []byte
 	s := streamState{w: openai.ChunkWriter{ID: t.id, Created: t.created, Model: t.model, Emit: emit}, tools: map[int]int{}}
 	for {

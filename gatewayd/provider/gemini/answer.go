@@ -200,7 +200,8 @@ func (t *translation) Stream(r io.Reader, emit func([]byte) error, clientWantsUs
 
 // eachEvent calls fn with the data of each server-sent event read from r (upstream.EventData), as it completes.
 func eachEvent(r io.Reader, fn func(data []byte) error) error {
-	br := bufio.NewReaderSize(r, 16<<10)
+	br := openai.StreamReader(r)
+	defer openai.ReleaseStreamReader(br)
 	var event []byte
 	partial := false
 	for {

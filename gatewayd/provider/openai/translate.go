@@ -1,8 +1,11 @@
 package openai
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
+	"io"
+	"sync"
 
 	json "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -132,4 +135,21 @@ func UserContent[T any](kind, at string, c Content, text func(*string) T, image 
 		}
 	}
 	return out, nil
+}
+
+// streamReaders keep the buffered readers of finished streams for the next ones: a translated stream reads its
+// upstream through one, and allocating 16 KiB per stream was most of a stream translation's bytes.
+var streamReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 16<<10) }}
+
+// StreamReader is a pooled buffered reader of r, for a Translation's Stream; ReleaseStreamReader gives it back.
+func StreamReader(r io.Reader) *bufio.Reader {
+	br := streamReaders.Get().(*bufio.Reader)
+	br.Reset(r)
+	return br
+}
+
+// ReleaseStreamReader returns br, which StreamReader gave, to the pool.
+func ReleaseStreamReader(br *bufio.Reader) {
+	br.Reset(nil)
+	streamReaders.Put(br)
 }
