@@ -76,7 +76,8 @@ test-cluster: helm ## The cluster suite: a one-node cluster built from source, t
 FUZZTIME ?= 15s
 FUZZ_TARGETS := FuzzDecode:./api/snapshot/ FuzzValidate:./api/v1alpha1/hierarchy/ FuzzRewriteBody:./gatewayd/provider/openai/ FuzzInferenceBody:./gatewayd/provider/openai/ FuzzHandlers:./gatewayd/rest/ FuzzParseBody:./gatewayd/async/ FuzzScan:./gatewayd/podlogs/ \
 	FuzzAnthropicRequest:./gatewayd/provider/anthropic/ FuzzAnthropicAnswer:./gatewayd/provider/anthropic/ FuzzAnthropicStream:./gatewayd/provider/anthropic/ \
-	FuzzMessagesRequest:./gatewayd/clientapi/messages/ FuzzMessagesStream:./gatewayd/clientapi/messages/
+	FuzzMessagesRequest:./gatewayd/clientapi/messages/ FuzzMessagesStream:./gatewayd/clientapi/messages/ \
+	FuzzTranslation:./gatewayd/provider/gemini/ FuzzTranslation:./gatewayd/provider/bedrock/
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME.

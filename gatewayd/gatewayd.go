@@ -51,6 +51,8 @@ import (
 	// The provider kinds an Endpoint target may name register themselves (provider.Register).
 	_ "github.com/modelgate/modelgate/gatewayd/provider/anthropic"
 	_ "github.com/modelgate/modelgate/gatewayd/provider/azure"
+	_ "github.com/modelgate/modelgate/gatewayd/provider/bedrock"
+	_ "github.com/modelgate/modelgate/gatewayd/provider/gemini"
 	_ "github.com/modelgate/modelgate/gatewayd/provider/openai"
 	"github.com/modelgate/modelgate/gatewayd/reload"
 	"github.com/modelgate/modelgate/gatewayd/requestlog"

@@ -40,7 +40,7 @@ var (
 	// ServiceAccount, so a model route that needs a verb the chart lacks fails here as on a real install. The
 	// Secrets the suites' Endpoints name are granted by name, as an install grants them (gatewayd.upstreamSecretNames,
 	// docs/rbac.md), so that a refusal the tests expect comes from gatewayd's own checks, not from RBAC.
-	gatewaydRBAC = helmtest.Once{Component: "gatewayd", Args: []string{"--set", "gatewayd.upstreamSecretNames={upstream,plain,minted,bound,deleted,billing-webhook}"}}
+	gatewaydRBAC = helmtest.Once{Component: "gatewayd", Args: []string{"--set", "gatewayd.upstreamSecretNames={upstream,plain,minted,bound,deleted,billing-webhook,gemini,bedrock}"}}
 )
 
 // asGatewayd is gatewayd's client configuration (gatewaydRBAC), on the package's envtest.

@@ -42,6 +42,9 @@ var (
 	AsyncRequest = Kind{"", Hex, 32}
 	// AsyncOwner ends the lease owner name of an async dispatcher (host-pid-<8 hex>).
 	AsyncOwner = Kind{"", Hex, 8}
+	// ChatCompletion names a chat answer that gatewayd translated from another provider's wire (its id, and
+	// the ids of tool calls the provider gave none).
+	ChatCompletion = Kind{"chatcmpl-", Base62, 24}
 	// DashboardSession is a dashboard session id, sealed in the cookie (the store keeps only its SHA-256).
 	DashboardSession = Kind{"", Base64URL, 43}
 

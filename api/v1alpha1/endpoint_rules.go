@@ -29,7 +29,7 @@ var PricePattern = regexp.MustCompile(`^(0|[1-9][0-9]{0,8})(\.[0-9]{1,6})?$`)
 
 // Providers are the values a target's provider may take today (docs/decisions.md "Endpoints with several
 // targets"), in the order a refusal lists them.
-var Providers = []Provider{ProviderOpenAI, ProviderAzureOpenAI, ProviderAnthropic}
+var Providers = []Provider{ProviderOpenAI, ProviderAzureOpenAI, ProviderAnthropic, ProviderBedrock, ProviderGemini}
 
 // TargetName is the name of the target at index i: its own, or "target-<i>".
 func TargetName(i int, name string) string {

@@ -3,7 +3,7 @@ package v1alpha1
 import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 // Provider is the kind of upstream an Endpoint target is.
-// +kubebuilder:validation:Enum=OPENAI;AZURE_OPENAI;ANTHROPIC
+// +kubebuilder:validation:Enum=OPENAI;AZURE_OPENAI;ANTHROPIC;BEDROCK;GEMINI
 type Provider string
 
 const (
@@ -14,11 +14,8 @@ const (
 	ProviderAzureOpenAI Provider = "AZURE_OPENAI"
 	// ProviderAnthropic is Anthropic's Messages API.
 	ProviderAnthropic Provider = "ANTHROPIC"
-
-	// The providers below are pinned names that the enum does not take yet: gatewayd cannot call them, so an
-	// Endpoint naming one could not answer (docs/decisions.md "Endpoints with several targets").
-
-	// ProviderBedrock is AWS Bedrock; only its targets take region.
+	// ProviderBedrock is Amazon Bedrock's Converse API, signed with AWS SigV4; only its targets take region,
+	// which they need.
 	ProviderBedrock Provider = "BEDROCK"
 	// ProviderGemini is Google's Gemini API.
 	ProviderGemini Provider = "GEMINI"
@@ -28,6 +25,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.apiVersion) || self.provider == 'AZURE_OPENAI'",message="apiVersion is taken only by an AZURE_OPENAI target; remove it from this target"
 // +kubebuilder:validation:XValidation:rule="has(self.apiVersion) || self.provider != 'AZURE_OPENAI'",message="apiVersion is required on an AZURE_OPENAI target: the api-version of its calls, for example 2024-10-21"
 // +kubebuilder:validation:XValidation:rule="!has(self.region) || self.provider == 'BEDROCK'",message="region is taken only by a BEDROCK target; remove it from this target"
+// +kubebuilder:validation:XValidation:rule="has(self.region) || self.provider != 'BEDROCK'",message="region is required on a BEDROCK target: the AWS region its calls are signed for"
 type EndpointTarget struct {
 	// name identifies the target in metrics, logs and cooldown state. Unique in the Endpoint, a DNS-1123 label;
 	// when empty the target is called "target-<index>" (0-based), which no other target may then take.
@@ -38,7 +36,8 @@ type EndpointTarget struct {
 	Name string `json:"name,omitempty"`
 
 	// provider is the upstream's protocol: OPENAI for an OpenAI-compatible API, AZURE_OPENAI for Azure OpenAI,
-	// ANTHROPIC for Anthropic's Messages API (docs/routing.md "Providers").
+	// ANTHROPIC for Anthropic's Messages API, BEDROCK for Amazon Bedrock's Converse API, GEMINI for Google's
+	// Gemini API (docs/routing.md "Providers").
 	// +required
 	Provider Provider `json:"provider"`
 
@@ -51,7 +50,9 @@ type EndpointTarget struct {
 	BaseURL string `json:"baseURL"`
 
 	// apiKeySecretRef names the Secret entry (key defaults to "api_key") holding the upstream's API key, sent as a
-	// Bearer token. The key is read by gatewayd at request time and never copied into the snapshot.
+	// Bearer token (in x-goog-api-key to GEMINI). A BEDROCK target's Secret holds aws_access_key_id,
+	// aws_secret_access_key and optionally aws_session_token instead, and key is not used. The key is read by
+	// gatewayd at request time and never copied into the snapshot.
 	// +optional
 	APIKeySecretRef *SecretKeySelector `json:"apiKeySecretRef,omitempty"`
 
@@ -87,7 +88,8 @@ type EndpointTarget struct {
 	// +kubebuilder:validation:MaxLength=64
 	APIVersion string `json:"apiVersion,omitempty"`
 
-	// region is the AWS region of a BEDROCK target. Refused on any other provider.
+	// region is the AWS region of a BEDROCK target, which its calls are signed for. Required on a BEDROCK
+	// target, refused on any other provider.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64

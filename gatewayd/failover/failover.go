@@ -131,6 +131,9 @@ func (c *Caller) Call(ctx context.Context, call *Call, sink upstream.Sink) (Resu
 				req.Header = hs.Headers(req.Header)
 			}
 		}
+		if td, ok := p.(provider.TargetDialect); ok {
+			req.Dialect = td.Dialect(t)
+		}
 		if !last {
 			req.Fail = &ep.Policy.Fail
 		}

@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Error codes. The model-call codes are those of docs/rest-api.md "Model-call errors"; the management codes name
@@ -61,6 +63,23 @@ type Body struct {
 type FieldError struct {
 	Field   string `json:"field"`
 	Message string `json:"message"`
+}
+
+// FieldPath is a JSON pointer in the API's field notation, which a FieldError names: "/models/0/slug" is
+// "models[0].slug".
+func FieldPath(p jsontext.Pointer) string {
+	var b strings.Builder
+	for tok := range p.Tokens() {
+		if _, err := strconv.Atoi(tok); err == nil {
+			b.WriteString("[" + tok + "]")
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(tok)
+	}
+	return b.String()
 }
 
 // Error is a refusal that a lower layer decides and the handler writes: the status, the code, the sentence and

@@ -48,6 +48,12 @@ type Headers interface {
 	Headers(h http.Header) http.Header
 }
 
+// TargetDialect is a Provider whose Dialect depends on the target: BEDROCK signs each call for its target's
+// region. failover sends a try with the Dialect it gives, and with the Provider itself otherwise.
+type TargetDialect interface {
+	Dialect(t *view.Target) upstream.Dialect
+}
+
 // Refused is a member of the client's body that a provider cannot take: the client's 400 names the member
 // and the provider.
 type Refused struct {

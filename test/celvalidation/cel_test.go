@@ -419,6 +419,13 @@ spec: {slug: m, targets: [{provider: OPENAI, baseURL: "http://a/v1", apiVersion:
 kind: Endpoint
 spec: {slug: m, targets: [{provider: OPENAI, baseURL: "http://a/v1", region: us-east-1}]}`,
 			wantPath: "spec.targets[0]", wantMsg: "region is taken only by a BEDROCK target"},
+		{name: "endpoint: a BEDROCK target without region refused", object: `
+kind: Endpoint
+spec: {slug: m, targets: [{provider: BEDROCK, baseURL: "https://bedrock-runtime.us-east-1.amazonaws.com", targetModel: "anthropic.claude-3-haiku-20240307-v1:0"}]}`,
+			wantPath: "spec.targets[0]", wantMsg: "region is required on a BEDROCK target"},
+		{name: "endpoint: BEDROCK with region and GEMINI targets accepted", object: `
+kind: Endpoint
+spec: {slug: m, targets: [{provider: BEDROCK, baseURL: "https://bedrock-runtime.us-east-1.amazonaws.com", region: us-east-1}, {provider: GEMINI, baseURL: "https://generativelanguage.googleapis.com/v1beta", targetModel: gemini-2.0-flash}]}`},
 		{name: "endpoint: 6 retry attempts refused", object: `
 kind: Endpoint
 spec: {slug: m, targets: [{provider: OPENAI, baseURL: "http://a/v1"}], retry: {attempts: 6}}`,

@@ -340,6 +340,8 @@ func targetRule(f string, t targetJSON) (field, msg string) {
 		return broke("api_version", "is taken only by an AZURE_OPENAI target; remove it from this target.")
 	case t.Region != "" && t.Provider != string(gatewayv1.ProviderBedrock):
 		return broke("region", "is taken only by a BEDROCK target; remove it from this target.")
+	case t.Region == "" && t.Provider == string(gatewayv1.ProviderBedrock):
+		return broke("region", "is required on a BEDROCK target: the AWS region its calls are signed for.")
 	case t.Pricing != nil && !validPrice(t.Pricing.InputPerMillionTokens):
 		return broke("pricing.input_per_million_tokens", priceRule)
 	case t.Pricing != nil && !validPrice(t.Pricing.OutputPerMillionTokens):

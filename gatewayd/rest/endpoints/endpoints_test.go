@@ -206,6 +206,7 @@ var _ = Describe("Endpoints of several targets", func() {
 		Entry("an AZURE_OPENAI target without api_version", func(b map[string]any) { target(b, 1)["provider"] = "AZURE_OPENAI" }, "targets[1].api_version", "required on an AZURE_OPENAI target"),
 		Entry("api_version on an OPENAI target", func(b map[string]any) { target(b, 0)["api_version"] = "2024-10-21" }, "targets[0].api_version", "only by an AZURE_OPENAI target"),
 		Entry("region on an OPENAI target", func(b map[string]any) { target(b, 1)["region"] = "us-east-1" }, "targets[1].region", "only by a BEDROCK target"),
+		Entry("a BEDROCK target without region", func(b map[string]any) { target(b, 1)["provider"] = "BEDROCK" }, "targets[1].region", "required on a BEDROCK target"),
 		Entry("a price with seven places", func(b map[string]any) {
 			target(b, 0)["pricing"] = map[string]any{"input_per_million_tokens": "0.0000001"}
 		}, "targets[0].pricing.input_per_million_tokens", "at most 6 places"),

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -23,24 +21,8 @@ func duplicateMember(w http.ResponseWriter, raw []byte) bool {
 	if !errors.As(err, &syn) || !errors.Is(syn.Err, jsontext.ErrDuplicateName) {
 		return false
 	}
-	f := pointerPath(syn.JSONPointer)
+	f := httperr.FieldPath(syn.JSONPointer)
 	msg := fmt.Sprintf("%s is given twice; give each member once.", f)
 	httperr.Write(w, http.StatusBadRequest, httperr.CodeInvalidRequest, msg, []httperr.FieldError{{Field: f, Message: "duplicate member"}})
 	return true
-}
-
-// pointerPath is a JSON pointer in the API's field notation: "/models/0/slug" is "models[0].slug".
-func pointerPath(p jsontext.Pointer) string {
-	var b strings.Builder
-	for tok := range p.Tokens() {
-		if _, err := strconv.Atoi(tok); err == nil {
-			b.WriteString("[" + tok + "]")
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteByte('.')
-		}
-		b.WriteString(tok)
-	}
-	return b.String()
 }

@@ -244,7 +244,7 @@ func fieldPath(raw []byte, v any, dotted string) string {
 	var semantic *jsonv2.SemanticError
 	target := reflect.New(reflect.TypeOf(v).Elem()).Interface()
 	if err := jsonv2.Unmarshal(raw, target); errors.As(err, &semantic) && semantic.JSONPointer != "" {
-		return pointerPath(semantic.JSONPointer)
+		return httperr.FieldPath(semantic.JSONPointer)
 	}
 	if dotted == "" {
 		return "(body)"

@@ -528,8 +528,8 @@ export interface SecretRef {
 export interface Target {
   /** Unique in the endpoint, a DNS-1123 label; target-<index> (0-based) when absent, a name no other target may then take. */
   name?: string;
-  /** The upstream's API (docs/routing.md "Providers"); BEDROCK and GEMINI are refused until gatewayd serves them. */
-  provider: "OPENAI" | "AZURE_OPENAI" | "ANTHROPIC";
+  /** The upstream's API (docs/routing.md "Providers", docs/rest-api.md "Provider field mapping"). */
+  provider: "OPENAI" | "AZURE_OPENAI" | "ANTHROPIC" | "BEDROCK" | "GEMINI";
   base_url: string;
   api_key_secret_ref?: SecretRef;
   target_model?: string;
@@ -540,7 +540,7 @@ export interface Target {
   pricing?: TargetPricing;
   /** AZURE_OPENAI only, which requires it (its calls' api-version query parameter); refused on any other provider. */
   api_version?: string;
-  /** BEDROCK only; refused on any other provider. */
+  /** BEDROCK only, and required there: the AWS region its calls are signed for; refused on any other provider. */
   region?: string;
 }
 
