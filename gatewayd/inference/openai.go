@@ -8,7 +8,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/modelgate/modelgate/api/tracing"
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/authz"
 	"github.com/modelgate/modelgate/gatewayd/billing"
@@ -26,28 +29,85 @@ import (
 // call is the bookkeeping of one model call, for metrics and billing.
 type call struct {
 	workspace, entity, model string
+	// prefix is the calling key's 16-character prefix.
+	prefix string
 	// requestID is gatewayd's id of the call: on the answer, at the upstream, in the billing event.
 	requestID string
 	// refusal names the limit that refused the call with 429, nil when none did.
 	refusal *billing.Refusal
 	// tries is what the call's tries did: the answering target and how many tries it took.
 	tries failover.Result
+	// usage is what the answering try reported.
+	usage upstream.Usage
 }
 
 // openAI serves one OpenAI route for federated and workspace keys: suffix is appended to the Endpoint's base URL.
 func (h *Handler) openAI(suffix string) http.Handler {
-	pattern := "/v1" + suffix
+	pattern, op := "/v1"+suffix, tracing.Operation(suffix)
+	tr := h.opts.Tracer
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		c := &call{}
 		sw := &statusWriter{ResponseWriter: w}
+		// With tracing off, Extract and Start return r's context and a span that records nothing, allocating nothing.
+		ctx, span := tr.Start(tr.Extract(r.Context(), r.Header), op, trace.SpanKindServer)
+		if tr.On() {
+			r = r.WithContext(ctx)
+		}
 		defer func() {
 			code := strconv.Itoa(sw.code())
 			h.opts.Metrics.requests.WithLabelValues(c.workspace, c.entity, c.model, code).Inc()
 			h.opts.Metrics.requestDuration.WithLabelValues(pattern, code).Observe(time.Since(start).Seconds())
+			if span.IsRecording() {
+				endCall(span, op, c, sw.code())
+			}
+			span.End()
 		}()
 		h.serveOpenAI(sw, r, suffix, c)
 	})
+}
+
+// endCall writes what a model call did on its server span: the GenAI attributes, the caller's group and key
+// prefix, and the limit that refused it (docs/operations.md "Traces"). Never the key, a header or the body.
+func endCall(span trace.Span, op string, c *call, status int) {
+	attrs := []attribute.KeyValue{
+		attribute.String(tracing.OperationName, op),
+		attribute.Int("http.response.status_code", status),
+	}
+	str := func(k, v string) {
+		if v != "" {
+			attrs = append(attrs, attribute.String(k, v))
+		}
+	}
+	str(tracing.Workspace, c.workspace)
+	str(tracing.Group, c.entity)
+	str(tracing.KeyPrefix, c.prefix)
+	str(tracing.RequestID, c.requestID)
+	if c.model != "" {
+		span.SetName(op + " " + c.model)
+		str(tracing.RequestModel, c.model)
+	}
+	if t := c.tries.Target; t != nil {
+		str(tracing.ProviderName, t.Provider)
+		model := t.TargetModel
+		if model == "" {
+			model = c.model
+		}
+		str(tracing.ResponseModel, model)
+		attrs = append(attrs, attribute.Int(tracing.Attempts, c.tries.Attempts),
+			attribute.Int64(tracing.InputTokens, c.usage.PromptTokens), attribute.Int64(tracing.OutputTokens, c.usage.CompletionTokens))
+	}
+	if f := c.refusal; f != nil {
+		str(tracing.LimitBy, f.By)
+		str(tracing.LimitType, f.Type)
+		str(tracing.LimitUnit, f.Unit)
+		str(tracing.LimitSource, f.SourceGroup)
+	}
+	span.SetAttributes(attrs...)
+	if status >= http.StatusInternalServerError {
+		span.SetAttributes(attribute.String("error.type", strconv.Itoa(status)))
+		tracing.Fail(span, http.StatusText(status))
+	}
 }
 
 // serveOpenAI serves one call of either kind of key. A federated key calls the slugs of its group under its
@@ -75,6 +135,7 @@ func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c
 	} else {
 		c.workspace, prefix = caller.Namespace, caller.Key.Prefix
 	}
+	c.prefix = prefix
 	// Every call has a request id of gatewayd's own (never the caller's: billing receivers dedupe events by it): on
 	// the answer, sent to the upstream (a vLLM server takes it as its own), and in a federated call's billing event.
 	c.requestID = newRequestID()
@@ -159,6 +220,7 @@ func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c
 	}
 	// Whatever usage the upstream reported is charged, even when the relay to the client was cut short.
 	u = res.Usage
+	c.usage = u
 	if n := u.Total(); n > 0 && !plan.Empty() {
 		if err := h.opts.Limits.Settle(context.WithoutCancel(ctx), plan, n, h.opts.Clock.Now()); err != nil {
 			log.Error(err, "Failed to charge tokens", "workspace", c.workspace, "slug", req.Model, "prefix", prefix)
