@@ -48,6 +48,10 @@ vet: ## Run go vet.
 envtest: ## Build kube-apiserver, etcd and kubectl from source (cached outside the repo) and print their directory.
 	@hack/envtest-binaries.sh
 
+.PHONY: jaeger
+jaeger: ## Build Jaeger (its OTLP receiver and query API, for the tracing test and `make run TRACING=1`) from source, cached outside the repo, and print its path.
+	@hack/jaeger-binary.sh
+
 .PHONY: verify-generated
 verify-generated: manifests generate ## Fail when generated files are out of date.
 	@git diff --exit-code -- api config charts/modelgate/crds || { echo "Generated files are stale: run 'make manifests generate' and commit." >&2; exit 1; }
@@ -59,8 +63,8 @@ tidy-check: ## Fail when go.mod or go.sum is not what `go mod tidy` would write 
 .PHONY: test
 # helm is installed before the suites: the /v1 and gatewayd suites act as the ServiceAccount the chart renders, so
 # several packages need bin/helm at once.
-test: manifests generate vet tidy-check dashboard-check helm ## Run every suite: unit, golden, envtest (ginkgo), gatewayd integration, Redis and client tests, the cluster suite, then a short fuzz.
-	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go test $(GOTESTFLAGS) -count=1 -timeout 30m ./...
+test: manifests generate vet tidy-check dashboard-check helm jaeger ## Run every suite: unit, golden, envtest (ginkgo), gatewayd integration (traces read back from Jaeger), Redis and client tests, the cluster suite, then a short fuzz.
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" MODELGATE_JAEGER="$$(hack/jaeger-binary.sh)" go test $(GOTESTFLAGS) -count=1 -timeout 30m ./...
 	$(MAKE) --no-print-directory test-cluster
 	$(MAKE) --no-print-directory fuzz
 
@@ -174,10 +178,11 @@ cluster: manifests generate helm ## Bring up a one-node cluster built from sourc
 	hack/cluster.sh up
 
 .PHONY: run
-run: manifests generate ## Start the whole product locally: apiserver, etcd, CRDs, manager with webhooks, gatewayd, demo upstream. INFO and above on the terminal, the full log in .dev/devstack.log; RUN_ARGS=--debug shows DEBUG too.
+run: manifests generate ## Start the whole product locally: apiserver, etcd, CRDs, manager with webhooks, gatewayd, demo upstream. INFO and above on the terminal, the full log in .dev/devstack.log; RUN_ARGS=--debug shows DEBUG too; TRACING=1 starts Jaeger too, with every call traced into it.
 	@# A built binary, not `go run`: go run exits 1 on Ctrl-C even when the stack stopped cleanly.
 	go build -o $(LOCALBIN)/devstack ./cmd/devstack
-	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" $(LOCALBIN)/devstack $(RUN_ARGS)
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" $(if $(TRACING),MODELGATE_JAEGER="$$(hack/jaeger-binary.sh)") \
+		$(LOCALBIN)/devstack $(if $(TRACING),--tracing) $(RUN_ARGS)
 
 .PHONY: docker-build
 docker-build: ## Build the container image (needs a Docker engine).
