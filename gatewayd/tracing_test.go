@@ -23,7 +23,7 @@ import (
 
 // startJaeger runs a real Jaeger on loopback ports for the test (hack/jaeger-binary.sh builds it; make test
 // builds it first).
-func startJaeger(t *testing.T) *jaegertest.Jaeger {
+func startJaeger(t testing.TB) *jaegertest.Jaeger {
 	t.Helper()
 	bin, err := jaegertest.Binary()
 	if err != nil {

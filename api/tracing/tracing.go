@@ -7,8 +7,10 @@ package tracing
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -121,8 +123,28 @@ func New(ctx context.Context, cfg Config) (*Tracer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to describe the traced process: %w", err)
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithSampler(sampler), sdktrace.WithResource(res))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithSampler(sampler), sdktrace.WithResource(res),
+		sdktrace.WithIDGenerator(ids{}))
 	return &Tracer{tracer: tp.Tracer("github.com/modelgate/modelgate"), provider: tp}, nil
+}
+
+// ids draws trace and span ids from math/rand/v2's per-thread generator. The SDK's default draws them under one
+// mutex, which every call of a busy gatewayd then waits on, sampled or not. Ids need to be unique, not secret.
+type ids struct{}
+
+func (ids) NewIDs(ctx context.Context) (trace.TraceID, trace.SpanID) {
+	var t trace.TraceID
+	binary.LittleEndian.PutUint64(t[:8], rand.Uint64())
+	binary.LittleEndian.PutUint64(t[8:], rand.Uint64())
+	return t, ids{}.NewSpanID(ctx, t)
+}
+
+func (ids) NewSpanID(context.Context, trace.TraceID) trace.SpanID {
+	var s trace.SpanID
+	for s == (trace.SpanID{}) {
+		binary.LittleEndian.PutUint64(s[:], rand.Uint64())
+	}
+	return s
 }
 
 // Sampler is the sampler OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG name; parentbased_always_on when name
