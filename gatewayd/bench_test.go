@@ -14,6 +14,7 @@ import (
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd"
 	"github.com/modelgate/modelgate/gatewayd/gatewaytest"
+	"github.com/modelgate/modelgate/test/jaegertest"
 	"github.com/modelgate/modelgate/test/testutil"
 	"github.com/modelgate/modelgate/test/upstream"
 )
@@ -168,7 +169,7 @@ func BenchmarkRouteCPU(b *testing.B) {
 // the same load as BenchmarkRouteCPU, 16 callers per core. Run it with -count to interleave the two
 // (docs/benchmarks.md "Tracing"): throughput is 1/ns/op, and allocs/op shows what an unsampled call costs.
 func BenchmarkTracing(b *testing.B) {
-	j := startJaeger(b)
+	j := jaegertest.Run(b)
 	tr, err := tracing.New(context.Background(), tracing.Config{Exporter: tracing.ExporterOTLP, Protocol: tracing.ProtocolGRPC,
 		Endpoint: j.OTLPGRPC, Sampler: "parentbased_traceidratio", SamplerArg: "0.01", Service: "gatewayd-bench"})
 	if err != nil {

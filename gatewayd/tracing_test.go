@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -21,37 +20,11 @@ import (
 	"github.com/modelgate/modelgate/test/upstream"
 )
 
-// startJaeger runs a real Jaeger on loopback ports for the test (hack/jaeger-binary.sh builds it; make test
-// builds it first).
-func startJaeger(t testing.TB) *jaegertest.Jaeger {
-	t.Helper()
-	bin, err := jaegertest.Binary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	j, err := jaegertest.Start(ctx, bin, t.TempDir(), jaegertest.Ports{})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { j.Stop(); cancel() })
-	return j
-}
-
-// traceparent is a W3C traceparent of a new, sampled trace, as a client would send it, with its trace and span ids.
-func traceparent() (header, traceID, spanID string) {
-	var b [24]byte
-	_, _ = rand.Read(b[:])
-	traceID, spanID = hex.EncodeToString(b[:16]), hex.EncodeToString(b[16:])
-	return "00-" + traceID + "-" + spanID + "-01", traceID, spanID
-}
-
 // TestTraces runs a gatewayd with tracing on (sampler always_on, OTLP over gRPC) against a real Jaeger, makes a
 // call that succeeds, one that fails over from a refusing target to the next, and one a limit refuses, each under
 // a client's traceparent, and reads every trace back through Jaeger's query API (docs/operations.md "Traces").
 func TestTraces(t *testing.T) {
-	j := startJaeger(t)
+	j := jaegertest.Run(t)
 	service := "gatewayd-" + strings.ToLower(rand.Text()[:8])
 	// The OTLP/HTTP exporter reaches the same Jaeger: one span, read back at the end.
 	httpTr, err := tracing.New(context.Background(), tracing.Config{Exporter: tracing.ExporterOTLP, Protocol: tracing.ProtocolHTTP,
@@ -88,7 +61,7 @@ func TestTraces(t *testing.T) {
 
 	call := func(model string) (result, string, string) {
 		t.Helper()
-		tp, traceID, spanID := traceparent()
+		tp, traceID, spanID := jaegertest.TraceParent()
 		b, _ := json.Marshal(map[string]any{"model": model, "messages": []any{map[string]any{"role": "user", "content": "hello world"}}})
 		req, _ := http.NewRequest(http.MethodPost, f.url+"/v1/chat/completions", bytes.NewReader(b))
 		req.Header.Set("Content-Type", "application/json")

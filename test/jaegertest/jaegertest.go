@@ -6,6 +6,8 @@ package jaegertest
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"testing"
 	"text/template"
 	"time"
 )
@@ -150,6 +153,32 @@ func Start(ctx context.Context, bin, dir string, ports Ports) (*Jaeger, error) {
 			return nil, fmt.Errorf("jaeger's query API did not answer within a minute (log: %s)", logf.Name())
 		}
 	}
+}
+
+// Run runs Jaeger for the test on free loopback ports until it ends, failing the test when the binary is
+// missing (make test builds it first; make jaeger builds it alone).
+func Run(t testing.TB) *Jaeger {
+	t.Helper()
+	bin, err := Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	j, err := Start(ctx, bin, t.TempDir(), Ports{})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Stop(); cancel() })
+	return j
+}
+
+// TraceParent is a W3C traceparent of a new, sampled trace, as a client sends it, with its trace and span ids.
+func TraceParent() (header, traceID, spanID string) {
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	traceID, spanID = hex.EncodeToString(b[:16]), hex.EncodeToString(b[16:])
+	return "00-" + traceID + "-" + spanID + "-01", traceID, spanID
 }
 
 // freeAddr is a loopback address with a port nothing listens on at this moment.
