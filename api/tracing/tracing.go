@@ -230,6 +230,14 @@ func (t *Tracer) FromTraceParent(ctx context.Context, tp string) context.Context
 	return propagator.Extract(ctx, propagation.MapCarrier{"traceparent": tp})
 }
 
+// Flush exports the spans ended so far.
+func (t *Tracer) Flush(ctx context.Context) error {
+	if t == nil {
+		return nil
+	}
+	return t.provider.ForceFlush(ctx)
+}
+
 // Shutdown exports the spans still buffered and stops the exporter.
 func (t *Tracer) Shutdown(ctx context.Context) error {
 	if t == nil {
