@@ -42,4 +42,3 @@ var _ = Describe("Reconcile spans", func() {
 			"reconcile ModelDeployment traced-v1"))
 	})
 })
-

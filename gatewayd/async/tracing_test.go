@@ -109,4 +109,3 @@ func TestTraces(t *testing.T) {
 		}
 	})
 }
-
