@@ -110,7 +110,7 @@ bench-peers: ## Install the harness's peers when missing: nginx (apt) and @portk
 		echo "bench-peers: could not install Portkey; its rows will say not installed"
 
 .PHONY: bench
-bench: bench-peers ## Run the Go micro-benchmarks, the async benchmarks (which write their table), then the side-by-side load harness; rewrites docs/benchmarks.md.
+bench: bench-peers jaeger ## Run the Go micro-benchmarks, the async benchmarks (which write their table), then the side-by-side load harness; rewrites docs/benchmarks.md.
 	@# Only the packages that define benchmarks, so nothing else is compiled for nothing.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go test -run '^$$' -skip '^BenchmarkAsync' -bench . -benchmem -benchtime=$(BENCHTIME) \
 		$$(grep -rl --include='*_test.go' --exclude-dir=node_modules '^func Benchmark' . | xargs -n1 dirname | sort -u)
