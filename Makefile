@@ -148,7 +148,7 @@ bench-servers: bench-peers ## The server evaluation: the load rounds with gatewa
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" $(LOCALBIN)/loadbench -syscalls -floor -throughput-duration 4s $(LOADBENCH_FLAGS)
 
 .PHONY: bench-load
-bench-load: bench-peers ## Only the harness's load rounds (OpenAI route, /production/predict, bare proxy, direct, the peers and the floor proxies): about 3 minutes, prints the table, leaves docs alone.
+bench-load: bench-peers jaeger ## Only the harness's load rounds (OpenAI route, /production/predict, bare proxy, direct, the peers and the floor proxies): about 3 minutes, prints the table, leaves docs alone.
 	go build -o $(LOCALBIN)/loadbench ./test/loadbench/cmd/loadbench
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" $(LOCALBIN)/loadbench -skip-propagation -skip-scale -stream-duration 200ms -floor $(LOADBENCH_FLAGS)
 
