@@ -193,6 +193,18 @@ func (t *Tracer) Start(ctx context.Context, name string, kind trace.SpanKind, op
 	return t.tracer.Start(ctx, name, append(opts, trace.WithSpanKind(kind))...)
 }
 
+// StartUnder starts a span of kind under ctx's span only when that span is sampled, and otherwise returns ctx and
+// a span that records nothing: a child of an unsampled span is never sampled under the parent-based samplers
+// (the default and the chart's), nor under traceidratio, which decides by the trace id the child shares, so
+// skipping its start spares a call that is not traced the SDK's work. A traceparent injected from the returned
+// context still carries the trace and its unsampled flag.
+func (t *Tracer) StartUnder(ctx context.Context, name string, kind trace.SpanKind) (context.Context, trace.Span) {
+	if t == nil || !trace.SpanContextFromContext(ctx).IsSampled() {
+		return ctx, off
+	}
+	return t.tracer.Start(ctx, name, trace.WithSpanKind(kind))
+}
+
 // Extract is ctx with the remote span that h's traceparent names as its parent; ctx when h names none or
 // tracing is off.
 func (t *Tracer) Extract(ctx context.Context, h http.Header) context.Context {

@@ -70,3 +70,31 @@ func TestOffAllocatesNothing(t *testing.T) {
 		t.Errorf("tracing off allocates %v times per call, want 0", n)
 	}
 }
+
+// TestStartUnder: a child span starts under a sampled span only; under an unsampled one the context stays as it
+// is, and a traceparent from it still names the trace, unsampled.
+func TestStartUnder(t *testing.T) {
+	for _, tc := range []struct {
+		sampler   string
+		recording bool
+		flags     string
+	}{{"always_on", true, "-01"}, {"always_off", false, "-00"}} {
+		tr, err := New(context.Background(), Config{Exporter: ExporterOTLP, Protocol: ProtocolHTTP, Endpoint: "http://127.0.0.1:1", Sampler: tc.sampler})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, parent := tr.Start(context.Background(), "call", trace.SpanKindServer)
+		child, span := tr.StartUnder(ctx, "try", trace.SpanKindClient)
+		if span.IsRecording() != tc.recording || (!tc.recording && child != ctx) {
+			t.Errorf("%s: the child records %v, want %v", tc.sampler, span.IsRecording(), tc.recording)
+		}
+		h := http.Header{}
+		tr.Inject(child, h)
+		if tp := h.Get("traceparent"); !strings.Contains(tp, parent.SpanContext().TraceID().String()) || !strings.HasSuffix(tp, tc.flags) {
+			t.Errorf("%s: traceparent %q, want trace %s with flags %s", tc.sampler, tp, parent.SpanContext().TraceID(), tc.flags)
+		}
+		span.End()
+		parent.End()
+		_ = tr.Shutdown(context.Background())
+	}
+}

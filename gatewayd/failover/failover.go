@@ -137,7 +137,7 @@ func (c *Caller) Call(ctx context.Context, call *Call, sink upstream.Sink) (Resu
 		if !last {
 			req.Fail = &ep.Policy.Fail
 		}
-		tryCtx, span := c.tr.Start(ctx, "upstream try", trace.SpanKindClient)
+		tryCtx, span := c.tr.StartUnder(ctx, "upstream try", trace.SpanKindClient)
 		// The upstream's spans join the try's: a traceparent of this try on every try, sampled or not.
 		c.tr.Inject(tryCtx, call.Header)
 		res.Result, err = c.up.Forward(tryCtx, req, sink)

@@ -50,10 +50,8 @@ func (h *Handler) openAI(suffix string) http.Handler {
 		c := &call{}
 		sw := &statusWriter{ResponseWriter: w}
 		// With tracing off, Extract and Start return r's context and a span that records nothing, allocating nothing.
+		// The call's context carries the span; r keeps its own, so tracing costs no copy of the request.
 		ctx, span := tr.Start(tr.Extract(r.Context(), r.Header), op, trace.SpanKindServer)
-		if tr.On() {
-			r = r.WithContext(ctx)
-		}
 		defer func() {
 			code := strconv.Itoa(sw.code())
 			h.opts.Metrics.requests.WithLabelValues(c.workspace, c.entity, c.model, code).Inc()
@@ -63,7 +61,7 @@ func (h *Handler) openAI(suffix string) http.Handler {
 			}
 			span.End()
 		}()
-		h.serveOpenAI(sw, r, suffix, c)
+		h.serveOpenAI(ctx, sw, r, suffix, c)
 	})
 }
 
@@ -115,8 +113,7 @@ func endCall(span trace.Span, op string, c *call, status int) {
 // workspace key calls any slug an Endpoint serves, as authz.Decide lets it invoke, under its model-API tier
 // alone: it has no group. Only federated calls record a billing event (docs/decisions.md "Workspace keys on the
 // model API").
-func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c *call) {
-	ctx := r.Context()
+func (h *Handler) serveOpenAI(ctx context.Context, w *statusWriter, r *http.Request, suffix string, c *call) {
 	log := logr.FromContextOrDiscard(ctx)
 	v := h.opts.View()
 	key, caller, aerr := auth.ModelAPI(r, v, h.lookup)
