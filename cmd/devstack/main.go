@@ -33,7 +33,7 @@ func main() {
 	flag.StringVar(&opts.RegistryAddr, "registry-addr", "127.0.0.1:5000", "Address of the in-process OCI registry, the workspace's image registry for sandbox images.")
 	flag.StringVar(&opts.DevDir, "dev-dir", ".dev", "Directory for the kubeconfig, the env file and the workspace signing key.")
 	flag.DurationVar(&opts.ReadyTimeout, "ready-timeout", 3*time.Minute, "How long to wait for every component to answer.")
-	flag.BoolVar(&traced, "tracing", false, "Start Jaeger on loopback (OTLP on "+jaegerPorts.GRPC+" and "+jaegerPorts.HTTP+", the UI on "+jaegerPorts.Query+") and trace gatewayd and the manager into it, every call sampled (make run TRACING=1).")
+	flag.BoolVar(&traced, "tracing", false, "Start Jaeger on loopback (OTLP on "+jaegerPorts.GRPC+" and "+jaegerPorts.HTTP+", its query API on "+jaegerPorts.Query+") and trace gatewayd and the manager into it, every call sampled (make run TRACING=1).")
 	debug := flag.Bool("debug", false, "Show DEBUG lines on the terminal too (the full log is always in <dev-dir>/"+logFile+").")
 	zapOpts := terminalOptions(false)
 	zapOpts.BindFlags(flag.CommandLine)
@@ -155,11 +155,11 @@ func run(opts stack.Options, zapOpts *zap.Options) error {
 	printUsage(s)
 	if jaegerUI != "" {
 		fmt.Printf(`
-Traces: every call, its tries, async requests and the manager's reconciles, in Jaeger:
+Traces: every call, its tries, async requests and the manager's reconciles, in Jaeger's query API
+(the README's "Traces" step reads a failed-over call's trace):
 
-  %[1]s/search?service=gatewayd
-  # A call that fails over (docs/operations.md "Traces"), then open its trace: two tries under the call
-  curl -s "%[1]s/api/traces?service=gatewayd&limit=1" | head -c 300
+  curl -s "%[1]s/api/services"
+  curl -s "%[1]s/api/traces?service=gatewayd&limit=1" | jq '.data[0].spans[] | {operationName, tags}'
 
 `, jaegerUI)
 	}
