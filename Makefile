@@ -48,6 +48,10 @@ vet: ## Run go vet.
 envtest: ## Build kube-apiserver, etcd and kubectl from source (cached outside the repo) and print their directory.
 	@hack/envtest-binaries.sh
 
+.PHONY: jaeger
+jaeger: ## Build Jaeger (its OTLP receiver and query API, for the tracing test and `make run TRACING=1`) from source, cached outside the repo, and print its path.
+	@hack/jaeger-binary.sh
+
 .PHONY: verify-generated
 verify-generated: manifests generate ## Fail when generated files are out of date.
 	@git diff --exit-code -- api config charts/modelgate/crds || { echo "Generated files are stale: run 'make manifests generate' and commit." >&2; exit 1; }
@@ -59,8 +63,8 @@ tidy-check: ## Fail when go.mod or go.sum is not what `go mod tidy` would write 
 .PHONY: test
 # helm is installed before the suites: the /v1 and gatewayd suites act as the ServiceAccount the chart renders, so
 # several packages need bin/helm at once.
-test: manifests generate vet tidy-check dashboard-check helm client-deps ## Run every suite: unit, golden, envtest (ginkgo), gatewayd integration, Redis and client tests, the cluster suite, then a short fuzz.
-	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go test $(GOTESTFLAGS) -count=1 -timeout 30m ./...
+test: manifests generate vet tidy-check dashboard-check helm client-deps jaeger ## Run every suite: unit, golden, envtest (ginkgo), gatewayd integration (traces read back from Jaeger), Redis and client tests, the cluster suite, then a short fuzz.
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" MODELGATE_JAEGER="$$(hack/jaeger-binary.sh)" go test $(GOTESTFLAGS) -count=1 -timeout 30m ./...
 	$(MAKE) --no-print-directory test-cluster
 	$(MAKE) --no-print-directory fuzz
 
@@ -115,7 +119,7 @@ bench-peers: ## Install the harness's peers when missing: nginx (apt) and @portk
 		echo "bench-peers: could not install Portkey; its rows will say not installed"
 
 .PHONY: bench
-bench: bench-peers ## Run the Go micro-benchmarks, the async benchmarks (which write their table), then the side-by-side load harness; rewrites docs/benchmarks.md.
+bench: bench-peers jaeger ## Run the Go micro-benchmarks, the async benchmarks (which write their table), then the side-by-side load harness; rewrites docs/benchmarks.md.
 	@# Only the packages that define benchmarks, so nothing else is compiled for nothing.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go test -run '^$$' -skip '^BenchmarkAsync' -bench . -benchmem -benchtime=$(BENCHTIME) \
 		$$(grep -rl --include='*_test.go' --exclude-dir=node_modules '^func Benchmark' . | xargs -n1 dirname | sort -u)
@@ -153,7 +157,7 @@ bench-servers: bench-peers ## The server evaluation: the load rounds with gatewa
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" $(LOCALBIN)/loadbench -syscalls -floor -throughput-duration 4s $(LOADBENCH_FLAGS)
 
 .PHONY: bench-load
-bench-load: bench-peers ## Only the harness's load rounds (OpenAI route, /production/predict, bare proxy, direct, the peers and the floor proxies): about 3 minutes, prints the table, leaves docs alone.
+bench-load: bench-peers jaeger ## Only the harness's load rounds (OpenAI route, /production/predict, bare proxy, direct, the peers and the floor proxies): about 3 minutes, prints the table, leaves docs alone.
 	go build -o $(LOCALBIN)/loadbench ./test/loadbench/cmd/loadbench
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" $(LOCALBIN)/loadbench -skip-propagation -skip-scale -stream-duration 200ms -floor $(LOADBENCH_FLAGS)
 
@@ -183,10 +187,11 @@ cluster: manifests generate helm ## Bring up a one-node cluster built from sourc
 	hack/cluster.sh up
 
 .PHONY: run
-run: manifests generate ## Start the whole product locally: apiserver, etcd, CRDs, manager with webhooks, gatewayd, demo upstream. INFO and above on the terminal, the full log in .dev/devstack.log; RUN_ARGS=--debug shows DEBUG too.
+run: manifests generate ## Start the whole product locally: apiserver, etcd, CRDs, manager with webhooks, gatewayd, demo upstream. INFO and above on the terminal, the full log in .dev/devstack.log; RUN_ARGS=--debug shows DEBUG too; TRACING=1 starts Jaeger too, with every call traced into it.
 	@# A built binary, not `go run`: go run exits 1 on Ctrl-C even when the stack stopped cleanly.
 	go build -o $(LOCALBIN)/devstack ./cmd/devstack
-	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" $(LOCALBIN)/devstack $(RUN_ARGS)
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" $(if $(TRACING),MODELGATE_JAEGER="$$(hack/jaeger-binary.sh)") \
+		$(LOCALBIN)/devstack $(if $(TRACING),--tracing) $(RUN_ARGS)
 
 .PHONY: docker-build
 docker-build: ## Build the container image (needs a Docker engine).

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	"github.com/modelgate/modelgate/api/snapshot"
+	"github.com/modelgate/modelgate/api/tracing"
 	"github.com/modelgate/modelgate/controllers/autoscale"
 	"github.com/modelgate/modelgate/controllers/gateway"
 	"github.com/modelgate/modelgate/controllers/models"
@@ -55,6 +56,10 @@ type Options struct {
 	// SkipNameValidation lets a test process start more than one manager with these controllers. The manager's
 	// own Controller.SkipNameValidation is honoured as well.
 	SkipNameValidation bool
+
+	// Tracer gives each reconcile of Groups, Endpoints and ModelDeployments a span, where a slow propagation needs
+	// explaining (docs/operations.md "Traces"); none when nil.
+	Tracer *tracing.Tracer
 }
 
 // The manager's ClusterRole, generated into config/rbac/role.yaml.
@@ -102,19 +107,24 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		setup func() error
 	}{
 		{"Group", func() error {
-			return (&gateway.GroupReconciler{Client: c, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorderFor("modelgate-manager")}).SetupWithManager(mgr, copts)
+			return (&gateway.GroupReconciler{Client: c, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorderFor("modelgate-manager"),
+				Tracer: opts.Tracer}).SetupWithManager(mgr, copts)
 		}},
 		{"APIKey", func() error { return gateway.NewAPIKeyReconciler(mgr).SetupWithManager(mgr, copts) }},
 		{"WorkspaceAPIKey", func() error { return gateway.NewWorkspaceAPIKeyReconciler(mgr).SetupWithManager(mgr, copts) }},
 		{"workspaceapikey-nameclaim", func() error {
 			return (&gateway.KeyNameClaimReconciler{Client: c, Reader: mgr.GetAPIReader()}).SetupWithManager(mgr, copts)
 		}},
-		{"Endpoint", func() error { return gateway.NewEndpointReconciler(c).SetupWithManager(mgr, copts) }},
+		{"Endpoint", func() error {
+			r := gateway.NewEndpointReconciler(c)
+			r.Tracer = opts.Tracer
+			return r.SetupWithManager(mgr, copts)
+		}},
 		{"Workspace", func() error { return workspace.NewWorkspaceReconciler(c).SetupWithManager(mgr, copts) }},
 		{"Model", func() error { return (&models.ModelReconciler{Client: c}).SetupWithManager(mgr, copts) }},
 		{"ModelDeployment", func() error {
 			return (&models.ModelDeploymentReconciler{Client: c, Recorder: mgr.GetEventRecorderFor("modelgate-manager"),
-				Clock: opts.Clock, Probe: opts.Probe, ProbeInterval: opts.ProbeInterval}).SetupWithManager(mgr, copts)
+				Clock: opts.Clock, Probe: opts.Probe, ProbeInterval: opts.ProbeInterval, Tracer: opts.Tracer}).SetupWithManager(mgr, copts)
 		}},
 		{"autoscaler", func() error {
 			a := opts.Autoscaler

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -16,7 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/modelgate/modelgate/api/snapshot"
+	"github.com/modelgate/modelgate/api/tracing"
 	"github.com/modelgate/modelgate/controllers"
+	"github.com/modelgate/modelgate/test/jaegertest"
 	"github.com/modelgate/modelgate/test/kubetest"
 )
 
@@ -32,7 +35,13 @@ var (
 	restConfig *rest.Config
 	// kubectl runs envtest's kubectl against the API server, for what an operator sees (printer columns).
 	kubectl func(args ...string) (stdout, stderr io.Reader, err error)
+	// jaeger receives the manager's spans (every reconcile sampled), tracer sends them.
+	jaeger *jaegertest.Jaeger
+	tracer *tracing.Tracer
 )
+
+// managerService is the service name of the suite's manager in its traces.
+const managerService = "modelgate-manager-suite"
 
 func TestControllers(t *testing.T) {
 	RegisterFailHandler(Fail)
@@ -47,9 +56,21 @@ var _ = BeforeSuite(func() {
 	var cancel context.CancelFunc
 	ctx, cancel = context.WithCancel(context.Background())
 	DeferCleanup(cancel)
+	bin, err := jaegertest.Binary()
+	Expect(err).NotTo(HaveOccurred())
+	dir, err := os.MkdirTemp("", "controllers-jaeger-")
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(os.RemoveAll, dir)
+	jaeger, err = jaegertest.Start(ctx, bin, dir, jaegertest.Ports{})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(jaeger.Stop)
+	tracer, err = tracing.New(ctx, tracing.Config{Exporter: tracing.ExporterOTLP, Protocol: tracing.ProtocolGRPC, Endpoint: jaeger.OTLPGRPC,
+		Sampler: "always_on", Service: managerService})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { _ = tracer.Shutdown(context.Background()) })
 	env.RunManager(ctx, func(mgr ctrl.Manager) error {
 		// url sources are probed every 200 ms, so a server that stops answering shows within a few polls.
-		return controllers.SetupWithManager(mgr, controllers.Options{ProbeInterval: 200 * time.Millisecond})
+		return controllers.SetupWithManager(mgr, controllers.Options{ProbeInterval: 200 * time.Millisecond, Tracer: tracer})
 	})
 })
 

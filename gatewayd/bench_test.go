@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/modelgate/modelgate/api/snapshot"
+	"github.com/modelgate/modelgate/api/tracing"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd"
 	"github.com/modelgate/modelgate/gatewayd/gatewaytest"
+	"github.com/modelgate/modelgate/test/jaegertest"
 	"github.com/modelgate/modelgate/test/testutil"
 	"github.com/modelgate/modelgate/test/upstream"
 )
@@ -22,6 +24,11 @@ import (
 // /chat/completions, workspace key of type WORKSPACE_INVOKE), so the OpenAI route and /production/predict carry
 // the same body to the same server. It returns gatewayd's URL, the upstream's base URL and the two keys.
 func benchGateway(b *testing.B) (url, upstreamURL, key, invoke string) {
+	return benchGatewayTraced(b, nil)
+}
+
+// benchGatewayTraced is benchGateway with gatewayd tracing into tr (none when nil).
+func benchGatewayTraced(b *testing.B, tr *tracing.Tracer) (url, upstreamURL, key, invoke string) {
 	kube.Start(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
@@ -54,7 +61,7 @@ func benchGateway(b *testing.B) (url, upstreamURL, key, invoke string) {
 	if err := gatewaytest.Publish(ctx, cs, s, 1, 0); err != nil {
 		b.Fatal(err)
 	}
-	gw, err := gatewayd.New(gatewayd.Options{RESTConfig: cfg, Namespaces: []string{ns}})
+	gw, err := gatewayd.New(gatewayd.Options{RESTConfig: cfg, Namespaces: []string{ns}, Tracer: tr})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -153,6 +160,40 @@ func BenchmarkRouteCPU(b *testing.B) {
 			})
 			b.ReportMetric(float64(testutil.ProcessCPU()-before)/float64(b.N), "cpu-ns/op")
 			b.ReportMetric(float64(gcCycles()-gcs)*1000/float64(b.N), "gc/1k-op")
+		})
+	}
+}
+
+// BenchmarkTracing compares the OpenAI route of a gatewayd with tracing off with that of a gatewayd tracing 1% of
+// its calls (parentbased_traceidratio 0.01, as the chart's default) into a real Jaeger on loopback over OTLP/gRPC:
+// the same load as BenchmarkRouteCPU, 16 callers per core. Run it with -count to interleave the two
+// (docs/benchmarks.md "Tracing"): throughput is 1/ns/op, and allocs/op shows what an unsampled call costs.
+func BenchmarkTracing(b *testing.B) {
+	j := jaegertest.Run(b)
+	tr, err := tracing.New(context.Background(), tracing.Config{Exporter: tracing.ExporterOTLP, Protocol: tracing.ProtocolGRPC,
+		Endpoint: j.OTLPGRPC, Sampler: "parentbased_traceidratio", SamplerArg: "0.01", Service: "gatewayd-bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = tr.Shutdown(context.Background()) })
+	tp := http.DefaultTransport.(*http.Transport).Clone()
+	tp.MaxIdleConnsPerHost = 256
+	c := &http.Client{Transport: tp}
+	offURL, _, offKey, _ := benchGatewayTraced(b, nil)
+	onURL, _, onKey, _ := benchGatewayTraced(b, tr)
+	for _, tc := range []struct{ name, url, key string }{
+		{"off", offURL, offKey},
+		{"sampled-1pct", onURL, onKey},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			before := testutil.ProcessCPU()
+			b.SetParallelism(16)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					benchCallOf(b, c, tc.url+"/v1/chat/completions", "Api-Key "+tc.key, benchBody)
+				}
+			})
+			b.ReportMetric(float64(testutil.ProcessCPU()-before)/float64(b.N), "cpu-ns/op")
 		})
 	}
 }

@@ -49,6 +49,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/limits"
 	"github.com/modelgate/modelgate/gatewayd/podlogs"
 	// The provider kinds an Endpoint target may name register themselves (provider.Register).
+	"github.com/modelgate/modelgate/api/tracing"
 	_ "github.com/modelgate/modelgate/gatewayd/provider/anthropic"
 	_ "github.com/modelgate/modelgate/gatewayd/provider/azure"
 	_ "github.com/modelgate/modelgate/gatewayd/provider/bedrock"
@@ -172,6 +173,9 @@ type Options struct {
 	// on its metrics port (api/stats.Replicas), so it shows the calls of every replica. Only this replica's
 	// when empty.
 	PeersService types.NamespacedName
+	// Tracer traces model calls, their tries, async requests and their webhooks (gatewayd/tracing); no traces
+	// when nil.
+	Tracer *tracing.Tracer
 }
 
 // Gateway is a configured data plane.
@@ -306,7 +310,7 @@ func New(opts Options) (*Gateway, error) {
 		Limits:                 opts.Store,
 		Clock:                  opts.Clock,
 		Upstream:               up,
-		Endpoints:              failover.New(failover.Options{Upstream: up, Cooldown: g.cooldown, Now: opts.Clock.Now}),
+		Endpoints:              failover.New(failover.Options{Upstream: up, Cooldown: g.cooldown, Now: opts.Clock.Now, Tracer: opts.Tracer}),
 		Metrics:                m,
 		MaxBodyBytes:           opts.MaxBodyBytes,
 		Billing:                g.billing,
@@ -320,6 +324,7 @@ func New(opts Options) (*Gateway, error) {
 		WorkspaceKeys:          g.workspaceKeys,
 		CatchUp:                loader.CatchUp,
 		RequestLog:             g.requests,
+		Tracer:                 opts.Tracer,
 	})
 	calls.Register(g.mux)
 	calls.RegisterChains(g.mux)
@@ -328,8 +333,8 @@ func New(opts Options) (*Gateway, error) {
 		if g.async, err = async.New(async.Options{
 			Config: opts.AsyncConfig, View: loader.View, CatchUp: loader.CatchUp, Store: opts.Async, Limits: opts.Store, Upstream: up,
 			Addresses: g.addrs, Calls: g.calls, Waker: g.waker, Secret: g.secrets.Get, Clock: opts.Clock, Registry: opts.Registry,
-			RequestLog: g.requests,
-			Logger:     opts.Logger.WithName("async"),
+			RequestLog: g.requests, Tracer: opts.Tracer,
+			Logger: opts.Logger.WithName("async"),
 		}); err != nil {
 			return nil, err
 		}

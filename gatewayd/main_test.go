@@ -19,6 +19,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/modelgate/modelgate/api/snapshot"
+	"github.com/modelgate/modelgate/api/tracing"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd"
 	"github.com/modelgate/modelgate/gatewayd/async/queue"
@@ -110,6 +111,8 @@ type fixtureOpts struct {
 	billing billing.Store
 	// listener, when set, wraps the listener gatewayd serves on (to watch its connections).
 	listener func(net.Listener) net.Listener
+	// tracer is gatewayd's Tracer; no traces when nil.
+	tracer *tracing.Tracer
 }
 
 // tree is a three-level tree: root <- mid <- {leafA, leafB}. limitsOf gives each group's own models.
@@ -163,7 +166,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	}
 	f.gw, err = gatewayd.New(gatewayd.Options{RESTConfig: asGatewayd(t), Namespaces: []string{ns}, Store: f.limits, Clock: f.clock, MetricsListener: metricsLn,
 		MaxInFlightBytesPerKey: o.maxInFlightBytes, BodyReadTimeout: o.bodyReadTimeout, MaxBodyBytes: o.maxBodyBytes, UpstreamTimeout: o.upstreamTimeout,
-		HoldTimeout: o.holdTimeout, Async: asyncStore, ShutdownDrain: o.shutdownDrain, Billing: o.billing})
+		HoldTimeout: o.holdTimeout, Async: asyncStore, ShutdownDrain: o.shutdownDrain, Billing: o.billing, Tracer: o.tracer})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/modelgate/modelgate/api/tracing"
+	"github.com/modelgate/modelgate/test/jaegertest"
 	"github.com/modelgate/modelgate/test/stack"
 )
 
@@ -31,6 +33,7 @@ func main() {
 	flag.StringVar(&opts.RegistryAddr, "registry-addr", "127.0.0.1:5000", "Address of the in-process OCI registry, the workspace's image registry for sandbox images.")
 	flag.StringVar(&opts.DevDir, "dev-dir", ".dev", "Directory for the kubeconfig, the env file and the workspace signing key.")
 	flag.DurationVar(&opts.ReadyTimeout, "ready-timeout", 3*time.Minute, "How long to wait for every component to answer.")
+	flag.BoolVar(&traced, "tracing", false, "Start Jaeger on loopback (OTLP on "+jaegerPorts.GRPC+" and "+jaegerPorts.HTTP+", its query API on "+jaegerPorts.Query+") and trace gatewayd and the manager into it, every call sampled (make run TRACING=1).")
 	debug := flag.Bool("debug", false, "Show DEBUG lines on the terminal too (the full log is always in <dev-dir>/"+logFile+").")
 	zapOpts := terminalOptions(false)
 	zapOpts.BindFlags(flag.CommandLine)
@@ -52,6 +55,46 @@ func terminalOptions(debug bool) zap.Options {
 		return zap.Options{Development: true, Level: zapcore.DebugLevel}
 	}
 	return zap.Options{Development: true, Level: zapcore.InfoLevel}
+}
+
+// traced: --tracing, Jaeger and traces on.
+var traced bool
+
+// jaegerPorts are Jaeger's usual ports, on loopback only.
+var jaegerPorts = jaegertest.Ports{GRPC: "127.0.0.1:4317", HTTP: "127.0.0.1:4318", Query: "127.0.0.1:16686", QueryGRPC: "127.0.0.1:16685"}
+
+// startTracing runs Jaeger in dir and gives gatewayd and the manager a tracer that sends it every span; stop ends
+// both, flushing the spans first.
+func startTracing(ctx context.Context, opts *stack.Options, dir string) (ui string, stop func(), err error) {
+	bin, err := jaegertest.Binary()
+	if err != nil {
+		return "", nil, err
+	}
+	j, err := jaegertest.Start(ctx, bin, dir, jaegerPorts)
+	if err != nil {
+		return "", nil, err
+	}
+	cfg := tracing.Config{Exporter: tracing.ExporterOTLP, Protocol: tracing.ProtocolGRPC, Endpoint: j.OTLPGRPC, Sampler: "always_on"}
+	cfg.Service = "gatewayd"
+	gw, err := tracing.New(ctx, cfg)
+	if err != nil {
+		j.Stop()
+		return "", nil, err
+	}
+	cfg.Service = "modelgate-manager"
+	mgr, err := tracing.New(ctx, cfg)
+	if err != nil {
+		j.Stop()
+		return "", nil, err
+	}
+	opts.Gatewayd.Tracer, opts.Controllers.Tracer = gw, mgr
+	return j.UI, func() {
+		flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = gw.Shutdown(flush)
+		_ = mgr.Shutdown(flush)
+		j.Stop()
+	}, nil
 }
 
 // logFile, in the dev directory, holds the full log of the last run, DEBUG included, whatever the terminal shows.
@@ -96,12 +139,30 @@ func run(opts stack.Options, zapOpts *zap.Options) error {
 	log := ctrl.Log.WithName("devstack")
 	ctx = ctrl.LoggerInto(ctx, log)
 
+	var jaegerUI string
+	if traced {
+		var stopTracing func()
+		if jaegerUI, stopTracing, err = startTracing(ctx, &opts, opts.DevDir); err != nil {
+			return err
+		}
+		defer stopTracing()
+	}
 	log.Info("Starting etcd, kube-apiserver, the manager, gatewayd, the demo upstream and the demo model")
 	s, err := stack.Start(ctx, opts)
 	if err != nil {
 		return err
 	}
 	printUsage(s)
+	if jaegerUI != "" {
+		fmt.Printf(`
+Traces: every call, its tries, async requests and the manager's reconciles, in Jaeger's query API
+(the README's "Traces" step reads a failed-over call's trace):
+
+  curl -s "%[1]s/api/services"
+  curl -s "%[1]s/api/traces?service=gatewayd&limit=1" | jq '.data[0].spans[] | {operationName, tags}'
+
+`, jaegerUI)
+	}
 
 	var runErr error
 	select {

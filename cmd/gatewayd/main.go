@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/modelgate/modelgate/api/stats"
+	"github.com/modelgate/modelgate/api/tracing"
 	"github.com/modelgate/modelgate/gatewayd"
 	"github.com/modelgate/modelgate/gatewayd/async"
 	"github.com/modelgate/modelgate/gatewayd/dashboard"
@@ -107,6 +108,11 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx = ctrl.LoggerInto(ctx, log)
+	// Traces when OTEL_TRACES_EXPORTER=otlp (the chart's tracing values; docs/operations.md "Traces").
+	if opts.Tracer, err = tracing.New(ctx, tracing.FromEnv(os.Getenv, "gatewayd")); err != nil {
+		log.Error(err, "Failed to set up tracing")
+		os.Exit(1)
+	}
 	g, store, err := gatewayd.NewWithState(ctx, opts, st)
 	if err != nil {
 		log.Error(err, "Failed to start", "store", st.Store)
@@ -117,6 +123,11 @@ func main() {
 	if err := store.Close(); err != nil {
 		log.Error(err, "Failed to flush the state store")
 	}
+	flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if err := opts.Tracer.Shutdown(flush); err != nil {
+		log.Error(err, "Failed to export the last spans")
+	}
+	cancel()
 	if runErr != nil {
 		log.Error(runErr, "Stopped with an error")
 		os.Exit(1)

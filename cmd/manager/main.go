@@ -4,6 +4,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -23,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/modelgate/modelgate/api/stats"
+	"github.com/modelgate/modelgate/api/tracing"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers"
 	"github.com/modelgate/modelgate/controllers/autoscale"
@@ -168,7 +170,19 @@ func run(f flags) error {
 	if err != nil {
 		return fmt.Errorf("failed to create manager: %w", err)
 	}
-	if err := controllers.SetupWithManager(mgr, controllers.Options{Autoscaler: f.autoscaler(), Sandbox: f.sandbox}); err != nil {
+	// Traces of the reconciles when OTEL_TRACES_EXPORTER=otlp (the chart's tracing values; docs/operations.md "Traces").
+	tracer, err := tracing.New(ctx, tracing.FromEnv(os.Getenv, "modelgate-manager"))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tracer.Shutdown(flush); err != nil {
+			ctrl.Log.WithName("setup").Error(err, "Failed to export the last spans")
+		}
+	}()
+	if err := controllers.SetupWithManager(mgr, controllers.Options{Autoscaler: f.autoscaler(), Sandbox: f.sandbox, Tracer: tracer}); err != nil {
 		return fmt.Errorf("failed to set up controllers: %w", err)
 	}
 	// The webhook server starts only once it has a certificate (at once in cert-manager mode).

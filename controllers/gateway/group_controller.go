@@ -19,6 +19,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/modelgate/modelgate/api/tracing"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/api/v1alpha1/hierarchy"
 	"github.com/modelgate/modelgate/controllers/kit"
@@ -33,6 +34,8 @@ type GroupReconciler struct {
 	APIReader client.Reader
 	// Recorder receives the Events of groups; none are sent when nil.
 	Recorder record.EventRecorder
+	// Tracer gives each reconcile a span (kit.Traced); none when nil.
+	Tracer *tracing.Tracer
 }
 
 // SetupWithManager registers the reconciler and its watches on mgr.
@@ -46,7 +49,7 @@ func (r *GroupReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Opt
 		Watches(&gatewayv1.APIKey{}, handler.EnqueueRequestsFromMapFunc(r.groupOfKey),
 			builder.WithPredicates(kit.SpecOrLifecycleChanged)).
 		WithOptions(opts).
-		Complete(kit.RequeueOnConflict{Reconciler: r})
+		Complete(kit.RequeueOnConflict{Reconciler: kit.Trace(r.Tracer, "Group", r)})
 }
 
 // Reconcile follows the Cluster API order: get, finalizer, one deferred status patch, then small phases.

@@ -12,6 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/modelgate/modelgate/api/tracing"
 )
 
 // ReadyReconciler reconciles a kind whose whole status is its Ready condition and observedGeneration, decided by
@@ -22,6 +24,8 @@ type ReadyReconciler[T client.Object] struct {
 	client.Client
 	// Kind names the object in errors ("Endpoint").
 	Kind string
+	// Tracer gives each reconcile a span (Traced); none when nil.
+	Tracer *tracing.Tracer
 	// Status points at the object's Ready conditions and observedGeneration.
 	Status func(T) (conditions *[]metav1.Condition, observedGeneration *int64)
 	// Check decides the Ready condition of obj.
@@ -51,7 +55,7 @@ func (r *ReadyReconciler[T]) SetupWithManager(mgr ctrl.Manager, opts controller.
 			return r.Peers(ctx, r.Client, obj)
 		}), builder.WithPredicates(r.PeerPredicates...)).
 		WithOptions(opts).
-		Complete(RequeueOnConflict{Reconciler: r})
+		Complete(RequeueOnConflict{Reconciler: Trace(r.Tracer, r.Kind, r)})
 }
 
 // Reconcile writes the object's Ready condition and observedGeneration.

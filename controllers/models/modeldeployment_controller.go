@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/modelgate/modelgate/api/tracing"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers/autoscale"
 	"github.com/modelgate/modelgate/controllers/deploystatus"
@@ -34,6 +35,8 @@ type ModelDeploymentReconciler struct {
 	Clock         clock.PassiveClock
 	Probe         Prober
 	ProbeInterval time.Duration
+	// Tracer gives each reconcile a span (kit.Traced); none when nil.
+	Tracer *tracing.Tracer
 }
 
 // SetupWithManager registers the reconciler and its watches on mgr.
@@ -57,7 +60,7 @@ func (r *ModelDeploymentReconciler) SetupWithManager(mgr ctrl.Manager, opts cont
 		// A service source's Service is not owned: its creation, or a port renamed, must reach the deployment too.
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.deploymentsOfService)).
 		WithOptions(opts).
-		Complete(kit.RequeueOnConflict{Reconciler: r})
+		Complete(kit.RequeueOnConflict{Reconciler: kit.Trace(r.Tracer, "ModelDeployment", r)})
 }
 
 // Reconcile runs and observes one ModelDeployment, or removes the workload of one being deleted.

@@ -22,6 +22,7 @@ import (
 	"github.com/modelgate/modelgate/api/snapshot"
 
 	"github.com/modelgate/modelgate/api/netguard"
+	"github.com/modelgate/modelgate/api/tracing"
 	"github.com/modelgate/modelgate/gatewayd/async/queue"
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/limits"
@@ -117,6 +118,9 @@ type Options struct {
 	// RequestLog records each attempt that called a deployment, in that deployment's log (the logs route), under
 	// the request's id; off when nil.
 	RequestLog *requestlog.Log
+	// Tracer traces each request's acceptance, its wait in the queue, its dispatch and its webhook delivery; no
+	// spans when nil.
+	Tracer *tracing.Tracer
 	// Secret reads a Secret entry of a workspace (the asyncWebhook signing secret).
 	Secret func(ctx context.Context, namespace string, ref *snapshot.SecretRef) (string, error)
 	// Clock gives the time of every transition; the real clock when nil. Tests pass a fake one.

@@ -222,9 +222,11 @@ func (s *Service) run(ctx context.Context, namespace string, d snapshot.Deployme
 	go s.heartbeat(callCtx, r.ID, cancelCall, lost)
 
 	q := r.Queue()
+	callCtx, span := s.startDispatch(callCtx, r)
 	start := time.Now()
 	status, header, out, err := s.call(callCtx, namespace, &d, r)
 	elapsed := time.Since(start)
+	endDispatch(span, status, err)
 	// Record the outcome even when ctx ended: a stopping replica puts the request back at once.
 	rec, cancelRec := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancelRec()
@@ -311,6 +313,7 @@ func (s *Service) call(ctx context.Context, namespace string, d *snapshot.Deploy
 	}
 	k := &sink{header: http.Header{}}
 	header := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json"}, requestlog.Header: {r.ID}}
+	s.opts.Tracer.Inject(ctx, header)
 	_, err := s.opts.Upstream.Forward(ctx, upstream.Request{Target: target, Body: bytes.NewReader(r.Input),
 		ContentLength: int64(len(r.Input)), Header: header}, k)
 	if ue := (*upstream.Error)(nil); errors.As(err, &ue) && ue.Kind == upstream.KindStatus {

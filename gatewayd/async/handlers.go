@@ -9,11 +9,15 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/modelgate/modelgate/api/ids"
 	"github.com/modelgate/modelgate/api/snapshot"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 
 	"github.com/modelgate/modelgate/api/netguard"
+	"github.com/modelgate/modelgate/api/tracing"
 	"github.com/modelgate/modelgate/gatewayd/async/queue"
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
@@ -122,6 +126,13 @@ func (s *Service) accept(w http.ResponseWriter, r *http.Request, caller auth.Cal
 		Status: queue.Queued, WebhookStatus: hook, CreatedAt: now, StatusAt: now, Errors: []queue.Error{},
 	}
 	req.Key, req.KeyCap = caller.Namespace+"/"+caller.Key.Prefix, s.opts.MaxQueuedPerKey
+	if tr := s.opts.Tracer; tr.On() {
+		ctx, span := tr.Start(tr.Extract(r.Context(), r.Header), "async accept", trace.SpanKindServer)
+		defer span.End()
+		span.SetAttributes(requestAttrs(req)...)
+		span.SetAttributes(attribute.String(tracing.KeyPrefix, caller.Key.Prefix))
+		req.TraceParent = tr.TraceParent(ctx)
+	}
 	claimed, err := s.enqueue(r.Context(), req, d)
 	if errors.Is(err, queue.ErrKeyFull) {
 		e := httperr.New(http.StatusTooManyRequests, httperr.CodeRateLimited,

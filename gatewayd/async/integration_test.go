@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/modelgate/modelgate/api/snapshot"
+	"github.com/modelgate/modelgate/api/tracing"
 	"github.com/modelgate/modelgate/gatewayd"
 	"github.com/modelgate/modelgate/gatewayd/async"
 	"github.com/modelgate/modelgate/gatewayd/async/queue"
@@ -55,7 +56,9 @@ type model struct {
 	srv    *httptest.Server
 	mu     sync.Mutex
 	inputs []string
-	handle func(n int, body []byte, w http.ResponseWriter)
+	// traceparents are the traceparent headers of the calls, in order.
+	traceparents []string
+	handle       func(n int, body []byte, w http.ResponseWriter)
 }
 
 func newModel(t testing.TB, handle func(n int, body []byte, w http.ResponseWriter)) *model {
@@ -64,6 +67,7 @@ func newModel(t testing.TB, handle func(n int, body []byte, w http.ResponseWrite
 		body, _ := io.ReadAll(r.Body)
 		m.mu.Lock()
 		m.inputs = append(m.inputs, string(body))
+		m.traceparents = append(m.traceparents, r.Header.Get("traceparent"))
 		n := len(m.inputs)
 		m.mu.Unlock()
 		if m.handle == nil {
@@ -153,6 +157,8 @@ type fxOpts struct {
 	model           func(n int, body []byte, w http.ResponseWriter)
 	// wrap, when set, wraps the queue store gatewayd is given (the benchmarks time its writes).
 	wrap func(queue.Store) queue.Store
+	// tracer is gatewayd's Tracer; no traces when nil.
+	tracer *tracing.Tracer
 }
 
 type fx struct {
@@ -263,7 +269,7 @@ func newFx(t testing.TB, o fxOpts) *fx {
 	c.WebhookMinBackoff = max(c.WebhookMinBackoff, 10*time.Millisecond)
 	c.WebhookMaxBackoff = max(c.WebhookMaxBackoff, 40*time.Millisecond)
 	f.gw, err = gatewayd.New(gatewayd.Options{RESTConfig: gatewaydRBAC.Config(t, env.Config), Namespaces: []string{ns}, Store: lim, Clock: o.clock,
-		Async: gwStore, AsyncConfig: c, DisableManagementAPI: true, Registry: f.reg})
+		Async: gwStore, AsyncConfig: c, DisableManagementAPI: true, Registry: f.reg, Tracer: o.tracer})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,7 +68,8 @@ func (s *Service) deliverOnce(ctx context.Context) {
 }
 
 func (s *Service) deliver(ctx context.Context, r *queue.Request) {
-	err := s.post(ctx, r)
+	postCtx, span := s.startDelivery(ctx, r)
+	err := s.post(postCtx, r)
 	now := s.opts.Clock.Now().UTC()
 	res, next, outcome := queue.Delivered, time.Time{}, "delivered"
 	if err != nil {
@@ -84,6 +85,7 @@ func (s *Service) deliver(ctx context.Context, r *queue.Request) {
 			res, next, outcome = queue.RetryLater, now.Add(min(wait, s.opts.WebhookMaxBackoff)), "failed"
 		}
 	}
+	endDelivery(span, outcome, err)
 	rec, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if err := s.opts.Store.WebhookDone(rec, r.ID, now, res, next); err != nil {

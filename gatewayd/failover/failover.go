@@ -11,8 +11,14 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
+	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/modelgate/modelgate/api/tracing"
 	"github.com/modelgate/modelgate/gatewayd/cooldown"
 	"github.com/modelgate/modelgate/gatewayd/provider"
 	"github.com/modelgate/modelgate/gatewayd/tryplan"
@@ -28,6 +34,8 @@ type Options struct {
 	Now func() time.Time
 	// Rand draws the weighted order of the targets; math/rand/v2's when nil.
 	Rand tryplan.Rand
+	// Tracer gives each try a client span and its traceparent; no spans when nil.
+	Tracer *tracing.Tracer
 }
 
 // Caller runs the tries of Endpoint calls.
@@ -36,11 +44,12 @@ type Caller struct {
 	cool *cooldown.Registry
 	now  func() time.Time
 	rand tryplan.Rand
+	tr   *tracing.Tracer
 }
 
 // New returns a Caller.
 func New(opts Options) *Caller {
-	c := &Caller{up: opts.Upstream, cool: opts.Cooldown, now: opts.Now, rand: opts.Rand}
+	c := &Caller{up: opts.Upstream, cool: opts.Cooldown, now: opts.Now, rand: opts.Rand, tr: opts.Tracer}
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -137,11 +146,18 @@ func (c *Caller) Call(ctx context.Context, call *Call, sink upstream.Sink) (Resu
 		if !last {
 			req.Fail = &ep.Policy.Fail
 		}
-		res.Result, err = c.up.Forward(ctx, req, sink)
+		tryCtx, span := c.tr.StartUnder(ctx, "upstream try", trace.SpanKindClient)
+		// The upstream's spans join the try's: a traceparent of this try on every try, sampled or not.
+		c.tr.Inject(tryCtx, call.Header)
+		res.Result, err = c.up.Forward(tryCtx, req, sink)
 		res.Target = t
 		now := c.now()
 		outcome, retryAfter := classify(ctx, res.Result, err, &ep.Policy.Fail, sink, now)
 		health[i].Record(outcome, now, policy, retryAfter)
+		if span.IsRecording() {
+			endTry(span, call, t, url, res.Attempts, res.Result, err, outcome)
+		}
+		span.End()
 		state[i].Tried++
 		if !outcome.Failed() || last || err == nil {
 			// An answer; or a failed try that wrote to the client (the last try, or an answer cut after its first
@@ -169,6 +185,49 @@ func request(t *view.Target, call provider.Call) (provider.Provider, string, []b
 		err = &BodyError{Err: err}
 	}
 	return p, url, body, err
+}
+
+// endTry writes what a try did on its span: the GenAI client attributes (docs/operations.md "Traces"), the target,
+// and the outcome as the routing rules judge it. The URL's host only: never its path, query or a header.
+func endTry(span trace.Span, call *Call, t *view.Target, rawURL string, attempt int, res upstream.Result, err error, outcome cooldown.Outcome) {
+	op := tracing.Operation(call.Route)
+	model := t.TargetModel
+	if model == "" {
+		model = call.Endpoint.Slug
+	}
+	span.SetName(op + " " + model)
+	status := res.Status
+	var ue *upstream.Error
+	if errors.As(err, &ue) && ue.Status != 0 {
+		status = ue.Status
+	}
+	attrs := []attribute.KeyValue{
+		attribute.String(tracing.OperationName, op),
+		attribute.String(tracing.ProviderName, t.Provider),
+		attribute.String(tracing.RequestModel, model),
+		attribute.String(tracing.Target, t.Name),
+		attribute.String(tracing.Outcome, outcome.String()),
+		attribute.Int(tracing.Attempt, attempt),
+	}
+	if u, perr := url.Parse(rawURL); perr == nil {
+		attrs = append(attrs, attribute.String("server.address", u.Hostname()))
+		if p, perr := strconv.Atoi(u.Port()); perr == nil {
+			attrs = append(attrs, attribute.Int("server.port", p))
+		}
+	}
+	if status != 0 {
+		attrs = append(attrs, attribute.Int("http.response.status_code", status))
+	}
+	if outcome == cooldown.OK && err == nil {
+		attrs = append(attrs, attribute.Int64(tracing.InputTokens, res.Usage.PromptTokens),
+			attribute.Int64(tracing.OutputTokens, res.Usage.CompletionTokens))
+	}
+	span.SetAttributes(attrs...)
+	if outcome.Failed() {
+		attrs = append(attrs[:0], attribute.String("error.type", outcome.String()))
+		span.SetAttributes(attrs...)
+		tracing.Fail(span, "try failed: "+outcome.String())
+	}
 }
 
 // unsupported reports whether err is a *provider.Unsupported.

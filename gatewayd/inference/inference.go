@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/modelgate/modelgate/api/tracing"
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/billing"
 	"github.com/modelgate/modelgate/gatewayd/concurrency"
@@ -75,6 +76,8 @@ type Options struct {
 	// RequestLog records each predict call that reached a deployment, for the logs route (the async dispatcher
 	// writes its attempts there too); off when nil.
 	RequestLog *requestlog.Log
+	// Tracer gives each OpenAI call a server span, under the client's traceparent; no spans when nil.
+	Tracer *tracing.Tracer
 }
 
 // Handler serves the model-call routes.

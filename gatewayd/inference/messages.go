@@ -6,6 +6,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/modelgate/modelgate/api/tracing"
 	"github.com/modelgate/modelgate/gatewayd/clientapi/messages"
 )
 
@@ -16,6 +19,7 @@ import (
 // taken as the Api-Key scheme, which takes federated and workspace keys alike.
 func (h *Handler) messagesRoute() http.Handler {
 	const pattern = "/v1/messages"
+	op := tracing.Operation("/chat/completions")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		c := &call{fromClient: func(body []byte) ([]byte, error) {
@@ -24,14 +28,21 @@ func (h *Handler) messagesRoute() http.Handler {
 		}}
 		mw := messages.NewWriter(w)
 		sw := &statusWriter{ResponseWriter: mw}
+		// The call's server span, as on the OpenAI routes (openAI): a chat call, under the client's traceparent.
+		tr := h.opts.Tracer
+		ctx, span := tr.Start(tr.Extract(r.Context(), r.Header), op, trace.SpanKindServer)
 		defer func() {
 			mw.Finish()
 			code := strconv.Itoa(sw.code())
 			h.opts.Metrics.requests.WithLabelValues(c.workspace, c.entity, c.model, code).Inc()
 			h.opts.Metrics.requestDuration.WithLabelValues(pattern, code).Observe(time.Since(start).Seconds())
+			if span.IsRecording() {
+				endCall(span, op, c, sw.code())
+			}
+			span.End()
 		}()
 		anthropicKey(r)
-		h.serveOpenAI(sw, r, "/chat/completions", c)
+		h.serveOpenAI(ctx, sw, r, "/chat/completions", c)
 	})
 }
 

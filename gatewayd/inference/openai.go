@@ -1,13 +1,17 @@
 package inference
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/modelgate/modelgate/api/tracing"
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/authz"
 	"github.com/modelgate/modelgate/gatewayd/billing"
@@ -25,6 +29,8 @@ import (
 // call is the bookkeeping of one model call, for metrics and billing.
 type call struct {
 	workspace, entity, model string
+	// prefix is the calling key's 16-character prefix.
+	prefix string
 	// requestID is gatewayd's id of the call: on the answer, at the upstream, in the billing event.
 	requestID string
 	// refusal names the limit that refused the call with 429, nil when none did.
@@ -38,22 +44,75 @@ type call struct {
 	// fromClient translates the body of a call in another client API (/v1/messages) into OpenAI's; nil on the
 	// OpenAI routes.
 	fromClient func(body []byte) ([]byte, error)
+	// usage is what the answering try reported.
+	usage upstream.Usage
 }
 
 // openAI serves one OpenAI route for federated and workspace keys: suffix is appended to the Endpoint's base URL.
 func (h *Handler) openAI(suffix string) http.Handler {
-	pattern := "/v1" + suffix
+	pattern, op := "/v1"+suffix, tracing.Operation(suffix)
+	tr := h.opts.Tracer
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		c := &call{}
 		sw := &statusWriter{ResponseWriter: w}
+		// With tracing off, Extract and Start return r's context and a span that records nothing, allocating nothing.
+		// The call's context carries the span; r keeps its own, so tracing costs no copy of the request.
+		ctx, span := tr.Start(tr.Extract(r.Context(), r.Header), op, trace.SpanKindServer)
 		defer func() {
 			code := strconv.Itoa(sw.code())
 			h.opts.Metrics.requests.WithLabelValues(c.workspace, c.entity, c.model, code).Inc()
 			h.opts.Metrics.requestDuration.WithLabelValues(pattern, code).Observe(time.Since(start).Seconds())
+			if span.IsRecording() {
+				endCall(span, op, c, sw.code())
+			}
+			span.End()
 		}()
-		h.serveOpenAI(sw, r, suffix, c)
+		h.serveOpenAI(ctx, sw, r, suffix, c)
 	})
+}
+
+// endCall writes what a model call did on its server span: the GenAI attributes, the caller's group and key
+// prefix, and the limit that refused it (docs/operations.md "Traces"). Never the key, a header or the body.
+func endCall(span trace.Span, op string, c *call, status int) {
+	attrs := []attribute.KeyValue{
+		attribute.String(tracing.OperationName, op),
+		attribute.Int("http.response.status_code", status),
+	}
+	str := func(k, v string) {
+		if v != "" {
+			attrs = append(attrs, attribute.String(k, v))
+		}
+	}
+	str(tracing.Workspace, c.workspace)
+	str(tracing.Group, c.entity)
+	str(tracing.KeyPrefix, c.prefix)
+	str(tracing.RequestID, c.requestID)
+	if c.model != "" {
+		span.SetName(op + " " + c.model)
+		str(tracing.RequestModel, c.model)
+	}
+	if t := c.tries.Target; t != nil {
+		str(tracing.ProviderName, t.Provider)
+		model := t.TargetModel
+		if model == "" {
+			model = c.model
+		}
+		str(tracing.ResponseModel, model)
+		attrs = append(attrs, attribute.Int(tracing.Attempts, c.tries.Attempts),
+			attribute.Int64(tracing.InputTokens, c.usage.PromptTokens), attribute.Int64(tracing.OutputTokens, c.usage.CompletionTokens))
+	}
+	if f := c.refusal; f != nil {
+		str(tracing.LimitBy, f.By)
+		str(tracing.LimitType, f.Type)
+		str(tracing.LimitUnit, f.Unit)
+		str(tracing.LimitSource, f.SourceGroup)
+	}
+	span.SetAttributes(attrs...)
+	if status >= http.StatusInternalServerError {
+		span.SetAttributes(attribute.String("error.type", strconv.Itoa(status)))
+		tracing.Fail(span, http.StatusText(status))
+	}
 }
 
 // serveOpenAI serves one call of either kind of key. A federated key calls the slugs of its group under its
@@ -61,8 +120,7 @@ func (h *Handler) openAI(suffix string) http.Handler {
 // workspace key calls any slug an Endpoint serves, as authz.Decide lets it invoke, under its model-API tier
 // alone: it has no group. Only federated calls record a billing event (docs/decisions.md "Workspace keys on the
 // model API").
-func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c *call) {
-	ctx := r.Context()
+func (h *Handler) serveOpenAI(ctx context.Context, w *statusWriter, r *http.Request, suffix string, c *call) {
 	log := logr.FromContextOrDiscard(ctx)
 	v := h.opts.View()
 	key, caller, aerr := auth.ModelAPI(r, v, h.lookup)
@@ -81,6 +139,7 @@ func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c
 	} else {
 		c.workspace, prefix = caller.Namespace, caller.Key.Prefix
 	}
+	c.prefix = prefix
 	// Every call has a request id of gatewayd's own (never the caller's: billing receivers dedupe events by it): on
 	// the answer, sent to the upstream (a vLLM server takes it as its own), and in a federated call's billing event.
 	c.requestID = newRequestID()
@@ -173,6 +232,7 @@ func (h *Handler) serveOpenAI(w *statusWriter, r *http.Request, suffix string, c
 	}
 	// Whatever usage the upstream reported is charged, even when the relay to the client was cut short.
 	u = res.Usage
+	c.usage = u
 	var inputCost int64
 	c.cost, inputCost = callCost(&res)
 	h.settle(ctx, plan, c, limits.Charge{Tokens: u.Total(), Cost: c.cost}, prefix)

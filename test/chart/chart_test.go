@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -126,6 +127,10 @@ func TestRefusals(t *testing.T) {
 			"/redis/waitTimeout"},
 		{"standalone with addresses", []string{"--set", "store.type=redis,redis.url=redis://r:6379,redis.addrs={r:6379}"},
 			"redis.addrs, redis.masterName and redis.tls are for redis.mode=sentinel or cluster"},
+		{"tracing without a collector", []string{"--set", "tracing.enabled=true"},
+			"tracing.enabled=true needs tracing.endpoint"},
+		{"unknown OTLP protocol", []string{"--set", "tracing.enabled=true,tracing.endpoint=http://c:4317,tracing.protocol=thrift"},
+			"/tracing/protocol"},
 		{"HTTPRoute without a Gateway", []string{"--set", "gatewayd.httpRoute.enabled=true"},
 			"gatewayd.httpRoute.enabled=true needs gatewayd.httpRoute.parentRefs"},
 		{"HTTPRoute parentRef without a name", []string{"--set", "gatewayd.httpRoute.enabled=true,gatewayd.httpRoute.parentRefs[0].namespace=gw"},
@@ -377,6 +382,12 @@ func checkCommon(t *testing.T, objs []*unstructured.Unstructured) {
 
 func checkDefault(t *testing.T, objs []*unstructured.Unstructured) {
 	gw := deployment(t, objs, "modelgate-gatewayd")
+	// Tracing is off by default: no OTEL_* variable on either component (docs/operations.md "Traces").
+	for _, name := range []string{"modelgate-gatewayd", "modelgate-manager"} {
+		if env := otelEnv(deployment(t, objs, name)); len(env) != 0 {
+			t.Errorf("%s has %v by default, want tracing off", name, env)
+		}
+	}
 	if *gw.Spec.Replicas != 1 {
 		t.Errorf("gatewayd replicas = %d, want 1", *gw.Spec.Replicas)
 	}
@@ -618,6 +629,14 @@ func checkEverything(t *testing.T, objs []*unstructured.Unstructured) {
 		t.Errorf("The dashboard session key ring = %q, want the values' secrets one a line, newest first", ring)
 	}
 	checkMonitoring(t, objs)
+	for name, service := range map[string]string{"modelgate-gatewayd": "gatewayd", "modelgate-manager": "modelgate-manager"} {
+		want := map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_SERVICE_NAME": service,
+			"OTEL_EXPORTER_OTLP_ENDPOINT": "http://otel-collector.observability:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+			"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.05"}
+		if got := otelEnv(deployment(t, objs, name)); !maps.Equal(got, want) {
+			t.Errorf("%s's OTEL_* variables = %v, want %v", name, got, want)
+		}
+	}
 	gw := deployment(t, objs, "modelgate-gatewayd").Spec.Template.Spec
 	if !slices.Contains(gw.Containers[0].Args, "--dashboard-session-secrets-file=/etc/modelgate/dashboard/secrets") ||
 		!slices.ContainsFunc(gw.Volumes, func(v corev1.Volume) bool {
@@ -660,6 +679,17 @@ func checkEverything(t *testing.T, objs []*unstructured.Unstructured) {
 	if rule := secretReadRule(role.Rules); rule == nil || len(rule.ResourceNames) != 0 || !slices.Contains(rule.Verbs, "watch") {
 		t.Errorf("gatewayd Secret rule with secretAccess=namespace = %+v, want get/list/watch of every Secret", rule)
 	}
+}
+
+// otelEnv is the OTEL_* variables of d's first container, by name.
+func otelEnv(d *appsv1.Deployment) map[string]string {
+	out := map[string]string{}
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		if strings.HasPrefix(e.Name, "OTEL_") {
+			out[e.Name] = e.Value
+		}
+	}
+	return out
 }
 
 func deployment(t *testing.T, objs []*unstructured.Unstructured, name string) *appsv1.Deployment {

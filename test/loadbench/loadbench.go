@@ -123,7 +123,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		return nil, err
 	}
 	defer emb.close()
-	gw, stopEmbedded, err := startGatewayd(ctx, "gatewayd", st.Config, ws, emb)
+	gw, stopEmbedded, err := startGatewayd(ctx, "gatewayd", st.Config, ws, emb, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +136,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	} else {
 		defer rs.close()
 		var stopRedis func()
-		if withRedis, stopRedis, err = startGatewayd(ctx, "gatewayd+Redis", st.Config, ws, rs); err != nil {
+		if withRedis, stopRedis, err = startGatewayd(ctx, "gatewayd+Redis", st.Config, ws, rs, nil); err != nil {
 			return nil, err
 		}
 		defer stopRedis()
@@ -157,7 +157,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		}
 		defer rc.close()
 		var stopCluster func()
-		if withCluster, stopCluster, err = startGatewayd(ctx, "gatewayd+Redis Cluster", st.Config, ws, rc); err != nil {
+		if withCluster, stopCluster, err = startGatewayd(ctx, "gatewayd+Redis Cluster", st.Config, ws, rc, nil); err != nil {
 			return nil, err
 		}
 		defer stopCluster()
@@ -205,6 +205,19 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	plain = append(plain, bySlugs("gatewayd, two targets", gw.URL, ws, emb, twoSlug, twoSlug),
 		bySlugs("gatewayd, refused try first", gw.URL, ws, emb, failoverSlug, failoverSlug))
 	stream = append(stream, gw, gw)
+	// gatewayd tracing 1% of its calls into a real Jaeger, on a state of its own, also in the rotation of the
+	// in-process targets: its throughput against the untraced gatewayd's of the same round (docs/benchmarks.md
+	// "Tracing").
+	traced, stopTraced, tracedErr := startTraced(ctx, st.Config, ws)
+	tracedAt := -1
+	if tracedErr != nil {
+		cfg.progress("traced gatewayd not run: %v", tracedErr)
+	} else {
+		defer stopTraced()
+		tracedAt = len(plain)
+		plain = append(plain, traced)
+		stream = append(stream, gw)
+	}
 	// With peers, gatewayd also runs in its own process (the scale measurement's child, on the embedded store), as
 	// the peers do: on a shared machine a separate process gets its own share of the CPU, which the in-process
 	// targets share with the load generator.
@@ -304,6 +317,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	rep.addPeers(cfg, rounds, peerIndex, peerNotRun, peerV)
 	rep.addPredict(cfg, rounds)
 	rep.addRouting(cfg, rounds, routing)
+	rep.addTracing(cfg, rounds, tracedAt, tracedErr)
 
 	cfg.progress("measuring the limiter check")
 	rep.addLimiter(benchLimiter())

@@ -58,7 +58,7 @@ func TestQuickRunEndToEnd(t *testing.T) {
 		"added time to first token", "added p99 gap between chunks", "chunks per stream equal", "limiter check",
 		"resident memory of gatewayd", "propagation of a limit change p50", "propagation of a limit change p99",
 		"correctness violations", "added latency p50, concurrency 1 (/production/predict", "added latency p99, concurrency 1 (/production/predict",
-		"throughput /production/predict ÷ bare proxy",
+		"throughput /production/predict ÷ bare proxy", "throughput tracing on at 1% ÷ tracing off",
 	} {
 		row, ok := rep.Row(figure)
 		if !ok {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/modelgate/modelgate/api/snapshot"
+	"github.com/modelgate/modelgate/api/tracing"
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gatewayd"
 	"github.com/modelgate/modelgate/gatewayd/billing"
@@ -202,10 +203,10 @@ const refusedBaseURL = "http://127.0.0.1:1/v1"
 
 // startGatewayd serves the load workspace on state with every other default of cmd/gatewayd (metrics, billing
 // events, the management API), and returns its target of the plain and stream slugs and a function that stops
-// it. The target's Charged reads the root group's TOKEN DAY counters of its slugs, which every call of the tree
+// it; tr traces its calls (nil: none). The target's Charged reads the root group's TOKEN DAY counters of its slugs, which every call of the tree
 // settles into, and its Billed the billing events of its slugs (bySlugs gives a target of other slugs).
-func startGatewayd(ctx context.Context, name string, rc *rest.Config, ws *loadWorkspace, st *state) (*Target, func(), error) {
-	g, err := gatewayd.New(gatewayd.Options{RESTConfig: rc, Namespaces: []string{ws.ns}, Store: st.limits, Billing: st.billing})
+func startGatewayd(ctx context.Context, name string, rc *rest.Config, ws *loadWorkspace, st *state, tr *tracing.Tracer) (*Target, func(), error) {
+	g, err := gatewayd.New(gatewayd.Options{RESTConfig: rc, Namespaces: []string{ws.ns}, Store: st.limits, Billing: st.billing, Tracer: tr})
 	if err != nil {
 		return nil, nil, fmt.Errorf("failed to create gatewayd %s: %w", name, err)
 	}

@@ -95,6 +95,9 @@ validate fails the render for values that would install something broken. Every 
 rule, so that `helm install` explains itself instead of leaving a crash-looping pod.
 */}}
 {{- define "modelgate.validate" -}}
+{{- if and .Values.tracing.enabled (not .Values.tracing.endpoint) }}
+{{- fail "tracing.enabled=true needs tracing.endpoint, the OTLP collector's base URL" }}
+{{- end }}
 {{- $store := .Values.store.type }}
 {{- if not (has $store (list "embedded" "redis")) }}
 {{- fail (printf "store.type must be \"embedded\" or \"redis\", got %q" $store) }}
@@ -162,4 +165,28 @@ modelgate.redis.inlineSecret is "true" when the chart renders the Secret of redi
 {{- define "modelgate.redis.inlineSecret" -}}
 {{- $r := .Values.redis }}
 {{- if and (eq .Values.store.type "redis") (not $r.existingSecret) (or $r.url $r.password $r.sentinelPassword) }}true{{ end }}
+{{- end }}
+
+{{/*
+The OTEL_* variables of a component with tracing.enabled (docs/operations.md "Traces"); nothing otherwise, which is
+tracing off. The argument is (list $ "service-name").
+*/}}
+{{- define "modelgate.tracingEnv" -}}
+{{- $root := index . 0 }}
+{{- with $root.Values.tracing }}
+{{- if .enabled }}
+- name: OTEL_TRACES_EXPORTER
+  value: otlp
+- name: OTEL_SERVICE_NAME
+  value: {{ index $ 1 | quote }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ .endpoint | quote }}
+- name: OTEL_EXPORTER_OTLP_PROTOCOL
+  value: {{ .protocol | quote }}
+- name: OTEL_TRACES_SAMPLER
+  value: parentbased_traceidratio
+- name: OTEL_TRACES_SAMPLER_ARG
+  value: {{ .samplerRatio | quote }}
+{{- end }}
+{{- end }}
 {{- end }}

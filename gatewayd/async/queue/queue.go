@@ -121,6 +121,9 @@ type Request struct {
 	// WebhookAttempts counts failed deliveries; WebhookNext is when the next one is due.
 	WebhookAttempts int       `json:"webhookAttempts,omitempty"`
 	WebhookNext     time.Time `json:"webhookNext,omitzero"`
+	// TraceParent is the W3C traceparent of the span that accepted the request, "" with tracing off: its dispatch
+	// and webhook delivery, on whichever replica, join that trace (docs/operations.md "Traces").
+	TraceParent string `json:"traceParent,omitempty"`
 }
 
 // Queue names the queue of the request's deployment.

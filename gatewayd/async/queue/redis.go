@@ -117,7 +117,7 @@ func (s *Redis) Enqueue(ctx context.Context, r *Request) error {
 				"input", []byte(r.Input), "webhook", r.Webhook, "prio", r.Priority, "mtq", r.MaxTimeInQueueSeconds,
 				"ma", r.Retry.MaxAttempts, "idm", r.Retry.InitialDelayMs, "mdm", r.Retry.MaxDelayMs,
 				"status", r.Status, "whs", r.WebhookStatus, "created", ms(r.CreatedAt), "status_at", ms(r.StatusAt),
-				"nb", ms(r.NotBefore), "attempts", r.Attempts, "errors", errs, "owner", "", "lease", 0, "wha", 0, "whn", 0)
+				"nb", ms(r.NotBefore), "attempts", r.Attempts, "errors", errs, "owner", "", "lease", 0, "wha", 0, "whn", 0, "tp", r.TraceParent)
 			p.ZAdd(ctx, s.prefix+"q:"+r.Queue(), redis.Z{Score: score, Member: r.ID})
 			p.ZAdd(ctx, s.prefix+"deadline", redis.Z{Score: float64(ms(r.Deadline())), Member: r.ID})
 			p.SAdd(ctx, s.prefix+"queues", r.Queue())
@@ -163,7 +163,7 @@ func decodeHash(m map[string]string) (*Request, error) {
 		Status:                m["status"], WebhookStatus: m["whs"],
 		CreatedAt: fromMS(m["created"]), StatusAt: fromMS(m["status_at"]), NotBefore: fromMS(m["nb"]),
 		Attempts: atoi("attempts"), Owner: m["owner"], LeaseUntil: fromMS(m["lease"]),
-		WebhookAttempts: atoi("wha"), WebhookNext: fromMS(m["whn"]),
+		WebhookAttempts: atoi("wha"), WebhookNext: fromMS(m["whn"]), TraceParent: m["tp"],
 	}
 	if out := m["output"]; out != "" {
 		r.Output = json.RawMessage(out)
