@@ -37,6 +37,7 @@ type providerFake struct {
 	header      map[string]string
 	mu          sync.Mutex
 	bodies      [][]byte
+	traceparent string
 	status      int
 	contentType string
 	answer      []byte
@@ -53,6 +54,7 @@ func (p *providerFake) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	p.mu.Lock()
 	p.bodies = append(p.bodies, body)
+	p.traceparent = r.Header.Get("traceparent")
 	status, ct, answer := p.status, p.contentType, p.answer
 	p.mu.Unlock()
 	bad := ""

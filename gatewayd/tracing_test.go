@@ -231,3 +231,31 @@ func wantTags(t *testing.T, span jaegertest.Span, want, more map[string]string) 
 		t.Logf("span %q tags: %+v", span.OperationName, span.Tags)
 	}
 }
+
+// TestTraceparentReachesATranslatingProvider: a try of an ANTHROPIC target, whose provider sends a copy of the
+// call's headers with its own (anthropic-version), carries the try's traceparent too, in the client's trace.
+func TestTraceparentReachesATranslatingProvider(t *testing.T) {
+	j := jaegertest.Run(t)
+	tr, err := tracing.New(context.Background(), tracing.Config{Exporter: tracing.ExporterOTLP, Protocol: tracing.ProtocolGRPC,
+		Endpoint: j.OTLPGRPC, Sampler: "always_on", Service: "gatewayd-" + strings.ToLower(rand.Text()[:8])})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tr.Shutdown(context.Background()) })
+	claude := newAnthropicFake(t)
+	claude.set(200, "application/json", anthropicGolden(t, "answer.anthropic.json"))
+	f := newFixture(t, fixtureOpts{mode: "INDEPENDENT", tracer: tr, groups: []gatewaytest.Group{{ID: "root", Models: models("chat/claude")}},
+		endpoints: []snapshot.Endpoint{endpoint("chat/claude", []snapshot.Target{anthropicTarget("claude", claude, 0)}, nil, nil)}})
+	tp, traceID, spanID := jaegertest.TraceParent()
+	r := f.send("/v1/chat/completions", map[string]string{"Authorization": "Api-Key " + f.keys["root"], "traceparent": tp},
+		map[string]any{"model": "chat/claude", "messages": []any{map[string]any{"role": "user", "content": "hello"}}})
+	if r.status != http.StatusOK {
+		t.Fatalf("call: %d %s", r.status, r.body)
+	}
+	claude.mu.Lock()
+	got := claude.traceparent
+	claude.mu.Unlock()
+	if parts := strings.Split(got, "-"); len(parts) != 4 || parts[1] != traceID || parts[2] == spanID {
+		t.Fatalf("the ANTHROPIC upstream received traceparent %q; want trace %s under a span of gatewayd's", got, traceID)
+	}
+}

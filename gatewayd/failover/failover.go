@@ -148,7 +148,8 @@ func (c *Caller) Call(ctx context.Context, call *Call, sink upstream.Sink) (Resu
 		}
 		tryCtx, span := c.tr.StartUnder(ctx, "upstream try", trace.SpanKindClient)
 		// The upstream's spans join the try's: a traceparent of this try on every try, sampled or not.
-		c.tr.Inject(tryCtx, call.Header)
+		// Into the try's own headers: a provider with headers of its own (provider.Headers) sends a copy of the call's.
+		c.tr.Inject(tryCtx, req.Header)
 		res.Result, err = c.up.Forward(tryCtx, req, sink)
 		res.Target = t
 		now := c.now()
