@@ -97,11 +97,11 @@ func measure(t limits.Type) string {
 
 // settle charges what call c used to plan, all together: its tokens to the TOKEN limits and its cost to the COST
 // limits, up the whole chain (docs/limits.md, "Check and charge"). A call that used nothing charges nothing.
-func (h *Handler) settle(ctx context.Context, plan *limits.Plan, c *call, charge limits.Charge, prefix string) {
+func (h *Handler) settle(ctx context.Context, plan *limits.Plan, c *call, charge limits.Charge) {
 	if plan.Empty() || (charge.Tokens <= 0 && charge.Cost <= 0) {
 		return
 	}
 	if err := h.opts.Limits.Settle(context.WithoutCancel(ctx), plan, charge, h.opts.Clock.Now()); err != nil {
-		logr.FromContextOrDiscard(ctx).Error(err, "Failed to charge tokens and cost", "workspace", c.workspace, "slug", c.model, "prefix", prefix)
+		logr.FromContextOrDiscard(ctx).Error(err, "Failed to charge tokens and cost", "workspace", c.workspace, "slug", c.model, "prefix", c.prefix)
 	}
 }

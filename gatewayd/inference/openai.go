@@ -44,8 +44,6 @@ type call struct {
 	// fromClient translates the body of a call in another client API (/v1/messages) into OpenAI's; nil on the
 	// OpenAI routes.
 	fromClient func(body []byte) ([]byte, error)
-	// usage is what the answering try reported.
-	usage upstream.Usage
 }
 
 // openAI serves one OpenAI route for federated and workspace keys: suffix is appended to the Endpoint's base URL.
@@ -100,7 +98,7 @@ func endCall(span trace.Span, op string, c *call, status int) {
 		}
 		str(tracing.ResponseModel, model)
 		attrs = append(attrs, attribute.Int(tracing.Attempts, c.tries.Attempts),
-			attribute.Int64(tracing.InputTokens, c.usage.PromptTokens), attribute.Int64(tracing.OutputTokens, c.usage.CompletionTokens))
+			attribute.Int64(tracing.InputTokens, c.tries.Usage.PromptTokens), attribute.Int64(tracing.OutputTokens, c.tries.Usage.CompletionTokens))
 	}
 	if f := c.refusal; f != nil {
 		str(tracing.LimitBy, f.By)
@@ -232,10 +230,9 @@ func (h *Handler) serveOpenAI(ctx context.Context, w *statusWriter, r *http.Requ
 	}
 	// Whatever usage the upstream reported is charged, even when the relay to the client was cut short.
 	u = res.Usage
-	c.usage = u
 	var inputCost int64
 	c.cost, inputCost = callCost(&res)
-	h.settle(ctx, plan, c, limits.Charge{Tokens: u.Total(), Cost: c.cost}, prefix)
+	h.settle(ctx, plan, c, limits.Charge{Tokens: u.Total(), Cost: c.cost})
 	h.opts.Metrics.tokens.WithLabelValues(c.workspace, c.entity, c.model, "input").Add(float64(u.PromptTokens))
 	h.opts.Metrics.tokens.WithLabelValues(c.workspace, c.entity, c.model, "output").Add(float64(u.CompletionTokens))
 	if c.cost > 0 {
