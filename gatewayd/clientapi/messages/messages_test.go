@@ -1,7 +1,6 @@
 package messages
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http/httptest"
@@ -13,15 +12,7 @@ import (
 
 	"github.com/modelgate/modelgate/gatewayd/provider/providertest"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
-	"github.com/modelgate/modelgate/test/testutil"
 )
-
-func sameJSON(t *testing.T, what string, got, want []byte) {
-	t.Helper()
-	if !testutil.JSONEqual(got, want) {
-		t.Errorf("%s:\n got %s\nwant %s", what, got, bytes.TrimSpace(want))
-	}
-}
 
 // TestRequestGolden translates Messages requests into OpenAI chat bodies.
 func TestRequestGolden(t *testing.T) {
@@ -31,7 +22,7 @@ func TestRequestGolden(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		sameJSON(t, name, got, providertest.Read(t, name+".openai.json"))
+		providertest.SameJSON(t, name, got, providertest.Read(t, name+".openai.json"))
 		if stream != (name == "tools") {
 			t.Errorf("%s: stream %v", name, stream)
 		}
@@ -72,7 +63,7 @@ func TestAnswerGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameJSON(t, "answer", got, providertest.Read(t, "answer.anthropic.json"))
+	providertest.SameJSON(t, "answer", got, providertest.Read(t, "answer.anthropic.json"))
 	var m sdk.Message
 	if err := json.Unmarshal(got, &m); err != nil || m.StopReason != sdk.StopReasonToolUse || m.Usage.InputTokens != 384 ||
 		len(m.Content) != 2 || m.Content[1].Name != "get_weather" {
@@ -106,7 +97,7 @@ func TestStreamGolden(t *testing.T) {
 			if got[i].name != want[i].name {
 				t.Errorf("event %d: %s, want %s", i, got[i].name, want[i].name)
 			}
-			sameJSON(t, want[i].name, got[i].data, want[i].data)
+			providertest.SameJSON(t, want[i].name, got[i].data, want[i].data)
 		}
 		if !w.Done() {
 			t.Error("not done")

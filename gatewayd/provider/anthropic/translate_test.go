@@ -14,16 +14,7 @@ import (
 	"github.com/modelgate/modelgate/gatewayd/provider"
 	"github.com/modelgate/modelgate/gatewayd/provider/providertest"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
-	"github.com/modelgate/modelgate/test/testutil"
 )
-
-// sameJSON fails unless got and want hold the same JSON value, whatever the spacing and member order.
-func sameJSON(t *testing.T, what string, got, want []byte) {
-	t.Helper()
-	if !testutil.JSONEqual(got, want) {
-		t.Errorf("%s:\n got %s\nwant %s", what, got, bytes.TrimSpace(want))
-	}
-}
 
 // throughSDK is a request as the SDK's MessageNewParams read and write it.
 func throughSDK(t *testing.T, b []byte) []byte {
@@ -48,9 +39,9 @@ func TestRequestGolden(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		sameJSON(t, name, got, providertest.Read(t, name+".anthropic.json"))
+		providertest.SameJSON(t, name, got, providertest.Read(t, name+".anthropic.json"))
 		// The SDK's params read the request as they read the documented example.
-		sameJSON(t, name+" through the SDK", throughSDK(t, got), throughSDK(t, providertest.Read(t, name+".anthropic.json")))
+		providertest.SameJSON(t, name+" through the SDK", throughSDK(t, got), throughSDK(t, providertest.Read(t, name+".anthropic.json")))
 	}
 }
 
@@ -94,7 +85,7 @@ func TestAnswerGolden(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sameJSON(t, name, created.ReplaceAll(got, []byte(`"created":0`)), providertest.Read(t, name+".openai.json"))
+		providertest.SameJSON(t, name, created.ReplaceAll(got, []byte(`"created":0`)), providertest.Read(t, name+".openai.json"))
 		var mine Answer
 		var theirs sdk.Message
 		if json.Unmarshal(in, &mine) != nil || json.Unmarshal(in, &theirs) != nil {
@@ -119,7 +110,7 @@ func TestAnswerGolden(t *testing.T) {
 	if _, u, _ := tr.Answer(providertest.Read(t, "answer.anthropic.json")); u.PromptTokens != 2095+10+100 || u.CompletionTokens != 503 {
 		t.Errorf("usage %+v: cache writes and reads count as input", u)
 	}
-	sameJSON(t, "error", tr.Error(404, providertest.Read(t, "error.anthropic.json")), providertest.Read(t, "error.openai.json"))
+	providertest.SameJSON(t, "error", tr.Error(404, providertest.Read(t, "error.anthropic.json")), providertest.Read(t, "error.openai.json"))
 	if got := string(tr.Error(502, []byte("<html>bad gateway</html>"))); !strings.Contains(got, "bad gateway") {
 		t.Errorf("a non-JSON error: %s", got)
 	}
