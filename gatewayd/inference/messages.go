@@ -2,11 +2,7 @@ package inference
 
 import (
 	"net/http"
-	"strconv"
 	"strings"
-	"time"
-
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/modelgate/modelgate/api/tracing"
 	"github.com/modelgate/modelgate/gatewayd/clientapi/messages"
@@ -21,28 +17,15 @@ func (h *Handler) messagesRoute() http.Handler {
 	const pattern = "/v1/messages"
 	op := tracing.Operation("/chat/completions")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
 		c := &call{fromClient: func(body []byte) ([]byte, error) {
 			chat, _, err := messages.Request(body)
 			return chat, err
 		}}
 		mw := messages.NewWriter(w)
-		sw := &statusWriter{ResponseWriter: mw}
-		// The call's server span, as on the OpenAI routes (openAI): a chat call, under the client's traceparent.
-		tr := h.opts.Tracer
-		ctx, span := tr.Start(tr.Extract(r.Context(), r.Header), op, trace.SpanKindServer)
-		defer func() {
-			mw.Finish()
-			code := strconv.Itoa(sw.code())
-			h.opts.Metrics.requests.WithLabelValues(c.workspace, c.entity, c.model, code).Inc()
-			h.opts.Metrics.requestDuration.WithLabelValues(pattern, code).Observe(time.Since(start).Seconds())
-			if span.IsRecording() {
-				endCall(span, op, c, sw.code())
-			}
-			span.End()
-		}()
 		anthropicKey(r)
-		h.serveOpenAI(ctx, sw, r, "/chat/completions", c)
+		// The call's server span and series are the OpenAI routes' (openAI): a chat call, under the client's
+		// traceparent.
+		h.serveCall(mw, r, pattern, op, "/chat/completions", c, mw.Finish)
 	})
 }
 

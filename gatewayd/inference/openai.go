@@ -49,25 +49,33 @@ type call struct {
 // openAI serves one OpenAI route for federated and workspace keys: suffix is appended to the Endpoint's base URL.
 func (h *Handler) openAI(suffix string) http.Handler {
 	pattern, op := "/v1"+suffix, tracing.Operation(suffix)
-	tr := h.opts.Tracer
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		c := &call{}
-		sw := &statusWriter{ResponseWriter: w}
-		// With tracing off, Extract and Start return r's context and a span that records nothing, allocating nothing.
-		// The call's context carries the span; r keeps its own, so tracing costs no copy of the request.
-		ctx, span := tr.Start(tr.Extract(r.Context(), r.Header), op, trace.SpanKindServer)
-		defer func() {
-			code := strconv.Itoa(sw.code())
-			h.opts.Metrics.requests.WithLabelValues(c.workspace, c.entity, c.model, code).Inc()
-			h.opts.Metrics.requestDuration.WithLabelValues(pattern, code).Observe(time.Since(start).Seconds())
-			if span.IsRecording() {
-				endCall(span, op, c, sw.code())
-			}
-			span.End()
-		}()
-		h.serveOpenAI(ctx, sw, r, suffix, c)
+		h.serveCall(w, r, pattern, op, suffix, &call{}, nil)
 	})
+}
+
+// serveCall serves a model call on route suffix (serveOpenAI) under its server span, and counts it in the request
+// series under pattern once answered; finish, when set, runs first then, before w's status is read.
+func (h *Handler) serveCall(w http.ResponseWriter, r *http.Request, pattern, op, suffix string, c *call, finish func()) {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	// With tracing off, Extract and Start return r's context and a span that records nothing, allocating nothing.
+	// The call's context carries the span; r keeps its own, so tracing costs no copy of the request.
+	tr := h.opts.Tracer
+	ctx, span := tr.Start(tr.Extract(r.Context(), r.Header), op, trace.SpanKindServer)
+	defer func() {
+		if finish != nil {
+			finish()
+		}
+		code := strconv.Itoa(sw.code())
+		h.opts.Metrics.requests.WithLabelValues(c.workspace, c.entity, c.model, code).Inc()
+		h.opts.Metrics.requestDuration.WithLabelValues(pattern, code).Observe(time.Since(start).Seconds())
+		if span.IsRecording() {
+			endCall(span, op, c, sw.code())
+		}
+		span.End()
+	}()
+	h.serveOpenAI(ctx, sw, r, suffix, c)
 }
 
 // endCall writes what a model call did on its server span: the GenAI attributes, the caller's group and key

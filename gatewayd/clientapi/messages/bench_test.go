@@ -3,15 +3,17 @@ package messages
 import (
 	"net/http/httptest"
 	"testing"
+
+	"github.com/modelgate/modelgate/gatewayd/provider/providertest"
 )
 
 // BenchmarkTranslation is the cost the /v1/messages client API adds to one call (docs/benchmarks.md
 // "Providers"): the request into OpenAI's body, the answer back, and a stream of nine OpenAI chunks rewritten into
 // Messages' events.
 func BenchmarkTranslation(b *testing.B) {
-	req := golden(b, "basic.anthropic.json")
-	answer := golden(b, "answer.openai.json")
-	stream := golden(b, "stream.openai.sse")
+	req := providertest.Read(b, "basic.anthropic.json")
+	answer := providertest.Read(b, "answer.openai.json")
+	stream := providertest.Read(b, "stream.openai.sse")
 	b.Run("request", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

@@ -8,13 +8,15 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/modelgate/modelgate/gatewayd/provider/providertest"
 )
 
 // FuzzMessagesRequest: any body either translates into an OpenAI chat body that is valid JSON with messages, or
 // is refused; never a panic.
 func FuzzMessagesRequest(f *testing.F) {
-	f.Add(golden(f, "basic.anthropic.json"))
-	f.Add(golden(f, "tools.anthropic.json"))
+	f.Add(providertest.Read(f, "basic.anthropic.json"))
+	f.Add(providertest.Read(f, "tools.anthropic.json"))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		out, _, err := Request(body)
 		if err != nil {
@@ -32,7 +34,7 @@ func FuzzMessagesRequest(f *testing.F) {
 // negative; and arbitrary bytes never make the Writer panic.
 func FuzzMessagesStream(f *testing.F) {
 	f.Add("Hello, world", 3, 7, int64(25), int64(15), []byte(nil))
-	f.Add("ünïcode ✓ \"q\"\n\n", 1, 1, int64(-3), int64(-9), golden(f, "stream.openai.sse"))
+	f.Add("ünïcode ✓ \"q\"\n\n", 1, 1, int64(-3), int64(-9), providertest.Read(f, "stream.openai.sse"))
 	f.Fuzz(func(t *testing.T, text string, pieces, write int, in, out int64, raw []byte) {
 		w := NewWriter(httptest.NewRecorder())
 		w.Header().Set("Content-Type", "text/event-stream")

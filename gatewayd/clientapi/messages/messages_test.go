@@ -1,46 +1,28 @@
 package messages
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http/httptest"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 
+	"github.com/modelgate/modelgate/gatewayd/provider/providertest"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
-	"github.com/modelgate/modelgate/test/testutil"
 )
-
-func golden(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile("testdata/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-func sameJSON(t *testing.T, what string, got, want []byte) {
-	t.Helper()
-	if !testutil.JSONEqual(got, want) {
-		t.Errorf("%s:\n got %s\nwant %s", what, got, bytes.TrimSpace(want))
-	}
-}
 
 // TestRequestGolden translates Messages requests into OpenAI chat bodies.
 func TestRequestGolden(t *testing.T) {
 	for _, name := range []string{"basic", "tools"} {
-		in := golden(t, name+".anthropic.json")
+		in := providertest.Read(t, name+".anthropic.json")
 		got, stream, err := Request(in)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		sameJSON(t, name, got, golden(t, name+".openai.json"))
+		providertest.SameJSON(t, name, got, providertest.Read(t, name+".openai.json"))
 		if stream != (name == "tools") {
 			t.Errorf("%s: stream %v", name, stream)
 		}
@@ -77,11 +59,11 @@ func TestRequestRefusals(t *testing.T) {
 
 // TestAnswerGolden rewrites an OpenAI answer into Messages' answer, which the SDK reads back.
 func TestAnswerGolden(t *testing.T) {
-	got, err := Answer(golden(t, "answer.openai.json"))
+	got, err := Answer(providertest.Read(t, "answer.openai.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameJSON(t, "answer", got, golden(t, "answer.anthropic.json"))
+	providertest.SameJSON(t, "answer", got, providertest.Read(t, "answer.anthropic.json"))
 	var m sdk.Message
 	if err := json.Unmarshal(got, &m); err != nil || m.StopReason != sdk.StopReasonToolUse || m.Usage.InputTokens != 384 ||
 		len(m.Content) != 2 || m.Content[1].Name != "get_weather" {
@@ -92,7 +74,7 @@ func TestAnswerGolden(t *testing.T) {
 // TestStreamGolden rewrites OpenAI chunks into Messages' events, written in pieces that split events anywhere,
 // and the SDK accumulates them into the answer they tell.
 func TestStreamGolden(t *testing.T) {
-	in := golden(t, "stream.openai.sse")
+	in := providertest.Read(t, "stream.openai.sse")
 	for _, piece := range []int{len(in), 1, 7, 64} {
 		rec := httptest.NewRecorder()
 		w := NewWriter(rec)
@@ -107,7 +89,7 @@ func TestStreamGolden(t *testing.T) {
 		}
 		w.Finish()
 		got := splitEvents(rec.Body.Bytes())
-		want := splitEvents(golden(t, "stream.anthropic.sse"))
+		want := splitEvents(providertest.Read(t, "stream.anthropic.sse"))
 		if len(got) != len(want) {
 			t.Fatalf("pieces of %d: %d events, want %d:\n%s", piece, len(got), len(want), rec.Body.String())
 		}
@@ -115,7 +97,7 @@ func TestStreamGolden(t *testing.T) {
 			if got[i].name != want[i].name {
 				t.Errorf("event %d: %s, want %s", i, got[i].name, want[i].name)
 			}
-			sameJSON(t, want[i].name, got[i].data, want[i].data)
+			providertest.SameJSON(t, want[i].name, got[i].data, want[i].data)
 		}
 		if !w.Done() {
 			t.Error("not done")

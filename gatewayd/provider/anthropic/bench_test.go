@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/modelgate/modelgate/gatewayd/provider"
+	"github.com/modelgate/modelgate/gatewayd/provider/providertest"
 	"github.com/modelgate/modelgate/gatewayd/view"
 )
 
@@ -12,9 +13,9 @@ import (
 // the request of a small chat body, a whole answer, and a stream of the documented example's events.
 func BenchmarkTranslation(b *testing.B) {
 	t := &view.Target{BaseURL: "http://127.0.0.1:1/v1", TargetModel: "claude-sonnet-4-5"}
-	body := golden(b, "system.openai.json")
-	answer := golden(b, "answer.anthropic.json")
-	stream := golden(b, "stream.anthropic.sse")
+	body := providertest.Read(b, "system.openai.json")
+	answer := providertest.Read(b, "answer.anthropic.json")
+	stream := providertest.Read(b, "stream.anthropic.sse")
 	b.Run("request", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

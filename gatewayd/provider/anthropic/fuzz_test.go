@@ -7,13 +7,15 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/modelgate/modelgate/gatewayd/provider/providertest"
 )
 
 // FuzzAnthropicRequest: any body either translates into a Messages request that is valid JSON with a positive
 // max_tokens, or is refused; never a panic.
 func FuzzAnthropicRequest(f *testing.F) {
 	for _, name := range []string{"basic", "system", "tools", "image"} {
-		f.Add(golden(f, name+".openai.json"))
+		f.Add(providertest.Read(f, name+".openai.json"))
 	}
 	f.Add([]byte(`{"messages":[{"role":"tool","content":[{"type":"text","text":"x"}]}],"stop":["a",1]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -36,7 +38,7 @@ func FuzzAnthropicRequest(f *testing.F) {
 // and arbitrary bytes never make it panic.
 func FuzzAnthropicStream(f *testing.F) {
 	f.Add("Hello, world", 3, int64(25), int64(15), int64(0), []byte(nil))
-	f.Add("ünïcode ✓ and \"quotes\"\n", 1, int64(-5), int64(-1), int64(7), golden(f, "tool-stream.anthropic.sse"))
+	f.Add("ünïcode ✓ and \"quotes\"\n", 1, int64(-5), int64(-1), int64(7), providertest.Read(f, "tool-stream.anthropic.sse"))
 	f.Fuzz(func(t *testing.T, text string, pieces int, in, out, cache int64, raw []byte) {
 		_, _, _ = streamOf(raw, true) // arbitrary bytes: no panic
 		if !utf8.ValidString(text) {
@@ -85,8 +87,8 @@ func FuzzAnthropicStream(f *testing.F) {
 
 // FuzzAnthropicAnswer: any answer body translates or fails, with usage never negative; never a panic.
 func FuzzAnthropicAnswer(f *testing.F) {
-	f.Add(golden(f, "answer.anthropic.json"))
-	f.Add(golden(f, "tool-answer.anthropic.json"))
+	f.Add(providertest.Read(f, "answer.anthropic.json"))
+	f.Add(providertest.Read(f, "tool-answer.anthropic.json"))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		out, u, err := translation{}.Answer(body)
 		_ = translation{}.Error(400, body)

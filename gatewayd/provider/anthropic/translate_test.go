@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -13,26 +12,9 @@ import (
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 
 	"github.com/modelgate/modelgate/gatewayd/provider"
+	"github.com/modelgate/modelgate/gatewayd/provider/providertest"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
-	"github.com/modelgate/modelgate/test/testutil"
 )
-
-func golden(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile("testdata/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// sameJSON fails unless got and want hold the same JSON value, whatever the spacing and member order.
-func sameJSON(t *testing.T, what string, got, want []byte) {
-	t.Helper()
-	if !testutil.JSONEqual(got, want) {
-		t.Errorf("%s:\n got %s\nwant %s", what, got, bytes.TrimSpace(want))
-	}
-}
 
 // throughSDK is a request as the SDK's MessageNewParams read and write it.
 func throughSDK(t *testing.T, b []byte) []byte {
@@ -53,13 +35,13 @@ var created = regexp.MustCompile(`"created":\d+`)
 // TestRequestGolden translates OpenAI bodies into the requests of Anthropic's documented examples.
 func TestRequestGolden(t *testing.T) {
 	for _, name := range []string{"basic", "system", "tools", "image"} {
-		got, err := TranslateRequest(golden(t, name+".openai.json"), "claude-sonnet-4-5")
+		got, err := TranslateRequest(providertest.Read(t, name+".openai.json"), "claude-sonnet-4-5")
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		sameJSON(t, name, got, golden(t, name+".anthropic.json"))
+		providertest.SameJSON(t, name, got, providertest.Read(t, name+".anthropic.json"))
 		// The SDK's params read the request as they read the documented example.
-		sameJSON(t, name+" through the SDK", throughSDK(t, got), throughSDK(t, golden(t, name+".anthropic.json")))
+		providertest.SameJSON(t, name+" through the SDK", throughSDK(t, got), throughSDK(t, providertest.Read(t, name+".anthropic.json")))
 	}
 }
 
@@ -98,12 +80,12 @@ func isUnsupported(err error) bool {
 func TestAnswerGolden(t *testing.T) {
 	tr := translation{}
 	for _, name := range []string{"answer", "tool-answer"} {
-		in := golden(t, name+".anthropic.json")
+		in := providertest.Read(t, name+".anthropic.json")
 		got, u, err := tr.Answer(in)
 		if err != nil {
 			t.Fatal(err)
 		}
-		sameJSON(t, name, created.ReplaceAll(got, []byte(`"created":0`)), golden(t, name+".openai.json"))
+		providertest.SameJSON(t, name, created.ReplaceAll(got, []byte(`"created":0`)), providertest.Read(t, name+".openai.json"))
 		var mine Answer
 		var theirs sdk.Message
 		if json.Unmarshal(in, &mine) != nil || json.Unmarshal(in, &theirs) != nil {
@@ -125,10 +107,10 @@ func TestAnswerGolden(t *testing.T) {
 			t.Errorf("%s: no usage", name)
 		}
 	}
-	if _, u, _ := tr.Answer(golden(t, "answer.anthropic.json")); u.PromptTokens != 2095+10+100 || u.CompletionTokens != 503 {
+	if _, u, _ := tr.Answer(providertest.Read(t, "answer.anthropic.json")); u.PromptTokens != 2095+10+100 || u.CompletionTokens != 503 {
 		t.Errorf("usage %+v: cache writes and reads count as input", u)
 	}
-	sameJSON(t, "error", tr.Error(404, golden(t, "error.anthropic.json")), golden(t, "error.openai.json"))
+	providertest.SameJSON(t, "error", tr.Error(404, providertest.Read(t, "error.anthropic.json")), providertest.Read(t, "error.openai.json"))
 	if got := string(tr.Error(502, []byte("<html>bad gateway</html>"))); !strings.Contains(got, "bad gateway") {
 		t.Errorf("a non-JSON error: %s", got)
 	}
@@ -152,18 +134,18 @@ func streamOf(in []byte, wantUsage bool) (string, upstream.Usage, error) {
 // TestStreamGolden translates Anthropic's documented streams into OpenAI chunks, and holds the events to what the
 // SDK accumulates from the same bytes.
 func TestStreamGolden(t *testing.T) {
-	got, u, err := streamOf(golden(t, "stream.anthropic.sse"), true)
+	got, u, err := streamOf(providertest.Read(t, "stream.anthropic.sse"), true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := string(golden(t, "stream.openai.sse"))
+	want := string(providertest.Read(t, "stream.openai.sse"))
 	if got = created.ReplaceAllString(got, `"created":0`); got != want {
 		t.Errorf("stream:\n got %s\nwant %s", got, want)
 	}
 	if u.PromptTokens != 25 || u.CompletionTokens != 15 {
 		t.Errorf("usage %+v", u)
 	}
-	got, _, err = streamOf(golden(t, "tool-stream.anthropic.sse"), false)
+	got, _, err = streamOf(providertest.Read(t, "tool-stream.anthropic.sse"), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,12 +169,12 @@ func TestStreamGolden(t *testing.T) {
 			finish = *f
 		}
 	}
-	acc := accumulate(t, golden(t, "tool-stream.anthropic.sse"))
+	acc := accumulate(t, providertest.Read(t, "tool-stream.anthropic.sse"))
 	if text.String() != acc.Content[0].Text || args.String() != string(acc.Content[1].Input) || finish != FinishReason(string(acc.StopReason)) {
 		t.Errorf("text %q args %q finish %q; the SDK reads %q %s %s", text.String(), args.String(), finish, acc.Content[0].Text, acc.Content[1].Input, acc.StopReason)
 	}
 	// A stream that ends before message_stop is cut, not complete.
-	cut := golden(t, "stream.anthropic.sse")
+	cut := providertest.Read(t, "stream.anthropic.sse")
 	if _, _, err := streamOf(cut[:bytes.Index(cut, []byte("event: message_delta"))], false); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Errorf("a cut stream: %v", err)
 	}

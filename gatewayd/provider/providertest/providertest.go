@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -138,5 +139,15 @@ func RequestGolden(t *testing.T, p provider.Provider, target *view.Target, route
 				Golden(t, name+suffix+".request.golden.json", append([]byte("POST "+url+"\n"), Indent(t, out)...))
 			}
 		})
+	}
+}
+
+// SameJSON fails t unless got and want hold the same JSON value, whatever the spacing and member order. (It
+// decodes both itself: a gatewayd package may not import test/testutil, test/layers.)
+func SameJSON(t testing.TB, what string, got, want []byte) {
+	t.Helper()
+	var g, w any
+	if json.Unmarshal(got, &g) != nil || json.Unmarshal(want, &w) != nil || !reflect.DeepEqual(g, w) {
+		t.Errorf("%s:\n got %s\nwant %s", what, got, bytes.TrimSpace(want))
 	}
 }
