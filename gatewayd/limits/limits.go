@@ -55,8 +55,8 @@ func (u Unit) Calendar() bool { return u == Day || u == Month }
 // since January 1970 for Month. It is meaningless for a rolling unit.
 func (u Unit) Period(t time.Time) int64 {
 	if u == Month {
-		t = t.UTC()
-		return int64(t.Year()-1970)*12 + int64(t.Month()) - 1
+		y, m, _ := t.UTC().Date()
+		return int64(y-1970)*12 + int64(m) - 1
 	}
 	return t.UnixNano() / nanosPerDay
 }

@@ -35,10 +35,11 @@ func pricedWorkspace(t *testing.T) *workspace {
 // returns the sum of costMicroUsd, the most one call cost and the count of answered (200) calls.
 func eventCosts(t *testing.T, base string, w *workspace, n int) (sum, most int64, answered int) {
 	t.Helper()
-	var items []struct {
+	type event struct {
 		StatusCode   int   `json:"statusCode"`
 		CostMicroUsd int64 `json:"costMicroUsd"`
 	}
+	var items []event
 	for range 200 {
 		req, _ := http.NewRequest(http.MethodGet, base+"/v1/gateway/events?limit=1000", nil)
 		req.Header.Set("Authorization", "Bearer "+w.admin)
@@ -47,10 +48,7 @@ func eventCosts(t *testing.T, base string, w *workspace, n int) (sum, most int64
 			t.Fatal(err)
 		}
 		var page struct {
-			Items []struct {
-				StatusCode   int   `json:"statusCode"`
-				CostMicroUsd int64 `json:"costMicroUsd"`
-			} `json:"items"`
+			Items []event `json:"items"`
 		}
 		err = json.NewDecoder(resp.Body).Decode(&page)
 		resp.Body.Close()

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { formatLimit, formatMoney, formatShorthand, groupDigits, limitEquals, parseLimit, parseMoney, parseShorthand } from "./shorthand";
+import { formatLimit, formatMoney, formatShorthand, groupDigits, limitEquals, parseLimit, parseMoney, parseShorthand, type Parsed } from "./shorthand";
 
 // The shared case file: gatewayd/dashboard/testdata/shorthand.json.
 const cases = JSON.parse(readFileSync(new URL("../../testdata/shorthand.json", import.meta.url), "utf8")) as {
@@ -10,17 +10,20 @@ const cases = JSON.parse(readFileSync(new URL("../../testdata/shorthand.json", i
   money: { parse: { in: string; want?: number; error?: string }[]; format: { n: number; want: string }[]; roundtrip: number[] };
 };
 
+// expectParsed checks a parse against one case of the shared file: an error containing c.error, or exactly the
+// integer c.want.
+function expectParsed(got: Parsed, c: { want?: number; error?: string }) {
+  if (c.error !== undefined) {
+    expect(got.ok).toBe(false);
+    if (!got.ok) expect(got.error).toContain(c.error);
+  } else {
+    expect(got).toEqual({ ok: true, value: c.want });
+    if (got.ok) expect(Number.isInteger(got.value)).toBe(true);
+  }
+}
+
 describe("parseShorthand", () => {
-  it.each(cases.parse)("$in", (c) => {
-    const got = parseShorthand(c.in);
-    if (c.error !== undefined) {
-      expect(got.ok).toBe(false);
-      if (!got.ok) expect(got.error).toContain(c.error);
-    } else {
-      expect(got).toEqual({ ok: true, value: c.want });
-      if (got.ok) expect(Number.isInteger(got.value)).toBe(true);
-    }
-  });
+  it.each(cases.parse)("$in", (c) => expectParsed(parseShorthand(c.in), c));
   it("names the exact integer when a third decimal is refused", () => {
     expect(parseShorthand("1.005k")).toEqual({ ok: false, error: "At most two decimals: write 1005 instead of 1.005k." });
   });
@@ -40,16 +43,7 @@ describe("formatShorthand", () => {
 });
 
 describe("parseMoney", () => {
-  it.each(cases.money.parse)("$in", (c) => {
-    const got = parseMoney(c.in);
-    if (c.error !== undefined) {
-      expect(got.ok).toBe(false);
-      if (!got.ok) expect(got.error).toContain(c.error);
-    } else {
-      expect(got).toEqual({ ok: true, value: c.want });
-      if (got.ok) expect(Number.isInteger(got.value)).toBe(true);
-    }
-  });
+  it.each(cases.money.parse)("$in", (c) => expectParsed(parseMoney(c.in), c));
 });
 
 describe("formatMoney", () => {
