@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -195,19 +196,16 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 			stream = append(stream, t)
 		}
 	}
-	// The Endpoints of several targets follow the in-process gatewayds, so that in every round's rotation each
-	// follows a target of the same process, as the one-target route follows the bare proxy (a target that follows
-	// a process of its own runs while that process winds down): two weighted targets, and a refused try before
-	// every answer. Their streams would say nothing the plain runs do not; the stream list runs gatewayd's own in
+	// The Endpoints of several targets follow the in-process gatewayds: two weighted targets (run bracketed by the
+	// one-target route, rounds.bracket), and a refused try before every answer (in the rotation). Their streams would say nothing the plain runs do not; the stream list runs gatewayd's own in
 	// their places, so that the peers keep one index in both lists. The fixed indexes above stay: a row of a
 	// target that did not run is not read.
 	routing := routingTargets{two: len(plain), failover: len(plain) + 1}
 	plain = append(plain, bySlugs("gatewayd, two targets", gw.URL, ws, emb, twoSlug, twoSlug),
 		bySlugs("gatewayd, refused try first", gw.URL, ws, emb, failoverSlug, failoverSlug))
 	stream = append(stream, gw, gw)
-	// gatewayd tracing 1% of its calls into a real Jaeger, on a state of its own, also in the rotation of the
-	// in-process targets: its throughput against the untraced gatewayd's of the same round (docs/benchmarks.md
-	// "Tracing").
+	// gatewayd tracing 1% of its calls into a real Jaeger, on a state of its own, run bracketed by the untraced
+	// gatewayd (rounds.bracket): its throughput against theirs (docs/benchmarks.md "Tracing").
 	traced, stopTraced, tracedErr := startTraced(ctx, st.Config, ws)
 	tracedAt := -1
 	if tracedErr != nil {
@@ -292,6 +290,11 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		}
 		into[i] = append(into[i], Drive(ctx, plain[i], concurrency, d, false, want, vOf(i)))
 	}
+	// The rows held to a ratio of one target's throughput run bracketed (rounds.bracket), not in the rotation.
+	rounds.bracket = []int{routing.two}
+	if tracedAt >= 0 {
+		rounds.bracket = append(rounds.bracket, tracedAt)
+	}
 	for r := range cfg.Rounds {
 		cfg.progress("round %d of %d", r+1, cfg.Rounds)
 		// Rotating the order keeps any drift of the machine within a round from favouring one target.
@@ -299,8 +302,16 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 			drive((k+r)%(len(plain)+1), 1, cfg.LatencyDuration, rounds.latency, &rounds.predictLatency)
 		}
 		for k := range len(plain) + 1 {
-			drive((k+r)%(len(plain)+1), cfg.Concurrency, cfg.ThroughputDuration, rounds.throughput, &rounds.predictThroughput)
+			if i := (k + r) % (len(plain) + 1); !slices.Contains(rounds.bracket, i) {
+				drive(i, cfg.Concurrency, cfg.ThroughputDuration, rounds.throughput, &rounds.predictThroughput)
+			}
 		}
+		for j, i := range rounds.bracket {
+			rounds.controls[j] = append(rounds.controls[j], Drive(ctx, plain[embedded], cfg.Concurrency, cfg.ThroughputDuration, false, want, v))
+			drive(i, cfg.Concurrency, cfg.ThroughputDuration, rounds.throughput, &rounds.predictThroughput)
+		}
+		last := len(rounds.bracket)
+		rounds.controls[last] = append(rounds.controls[last], Drive(ctx, plain[embedded], cfg.Concurrency, cfg.ThroughputDuration, false, want, v))
 		for k := range stream {
 			i := (k + r) % len(stream)
 			rounds.stream[i] = append(rounds.stream[i], Drive(ctx, stream[i], cfg.StreamConcurrency, cfg.StreamDuration, true, want, vOf(i)))
@@ -389,10 +400,16 @@ type rounds struct {
 	latency, throughput, stream [][]Result
 	// predictLatency and predictThroughput are the predict target's runs, one per round.
 	predictLatency, predictThroughput []Result
+	// bracket are the targets whose throughput is held to a ratio of one target's: in each round they run after
+	// the rotation, each between two runs of the one-target route (controls[j] and controls[j+1] bracket
+	// bracket[j]), so that every one follows a run of the same process and is compared with the runs on either
+	// side of it rather than with a run that had other neighbours (docs/benchmarks.md "Side-by-side load harness").
+	bracket  []int
+	controls [][]Result
 }
 
 func newRounds(n int) *rounds {
-	return &rounds{latency: make([][]Result, n), throughput: make([][]Result, n), stream: make([][]Result, n)}
+	return &rounds{latency: make([][]Result, n), throughput: make([][]Result, n), stream: make([][]Result, n), controls: make([][]Result, n+1)}
 }
 
 // modeCascading is the mode of the background trees.

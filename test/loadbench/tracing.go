@@ -60,16 +60,16 @@ func startTraced(ctx context.Context, rc *rest.Config, ws *loadWorkspace) (*Targ
 }
 
 // addTracing reports the throughput of the gatewayd tracing 1% of its calls against the untraced one of the same
-// rounds (at is its index in the plain rotation; err why it did not run).
+// rounds (at is its index in the plain target list; err why it did not run).
 func (r *Report) addTracing(cfg Config, rs *rounds, at int, err error) {
 	figure := fmt.Sprintf("throughput tracing on at 1%% ÷ tracing off, concurrency %d", cfg.Concurrency)
 	if err != nil {
 		r.info(figure, "not run: "+err.Error())
 		return
 	}
-	x := rs.throughputRatio(at, embedded)
+	x := rs.bracketedRatio(at)
 	r.add(figure, fmt.Sprintf("%.2f", x), "≥ 0.97", x >= 0.97)
 	r.Notes = append(r.Notes, "Tracing: gatewayd, traced 1% = an in-process gatewayd on an embedded state of its own, tracing "+
 		"parentbased_traceidratio "+tracedRatio+" of its calls over OTLP/gRPC into a real Jaeger (hack/jaeger-binary.sh) on "+
-		"loopback, in each round's rotation of the plain targets and compared with the untraced gatewayd of the same round.")
+		"loopback; in each round it runs after the rotation between two runs of the untraced gatewayd, and its throughput is divided by the mean of theirs.")
 }
