@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -257,5 +258,90 @@ func TestTraceparentReachesATranslatingProvider(t *testing.T) {
 	claude.mu.Unlock()
 	if parts := strings.Split(got, "-"); len(parts) != 4 || parts[1] != traceID || parts[2] == spanID {
 		t.Fatalf("the ANTHROPIC upstream received traceparent %q; want trace %s under a span of gatewayd's", got, traceID)
+	}
+}
+
+// TestPredictTraces: a predict call under a client's traceparent gets a server span, "predict", in that trace and
+// under the client's span, with the workspace, the model, the deployment, the key prefix, the request id and the
+// status; the model server receives a traceparent of the same trace naming that span; no span holds the key. A
+// call the route refuses (an unknown model) gets its span too, without a model or a deployment.
+func TestPredictTraces(t *testing.T) {
+	j := jaegertest.Run(t)
+	service := "gatewayd-" + strings.ToLower(rand.Text()[:8])
+	tr, err := tracing.New(context.Background(), tracing.Config{Exporter: tracing.ExporterOTLP, Protocol: tracing.ProtocolGRPC,
+		Endpoint: j.OTLPGRPC, Sampler: "always_on", Service: service})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tr.Shutdown(context.Background()) })
+	f := newModelFixtureOpts(t, fixtureOpts{tracer: tr})
+	// The production deployment's server records the traceparent it receives.
+	received := make(chan string, 1)
+	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		received <- r.Header.Get("traceparent")
+		_, _ = w.Write([]byte(`{"label":"positive"}`))
+	}))
+	t.Cleanup(model.Close)
+	f.deployment("v1").URL = model.URL
+	f.publish()
+
+	key := f.keys["invoke"]
+	call := func(path string) (int, http.Header, string, string) {
+		tp, traceID, spanID := jaegertest.TraceParent()
+		req, _ := http.NewRequest(http.MethodPost, f.url+path, strings.NewReader(`{"text":"hi"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Api-Key "+key)
+		req.Header.Set("traceparent", tp)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header, traceID, spanID
+	}
+	status, header, traceID, parent := call("/models/sentiment/production/predict")
+	if status != http.StatusOK {
+		t.Fatalf("predict: %d", status)
+	}
+	upTP := <-received
+	missing, _, missingTrace, _ := call("/models/nope/production/predict")
+	if missing != http.StatusNotFound {
+		t.Fatalf("predict of an unknown model: %d, want 404", missing)
+	}
+	if err := tr.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	var prefix string
+	for _, k := range f.snap.WorkspaceAPIKeys {
+		if strings.HasPrefix(key, k.Prefix) && len(k.Prefix) > len(prefix) {
+			prefix = k.Prefix
+		}
+	}
+	server := only(t, waitSpans(t, j, traceID, 1), "server", "predict")
+	if server.Parent() != parent {
+		t.Errorf("the predict span's parent = %q, want the client's span %s", server.Parent(), parent)
+	}
+	wantTags(t, server, map[string]string{
+		tracing.Workspace: f.ns, tracing.RequestModel: "sentiment", tracing.Deployment: "v1", tracing.KeyPrefix: prefix,
+		tracing.RequestID: header.Get("X-Request-Id"), "http.response.status_code": "200",
+	}, nil)
+	if parts := strings.Split(upTP, "-"); len(parts) != 4 || parts[1] != traceID || parts[2] != server.SpanID {
+		t.Errorf("the model server received traceparent %q; want trace %s under the predict span %s", upTP, traceID, server.SpanID)
+	}
+	refused := only(t, waitSpans(t, j, missingTrace, 1), "server", "predict")
+	wantTags(t, refused, map[string]string{tracing.Workspace: f.ns, tracing.KeyPrefix: prefix, "http.response.status_code": "404"}, nil)
+	if refused.HasTag(tracing.RequestModel) || refused.HasTag(tracing.Deployment) {
+		t.Errorf("the refused call's span names a model or a deployment: %+v", refused.Tags)
+	}
+	for _, id := range []string{traceID, missingTrace} {
+		tc, err := j.Trace(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := json.Marshal(tc); bytes.Contains(b, []byte(key[len(prefix):])) {
+			t.Errorf("trace %s holds the key", id)
+		}
 	}
 }

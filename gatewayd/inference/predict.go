@@ -1,13 +1,18 @@
 package inference
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/modelgate/modelgate/api/snapshot"
+	"github.com/modelgate/modelgate/api/tracing"
 
 	"github.com/modelgate/modelgate/gatewayd/auth"
 	"github.com/modelgate/modelgate/gatewayd/httperr"
@@ -33,12 +38,26 @@ func (h *Handler) callDeployment(w http.ResponseWriter, r *http.Request, chain b
 	sw := &statusWriter{ResponseWriter: w}
 	reqID := stampRequestID(sw, r)
 	workspace, model := "", ""
+	var caller auth.Caller
+	var d *snapshot.Deployment
+	// The call's server span, under the client's traceparent; with tracing off it records nothing and allocates
+	// nothing (docs/operations.md "Traces").
+	tr := h.opts.Tracer
+	op := "predict"
+	if chain {
+		op = "run_remote"
+	}
+	ctx, span := tr.Start(tr.Extract(r.Context(), r.Header), op, trace.SpanKindServer)
 	defer func() {
 		code := strconv.Itoa(sw.code())
 		h.opts.Metrics.requestDuration.WithLabelValues(r.Pattern, code).Observe(time.Since(start).Seconds())
 		if model != "" {
 			h.opts.Metrics.requests.WithLabelValues(workspace, "", model, code).Inc()
 		}
+		if span.IsRecording() {
+			endDeploymentCall(span, caller.Namespace, model, caller.Key.Prefix, reqID, d, sw.code())
+		}
+		span.End()
 	}()
 	caller, aerr := auth.Workspace(r, h.heldLookup)
 	if aerr != nil {
@@ -46,7 +65,6 @@ func (h *Handler) callDeployment(w http.ResponseWriter, r *http.Request, chain b
 		return
 	}
 	sel := route.Of(r)
-	var d *snapshot.Deployment
 	var env environmentRoute
 	rerr := route.Resolve(r.Context(), h.opts.View(), h.opts.View, caller.Namespace, h.opts.CatchUp, func(v *view.View) (e *httperr.Error) {
 		ns := v.Namespace(caller.Namespace)
@@ -69,7 +87,27 @@ func (h *Handler) callDeployment(w http.ResponseWriter, r *http.Request, chain b
 		httperr.WriteModelCallError(sw, rerr)
 		return
 	}
-	h.forwardPredict(sw, r, reqID, caller, d, env, start)
+	h.forwardPredict(ctx, sw, r, reqID, caller, d, env, start)
+}
+
+// endDeploymentCall writes what a call of a deployment did on its server span: the caller's workspace, the model
+// (its id, as an async request's spans name it) and the deployment once the route resolved them, the caller's key
+// prefix, the request id and the status; never the key, a header or the body.
+func endDeploymentCall(span trace.Span, workspace, model, prefix, reqID string, d *snapshot.Deployment, status int) {
+	attrs := []attribute.KeyValue{attribute.Int("http.response.status_code", status), attribute.String(tracing.RequestID, reqID)}
+	for _, kv := range [][2]string{{tracing.Workspace, workspace}, {tracing.RequestModel, model}, {tracing.KeyPrefix, prefix}} {
+		if kv[1] != "" {
+			attrs = append(attrs, attribute.String(kv[0], kv[1]))
+		}
+	}
+	if d != nil {
+		attrs = append(attrs, attribute.String(tracing.Deployment, d.ID))
+	}
+	span.SetAttributes(attrs...)
+	if status >= http.StatusInternalServerError {
+		span.SetAttributes(attribute.String("error.type", strconv.Itoa(status)))
+		tracing.Fail(span, http.StatusText(status))
+	}
 }
 
 // environmentRoute is the environment of a model that a predict call names; the zero value names none (a route
@@ -95,7 +133,7 @@ func (h *Handler) resolve(caller auth.Caller, env environmentRoute) *snapshot.De
 // view points that environment elsewhere. A body that does not arrive whole is answered by ingress.ReadFailed
 // (413 past the cap, 408 past its deadline), never by the model's answer: a small body is read before the model
 // is called, a larger one fails the model call it streams into.
-func (h *Handler) forwardPredict(sw *statusWriter, r *http.Request, reqID string, caller auth.Caller, d *snapshot.Deployment, env environmentRoute, start time.Time) {
+func (h *Handler) forwardPredict(ctx context.Context, sw *statusWriter, r *http.Request, reqID string, caller auth.Caller, d *snapshot.Deployment, env environmentRoute, start time.Time) {
 	if e := ingress.Limit(sw, r, h.opts.MaxBodyBytes); e != nil {
 		httperr.WriteModelCallError(sw, e)
 		return
@@ -148,12 +186,14 @@ func (h *Handler) forwardPredict(sw *statusWriter, r *http.Request, reqID string
 		}
 	}
 	header.Set(requestlog.Header, reqID)
+	// The model server joins the call's trace.
+	h.opts.Tracer.Inject(ctx, header)
 	fwd, err := predictBody(body, r.ContentLength)
 	if err != nil {
 		httperr.WriteModelCallError(sw, ingress.ReadFailed(err))
 		return
 	}
-	_, err = h.opts.Upstream.Forward(r.Context(), upstream.Request{
+	_, err = h.opts.Upstream.Forward(ctx, upstream.Request{
 		Target: target, Body: fwd, ContentLength: r.ContentLength, Header: header,
 	}, sw)
 	if ferr := client.failed(); ferr != nil && (err != nil || sw.status == 0) {
