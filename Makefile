@@ -52,6 +52,10 @@ envtest: ## Build kube-apiserver, etcd and kubectl from source (cached outside t
 jaeger: ## Build Jaeger (its OTLP receiver and query API, for the tracing test and `make run TRACING=1`) from source, cached outside the repo, and print its path.
 	@hack/jaeger-binary.sh
 
+.PHONY: jaeger-ui
+jaeger-ui: ## Build Jaeger's web UI (jaeger-ui, cloned from GitHub or JAEGER_UI_SRC, built with npm), cached outside the repo, so `make run TRACING=1` serves it; print its path.
+	@hack/jaeger-ui.sh
+
 .PHONY: verify-generated
 verify-generated: manifests generate ## Fail when generated files are out of date.
 	@git diff --exit-code -- api config charts/modelgate/crds || { echo "Generated files are stale: run 'make manifests generate' and commit." >&2; exit 1; }

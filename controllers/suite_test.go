@@ -61,7 +61,7 @@ var _ = BeforeSuite(func() {
 	dir, err := os.MkdirTemp("", "controllers-jaeger-")
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(os.RemoveAll, dir)
-	jaeger, err = jaegertest.Start(ctx, bin, dir, jaegertest.Ports{})
+	jaeger, err = jaegertest.Start(ctx, bin, dir, jaegertest.Options{})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(jaeger.Stop)
 	tracer, err = tracing.New(ctx, tracing.Config{Exporter: tracing.ExporterOTLP, Protocol: tracing.ProtocolGRPC, Endpoint: jaeger.OTLPGRPC,

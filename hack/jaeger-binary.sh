@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds Jaeger (v2: an OpenTelemetry Collector distribution with an OTLP receiver, memory storage and the query
-# API; built from Go sources alone it serves no UI pages) from source through the Go module proxy, as hack/envtest-binaries.sh builds
+# API; built from Go sources alone it serves no UI pages, which hack/jaeger-ui.sh builds) from source through the Go module proxy, as hack/envtest-binaries.sh builds
 # kube-apiserver, and caches it outside the repository, in ${MODELGATE_CACHE:-~/.cache/modelgate}/jaeger/<version>.
 # Prints the binary's path. The tracing tests (gatewayd, gatewayd/async, controllers; through test/jaegertest) and
 # `make run TRACING=1` run it on loopback ports.

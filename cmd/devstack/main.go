@@ -61,16 +61,18 @@ func terminalOptions(debug bool) zap.Options {
 var traced bool
 
 // jaegerPorts are Jaeger's usual ports, on loopback only.
-var jaegerPorts = jaegertest.Ports{GRPC: "127.0.0.1:4317", HTTP: "127.0.0.1:4318", Query: "127.0.0.1:16686", QueryGRPC: "127.0.0.1:16685"}
+var jaegerPorts = jaegertest.Options{GRPC: "127.0.0.1:4317", HTTP: "127.0.0.1:4318", Query: "127.0.0.1:16686", QueryGRPC: "127.0.0.1:16685"}
 
-// startTracing runs Jaeger in dir and gives gatewayd and the manager a tracer that sends it every span; stop ends
-// both, flushing the spans first.
+// startTracing runs Jaeger in dir, with its web UI when its assets are built (make jaeger-ui), and gives gatewayd
+// and the manager a tracer that sends it every span; stop ends both, flushing the spans first.
 func startTracing(ctx context.Context, opts *stack.Options, dir string) (ui string, stop func(), err error) {
 	bin, err := jaegertest.Binary()
 	if err != nil {
 		return "", nil, err
 	}
-	j, err := jaegertest.Start(ctx, bin, dir, jaegerPorts)
+	jo := jaegerPorts
+	jo.UIAssets = jaegertest.UIAssets()
+	j, err := jaegertest.Start(ctx, bin, dir, jo)
 	if err != nil {
 		return "", nil, err
 	}
@@ -95,6 +97,14 @@ func startTracing(ctx context.Context, opts *stack.Options, dir string) (ui stri
 		_ = mgr.Shutdown(flush)
 		j.Stop()
 	}, nil
+}
+
+// uiState says whether this run's Jaeger serves its web UI, and how to get it when it does not.
+func uiState() string {
+	if jaegertest.UIAssets() != "" {
+		return "served from " + jaegertest.UIAssets()
+	}
+	return "not built; make jaeger-ui builds it once, then restart make run TRACING=1"
 }
 
 // logFile, in the dev directory, holds the full log of the last run, DEBUG included, whatever the terminal shows.
@@ -155,13 +165,13 @@ func run(opts stack.Options, zapOpts *zap.Options) error {
 	printUsage(s)
 	if jaegerUI != "" {
 		fmt.Printf(`
-Traces: every call, its tries, async requests and the manager's reconciles, in Jaeger's query API
-(the README's "Traces" step reads a failed-over call's trace):
+Traces: every call, its tries, async requests and the manager's reconciles, in Jaeger
+(the README's "Traces" step follows a failed-over call's trace):
 
-  curl -s "%[1]s/api/services"
+  %[1]s/search?service=gatewayd   (the web UI: %[2]s)
   curl -s "%[1]s/api/traces?service=gatewayd&limit=1" | jq '.data[0].spans[] | {operationName, tags}'
 
-`, jaegerUI)
+`, jaegerUI, uiState())
 	}
 
 	var runErr error

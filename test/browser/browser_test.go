@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gatewayv1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gatewayd"
 	"github.com/modelgate/modelgate/test/stack"
 )
 
@@ -63,6 +64,12 @@ type browserStack struct {
 // test-output unless $MODELGATE_BROWSER_OUT names one), and starts the stack; Cleanup stops it.
 func startBrowserStack(t *testing.T, dir string) *browserStack {
 	t.Helper()
+	return startBrowserStackWith(t, dir, gatewayd.Options{})
+}
+
+// startBrowserStackWith is startBrowserStack with gw as the base of gatewayd's options.
+func startBrowserStackWith(t *testing.T, dir string, gw gatewayd.Options) *browserStack {
+	t.Helper()
 	root, err := stack.FindRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +97,7 @@ func startBrowserStack(t *testing.T, dir string) *browserStack {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)
-	s := stack.StartTest(ctx, t, stack.Options{GatewayAddr: "127.0.0.1:0", UpstreamAddr: "127.0.0.1:0", ModelAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", DevDir: t.TempDir()})
+	s := stack.StartTest(ctx, t, stack.Options{GatewayAddr: "127.0.0.1:0", UpstreamAddr: "127.0.0.1:0", ModelAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", DevDir: t.TempDir(), Gatewayd: gw})
 	return &browserStack{ctx: ctx, s: s, root: root, web: web, out: out}
 }
 

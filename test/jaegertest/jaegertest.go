@@ -33,19 +33,27 @@ func Binary() (string, error) {
 	if p := os.Getenv("MODELGATE_JAEGER"); p != "" {
 		return p, nil
 	}
-	cache := os.Getenv("MODELGATE_CACHE")
-	if cache == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", err
-		}
-		cache = filepath.Join(home, ".cache", "modelgate")
+	cache, err := cacheDir()
+	if err != nil {
+		return "", err
 	}
 	p := filepath.Join(cache, "jaeger", Version, "jaeger")
 	if _, err := os.Stat(p); err != nil {
 		return "", fmt.Errorf("no Jaeger binary at %s: build it with hack/jaeger-binary.sh (make jaeger)", p)
 	}
 	return p, nil
+}
+
+// cacheDir is where the hack/ scripts cache what they build: $MODELGATE_CACHE, else ~/.cache/modelgate.
+func cacheDir() (string, error) {
+	if cache := os.Getenv("MODELGATE_CACHE"); cache != "" {
+		return cache, nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(home, ".cache", "modelgate"), nil
 }
 
 // Jaeger is one running Jaeger.
@@ -78,6 +86,10 @@ extensions:
       endpoint: {{.Query}}
     grpc:
       endpoint: {{.QueryGRPC}}
+{{- if .UIAssets}}
+    ui:
+      assets_path: {{printf "%q" .UIAssets}}
+{{- end}}
   jaeger_storage:
     backends:
       memstore:
@@ -98,15 +110,36 @@ exporters:
     trace_storage: memstore
 `))
 
-// Ports are the loopback addresses a Jaeger listens on; Start picks free ones for those left empty.
-type Ports struct {
+// Options are the loopback addresses a Jaeger listens on, Start picking free ones for those left empty, and the
+// directory of its web UI's assets (UIAssets), if any.
+type Options struct {
 	GRPC, HTTP, Query, QueryGRPC string
+	// UIAssets is a build of jaeger-ui (hack/jaeger-ui.sh) that Jaeger serves at Query; without it Query serves the
+	// query API and a placeholder page.
+	UIAssets string
 }
 
-// Start runs bin with its OTLP receivers and query API on 127.0.0.1 only, its log in dir/jaeger.log, and waits
-// until its query API answers. Stop ends it.
-func Start(ctx context.Context, bin, dir string, ports Ports) (*Jaeger, error) {
-	for _, p := range []*string{&ports.GRPC, &ports.HTTP, &ports.Query, &ports.QueryGRPC} {
+// UIAssets is the directory of Jaeger's web UI assets: $MODELGATE_JAEGER_UI when set, else the cache of
+// hack/jaeger-ui.sh when it has been built there, else "".
+func UIAssets() string {
+	if p := os.Getenv("MODELGATE_JAEGER_UI"); p != "" {
+		return p
+	}
+	cache, err := cacheDir()
+	if err != nil {
+		return ""
+	}
+	p := filepath.Join(cache, "jaeger-ui", Version)
+	if _, err := os.Stat(filepath.Join(p, "index.html")); err != nil {
+		return ""
+	}
+	return p
+}
+
+// Start runs bin with its OTLP receivers and query API (and web UI, given opts.UIAssets) on 127.0.0.1 only, its
+// log in dir/jaeger.log, and waits until its query API answers. Stop ends it.
+func Start(ctx context.Context, bin, dir string, opts Options) (*Jaeger, error) {
+	for _, p := range []*string{&opts.GRPC, &opts.HTTP, &opts.Query, &opts.QueryGRPC} {
 		if *p == "" {
 			a, err := freeAddr()
 			if err != nil {
@@ -116,7 +149,7 @@ func Start(ctx context.Context, bin, dir string, ports Ports) (*Jaeger, error) {
 		}
 	}
 	var cfg strings.Builder
-	if err := config.Execute(&cfg, ports); err != nil {
+	if err := config.Execute(&cfg, opts); err != nil {
 		return nil, err
 	}
 	cfgPath := filepath.Join(dir, "jaeger.yaml")
@@ -133,7 +166,7 @@ func Start(ctx context.Context, bin, dir string, ports Ports) (*Jaeger, error) {
 		logf.Close()
 		return nil, fmt.Errorf("failed to start Jaeger: %w", err)
 	}
-	j := &Jaeger{OTLPGRPC: "http://" + ports.GRPC, OTLPHTTP: "http://" + ports.HTTP, UI: "http://" + ports.Query, cmd: cmd, done: make(chan struct{})}
+	j := &Jaeger{OTLPGRPC: "http://" + opts.GRPC, OTLPHTTP: "http://" + opts.HTTP, UI: "http://" + opts.Query, cmd: cmd, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); logf.Close(); close(j.done) }()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -164,7 +197,7 @@ func Run(t testing.TB) *Jaeger {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	j, err := Start(ctx, bin, t.TempDir(), Ports{})
+	j, err := Start(ctx, bin, t.TempDir(), Options{})
 	if err != nil {
 		cancel()
 		t.Fatal(err)

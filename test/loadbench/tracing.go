@@ -26,7 +26,7 @@ func startTraced(ctx context.Context, rc *rest.Config, ws *loadWorkspace) (*Targ
 	if err != nil {
 		return nil, nil, err
 	}
-	j, err := jaegertest.Start(ctx, bin, dir, jaegertest.Ports{})
+	j, err := jaegertest.Start(ctx, bin, dir, jaegertest.Options{})
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, nil, err
