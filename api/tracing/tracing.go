@@ -190,7 +190,27 @@ func (t *Tracer) Start(ctx context.Context, name string, kind trace.SpanKind, op
 	if t == nil {
 		return ctx, off
 	}
+	if len(opts) == 0 {
+		return t.tracer.Start(ctx, name, kindOnly(kind)...)
+	}
 	return t.tracer.Start(ctx, name, append(opts, trace.WithSpanKind(kind))...)
+}
+
+// kindOptions hold, for each span kind, the start options of a span with no other: made once, so that the span
+// every model call starts, sampled or not, costs no allocation to describe.
+var kindOptions = func() (o [trace.SpanKindConsumer + 1][]trace.SpanStartOption) {
+	for k := range o {
+		o[k] = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKind(k))}
+	}
+	return o
+}()
+
+// kindOnly is the start options of a span of kind and nothing else.
+func kindOnly(kind trace.SpanKind) []trace.SpanStartOption {
+	if int(kind) < len(kindOptions) {
+		return kindOptions[kind]
+	}
+	return []trace.SpanStartOption{trace.WithSpanKind(kind)}
 }
 
 // StartUnder starts a span of kind under ctx's span only when that span is sampled, and otherwise returns ctx and
@@ -202,7 +222,7 @@ func (t *Tracer) StartUnder(ctx context.Context, name string, kind trace.SpanKin
 	if t == nil || !trace.SpanContextFromContext(ctx).IsSampled() {
 		return ctx, off
 	}
-	return t.tracer.Start(ctx, name, trace.WithSpanKind(kind))
+	return t.tracer.Start(ctx, name, kindOnly(kind)...)
 }
 
 // Extract is ctx with the remote span that h's traceparent names as its parent; ctx when h names none or
@@ -211,7 +231,7 @@ func (t *Tracer) Extract(ctx context.Context, h http.Header) context.Context {
 	if t == nil {
 		return ctx
 	}
-	return propagator.Extract(ctx, propagation.HeaderCarrier(h))
+	return propagator.Extract(ctx, headerCarrier(h))
 }
 
 // Inject writes ctx's span into h as a traceparent, so the next hop's spans join the trace; nothing when
@@ -220,7 +240,40 @@ func (t *Tracer) Inject(ctx context.Context, h http.Header) {
 	if t == nil {
 		return
 	}
-	propagator.Inject(ctx, propagation.HeaderCarrier(h))
+	propagator.Inject(ctx, headerCarrier(h))
+}
+
+// headerCarrier is an http.Header as the propagator's carrier. propagation.HeaderCarrier canonicalizes the
+// propagator's lower-case names on every Get and Set, an allocation each; this one knows the canonical form of the
+// W3C headers, so extracting from a call that carries no traceparent allocates nothing.
+type headerCarrier http.Header
+
+// canonicalKey is the header name under which http.Header keeps the propagator's key k.
+func canonicalKey(k string) string {
+	switch k {
+	case "traceparent":
+		return "Traceparent"
+	case "tracestate":
+		return "Tracestate"
+	}
+	return http.CanonicalHeaderKey(k)
+}
+
+func (c headerCarrier) Get(k string) string {
+	if v := c[canonicalKey(k)]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+func (c headerCarrier) Set(k, v string) { c[canonicalKey(k)] = []string{v} }
+
+func (c headerCarrier) Keys() []string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	return keys
 }
 
 // TraceParent is ctx's span as a traceparent value, for a span continued later (an async request's dispatch);

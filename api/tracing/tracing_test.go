@@ -71,6 +71,29 @@ func TestOffAllocatesNothing(t *testing.T) {
 	}
 }
 
+// TestUnsampledStartAllocations: with tracing on, the server span of a call that is not sampled costs the SDK's
+// two allocations (the span that records nothing, and the context that carries it), none of this package's:
+// the span's start options are made once per kind.
+func TestUnsampledStartAllocations(t *testing.T) {
+	tr, err := New(context.Background(), Config{Exporter: ExporterOTLP, Protocol: ProtocolHTTP, Endpoint: "http://127.0.0.1:1", Sampler: "always_off"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tr.Shutdown(context.Background()) }()
+	h := http.Header{}
+	ctx := context.Background()
+	n := testing.AllocsPerRun(100, func() {
+		_, span := tr.Start(tr.Extract(ctx, h), "chat", trace.SpanKindServer)
+		if span.IsRecording() {
+			t.Fatal("an unsampled span records")
+		}
+		span.End()
+	})
+	if n > 2 {
+		t.Errorf("an unsampled server span allocates %v times, want at most 2", n)
+	}
+}
+
 // TestStartUnder: a child span starts under a sampled span only; under an unsampled one the context stays as it
 // is, and a traceparent from it still names the trace, unsampled.
 func TestStartUnder(t *testing.T) {
@@ -96,5 +119,29 @@ func TestStartUnder(t *testing.T) {
 		span.End()
 		parent.End()
 		_ = tr.Shutdown(context.Background())
+	}
+}
+
+// TestHeaderRoundTrip: Inject writes the traceparent under http.Header's canonical name, where any server reads it,
+// and Extract takes the parent back from a header a client wrote in either case.
+func TestHeaderRoundTrip(t *testing.T) {
+	tr, err := New(context.Background(), Config{Exporter: ExporterOTLP, Protocol: ProtocolHTTP, Endpoint: "http://127.0.0.1:1", Sampler: "always_off"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tr.Shutdown(context.Background()) }()
+	ctx, span := tr.Start(context.Background(), "call", trace.SpanKindServer)
+	defer span.End()
+	h := http.Header{}
+	tr.Inject(ctx, h)
+	if got, want := h.Get("traceparent"), tr.TraceParent(ctx); got == "" || got != want || len(h["Traceparent"]) != 1 {
+		t.Fatalf("injected header %v, want Traceparent %q", h, want)
+	}
+	const tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	for _, in := range []http.Header{{"Traceparent": {tp}}, func() http.Header { h := http.Header{}; h.Set("traceparent", tp); return h }()} {
+		sc := trace.SpanContextFromContext(tr.Extract(context.Background(), in))
+		if sc.TraceID().String() != "0af7651916cd43dd8448eb211c80319c" || sc.SpanID().String() != "b7ad6b7169203331" || !sc.IsRemote() {
+			t.Errorf("extracted %+v from %v", sc, in)
+		}
 	}
 }
