@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -196,7 +197,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 			stream = append(stream, t)
 		}
 	}
-	// The Endpoints of several targets follow the in-process gatewayds: two weighted targets (run bracketed by the
+	// The Endpoints of several targets follow the in-process gatewayds: two weighted targets (run beside the
 	// one-target route, rounds.bracket), and a refused try before every answer (in the rotation). Their streams would say nothing the plain runs do not; the stream list runs gatewayd's own in
 	// their places, so that the peers keep one index in both lists. The fixed indexes above stay: a row of a
 	// target that did not run is not read.
@@ -204,16 +205,16 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	plain = append(plain, bySlugs("gatewayd, two targets", gw.URL, ws, emb, twoSlug, twoSlug),
 		bySlugs("gatewayd, refused try first", gw.URL, ws, emb, failoverSlug, failoverSlug))
 	stream = append(stream, gw, gw)
-	// gatewayd tracing 1% of its calls into a real Jaeger, on a state of its own, run bracketed by the untraced
+	// gatewayd tracing 1% of its calls into a real Jaeger, on a state of its own, run beside the untraced
 	// gatewayd (rounds.bracket): its throughput against theirs (docs/benchmarks.md "Tracing").
-	traced, stopTraced, tracedErr := startTraced(ctx, st.Config, ws)
+	tracedGw, tracedRun, tracedErr := startTraced(ctx, st.Config, ws)
 	tracedAt := -1
 	if tracedErr != nil {
 		cfg.progress("traced gatewayd not run: %v", tracedErr)
 	} else {
-		defer stopTraced()
+		defer tracedRun.stop()
 		tracedAt = len(plain)
-		plain = append(plain, traced)
+		plain = append(plain, tracedGw)
 		stream = append(stream, gw)
 	}
 	// With peers, gatewayd also runs in its own process (the scale measurement's child, on the embedded store), as
@@ -290,7 +291,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		}
 		into[i] = append(into[i], Drive(ctx, plain[i], concurrency, d, false, want, vOf(i)))
 	}
-	// The rows held to a ratio of one target's throughput run bracketed (rounds.bracket), not in the rotation.
+	// The rows held to a ratio of one target's throughput run beside it (rounds.bracket), not in the rotation.
 	rounds.bracket = []int{routing.two}
 	if tracedAt >= 0 {
 		rounds.bracket = append(rounds.bracket, tracedAt)
@@ -306,12 +307,18 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 				drive(i, cfg.Concurrency, cfg.ThroughputDuration, rounds.throughput, &rounds.predictThroughput)
 			}
 		}
+		// Each target held to a ratio runs together with the one-target route, half the workers each, for twice a
+		// throughput run: both see the same moments of the machine.
+		long, half := 2*cfg.ThroughputDuration, max(cfg.Concurrency/2, 1)
 		for j, i := range rounds.bracket {
-			rounds.controls[j] = append(rounds.controls[j], Drive(ctx, plain[embedded], cfg.Concurrency, cfg.ThroughputDuration, false, want, v))
-			drive(i, cfg.Concurrency, cfg.ThroughputDuration, rounds.throughput, &rounds.predictThroughput)
+			var control, row Result
+			var both sync.WaitGroup
+			both.Go(func() { control = Drive(ctx, plain[embedded], half, long, false, want, v) })
+			both.Go(func() { row = Drive(ctx, plain[i], half, long, false, want, vOf(i)) })
+			both.Wait()
+			rounds.controls[j] = append(rounds.controls[j], control)
+			rounds.throughput[i] = append(rounds.throughput[i], row)
 		}
-		last := len(rounds.bracket)
-		rounds.controls[last] = append(rounds.controls[last], Drive(ctx, plain[embedded], cfg.Concurrency, cfg.ThroughputDuration, false, want, v))
 		for k := range stream {
 			i := (k + r) % len(stream)
 			rounds.stream[i] = append(rounds.stream[i], Drive(ctx, stream[i], cfg.StreamConcurrency, cfg.StreamDuration, true, want, vOf(i)))
@@ -328,7 +335,12 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	rep.addPeers(cfg, rounds, peerIndex, peerNotRun, peerV)
 	rep.addPredict(cfg, rounds)
 	rep.addRouting(cfg, rounds, routing)
-	rep.addTracing(cfg, rounds, tracedAt, tracedErr)
+	var received int
+	var receivedErr error
+	if tracedRun != nil {
+		received, receivedErr = tracedRun.received(ctx)
+	}
+	rep.addTracing(cfg, rounds, tracedAt, tracedErr, received, receivedErr)
 
 	cfg.progress("measuring the limiter check")
 	rep.addLimiter(benchLimiter())
@@ -400,10 +412,10 @@ type rounds struct {
 	latency, throughput, stream [][]Result
 	// predictLatency and predictThroughput are the predict target's runs, one per round.
 	predictLatency, predictThroughput []Result
-	// bracket are the targets whose throughput is held to a ratio of one target's: in each round they run after
-	// the rotation, each between two runs of the one-target route (controls[j] and controls[j+1] bracket
-	// bracket[j]), so that every one follows a run of the same process and is compared with the runs on either
-	// side of it rather than with a run that had other neighbours (docs/benchmarks.md "Side-by-side load harness").
+	// bracket are the targets whose throughput is held to a ratio of one target's: in each round, after the
+	// rotation, each runs at the same time as the one-target route, half the workers each (controls[j] holds the
+	// one-target runs made beside bracket[j]), so that whatever else the machine does in those seconds falls on
+	// both alike (docs/benchmarks.md "Side-by-side load harness").
 	bracket  []int
 	controls [][]Result
 }
