@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 
 	"k8s.io/client-go/rest"
 
@@ -90,13 +91,13 @@ func (r *Report) addTracing(cfg Config, rs *rounds, at int, err error, received 
 	}
 	r.addBracketed(rs, at, figure, 0.97)
 	calls := 0
-	for _, run := range rs.throughput[at] {
+	for _, run := range slices.Concat(rs.latency[at], rs.throughput[at]) {
 		calls += run.Requests
 	}
 	if receivedErr != nil {
 		r.info("traces of the traced gatewayd in Jaeger", "not read: "+receivedErr.Error())
 	} else {
-		r.info("traces of the traced gatewayd in Jaeger", fmt.Sprintf("%d, for %d calls in the rounds (%.2f%%; the warm-up's calls add a few)", received, calls, 100*float64(received)/float64(max(calls, 1))))
+		r.info("traces of the traced gatewayd in Jaeger", fmt.Sprintf("%d, for %d calls in the rounds, latency and throughput (%.2f%%; the warm-up's add a few)", received, calls, 100*float64(received)/float64(max(calls, 1))))
 	}
 	r.Notes = append(r.Notes, "Tracing: gatewayd, traced 1% = an in-process gatewayd on an embedded state of its own, tracing "+
 		"parentbased_traceidratio "+tracedRatio+" of its calls over OTLP/gRPC into a real Jaeger (hack/jaeger-binary.sh) on "+
