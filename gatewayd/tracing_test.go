@@ -62,19 +62,8 @@ func TestTraces(t *testing.T) {
 
 	call := func(model string) (result, string, string) {
 		t.Helper()
-		tp, traceID, spanID := jaegertest.TraceParent()
 		b, _ := json.Marshal(map[string]any{"model": model, "messages": []any{map[string]any{"role": "user", "content": "hello world"}}})
-		req, _ := http.NewRequest(http.MethodPost, f.url+"/v1/chat/completions", bytes.NewReader(b))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Api-Key "+key)
-		req.Header.Set("traceparent", tp)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		out, _ := io.ReadAll(resp.Body)
-		return result{status: resp.StatusCode, header: resp.Header, body: out}, traceID, spanID
+		return tracedPost(t, f.url+"/v1/chat/completions", key, b)
 	}
 	ok, okTrace, okParent := call(slug)
 	if ok.status != http.StatusOK {
@@ -179,6 +168,24 @@ func TestTraces(t *testing.T) {
 	if traces, err := j.Traces(service+"-http", 10); err != nil || len(traces) != 1 || traces[0].Spans[0].OperationName != "http exporter" {
 		t.Errorf("the span sent over OTLP/HTTP: %+v, %v", traces, err)
 	}
+}
+
+// tracedPost posts a JSON body to url with key in the Api-Key scheme and a traceparent of its own, and returns the
+// answer with the trace id and the parent span id that traceparent named.
+func tracedPost(t *testing.T, url, key string, body []byte) (result, string, string) {
+	t.Helper()
+	tp, traceID, spanID := jaegertest.TraceParent()
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Api-Key "+key)
+	req.Header.Set("traceparent", tp)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return result{status: resp.StatusCode, header: resp.Header, body: out}, traceID, spanID
 }
 
 // waitSpans waits until Jaeger holds at least n spans of trace id and returns them.
@@ -286,28 +293,15 @@ func TestPredictTraces(t *testing.T) {
 	f.publish()
 
 	key := f.keys["invoke"]
-	call := func(path string) (int, http.Header, string, string) {
-		tp, traceID, spanID := jaegertest.TraceParent()
-		req, _ := http.NewRequest(http.MethodPost, f.url+path, strings.NewReader(`{"text":"hi"}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Api-Key "+key)
-		req.Header.Set("traceparent", tp)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode, resp.Header, traceID, spanID
-	}
-	status, header, traceID, parent := call("/models/sentiment/production/predict")
-	if status != http.StatusOK {
-		t.Fatalf("predict: %d", status)
+	body := []byte(`{"text":"hi"}`)
+	answered, traceID, parent := tracedPost(t, f.url+"/models/sentiment/production/predict", key, body)
+	if answered.status != http.StatusOK {
+		t.Fatalf("predict: %d %s", answered.status, answered.body)
 	}
 	upTP := <-received
-	missing, _, missingTrace, _ := call("/models/nope/production/predict")
-	if missing != http.StatusNotFound {
-		t.Fatalf("predict of an unknown model: %d, want 404", missing)
+	missing, missingTrace, _ := tracedPost(t, f.url+"/models/nope/production/predict", key, body)
+	if missing.status != http.StatusNotFound {
+		t.Fatalf("predict of an unknown model: %d, want 404", missing.status)
 	}
 	if err := tr.Flush(context.Background()); err != nil {
 		t.Fatal(err)
@@ -325,7 +319,7 @@ func TestPredictTraces(t *testing.T) {
 	}
 	wantTags(t, server, map[string]string{
 		tracing.Workspace: f.ns, tracing.RequestModel: "sentiment", tracing.Deployment: "v1", tracing.KeyPrefix: prefix,
-		tracing.RequestID: header.Get("X-Request-Id"), "http.response.status_code": "200",
+		tracing.RequestID: answered.header.Get("X-Request-Id"), "http.response.status_code": "200",
 	}, nil)
 	if parts := strings.Split(upTP, "-"); len(parts) != 4 || parts[1] != traceID || parts[2] != server.SpanID {
 		t.Errorf("the model server received traceparent %q; want trace %s under the predict span %s", upTP, traceID, server.SpanID)
