@@ -144,7 +144,7 @@ func fromChat(r *openai.ChatRequest) (*converseRequest, error) {
 		}
 		switch m.Role {
 		case "system", "developer":
-			text, err := onlyText(at, m.Content)
+			text, err := m.Content.OnlyText(Kind, at)
 			if err != nil {
 				return nil, err
 			}
@@ -156,7 +156,7 @@ func fromChat(r *openai.ChatRequest) (*converseRequest, error) {
 			}
 			req.Messages = appendTurn(req.Messages, "user", blocks)
 		case "assistant":
-			text, err := onlyText(at, m.Content)
+			text, err := m.Content.OnlyText(Kind, at)
 			if err != nil {
 				return nil, err
 			}
@@ -176,7 +176,7 @@ func fromChat(r *openai.ChatRequest) (*converseRequest, error) {
 			if m.ToolCallID == "" {
 				return nil, refuse(at+".tool_call_id", "needs the id of the tool call it answers")
 			}
-			text, err := onlyText(at, m.Content)
+			text, err := m.Content.OnlyText(Kind, at)
 			if err != nil {
 				return nil, err
 			}
@@ -243,13 +243,4 @@ func userBlocks(at string, c openai.Content) ([]block, error) {
 			}
 			return block{Image: &imageBlock{Format: format, Source: imageSource{Bytes: data}}}, ""
 		})
-}
-
-// onlyText is the text of a message that takes only text (system, assistant, tool).
-func onlyText(at string, c openai.Content) (string, error) {
-	text, bad := c.TextOnly()
-	if bad >= 0 {
-		return "", refuse(fmt.Sprintf("%s.content[%d].type", at, bad), "takes only text in this message")
-	}
-	return text, nil
 }

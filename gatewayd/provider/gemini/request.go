@@ -148,9 +148,9 @@ func fromChat(r *openai.ChatRequest) (*generateRequest, error) {
 			if !ok {
 				return nil, refuse(at+".tool_call_id", "needs the id of a tool call of an earlier assistant message")
 			}
-			text, bad := m.Content.TextOnly()
-			if bad >= 0 {
-				return nil, onlyText(at, bad)
+			text, err := m.Content.OnlyText(Kind, at)
+			if err != nil {
+				return nil, err
 			}
 			resp, _ := json.Marshal(map[string]string{"content": text})
 			req.Contents = appendTurn(req.Contents, "user", []part{{FunctionResponse: &functionResponse{ID: m.ToolCallID, Name: name, Response: resp}}})
@@ -213,17 +213,9 @@ func userParts(at string, c openai.Content) ([]part, error) {
 
 // textParts are the text of a message that takes only text (system, assistant) as one part; empty text is none.
 func textParts(at string, c openai.Content) ([]part, error) {
-	text, bad := c.TextOnly()
-	switch {
-	case bad >= 0:
-		return nil, onlyText(at, bad)
-	case text == "":
-		return nil, nil
+	text, err := c.OnlyText(Kind, at)
+	if err != nil || text == "" {
+		return nil, err
 	}
 	return []part{{Text: &text}}, nil
-}
-
-// onlyText refuses part bad of the message at at, which takes only text.
-func onlyText(at string, bad int) error {
-	return refuse(fmt.Sprintf("%s.content[%d].type", at, bad), "takes only text in this message")
 }

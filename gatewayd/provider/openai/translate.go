@@ -33,6 +33,16 @@ func (c Content) TextOnly() (text string, bad int) {
 	return b.String(), -1
 }
 
+// OnlyText is TextOnly for the message at at (messages[i]) of a provider kind that takes only text in it: a part
+// that is not text is the client's 400 naming that part.
+func (c Content) OnlyText(kind, at string) (string, error) {
+	text, bad := c.TextOnly()
+	if bad >= 0 {
+		return "", &provider.Refused{Provider: kind, Field: fmt.Sprintf("%s.content[%d].type", at, bad), Reason: "takes only text in this message"}
+	}
+	return text, nil
+}
+
 // Image is an image part's media type and base64 data, when its URL is a data URL.
 func (p ContentPart) Image() (mediaType, data string, err error) {
 	var u string
