@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelgate/modelgate/gatewayd/provider/openai"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 )
 
@@ -22,51 +23,6 @@ type Answer struct {
 
 // translation turns a Messages answer into OpenAI's.
 type translation struct{}
-
-// chatAnswer is OpenAI's chat completion.
-type chatAnswer struct {
-	ID      string       `json:"id"`
-	Object  string       `json:"object"`
-	Created int64        `json:"created"`
-	Model   string       `json:"model"`
-	Choices []chatChoice `json:"choices"`
-	Usage   *chatUsage   `json:"usage,omitempty"`
-}
-
-type chatChoice struct {
-	Index        int          `json:"index"`
-	Message      *chatMessage `json:"message,omitempty"`
-	Delta        *chatMessage `json:"delta,omitempty"`
-	FinishReason *string      `json:"finish_reason"`
-}
-
-type chatMessage struct {
-	Role      string     `json:"role,omitempty"`
-	Content   *string    `json:"content,omitempty"`
-	ToolCalls []toolCall `json:"tool_calls,omitempty"`
-}
-
-type toolCall struct {
-	Index    *int         `json:"index,omitempty"`
-	ID       string       `json:"id,omitempty"`
-	Type     string       `json:"type,omitempty"`
-	Function toolFunction `json:"function"`
-}
-
-type toolFunction struct {
-	Name      string `json:"name,omitempty"`
-	Arguments string `json:"arguments"`
-}
-
-type chatUsage struct {
-	PromptTokens     int64 `json:"prompt_tokens"`
-	CompletionTokens int64 `json:"completion_tokens"`
-	TotalTokens      int64 `json:"total_tokens"`
-}
-
-func chatUsageOf(u upstream.Usage) *chatUsage {
-	return &chatUsage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens}
-}
 
 // FinishReason is OpenAI's finish_reason of a Messages stop_reason.
 func FinishReason(stop string) string {
@@ -92,7 +48,7 @@ func (translation) Answer(body []byte) ([]byte, upstream.Usage, error) {
 		return nil, upstream.Usage{}, errors.New("not a Messages answer")
 	}
 	u := a.Usage.of()
-	msg := &chatMessage{Role: "assistant"}
+	msg := openai.AssistantMessage{Role: "assistant"}
 	var text strings.Builder
 	hasText := false
 	for _, b := range a.Content {
@@ -107,7 +63,7 @@ func (translation) Answer(body []byte) ([]byte, upstream.Usage, error) {
 			if input == "" {
 				input = "{}"
 			}
-			msg.ToolCalls = append(msg.ToolCalls, toolCall{ID: b.ID, Type: "function", Function: toolFunction{Name: b.Name, Arguments: input}})
+			msg.ToolCalls = append(msg.ToolCalls, openai.ToolCall{ID: b.ID, Type: "function", Function: openai.FunctionCall{Name: b.Name, Arguments: input}})
 		}
 	}
 	if hasText || len(msg.ToolCalls) == 0 {
@@ -115,8 +71,8 @@ func (translation) Answer(body []byte) ([]byte, upstream.Usage, error) {
 		msg.Content = &s
 	}
 	finish := FinishReason(a.StopReason)
-	out, err := json.Marshal(chatAnswer{ID: a.ID, Object: "chat.completion", Created: time.Now().Unix(), Model: a.Model,
-		Choices: []chatChoice{{Message: msg, FinishReason: &finish}}, Usage: chatUsageOf(u)})
+	out, err := json.Marshal(openai.ChatCompletion{ID: a.ID, Object: openai.ObjectCompletion, Created: time.Now().Unix(), Model: a.Model,
+		Choices: []openai.ChatChoice{{Message: msg, FinishReason: finish}}, Usage: openai.UsageOf(u)})
 	return out, u, err
 }
 
@@ -141,13 +97,13 @@ func (translation) Error(status int, body []byte) []byte {
 
 // Stream translates Anthropic's events (stream.go).
 func (translation) Stream(r io.Reader, emit func([]byte) error, clientWantsUsage bool) (upstream.Usage, error) {
-	s := streamer{emit: emit, created: time.Now().Unix(), toolIndex: map[int]int{}}
+	s := streamer{out: openai.ChunkWriter{Emit: emit, Created: time.Now().Unix()}, emit: emit, toolIndex: map[int]int{}}
 	err := upstream.ReadEvents(r, s.event)
 	if err == nil && !s.stopped {
 		err = io.ErrUnexpectedEOF
 	}
 	if err == nil && clientWantsUsage {
-		err = s.send(chatAnswer{Choices: []chatChoice{}, Usage: chatUsageOf(s.usage.of())})
+		err = s.out.Usage(openai.UsageOf(s.usage.of()))
 	}
 	return s.usage.of(), err
 }

@@ -74,7 +74,7 @@ func FuzzAnthropicStream(f *testing.F) {
 				t.Fatalf("negative usage chunk %+v", c.Usage)
 			}
 			for _, ch := range c.Choices {
-				if ch.Delta != nil && ch.Delta.Content != nil {
+				if ch.Delta.Content != nil {
 					b.WriteString(*ch.Delta.Content)
 				}
 			}

@@ -3,6 +3,8 @@ package anthropic
 import (
 	"encoding/json"
 	"errors"
+
+	"github.com/modelgate/modelgate/gatewayd/provider/openai"
 )
 
 // streamEvent is one of Anthropic's server-sent events, as much as the translation reads.
@@ -35,27 +37,13 @@ func (e *StreamError) Error() string { return "upstream stream error " + e.Type 
 
 // streamer turns Anthropic's events into OpenAI chunks as they come.
 type streamer struct {
-	emit    func([]byte) error
-	id      string
-	model   string
-	created int64
-	usage   usage
+	// out writes the chunks, with the id and model of message_start; emit writes an error event as it is.
+	out   openai.ChunkWriter
+	emit  func([]byte) error
+	usage usage
 	// toolIndex is the OpenAI tool call index of each tool_use content block.
 	toolIndex map[int]int
 	stopped   bool
-}
-
-func (s *streamer) send(c chatAnswer) error {
-	c.ID, c.Object, c.Created, c.Model = s.id, "chat.completion.chunk", s.created, s.model
-	b, err := json.Marshal(c)
-	if err != nil {
-		return err
-	}
-	return s.emit(b)
-}
-
-func (s *streamer) delta(d chatMessage, finish *string) error {
-	return s.send(chatAnswer{Choices: []chatChoice{{Delta: &d, FinishReason: finish}}})
 }
 
 // mergeUsage takes the counts an event reports; message_delta's are cumulative, and a count it leaves out
@@ -80,21 +68,21 @@ func (s *streamer) event(data []byte) error {
 	switch e.Type {
 	case "message_start":
 		if e.Message != nil {
-			s.id, s.model = e.Message.ID, e.Message.Model
+			s.out.ID, s.out.Model = e.Message.ID, e.Message.Model
 			s.mergeUsage(&e.Message.Usage)
 		}
 		empty := ""
-		return s.delta(chatMessage{Role: "assistant", Content: &empty}, nil)
+		return s.out.Delta(openai.Delta{Content: &empty}, nil)
 	case "content_block_start":
 		if b := e.ContentBlock; b != nil {
 			switch b.Type {
 			case "tool_use":
 				i := len(s.toolIndex)
 				s.toolIndex[e.Index] = i
-				return s.delta(chatMessage{ToolCalls: []toolCall{{Index: &i, ID: b.ID, Type: "function", Function: toolFunction{Name: b.Name}}}}, nil)
+				return s.out.Delta(openai.Delta{ToolCalls: []openai.ToolCall{{Index: &i, ID: b.ID, Type: "function", Function: openai.FunctionCall{Name: b.Name}}}}, nil)
 			case "text":
 				if b.Text != nil && *b.Text != "" {
-					return s.delta(chatMessage{Content: b.Text}, nil)
+					return s.out.Delta(openai.Delta{Content: b.Text}, nil)
 				}
 			}
 		}
@@ -102,20 +90,20 @@ func (s *streamer) event(data []byte) error {
 		if d := e.Delta; d != nil {
 			switch d.Type {
 			case "text_delta":
-				return s.delta(chatMessage{Content: &d.Text}, nil)
+				return s.out.Delta(openai.Delta{Content: &d.Text}, nil)
 			case "input_json_delta":
 				i, ok := s.toolIndex[e.Index]
 				if !ok {
 					return errors.New("an input_json_delta of a block that is no tool_use")
 				}
-				return s.delta(chatMessage{ToolCalls: []toolCall{{Index: &i, Function: toolFunction{Arguments: d.PartialJSON}}}}, nil)
+				return s.out.Delta(openai.Delta{ToolCalls: []openai.ToolCall{{Index: &i, Function: openai.FunctionCall{Arguments: d.PartialJSON}}}}, nil)
 			}
 		}
 	case "message_delta":
 		s.mergeUsage(e.Usage)
 		if e.Delta != nil && e.Delta.StopReason != "" {
 			finish := FinishReason(e.Delta.StopReason)
-			return s.delta(chatMessage{}, &finish)
+			return s.out.Delta(openai.Delta{}, &finish)
 		}
 	case "message_stop":
 		s.stopped = true

@@ -12,6 +12,7 @@ import (
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 
 	"github.com/modelgate/modelgate/gatewayd/provider"
+	"github.com/modelgate/modelgate/gatewayd/provider/openai"
 	"github.com/modelgate/modelgate/gatewayd/provider/providertest"
 	"github.com/modelgate/modelgate/gatewayd/upstream"
 )
@@ -181,15 +182,15 @@ func TestStreamGolden(t *testing.T) {
 }
 
 // chunks reads the OpenAI chunks of a translated stream, framed as Forward frames them.
-func chunks(t *testing.T, stream string) []chatAnswer {
+func chunks(t *testing.T, stream string) []openai.ChatChunk {
 	t.Helper()
-	var out []chatAnswer
+	var out []openai.ChatChunk
 	for _, line := range strings.Split(stream, "\n\n") {
 		data := strings.TrimPrefix(line, "data: ")
 		if data == "" || data == "[DONE]" {
 			continue
 		}
-		var c chatAnswer
+		var c openai.ChatChunk
 		if err := json.Unmarshal([]byte(data), &c); err != nil {
 			t.Fatalf("chunk %s: %v", data, err)
 		}

@@ -43,10 +43,6 @@ func (t *tokenUsage) usage() upstream.Usage {
 	return u
 }
 
-func chatUsage(u upstream.Usage) openai.ChatUsage {
-	return openai.ChatUsage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
-}
-
 // finishReason maps Converse's stopReason onto OpenAI's finish_reason.
 func finishReason(stop string) string {
 	switch stop {
@@ -94,7 +90,7 @@ func (t *translation) Answer(body []byte) ([]byte, upstream.Usage, error) {
 		}
 	}
 	out, err := json.Marshal(openai.ChatCompletion{ID: t.id, Object: openai.ObjectCompletion, Created: t.created, Model: t.model,
-		Choices: []openai.ChatChoice{{Message: msg, FinishReason: finishReason(r.StopReason)}}, Usage: chatUsage(u)})
+		Choices: []openai.ChatChoice{{Message: msg, FinishReason: finishReason(r.StopReason)}}, Usage: openai.UsageOf(u)})
 	return out, u, err
 }
 
@@ -175,7 +171,7 @@ func (t *translation) Stream(r io.Reader, emit func([]byte) error, clientWantsUs
 		}
 	}
 	if clientWantsUsage {
-		if err := s.w.Usage(chatUsage(s.usage)); err != nil {
+		if err := s.w.Usage(openai.UsageOf(s.usage)); err != nil {
 			return s.usage, err
 		}
 	}

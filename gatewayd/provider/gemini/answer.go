@@ -55,10 +55,6 @@ func (m *usageMetadata) usage() upstream.Usage {
 	return u
 }
 
-func chatUsage(u upstream.Usage) openai.ChatUsage {
-	return openai.ChatUsage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
-}
-
 // finishReason maps Gemini's finishReason onto OpenAI's; a function call ends a turn as tool_calls.
 func finishReason(reason string, calledTools bool) string {
 	switch reason {
@@ -127,7 +123,7 @@ func (t *translation) Answer(body []byte) ([]byte, upstream.Usage, error) {
 		reason = openai.FinishContentFilter
 	}
 	out, err := json.Marshal(openai.ChatCompletion{ID: t.id, Object: openai.ObjectCompletion, Created: t.created, Model: t.modelOf(&r),
-		Choices: []openai.ChatChoice{{Message: msg, FinishReason: reason}}, Usage: chatUsage(u)})
+		Choices: []openai.ChatChoice{{Message: msg, FinishReason: reason}}, Usage: openai.UsageOf(u)})
 	return out, u, err
 }
 
@@ -191,7 +187,7 @@ func (t *translation) Stream(r io.Reader, emit func([]byte) error, clientWantsUs
 		return s.usage, io.ErrUnexpectedEOF
 	}
 	if clientWantsUsage {
-		if err := s.w.Usage(chatUsage(s.usage)); err != nil {
+		if err := s.w.Usage(openai.UsageOf(s.usage)); err != nil {
 			return s.usage, err
 		}
 	}

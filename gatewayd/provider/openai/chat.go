@@ -268,10 +268,11 @@ type ChunkChoice struct {
 	FinishReason *string `json:"finish_reason"`
 }
 
-// Delta is what a chunk adds to the answer.
+// Delta is what a chunk adds to the answer. Content is left out only when nil: an empty text is sent, as OpenAI's
+// first chunk sends it beside the role.
 type Delta struct {
 	Role      string     `json:"role,omitempty"`
-	Content   *string    `json:"content,omitempty"`
+	Content   *string    `json:"content,omitzero"`
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 }
 

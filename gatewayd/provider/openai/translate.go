@@ -11,6 +11,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/modelgate/modelgate/gatewayd/provider"
+	"github.com/modelgate/modelgate/gatewayd/upstream"
 	"github.com/modelgate/modelgate/gatewayd/view"
 )
 
@@ -110,6 +111,11 @@ func (w *ChunkWriter) Delta(d Delta, finish *string) error {
 		d.Role, w.started = "assistant", true
 	}
 	return w.Send(ChatChunk{Choices: []ChunkChoice{{Delta: d, FinishReason: finish}}})
+}
+
+// UsageOf is an answer's usage in OpenAI's form.
+func UsageOf(u upstream.Usage) ChatUsage {
+	return ChatUsage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
 }
 
 // Usage writes the final usage chunk, which has no choices.
