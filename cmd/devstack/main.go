@@ -101,8 +101,8 @@ func startTracing(ctx context.Context, opts *stack.Options, dir string) (ui stri
 
 // uiState says whether this run's Jaeger serves its web UI, and how to get it when it does not.
 func uiState() string {
-	if jaegertest.UIAssets() != "" {
-		return "served from " + jaegertest.UIAssets()
+	if assets := jaegertest.UIAssets(); assets != "" {
+		return "served from " + assets
 	}
 	return "not built; make jaeger-ui builds it once, then restart make run TRACING=1"
 }

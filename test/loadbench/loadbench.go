@@ -292,7 +292,8 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		into[i] = append(into[i], Drive(ctx, plain[i], concurrency, d, false, want, vOf(i)))
 	}
 	// The rows held to a ratio of one target's throughput run beside it (rounds.bracket), not in the rotation.
-	rounds.bracket = []int{routing.two}
+	// The refused-try row runs beside the one-target route too, as the check that this measure sees a cost.
+	rounds.bracket = []int{routing.two, routing.failover}
 	if tracedAt >= 0 {
 		rounds.bracket = append(rounds.bracket, tracedAt)
 	}

@@ -127,16 +127,22 @@ func (rs *rounds) bracketedRatios(i int) []float64 {
 	return xs
 }
 
-// addBracketed reports a bracketed row against its target (at least min): the median over rounds, and each
-// round's ratio beside it, so a reader sees the spread the median comes from.
+// addBracketed reports a bracketed row against its target (at least min).
 func (r *Report) addBracketed(rs *rounds, i int, figure string, min float64) {
+	x, shown := rs.bracketed(i)
+	r.add(figure, shown, fmt.Sprintf("≥ %.2f", min), x >= min)
+}
+
+// bracketed is target i's bracketed ratio, the median over rounds, and that figure shown with each round's ratio
+// beside it, so a reader sees the spread the median comes from.
+func (rs *rounds) bracketed(i int) (float64, string) {
 	xs := rs.bracketedRatios(i)
 	x := median(xs)
 	each := make([]string, len(xs))
 	for k, v := range xs {
 		each[k] = fmt.Sprintf("%.2f", v)
 	}
-	r.add(figure, fmt.Sprintf("%.2f (rounds: %s)", x, strings.Join(each, " ")), fmt.Sprintf("≥ %.2f", min), x >= min)
+	return x, fmt.Sprintf("%.2f (rounds: %s)", x, strings.Join(each, " "))
 }
 
 // rate is the median over rounds of target i's throughput, in calls a second.
@@ -650,6 +656,8 @@ type routingTargets struct{ two, failover int }
 func (r *Report) addRouting(cfg Config, rs *rounds, at routingTargets) {
 	c := cfg.Concurrency
 	r.addBracketed(rs, at.two, fmt.Sprintf("throughput two weighted targets ÷ one target, concurrency %d", c), 0.95)
+	_, shown := rs.bracketed(at.failover)
+	r.info(fmt.Sprintf("throughput a refused try first ÷ one target, driven together, concurrency %d (the check that the measure above sees a cost)", c), shown)
 	added := func(q float64) float64 {
 		var xs []float64
 		for i := range rs.latency[at.failover] {
@@ -660,5 +668,5 @@ func (r *Report) addRouting(cfg Config, rs *rounds, at routingTargets) {
 	p50, p99 := added(.50), added(.99)
 	r.info("added latency p50, concurrency 1 (a refused try, then the answer − one target)", us(p50))
 	r.add("added latency p99, concurrency 1 (a refused try, then the answer − one target)", us(p99), "≤ +1000 µs", p99 <= 1e6)
-	r.Notes = append(r.Notes, "Routing: gatewayd, two targets = an Endpoint of two targets weighted 3 to 1, both on the zero-delay upstream, so the figure is gatewayd's own cost of choosing; refused try first = an Endpoint whose priority-0 target is a loopback port nothing listens on (its cooldown never takes it out), so every call makes a refused try and then the answering one. The refused-try row takes a place in each round's rotation of the plain targets and its latency is compared with the one-target OpenAI route's of the same round; the two-target row runs after the rotation at the same time as the one-target route, half the workers each, for twice a throughput run, and its throughput is divided by the one-target route's of that run.")
+	r.Notes = append(r.Notes, "Routing: gatewayd, two targets = an Endpoint of two targets weighted 3 to 1, both on the zero-delay upstream, so the figure is gatewayd's own cost of choosing; refused try first = an Endpoint whose priority-0 target is a loopback port nothing listens on (its cooldown never takes it out), so every call makes a refused try and then the answering one. The refused-try row takes a place in each round's latency rotation and its latency is compared with the one-target OpenAI route's of the same round; its throughput is driven beside the one-target route, as the two-target row's is, to show that this measure sees a cost; the two-target row runs after the rotation at the same time as the one-target route, half the workers each, for twice a throughput run, and its throughput is divided by the one-target route's of that run.")
 }
